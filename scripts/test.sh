@@ -1,0 +1,85 @@
+#!/bin/sh
+# scripts/test.sh: build and run `make check` in three out-of-tree builds
+# (build/default, build/prefix with --with-prefix=mp_, build/noprof with
+# --disable-prof), then print one last line "N passed, N failed".
+# passed = sum of # PASS; failed = sum of # FAIL + # ERROR + # XPASS, plus 1
+# for each build that did not configure or compile.  Exit 0 iff failed = 0.
+# Idempotent; as root on a fresh Debian 12 it installs what is missing.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. ./scripts/lib.sh
+
+mp_install_deps build-essential autoconf automake libtool pkg-config \
+    libcmocka-dev python3 git binutils
+
+total_pass=0
+total_fail=0
+report=
+
+# count NAME FIELD: the automake counter "# FIELD: n" of build/NAME.
+count() {
+	sed -n "s/^# $2: *\([0-9][0-9]*\)\$/\1/p" \
+	    "$MP_ROOT/build/$1/test-suite.log" | head -n 1
+}
+
+# run_build NAME [CONFIGURE-ARGS...]
+run_build() {
+	name=$1
+	dir=$MP_ROOT/build/$name
+	if ! mp_configure "$@"; then
+		mp_log "build/$name: CONFIGURE FAILED (see build/$name/config.log)"
+		total_fail=$((total_fail + 1))
+		report="$report
+build/$name: configure failed"
+		return
+	fi
+	if ! mp_make "$name"; then
+		mp_log "build/$name: BUILD FAILED"
+		total_fail=$((total_fail + 1))
+		report="$report
+build/$name: build failed"
+		return
+	fi
+	rm -f "$dir/test-suite.log"
+	mp_make "$name" check
+	if [ ! -f "$dir/test-suite.log" ]; then
+		mp_log "build/$name: make check did not run the tests (test programs failed to build?)"
+		total_fail=$((total_fail + 1))
+		report="$report
+build/$name: make check failed before running tests"
+		return
+	fi
+	pass=$(count "$name" PASS)
+	fail=$(count "$name" FAIL)
+	error=$(count "$name" ERROR)
+	xpass=$(count "$name" XPASS)
+	bad=$((${fail:-0} + ${error:-0} + ${xpass:-0}))
+	total_pass=$((total_pass + ${pass:-0}))
+	total_fail=$((total_fail + bad))
+	echo
+	if [ "$bad" -ne 0 ]; then
+		# test-suite.log holds the summary and the failing tests' logs.
+		mp_log "build/$name: test-suite.log"
+		cat "$dir/test-suite.log"
+	else
+		mp_log "build/$name: test-suite.log summary"
+		sed -n '/^# TOTAL:/,/^# ERROR:/p' "$dir/test-suite.log"
+	fi
+	report="$report
+build/$name: ${pass:-0} passed, $bad failed"
+}
+
+mp_autogen || {
+	echo "autogen failed"
+	echo "0 passed, 1 failed"
+	exit 1
+}
+
+run_build default --prefix="$MP_ROOT/build/install"
+run_build prefix --with-prefix=mp_
+run_build noprof --disable-prof
+
+echo
+mp_log "summary:$report"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
