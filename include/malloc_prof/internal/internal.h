@@ -1,0 +1,321 @@
+/*
+ * internal.h: every cross-file prototype, grouped by the file that defines
+ * it, plus the small inline helpers the fast paths are built from.
+ * Conventions: a `bool` return means "true on error" unless said otherwise;
+ * functions named *_locked expect the named lock to be held.
+ */
+#ifndef MP_INTERNAL_H
+#define MP_INTERNAL_H
+
+#include "malloc_prof/internal/types.h"
+#include "malloc_prof.h"     /* the public prototypes, prefixed */
+
+#include <stdarg.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ util.c */
+/* Output never allocates: formatting is done into caller buffers and
+ * written with write(2) (or through the public malloc_message hook). */
+int mp_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
+int mp_snprintf(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void mp_write(const char *s);                 /* malloc_message or stderr */
+/* One line "<malloc_prof>: ...\n" on stderr (through mp_write). */
+void mp_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+MP_COLD __attribute__((noreturn)) void mp_abort(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+MP_COLD __attribute__((noreturn)) void mp_assert_fail(const char *file,
+    int line, const char *expr);
+
+#define mp_assert(e) do {						\
+	if (config_debug && unlikely(!(e)))				\
+		mp_assert_fail(__FILE__, __LINE__, #e);			\
+} while (0)
+#define mp_not_reached() mp_assert_fail(__FILE__, __LINE__, "not reached")
+
+/* -------------------------------------------------------------------- os.c */
+/* The OS layer.  Mappings are page aligned; all return NULL/true on error. */
+void *os_map(size_t size, size_t align);
+void os_unmap(void *addr, size_t size);
+bool os_purge_forced(void *addr, size_t size);  /* MADV_DONTNEED: zero */
+bool os_purge_lazy(void *addr, size_t size);    /* MADV_FREE */
+unsigned os_ncpus(void);
+uint64_t os_now_ns(void);                        /* monotonic */
+void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank);
+void mp_mutex_lock(mp_mutex_t *m);
+void mp_mutex_unlock(mp_mutex_t *m);
+void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
+
+/* -------------------------------------------------------------------- sz.c */
+extern uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
+extern size_t sz_index2size_tab[SC_NSIZES];
+extern uint32_t sz_slab_size[SC_NBINS];          /* bytes per slab */
+extern uint32_t sz_slab_nregs[SC_NBINS];
+void sz_boot(void);
+unsigned sz_size2index_compute(size_t size);     /* size <= LARGE_MAXCLASS */
+unsigned sz_psz_floor(size_t npages);            /* page-count class */
+unsigned sz_psz_ceil(size_t npages);
+
+/* size -> class index; size must be <= SC_LARGE_MAXCLASS. */
+MP_INLINE unsigned sz_size2index(size_t size) {
+	if (likely(size <= SC_LOOKUP_MAX))
+		return sz_size2index_tab[(size + (QUANTUM - 1)) >> LG_QUANTUM];
+	return sz_size2index_compute(size);
+}
+MP_INLINE size_t sz_index2size(unsigned ind) {
+	return sz_index2size_tab[ind];
+}
+/* Usable size for a request, 0 when the request cannot be satisfied. */
+MP_INLINE size_t sz_s2u(size_t size) {
+	if (unlikely(size > SC_LARGE_MAXCLASS))
+		return 0;
+	return sz_index2size(sz_size2index(size));
+}
+/* Usable size for a request with alignment (a power of two); 0 on
+ * overflow.  Small classes whose size is a multiple of the alignment have
+ * naturally aligned regions, so small aligned requests stay small. */
+size_t sz_sa2u(size_t size, size_t alignment);
+
+/* ------------------------------------------------------------------ base.c */
+/* Metadata memory, never returned to the OS (it never shows up in
+ * stats.allocated, only in stats.metadata). */
+bool base_boot(void);
+void *base_alloc(size_t size);                    /* zeroed, 64-aligned */
+extent_t *base_extent_alloc(void);                /* zeroed */
+void base_extent_free(extent_t *e);
+size_t base_mapped_bytes(void);
+void base_prefork(void);
+void base_postfork_parent(void);
+void base_postfork_child(void);
+
+/* --------------------------------------------------------------- pagemap.c */
+/* Page number -> extent_t.  Two levels over a 48-bit address space: the
+ * root is static, leaves are mapped on demand and never freed. */
+#define PAGEMAP_KEY_BITS (48 - LG_PAGE)
+#define PAGEMAP_LEAF_BITS (PAGEMAP_KEY_BITS / 2)
+#define PAGEMAP_ROOT_BITS (PAGEMAP_KEY_BITS - PAGEMAP_LEAF_BITS)
+#define PAGEMAP_ROOT_LEN ((size_t)1 << PAGEMAP_ROOT_BITS)
+#define PAGEMAP_LEAF_LEN ((size_t)1 << PAGEMAP_LEAF_BITS)
+typedef _Atomic(extent_t *) pagemap_leaf_t[PAGEMAP_LEAF_LEN];
+extern _Atomic(pagemap_leaf_t *) pagemap_root[PAGEMAP_ROOT_LEN];
+/* Point every page of [addr, addr + size) at e (NULL clears). */
+bool pagemap_set_range(const void *addr, size_t size, extent_t *e);
+/* Point the first and last page of e at e (what coalescing looks up). */
+bool pagemap_set_bounds(extent_t *e);
+/* Create the leaves for a new mapping, so updates inside it cannot fail. */
+bool pagemap_prepare(const void *addr, size_t size);
+
+MP_INLINE extent_t *pagemap_lookup(const void *p) {
+	uintptr_t key = (uintptr_t)p >> LG_PAGE;
+	if (unlikely(key >> PAGEMAP_KEY_BITS))
+		return NULL;
+	pagemap_leaf_t *leaf = atomic_load_explicit(
+	    &pagemap_root[key >> PAGEMAP_LEAF_BITS], memory_order_acquire);
+	if (unlikely(leaf == NULL))
+		return NULL;
+	return atomic_load_explicit(&(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)],
+	    memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- extent.c */
+/* Free-extent sets, splitting, coalescing, OS growth and purging.  All
+ * under arena->mtx. */
+void extent_set_init(extent_set_t *set);
+/* Carve `size` bytes aligned to `align` (>= PAGE) for the caller, from
+ * dirty, then muzzy, then clean extents, else a new mapping.  The result
+ * has its bounds in the page map; *zeroed says its pages read as zero. */
+extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t align,
+    bool *zeroed);
+/* Return an extent to the free sets (dirty), coalescing with neighbours. */
+void extent_dalloc_locked(arena_t *arena, extent_t *e);
+/* Grow e in place to new_size from the free extent right after it. */
+bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
+    bool *zeroed_tail);
+/* Shrink e to new_size, returning the tail to the free sets. */
+bool extent_shrink_locked(arena_t *arena, extent_t *e, size_t new_size);
+/* Purge what has been dirty (muzzy) longer than the decay time, or all of
+ * it with force; returns pages purged. */
+size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force);
+
+/* ----------------------------------------------------------------- arena.c */
+#define ARENAS_MAX 4096                  /* MALLCTL_ARENAS_ALL */
+extern _Atomic(arena_t *) arenas[ARENAS_MAX];
+extern unsigned narenas_auto;            /* arenas threads are spread over */
+extern _Atomic unsigned narenas_total;   /* indices handed out so far */
+extern tcache_t extent_large_owner;      /* owner of large and free extents */
+bool arena_boot(void);
+arena_t *arena_get(unsigned ind, bool create);
+arena_t *arena_choose_auto(void);        /* round robin over automatic ones */
+bool arena_create(unsigned *ind);        /* arenas.create */
+/* Slabs for the caches: a fresh slab for class ind (owner unset). */
+extent_t *arena_slab_alloc(arena_t *arena, unsigned ind);
+void arena_slab_dalloc(arena_t *arena, extent_t *slab);
+/* Large blocks. usize is a large size class, align a power of two. */
+void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
+    bool zero);
+void arena_large_dalloc(extent_t *e);
+/* In-place resize of a large block to usize; true if it could not. */
+bool arena_large_resize(extent_t *e, size_t usize, bool zero);
+void arena_decay(arena_t *arena, bool force);  /* arena.<i>.decay/purge */
+void arena_decay_tick(arena_t *arena);        /* cheap, from slow paths */
+void arena_stats_read(arena_t *arena, arena_stats_t *out);
+void arena_prefork(void);
+void arena_postfork_parent(void);
+void arena_postfork_child(void);
+
+/* ---------------------------------------------------------------- tcache.c */
+extern extent_t extent_empty_slab;       /* stands in for "no current slab" */
+void tcache_init(tcache_t *tc, arena_t *arena, bool shared);
+/* A cache for a new thread: an orphan of `arena` if any, else a new one. */
+tcache_t *tcache_adopt(arena_t *arena, extent_t **bin_slab);
+/* Thread exit: return what is free, park the rest as an orphan. */
+void tcache_orphan(tcache_t *tc);
+/* Small allocation from tc's bin `ind` when its current slab is empty;
+ * NULL on OOM.  The shared caches call it under arena->shared_mtx. */
+void *tcache_alloc_small_slow(tcache_t *tc, unsigned ind);
+MP_INLINE void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
+	extent_t *slab = tc->bins[ind].partial;
+	void *p = slab ? slab->free : NULL;
+	if (likely(p != NULL)) {
+		slab->free = *(void **)p;
+		slab->used++;
+		return p;
+	}
+	return tcache_alloc_small_slow(tc, ind);
+}
+/* Free by the owner: push on the slab's local list. */
+void tcache_free_small_slow(tcache_t *tc, extent_t *slab, bool was_full);
+MP_INLINE void tcache_free_small(tcache_t *tc, extent_t *slab, void *p) {
+	void *head = slab->free;
+	*(void **)p = head;
+	slab->free = p;
+	if (unlikely(--slab->used == 0 || head == NULL))
+		tcache_free_small_slow(tc, slab, head == NULL);
+}
+/* Free by anyone but the owner. */
+void tcache_free_remote(extent_t *slab, void *p);
+/* Large blocks up to opt_tcache_max: reuse a cached one / cache a freed
+ * one.  alloc returns NULL when none is cached; dalloc true if not taken. */
+void *tcache_alloc_large(tcache_t *tc, unsigned ind);
+bool tcache_dalloc_large(tcache_t *tc, extent_t *e);
+void tcache_flush(tcache_t *tc);         /* thread.tcache.flush */
+void tcache_gc_step(tcache_t *tc);       /* one incremental GC step */
+/* Reclaim free memory held by orphaned caches of `arena`. */
+void tcache_orphans_collect(arena_t *arena, unsigned max);
+
+/* ---------------------------------------------------------------- malloc.c */
+extern __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
+extern bool malloc_initialized;
+bool malloc_init(void);
+tsd_t *tsd_fetch(void);                  /* initialises the thread if needed */
+/* Sums of thread.allocated / thread.deallocated over all threads, live
+ * and exited: their difference is stats.allocated. */
+void tsd_totals(uint64_t *allocated, uint64_t *deallocated);
+void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled);
+void tsd_tcache_flush(tsd_t *tsd);
+bool tsd_arena_set(tsd_t *tsd, unsigned ind);
+
+/* ------------------------------------------------------------------ conf.c */
+typedef enum {
+	ZERO_REALLOC_FREE = 0,   /* glibc: free and return NULL */
+	ZERO_REALLOC_ALLOC,      /* treat as malloc(0) */
+	ZERO_REALLOC_ABORT,
+} zero_realloc_t;
+extern bool opt_abort;
+extern bool opt_abort_conf;
+extern bool opt_confirm_conf;
+extern unsigned opt_narenas;             /* 0: 4 per CPU */
+extern bool opt_tcache;
+extern size_t opt_tcache_max;
+extern ssize_t opt_dirty_decay_ms;
+extern ssize_t opt_muzzy_decay_ms;
+extern bool opt_retain;
+extern const char *opt_junk;             /* "false", "true", "alloc", "free" */
+extern bool opt_junk_alloc;              /* derived from opt_junk */
+extern bool opt_junk_free;
+extern bool opt_zero;
+extern unsigned opt_zero_realloc;        /* zero_realloc_t */
+extern bool opt_stats_print;
+extern char opt_stats_print_opts[64];
+/* Parse every conf source (no allocation); report bad input on stderr. */
+void conf_boot(void);
+
+/* The options table (conf.c): one row per option drives the parser, the
+ * opt.* mallctls and the option list of malloc_stats_print. */
+typedef enum {
+	CONF_BOOL,               /* bool */
+	CONF_UNSIGNED,           /* unsigned, range [min, max] */
+	CONF_SIZE_T,             /* size_t, range [min, max] */
+	CONF_SSIZE_T,            /* ssize_t, range [min, max] */
+	CONF_STRING,             /* char[bufsize]; reads as const char * */
+	CONF_ENUM,               /* unsigned index into names; reads as the
+	                          * name (const char *) */
+} conf_type_t;
+typedef struct conf_opt_s {
+	const char *name;        /* key in MALLOC_CONF, opt.<name> */
+	conf_type_t type;
+	void *var;               /* the option variable */
+	const char *def;         /* default, in conf syntax */
+	intmax_t min, max;       /* integer types: inclusive range */
+	size_t bufsize;          /* CONF_STRING: size of var */
+	const char *const *names; /* CONF_ENUM: the accepted values */
+	unsigned nnames;
+	void (*on_set)(void);    /* derives dependent variables, or NULL */
+	bool early;              /* applied in a first pass (abort_conf...) */
+	const char *doc;         /* one line, for listings */
+} conf_opt_t;
+extern const conf_opt_t conf_opts[];
+extern const unsigned conf_nopts;
+extern const char *conf_file_path;       /* MP_CONF_FILE; tests change it */
+/* The row named name[0..len), or NULL. */
+const conf_opt_t *conf_opt_lookup(const char *name, size_t len);
+/* CONF_STRING / CONF_ENUM rows: the current value as a string. */
+const char *conf_opt_str(const conf_opt_t *opt);
+/* The current value as text (like snprintf: returns the full length). */
+int conf_opt_format(const conf_opt_t *opt, char *buf, size_t size);
+/* Parse one conf string; true if anything in it was in error (each error
+ * is reported on one line naming `source`). */
+bool conf_parse(const char *source, const char *conf);
+void conf_reset_defaults(void);
+
+/* ------------------------------------------------------------------- ctl.c */
+bool ctl_boot(void);
+void ctl_prefork(void);
+void ctl_postfork_parent(void);
+void ctl_postfork_child(void);
+/* The statistics snapshot served by stats.* and printed by stats.c.  It
+ * changes only under ctl_lock, when "epoch" is written (ctl_refresh) or
+ * on first use (ctl_snapshot_ensure_locked).  Static: no allocation. */
+typedef struct ctl_arena_snap_s {
+	bool initialized;        /* the arena existed; stats are valid */
+	arena_stats_t stats;
+} ctl_arena_snap_t;
+typedef struct ctl_snapshot_s {
+	uint64_t epoch;          /* refreshes so far; 0: never taken */
+	size_t allocated;        /* sum over threads of allocated - dealloc. */
+	size_t active;           /* pages in slabs and large blocks */
+	size_t metadata;         /* base_mapped_bytes() */
+	size_t resident;         /* active + dirty + metadata */
+	size_t mapped;           /* mapped - retained + metadata */
+	size_t retained;
+	unsigned narenas;        /* narenas_total at the refresh */
+	arena_stats_t merged;    /* sum over the arenas (index 4096) */
+	ctl_arena_snap_t arenas[ARENAS_MAX];
+} ctl_snapshot_t;
+extern ctl_snapshot_t ctl_snap;
+void ctl_lock(void);
+void ctl_unlock(void);
+void ctl_refresh(void);                  /* new snapshot, epoch + 1 */
+void ctl_refresh_locked(void);
+void ctl_snapshot_ensure_locked(void);   /* take the first one if needed */
+
+/* ----------------------------------------------------------------- stats.c */
+void stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
+    const char *opts);
+void stats_print_atexit(void);
+
+/* The junk bytes written over new and freed memory when junk is on. */
+#define JUNK_ALLOC_BYTE 0xa5
+#define JUNK_FREE_BYTE 0x5a
+
+#endif /* MP_INTERNAL_H */

@@ -1,0 +1,298 @@
+/*
+ * types.h: every internal struct and constant of libmalloc_prof, with the
+ * invariants that govern each struct written above it.
+ *
+ * The shape follows jemalloc (arenas, size classes, slabs, extents, a page
+ * map, per-thread caches) with one deliberate difference taken from
+ * mimalloc: a thread's cache owns whole slabs.  A small object is always
+ * handed out from a slab owned by the allocating thread's cache, frees by
+ * the owner push onto the slab's local list with no atomics, and frees by
+ * any other thread push onto the slab's atomic remote list.  Threads
+ * therefore never share cache lines of live objects they did not exchange
+ * themselves, and no free takes a lock.
+ */
+#ifndef MP_INTERNAL_TYPES_H
+#define MP_INTERNAL_TYPES_H
+
+#include "malloc_prof/internal/config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- compile-time configuration (constants, not #ifdefs) ---- */
+static const bool config_debug = MP_CONFIG_DEBUG;
+static const bool config_prof = MP_CONFIG_PROF;
+
+#define MP_CAT_(a, b) a##b
+#define MP_CAT(a, b) MP_CAT_(a, b)
+/* The public name of an exported symbol: `malloc` or `mp_malloc`. */
+#define MP_PUBLIC(name) MP_CAT(MP_PREFIX, name)
+#define MP_EXPORT __attribute__((visibility("default")))
+#define MP_INLINE static inline __attribute__((always_inline))
+#define MP_NOINLINE __attribute__((noinline))
+#define MP_COLD __attribute__((cold, noinline))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- geometry ---- */
+#define LG_QUANTUM 4
+#define QUANTUM ((size_t)1 << LG_QUANTUM)
+#define LG_PAGE MP_LG_PAGE
+#define PAGE ((size_t)1 << LG_PAGE)
+#define PAGE_MASK (PAGE - 1)
+#define PAGE_CEILING(s) (((s) + PAGE_MASK) & ~PAGE_MASK)
+#define ALIGNMENT_CEILING(s, a) (((s) + ((a) - 1)) & ~((a) - 1))
+#define CACHELINE 64
+
+/*
+ * Size classes: 16, 32, ... 128 (quantum spaced), then four classes per
+ * doubling: 160, 192, 224, 256, 320, ...  Classes up to SC_SMALL_MAXCLASS
+ * live in slabs ("small"); larger ones are page-multiple extents ("large").
+ * Internal fragmentation is at most 20% of the block.
+ */
+#define SC_NBINS 35                     /* small classes: 16 .. 14336 */
+#define SC_SMALL_MAXCLASS ((size_t)14336)
+#define SC_LARGE_MINCLASS ((size_t)16384)
+#define SC_LG_LARGE_MAX 62              /* largest class is 2^62 */
+#define SC_LARGE_MAXCLASS ((size_t)1 << SC_LG_LARGE_MAX)
+/* Index of the largest class: 8 quantum classes + 4 per doubling from 2^7. */
+#define SC_NSIZES (8 + 4 * (SC_LG_LARGE_MAX - 7))
+#define SC_NLEXTENTS (SC_NSIZES - SC_NBINS)
+#define SC_LOOKUP_MAX SC_SMALL_MAXCLASS
+#define SC_LOOKUP_LEN ((SC_LOOKUP_MAX >> LG_QUANTUM) + 1)
+
+/* Thread caches keep freed large blocks up to this class (tcache_max). */
+#define TCACHE_MAXCLASS_LIMIT ((size_t)8 << 20)
+#define TCACHE_NLARGE 36                /* large classes 16 KiB .. 8 MiB */
+#define TCACHE_LARGE_SLOTS 8            /* cached blocks per large class */
+#define TCACHE_EMPTY_SLABS_MAX 4        /* empty slabs a thread keeps */
+/* Bytes between two thread events (cache GC step, decay tick). */
+#define TSD_EVENT_INTERVAL ((uint64_t)128 << 10)
+
+/* ---- locks, in the order they may be taken (lower first) ----
+ * A thread holding a lock may only take locks of a higher rank.  Debug
+ * builds check this on every acquisition. */
+typedef enum {
+	LOCK_RANK_INIT = 1,       /* malloc_init_mtx: one-time global init */
+	LOCK_RANK_CTL,            /* ctl_mtx: mallctl refresh and actions */
+	LOCK_RANK_TSD_REGISTRY,   /* tsd_registry_mtx: list of live threads */
+	LOCK_RANK_ARENAS,         /* arenas_mtx: creating arenas */
+	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
+	LOCK_RANK_ARENA_ORPHANS,  /* arena->orphans_mtx: caches of dead threads */
+	LOCK_RANK_ARENA,          /* arena->mtx: extents, decay, stats */
+	LOCK_RANK_BASE,           /* base_mtx: metadata allocator (leaf) */
+} lock_rank_t;
+
+typedef struct mp_mutex_s {
+	pthread_mutex_t lock;
+	lock_rank_t rank;
+} mp_mutex_t;
+
+#define MP_MUTEX_INITIALIZER(r) { PTHREAD_MUTEX_INITIALIZER, (r) }
+
+typedef struct extent_s extent_t;
+typedef struct tcache_s tcache_t;
+typedef struct arena_s arena_t;
+typedef struct tsd_s tsd_t;
+
+/* What an extent currently is.  Free kinds sit in the arena's extent sets. */
+typedef enum {
+	EXTENT_FREE_DIRTY = 0,   /* free, pages resident (recently used) */
+	EXTENT_FREE_MUZZY,       /* free, MADV_FREE'd: the kernel may reclaim */
+	EXTENT_FREE_CLEAN,       /* free, purged or never touched: reads zero */
+	EXTENT_SLAB,             /* small objects of one class */
+	EXTENT_LARGE,            /* one large object */
+	EXTENT_NKINDS
+} extent_kind_t;
+#define EXTENT_NFREE_KINDS 3
+
+/* Which list of its owning cache a slab is on (owner-private). */
+typedef enum {
+	SLAB_LIST_NONE = 0,
+	SLAB_LIST_PARTIAL,      /* has or may have free regions; head = current */
+	SLAB_LIST_FULL,         /* no free region when last looked at */
+	SLAB_LIST_EMPTY,        /* no region in use; kept for reuse */
+} slab_list_t;
+
+/*
+ * extent_t: a page-aligned run of pages (a slab, a large block, or a free
+ * extent in an arena).  Metadata lives apart from the pages (base.c), and
+ * the page map points from pages to it: every page of a slab, and the first
+ * and last page of every other extent.
+ *
+ * Slab invariants (owner = the cache that owns the slab):
+ *   used == regions handed out - regions on `free` - regions collected
+ *           from `remote_free`, i.e. regions the program holds plus the
+ *           ones sitting on `remote_free`;
+ *   regions = used + |free| + |remote_free| + (unused tail from `bump`).
+ * `free`, `used`, `bump` and `list` are touched only by the owner (for the
+ * arena's shared cache: under arena->shared_mtx).  `remote_free` is pushed
+ * by anyone (CAS) and taken whole by the owner (exchange).
+ * `full` is set to 1 by the owner when it parks the slab on its full list;
+ * whoever flips it 1 -> 0 first (a remote freer, or the owner on a local
+ * free) becomes responsible for making the owner see the slab again: the
+ * owner moves it itself, a remote freer pushes it on owner->inbox.
+ * Large and free extents name &extent_large_owner as owner, so no extent
+ * reachable through the page map has a NULL owner (a thread's zeroed tsd
+ * compares its NULL fast_owner against it on free).
+ * The first cache line holds what the free fast path reads.
+ */
+struct extent_s {
+	void *free;                      /* slab: owner-local free list */
+	_Atomic(tcache_t *) owner;       /* owning cache (see above) */
+	uint32_t used;                   /* slab: see invariant */
+	uint32_t usize;                  /* slab: region size */
+	char *bump;                      /* slab: first never-used region */
+	char *bump_end;                  /* slab: end of the last region */
+	uint8_t kind;                    /* extent_kind_t */
+	uint8_t list;                    /* slab_list_t */
+	uint8_t szind;                   /* slab/large: size class index */
+	_Atomic uint8_t full;            /* slab: see invariant */
+	uint32_t nregs;                  /* slab: regions in the slab */
+	_Atomic(void *) remote_free;     /* slab: frees from other threads */
+	extent_t *inbox_next;            /* slab: link on owner->inbox */
+
+	char *addr;                      /* first byte */
+	size_t size;                     /* bytes (page multiple) */
+	arena_t *arena;                  /* the arena the pages belong to */
+	extent_t *prev, *next;           /* cache bin lists / arena sets */
+	extent_t *lru_prev, *lru_next;   /* arena decay list (free extents) */
+	uint64_t free_ns;                /* free: when it entered this state */
+	char *map_addr;                  /* the OS mapping it was carved from */
+	size_t map_size;
+	bool zeroed;                     /* free/large: pages known to be zero */
+	void *prof;                      /* profiler sample record, if any */
+};
+
+/* One size class of a thread cache. */
+typedef struct tcache_bin_s {
+	extent_t *partial;      /* slabs with free regions; head is current */
+	extent_t *full;         /* slabs found full */
+	uint32_t nslabs;        /* slabs owned for this class */
+} tcache_bin_t;
+
+/* Freed large blocks kept by a thread for reuse (a stack per class). */
+typedef struct tcache_large_s {
+	extent_t *slots[TCACHE_LARGE_SLOTS];
+	uint32_t n;
+	uint32_t low_water;     /* min n since the last GC pass */
+} tcache_large_t;
+
+/*
+ * tcache_t: a cache of slabs and large blocks owned by one thread, or by an
+ * arena ("shared": used under arena->shared_mtx for MALLOCX_TCACHE_NONE,
+ * MALLOCX_ARENA, tcache:false and threads being torn down).
+ * Caches are never freed: when a thread exits, its cache is flushed and
+ * parked on its arena's orphan list with whatever slabs still hold live
+ * objects, and the next new thread of that arena adopts it.  Because the
+ * struct is immortal, a remote freer may always push on owner->inbox.
+ */
+struct tcache_s {
+	tcache_bin_t bins[SC_NBINS];
+	_Atomic(extent_t *) inbox;       /* full slabs that got remote frees */
+	extent_t *empty;                 /* empty slabs kept (list via next) */
+	uint32_t nempty;
+	tcache_large_t large[TCACHE_NLARGE];
+	size_t large_bytes;              /* bytes cached in `large` */
+	arena_t *arena;
+	extent_t **bin_slab;             /* the owning thread's tsd->bin_slab
+	                                  * mirror of each bin's current slab,
+	                                  * or NULL (shared / orphaned) */
+	tcache_t *orphan_next;
+	uint32_t gc_bin;                 /* next bin of the incremental GC */
+	bool shared;
+};
+
+/* Free extents of one kind, bucketed by page-count class for best fit. */
+#define EXTENT_NPSIZES 200   /* page-count classes up to 2^50 pages */
+typedef struct extent_set_s {
+	extent_t *heads[EXTENT_NPSIZES];
+	uint64_t nonempty[(EXTENT_NPSIZES + 63) / 64];
+	size_t npages;
+	extent_t *lru_head, *lru_tail;   /* oldest first */
+} extent_set_t;
+
+/* Counters of one arena, guarded by arena->mtx (read as a snapshot). */
+typedef struct arena_stats_s {
+	size_t mapped;           /* bytes obtained from the OS and not unmapped */
+	size_t retained;         /* free clean bytes (virtual memory kept) */
+	size_t pactive;          /* pages in slabs and large blocks */
+	size_t pdirty;
+	size_t pmuzzy;
+	uint64_t npurge;         /* purge passes */
+	uint64_t nmadvise;       /* madvise calls */
+	uint64_t purged;         /* pages purged */
+	size_t large_allocated;  /* bytes in large blocks handed out */
+	uint64_t large_nmalloc;
+	uint64_t large_ndalloc;
+	size_t slabs_cur;        /* slabs in use */
+	uint64_t slabs_total;    /* slabs ever created */
+	size_t cached_bytes;     /* large bytes parked in thread caches */
+	uint32_t nthreads;       /* threads attached */
+} arena_stats_t;
+
+/*
+ * arena_t: a source of pages.  Slabs and large blocks are carved from its
+ * mappings; freed ones return here, coalesce with free neighbours, and
+ * decay from dirty to muzzy to clean (purged) over time.  Threads are
+ * spread over the automatic arenas round robin.
+ */
+struct arena_s {
+	mp_mutex_t mtx;                  /* extents, decay, stats */
+	extent_set_t sets[EXTENT_NFREE_KINDS];
+	arena_stats_t stats;
+	size_t grow_next;                /* size of the next OS mapping */
+	uint64_t decay_next_ns;          /* earliest time decay has work */
+
+	mp_mutex_t shared_mtx;           /* the arena's own cache */
+	tcache_t shared;
+
+	mp_mutex_t orphans_mtx;          /* caches of exited threads */
+	tcache_t *orphans;
+	uint32_t norphans;
+
+	unsigned ind;
+	_Atomic uint32_t nthreads;
+};
+
+/* tsd state; the fast paths run only in TSD_NOMINAL. */
+typedef enum {
+	TSD_UNINIT = 0,          /* TLS is zero: first call goes slow */
+	TSD_INITIALIZING,        /* setting up; recursive calls use the arena */
+	TSD_NOMINAL,
+	TSD_DEAD,                /* after thread exit cleanup */
+} tsd_state_t;
+
+/*
+ * tsd_t: per-thread state, in initial-exec TLS.  The first fields are the
+ * malloc/free fast path's whole working set:
+ *   malloc: allocated + usize >= next_event sends the call to the slow
+ *           path (events, prof sampling, uninitialised or slow-mode thread:
+ *           next_event is 0 there); otherwise pop bin_slab[ind]->free.
+ *   free:   page map -> extent; extent->owner == fast_owner means a local
+ *           slab free; fast_owner is NULL whenever frees must go slow.
+ * bin_slab[i] is never NULL once initialised: &extent_empty_slab stands in
+ * for "no current slab" and its free list is always empty.
+ */
+struct tsd_s {
+	uint64_t allocated;              /* thread.allocated */
+	uint64_t next_event;
+	tcache_t *fast_owner;
+	uint64_t deallocated;            /* thread.deallocated */
+	extent_t *bin_slab[SC_NBINS];
+
+	tcache_t *tcache;                /* this thread's cache, if any */
+	arena_t *arena;
+	uint8_t state;                   /* tsd_state_t */
+	bool tcache_enabled;
+	uint32_t reentrancy;             /* >0: internal allocation in progress */
+	uint64_t event_count;
+	uint64_t prng;                   /* per-thread PRNG state */
+	tsd_t *reg_prev, *reg_next;      /* registry of live threads */
+};
+
+#endif /* MP_INTERNAL_TYPES_H */

@@ -1,0 +1,269 @@
+/*
+ * arena.c: arenas, the sources of pages.  An arena hands slabs to thread
+ * caches and large blocks to callers, takes them back, and runs decay.
+ * Automatic arenas (4 per CPU unless narenas says otherwise) are created
+ * on first use; arenas.create adds manual ones.  One mutex per arena
+ * guards its extents and counters; small allocations never reach it
+ * except to fetch or return a whole slab.
+ */
+#include "malloc_prof/internal/internal.h"
+
+_Atomic(arena_t *) arenas[ARENAS_MAX];
+unsigned narenas_auto;
+_Atomic unsigned narenas_total;
+/* Large extents name this as owner: it is no thread's cache, so the free
+ * fast path's owner compare sends large blocks to the slow path. */
+tcache_t extent_large_owner;
+
+static mp_mutex_t arenas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_ARENAS);
+static _Atomic unsigned arena_next_auto;
+
+static arena_t *arena_new(unsigned ind) {
+	arena_t *arena = base_alloc(sizeof(arena_t));
+	if (arena == NULL)
+		return NULL;
+	mp_mutex_init(&arena->mtx, LOCK_RANK_ARENA);
+	mp_mutex_init(&arena->shared_mtx, LOCK_RANK_ARENA_SHARED);
+	mp_mutex_init(&arena->orphans_mtx, LOCK_RANK_ARENA_ORPHANS);
+	for (unsigned k = 0; k < EXTENT_NFREE_KINDS; k++)
+		extent_set_init(&arena->sets[k]);
+	arena->grow_next = (size_t)2 << 20;
+	arena->ind = ind;
+	tcache_init(&arena->shared, arena, true);
+	return arena;
+}
+
+bool arena_boot(void) {
+	mp_mutex_init(&arenas_mtx, LOCK_RANK_ARENAS);
+	unsigned n = opt_narenas != 0 ? opt_narenas : 4 * os_ncpus();
+	if (n > ARENAS_MAX - 1)
+		n = ARENAS_MAX - 1;
+	narenas_auto = n;
+	atomic_store(&narenas_total, n);
+	arena_t *a0 = arena_new(0);
+	if (a0 == NULL)
+		return true;
+	atomic_store_explicit(&arenas[0], a0, memory_order_release);
+	return false;
+}
+
+arena_t *arena_get(unsigned ind, bool create) {
+	if (ind >= ARENAS_MAX)
+		return NULL;
+	arena_t *a = atomic_load_explicit(&arenas[ind], memory_order_acquire);
+	if (a != NULL || !create || ind >= atomic_load(&narenas_total))
+		return a;
+	mp_mutex_lock(&arenas_mtx);
+	a = atomic_load_explicit(&arenas[ind], memory_order_acquire);
+	if (a == NULL) {
+		a = arena_new(ind);
+		if (a != NULL)
+			atomic_store_explicit(&arenas[ind], a,
+			    memory_order_release);
+	}
+	mp_mutex_unlock(&arenas_mtx);
+	return a;
+}
+
+arena_t *arena_choose_auto(void) {
+	unsigned i = atomic_fetch_add_explicit(&arena_next_auto, 1,
+	    memory_order_relaxed) % narenas_auto;
+	arena_t *a = arena_get(i, true);
+	return a != NULL ? a : arena_get(0, false);
+}
+
+bool arena_create(unsigned *ind) {
+	mp_mutex_lock(&arenas_mtx);
+	unsigned i = atomic_load(&narenas_total);
+	arena_t *a = i < ARENAS_MAX - 1 ? arena_new(i) : NULL;
+	if (a != NULL) {
+		atomic_store_explicit(&arenas[i], a, memory_order_release);
+		atomic_store(&narenas_total, i + 1);
+		*ind = i;
+	}
+	mp_mutex_unlock(&arenas_mtx);
+	return a == NULL;
+}
+
+extent_t *arena_slab_alloc(arena_t *arena, unsigned ind) {
+	bool zeroed;
+	size_t size = sz_slab_size[ind];
+	mp_mutex_lock(&arena->mtx);
+	extent_t *slab = extent_alloc_locked(arena, size, PAGE, &zeroed);
+	if (slab != NULL) {
+		slab->kind = EXTENT_SLAB;
+		arena->stats.pactive += size >> LG_PAGE;
+		arena->stats.slabs_cur++;
+		arena->stats.slabs_total++;
+	}
+	mp_mutex_unlock(&arena->mtx);
+	if (slab == NULL)
+		return NULL;
+	slab->szind = (uint8_t)ind;
+	slab->usize = (uint32_t)sz_index2size(ind);
+	slab->nregs = sz_slab_nregs[ind];
+	slab->used = 0;
+	slab->free = NULL;
+	slab->bump = slab->addr;
+	slab->bump_end = slab->addr + (size_t)slab->nregs * slab->usize;
+	slab->list = SLAB_LIST_NONE;
+	slab->prof = NULL;
+	atomic_store_explicit(&slab->full, 0, memory_order_relaxed);
+	atomic_store_explicit(&slab->remote_free, NULL, memory_order_relaxed);
+	/* Every page, so that an interior pointer finds the slab.  The
+	 * leaves exist already (the mapping prepared them). */
+	pagemap_set_range(slab->addr, slab->size, slab);
+	return slab;
+}
+
+void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
+	mp_assert(slab->kind == EXTENT_SLAB && slab->used == 0);
+	mp_mutex_lock(&arena->mtx);
+	arena->stats.pactive -= slab->size >> LG_PAGE;
+	arena->stats.slabs_cur--;
+	extent_dalloc_locked(arena, slab);
+	mp_mutex_unlock(&arena->mtx);
+}
+
+void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
+    bool zero) {
+	bool zeroed;
+	mp_mutex_lock(&arena->mtx);
+	extent_t *e = extent_alloc_locked(arena, usize, align, &zeroed);
+	if (e != NULL) {
+		arena->stats.pactive += usize >> LG_PAGE;
+		arena->stats.large_allocated += usize;
+		arena->stats.large_nmalloc++;
+		e->kind = EXTENT_LARGE;
+		e->szind = (uint8_t)sz_size2index(usize);
+		e->prof = NULL;
+		atomic_store_explicit(&e->owner, &extent_large_owner,
+		    memory_order_relaxed);
+	}
+	mp_mutex_unlock(&arena->mtx);
+	if (e == NULL)
+		return NULL;
+	if (zero && !zeroed)
+		memset(e->addr, 0, usize);
+	return e->addr;
+}
+
+void arena_large_dalloc(extent_t *e) {
+	arena_t *arena = e->arena;
+	mp_mutex_lock(&arena->mtx);
+	arena->stats.pactive -= e->size >> LG_PAGE;
+	arena->stats.large_allocated -= e->size;
+	arena->stats.large_ndalloc++;
+	extent_dalloc_locked(arena, e);
+	mp_mutex_unlock(&arena->mtx);
+	arena_decay_tick(arena);
+}
+
+bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
+	arena_t *arena = e->arena;
+	size_t old = e->size;
+	bool zeroed_tail = false;
+	if (usize == old)
+		return false;
+	mp_mutex_lock(&arena->mtx);
+	bool err = usize > old
+	    ? extent_expand_locked(arena, e, usize, &zeroed_tail)
+	    : extent_shrink_locked(arena, e, usize);
+	if (!err) {
+		arena->stats.pactive += (usize >> LG_PAGE);
+		arena->stats.pactive -= (old >> LG_PAGE);
+		arena->stats.large_allocated += usize - old;
+		e->szind = (uint8_t)sz_size2index(usize);
+	}
+	mp_mutex_unlock(&arena->mtx);
+	if (!err && zero && usize > old && !zeroed_tail)
+		memset(e->addr + old, 0, usize - old);
+	return err;
+}
+
+void arena_decay(arena_t *arena, bool force) {
+	tcache_orphans_collect(arena, UINT32_MAX);
+	mp_mutex_lock(&arena->mtx);
+	extent_decay_locked(arena, os_now_ns(), force);
+	mp_mutex_unlock(&arena->mtx);
+}
+
+/* Called from slow paths, also inside cache flushes (so it must not touch
+ * orphans); purges at most every 1/16 of the decay time. */
+void arena_decay_tick(arena_t *arena) {
+	if (opt_dirty_decay_ms <= 0 && opt_muzzy_decay_ms <= 0)
+		return;
+	uint64_t now = os_now_ns();
+	if (now < __atomic_load_n(&arena->decay_next_ns, __ATOMIC_RELAXED))
+		return;
+	ssize_t ms = opt_dirty_decay_ms > 0 ? opt_dirty_decay_ms
+	    : opt_muzzy_decay_ms;
+	if (opt_muzzy_decay_ms > 0 && opt_muzzy_decay_ms < ms)
+		ms = opt_muzzy_decay_ms;
+	uint64_t step = (uint64_t)ms * 1000000u / 16;
+	if (step < 1000000u)
+		step = 1000000u;
+	__atomic_store_n(&arena->decay_next_ns, now + step, __ATOMIC_RELAXED);
+	mp_mutex_lock(&arena->mtx);
+	extent_decay_locked(arena, now, false);
+	mp_mutex_unlock(&arena->mtx);
+}
+
+void arena_stats_read(arena_t *arena, arena_stats_t *out) {
+	mp_mutex_lock(&arena->mtx);
+	*out = arena->stats;
+	out->pdirty = arena->sets[EXTENT_FREE_DIRTY].npages;
+	out->pmuzzy = arena->sets[EXTENT_FREE_MUZZY].npages;
+	out->retained = arena->sets[EXTENT_FREE_CLEAN].npages << LG_PAGE;
+	mp_mutex_unlock(&arena->mtx);
+	out->nthreads = atomic_load_explicit(&arena->nthreads,
+	    memory_order_relaxed);
+}
+
+/*
+ * fork: take every arena lock in rank order across all arenas (all shared
+ * caches, then all orphan lists, then all extent locks), so that no thread
+ * can hold one rank while waiting for a lower one we hold.
+ */
+static unsigned arenas_initialized(arena_t **out) {
+	unsigned n = atomic_load(&narenas_total), k = 0;
+	for (unsigned i = 0; i < n; i++) {
+		arena_t *a = atomic_load_explicit(&arenas[i],
+		    memory_order_acquire);
+		if (a != NULL)
+			out[k++] = a;
+	}
+	return k;
+}
+
+static arena_t *fork_arenas[ARENAS_MAX];
+static unsigned fork_narenas;
+
+void arena_prefork(void) {
+	pthread_mutex_lock(&arenas_mtx.lock);
+	fork_narenas = arenas_initialized(fork_arenas);
+	for (unsigned i = 0; i < fork_narenas; i++)
+		pthread_mutex_lock(&fork_arenas[i]->shared_mtx.lock);
+	for (unsigned i = 0; i < fork_narenas; i++)
+		pthread_mutex_lock(&fork_arenas[i]->orphans_mtx.lock);
+	for (unsigned i = 0; i < fork_narenas; i++)
+		pthread_mutex_lock(&fork_arenas[i]->mtx.lock);
+}
+
+void arena_postfork_parent(void) {
+	for (unsigned i = 0; i < fork_narenas; i++) {
+		pthread_mutex_unlock(&fork_arenas[i]->mtx.lock);
+		pthread_mutex_unlock(&fork_arenas[i]->orphans_mtx.lock);
+		pthread_mutex_unlock(&fork_arenas[i]->shared_mtx.lock);
+	}
+	pthread_mutex_unlock(&arenas_mtx.lock);
+}
+
+void arena_postfork_child(void) {
+	for (unsigned i = 0; i < fork_narenas; i++) {
+		mp_mutex_postfork_child(&fork_arenas[i]->mtx);
+		mp_mutex_postfork_child(&fork_arenas[i]->orphans_mtx);
+		mp_mutex_postfork_child(&fork_arenas[i]->shared_mtx);
+	}
+	mp_mutex_postfork_child(&arenas_mtx);
+}

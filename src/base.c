@@ -1,0 +1,92 @@
+/*
+ * base.c: memory for the allocator's own metadata (extent_t records,
+ * thread caches, arenas).  A bump allocator over 2 MiB mappings that are
+ * never returned, plus a free list recycling extent_t records.  Metadata is
+ * counted in stats.metadata, never in stats.allocated, and cannot recurse
+ * into malloc.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#define BASE_CHUNK ((size_t)2 << 20)
+
+static mp_mutex_t base_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_BASE);
+static char *base_cur, *base_end;        /* bump region (base_mtx) */
+static size_t base_mapped;               /* bytes mapped (base_mtx) */
+static extent_t *base_extents_free;      /* recycled records (base_mtx) */
+
+bool base_boot(void) {
+	mp_mutex_init(&base_mtx, LOCK_RANK_BASE);
+	return false;
+}
+
+static void *base_alloc_locked(size_t size) {
+	size = ALIGNMENT_CEILING(size, (size_t)CACHELINE);
+	if ((size_t)(base_end - base_cur) < size) {
+		size_t chunk = size > BASE_CHUNK ? PAGE_CEILING(size)
+		    : BASE_CHUNK;
+		char *p = os_map(chunk, PAGE);
+		if (p == NULL)
+			return NULL;
+		base_mapped += chunk;
+		/* The tail of the old chunk is abandoned: a few bytes. */
+		base_cur = p;
+		base_end = p + chunk;
+	}
+	void *ret = base_cur;
+	base_cur += size;
+	return ret;
+}
+
+/* Fresh mappings read as zero, and nothing is ever freed back into the
+ * bump region, so no memset is needed. */
+void *base_alloc(size_t size) {
+	mp_mutex_lock(&base_mtx);
+	void *ret = base_alloc_locked(size);
+	mp_mutex_unlock(&base_mtx);
+	return ret;
+}
+
+extent_t *base_extent_alloc(void) {
+	mp_mutex_lock(&base_mtx);
+	extent_t *e = base_extents_free;
+	if (e != NULL) {
+		base_extents_free = e->next;
+		mp_mutex_unlock(&base_mtx);
+		memset(e, 0, sizeof(*e));
+		return e;
+	}
+	e = base_alloc_locked(sizeof(extent_t));
+	mp_mutex_unlock(&base_mtx);
+	return e;
+}
+
+void base_extent_free(extent_t *e) {
+	/* Leave kind/owner in a state no fast path accepts: a stale page-map
+	 * hit on a recycled record must never look like a live slab. */
+	atomic_store_explicit(&e->owner, &extent_large_owner,
+	    memory_order_relaxed);
+	e->kind = EXTENT_FREE_CLEAN;
+	mp_mutex_lock(&base_mtx);
+	e->next = base_extents_free;
+	base_extents_free = e;
+	mp_mutex_unlock(&base_mtx);
+}
+
+size_t base_mapped_bytes(void) {
+	mp_mutex_lock(&base_mtx);
+	size_t ret = base_mapped;
+	mp_mutex_unlock(&base_mtx);
+	return ret;
+}
+
+void base_prefork(void) {
+	pthread_mutex_lock(&base_mtx.lock);
+}
+
+void base_postfork_parent(void) {
+	pthread_mutex_unlock(&base_mtx.lock);
+}
+
+void base_postfork_child(void) {
+	mp_mutex_postfork_child(&base_mtx);
+}

@@ -1,0 +1,606 @@
+/*
+ * conf.c: run-time options.  One static table lists every option with its
+ * type, variable, default, range and a line of documentation; that table
+ * alone drives the MALLOC_CONF parser, the "opt.*" mallctl read-out
+ * (ctl.c) and the option listing of malloc_stats_print (stats.c).  Adding
+ * an option means defining its opt_* variable, declaring it in internal.h
+ * and adding one row here.
+ *
+ * Options come from, in order, later sources overriding earlier ones: the
+ * application's `malloc_conf` symbol, the target of the MP_CONF_FILE
+ * symlink, and the MP_CONF_ENV environment variable.  Parsing runs inside
+ * malloc initialisation, so nothing here may allocate: values are parsed
+ * in place and messages are formatted into stack buffers.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- options */
+
+/* Defaults of the option variables, repeated in the table below (a unit
+ * test checks that conf_reset_defaults gives these values). */
+bool opt_abort = false;
+bool opt_abort_conf = false;
+bool opt_confirm_conf = false;
+unsigned opt_narenas = 0;
+bool opt_tcache = true;
+size_t opt_tcache_max = 32768;
+ssize_t opt_dirty_decay_ms = 10000;
+ssize_t opt_muzzy_decay_ms = 0;
+bool opt_retain = true;
+bool opt_zero = false;
+unsigned opt_zero_realloc = ZERO_REALLOC_FREE;
+bool opt_stats_print = false;
+char opt_stats_print_opts[64] = "";
+
+/* junk: which of new and freed memory gets junk bytes.  The table stores
+ * the name's index in conf_junk; conf_junk_apply derives the rest. */
+enum { CONF_JUNK_FALSE, CONF_JUNK_TRUE, CONF_JUNK_ALLOC, CONF_JUNK_FREE };
+static const char *const conf_junk_names[] = {
+	"false", "true", "alloc", "free",
+};
+#if MP_CONFIG_DEBUG
+#define CONF_JUNK_DEFAULT "true"
+static unsigned conf_junk = CONF_JUNK_TRUE;
+const char *opt_junk = "true";
+bool opt_junk_alloc = true;
+bool opt_junk_free = true;
+#else
+#define CONF_JUNK_DEFAULT "false"
+static unsigned conf_junk = CONF_JUNK_FALSE;
+const char *opt_junk = "false";
+bool opt_junk_alloc = false;
+bool opt_junk_free = false;
+#endif
+
+static void conf_junk_apply(void) {
+	opt_junk = conf_junk_names[conf_junk];
+	opt_junk_alloc = conf_junk == CONF_JUNK_TRUE ||
+	    conf_junk == CONF_JUNK_ALLOC;
+	opt_junk_free = conf_junk == CONF_JUNK_TRUE ||
+	    conf_junk == CONF_JUNK_FREE;
+}
+
+/* Indexed by zero_realloc_t. */
+static const char *const conf_zero_realloc_names[] = {
+	"free", "alloc", "abort",
+};
+
+#define CONF_NELEMS(a) ((unsigned)(sizeof(a) / sizeof((a)[0])))
+#define CONF_DECAY_MS_MAX ((intmax_t)INT32_MAX * 1000)
+
+/*
+ * The options.  Integer rows give their inclusive range in min/max;
+ * `early` rows are also read in a first pass over every source, so that
+ * they govern the messages of all sources, not just the later ones.
+ */
+const conf_opt_t conf_opts[] = {
+	{ .name = "abort", .type = CONF_BOOL, .var = &opt_abort,
+	  .def = "false",
+	  .doc = "abort on internal errors instead of only reporting them" },
+	{ .name = "abort_conf", .type = CONF_BOOL, .var = &opt_abort_conf,
+	  .def = "false", .early = true,
+	  .doc = "abort after parsing if any option was invalid" },
+	{ .name = "confirm_conf", .type = CONF_BOOL, .var = &opt_confirm_conf,
+	  .def = "false", .early = true,
+	  .doc = "print every conf source and every option set" },
+	{ .name = "narenas", .type = CONF_UNSIGNED, .var = &opt_narenas,
+	  .def = "0", .min = 0, .max = 4095,
+	  .doc = "arenas threads are spread over (0: 4 per CPU)" },
+	{ .name = "tcache", .type = CONF_BOOL, .var = &opt_tcache,
+	  .def = "true",
+	  .doc = "give each thread a cache of slabs and large blocks" },
+	{ .name = "tcache_max", .type = CONF_SIZE_T, .var = &opt_tcache_max,
+	  .def = "32768", .min = 0, .max = 8388608,
+	  .doc = "largest size kept in thread caches (bytes)" },
+	{ .name = "dirty_decay_ms", .type = CONF_SSIZE_T,
+	  .var = &opt_dirty_decay_ms, .def = "10000", .min = -1,
+	  .max = CONF_DECAY_MS_MAX,
+	  .doc = "time before dirty pages become muzzy (-1: never)" },
+	{ .name = "muzzy_decay_ms", .type = CONF_SSIZE_T,
+	  .var = &opt_muzzy_decay_ms, .def = "0", .min = -1,
+	  .max = CONF_DECAY_MS_MAX,
+	  .doc = "time before muzzy pages are purged (-1: never)" },
+	{ .name = "retain", .type = CONF_BOOL, .var = &opt_retain,
+	  .def = "true",
+	  .doc = "keep unused virtual memory mapped instead of unmapping" },
+	{ .name = "junk", .type = CONF_ENUM, .var = &conf_junk,
+	  .def = CONF_JUNK_DEFAULT, .names = conf_junk_names,
+	  .nnames = CONF_NELEMS(conf_junk_names),
+	  .on_set = conf_junk_apply,
+	  .doc = "fill new (alloc) and/or freed (free) memory with junk" },
+	{ .name = "zero", .type = CONF_BOOL, .var = &opt_zero,
+	  .def = "false",
+	  .doc = "zero every allocation" },
+	{ .name = "zero_realloc", .type = CONF_ENUM, .var = &opt_zero_realloc,
+	  .def = "free", .names = conf_zero_realloc_names,
+	  .nnames = CONF_NELEMS(conf_zero_realloc_names),
+	  .doc = "what realloc(p, 0) does" },
+	{ .name = "stats_print", .type = CONF_BOOL, .var = &opt_stats_print,
+	  .def = "false",
+	  .doc = "print statistics at exit" },
+	{ .name = "stats_print_opts", .type = CONF_STRING,
+	  .var = opt_stats_print_opts, .def = "",
+	  .bufsize = sizeof(opt_stats_print_opts),
+	  .doc = "malloc_stats_print opts for stats_print" },
+};
+const unsigned conf_nopts = CONF_NELEMS(conf_opts);
+
+/* The symlink read for options; tests point it at a link of their own. */
+const char *conf_file_path = MP_CONF_FILE;
+
+/* --------------------------------------------------------------- lookup */
+
+const conf_opt_t *conf_opt_lookup(const char *name, size_t len) {
+	for (unsigned i = 0; i < conf_nopts; i++) {
+		if (strncmp(conf_opts[i].name, name, len) == 0 &&
+		    conf_opts[i].name[len] == '\0')
+			return &conf_opts[i];
+	}
+	return NULL;
+}
+
+const char *conf_opt_str(const conf_opt_t *opt) {
+	if (opt->type == CONF_STRING)
+		return (const char *)opt->var;
+	mp_assert(opt->type == CONF_ENUM);
+	return opt->names[*(const unsigned *)opt->var];
+}
+
+int conf_opt_format(const conf_opt_t *opt, char *buf, size_t size) {
+	switch (opt->type) {
+	case CONF_BOOL:
+		return mp_snprintf(buf, size, "%s",
+		    *(const bool *)opt->var ? "true" : "false");
+	case CONF_UNSIGNED:
+		return mp_snprintf(buf, size, "%u",
+		    *(const unsigned *)opt->var);
+	case CONF_SIZE_T:
+		return mp_snprintf(buf, size, "%zu",
+		    *(const size_t *)opt->var);
+	case CONF_SSIZE_T:
+		return mp_snprintf(buf, size, "%zd",
+		    *(const ssize_t *)opt->var);
+	case CONF_STRING:
+	case CONF_ENUM:
+		return mp_snprintf(buf, size, "%s", conf_opt_str(opt));
+	}
+	mp_not_reached();
+}
+
+/* ------------------------------------------------------- value parsing */
+
+typedef enum {
+	CONF_SET_OK,
+	CONF_SET_INVALID,       /* not a value of the option's type */
+	CONF_SET_RANGE,         /* a number outside [min, max] */
+} conf_set_result_t;
+
+/* Integers are copied here for strto*max, which want a terminated string;
+ * anything longer is not a sensible number. */
+#define CONF_NUM_MAX 80
+
+static bool conf_is_digit(char c) {
+	return c >= '0' && c <= '9';
+}
+
+/*
+ * Parse v[0..vlen) as opt's type and store it.  On failure the variable
+ * keeps its previous value.  Leading signs and spaces that strto*max
+ * would accept are rejected first: "-1" is not an unsigned integer.
+ */
+static conf_set_result_t conf_set_value(const conf_opt_t *opt,
+    const char *v, size_t vlen) {
+	char num[CONF_NUM_MAX];
+	char *end;
+	switch (opt->type) {
+	case CONF_BOOL:
+		if (vlen == 4 && strncmp(v, "true", 4) == 0)
+			*(bool *)opt->var = true;
+		else if (vlen == 5 && strncmp(v, "false", 5) == 0)
+			*(bool *)opt->var = false;
+		else
+			return CONF_SET_INVALID;
+		break;
+	case CONF_UNSIGNED:
+	case CONF_SIZE_T: {
+		if (vlen == 0 || vlen >= sizeof(num) || !conf_is_digit(v[0]))
+			return CONF_SET_INVALID;
+		memcpy(num, v, vlen);
+		num[vlen] = '\0';
+		errno = 0;
+		uintmax_t u = strtoumax(num, &end, 0);
+		if (*end != '\0')
+			return CONF_SET_INVALID;
+		if (errno == ERANGE || u < (uintmax_t)opt->min ||
+		    u > (uintmax_t)opt->max)
+			return CONF_SET_RANGE;
+		if (opt->type == CONF_UNSIGNED)
+			*(unsigned *)opt->var = (unsigned)u;
+		else
+			*(size_t *)opt->var = (size_t)u;
+		break;
+	}
+	case CONF_SSIZE_T: {
+		size_t sign = (vlen > 0 && (v[0] == '-' || v[0] == '+'));
+		if (vlen <= sign || vlen >= sizeof(num) ||
+		    !conf_is_digit(v[sign]))
+			return CONF_SET_INVALID;
+		memcpy(num, v, vlen);
+		num[vlen] = '\0';
+		errno = 0;
+		intmax_t s = strtoimax(num, &end, 0);
+		if (*end != '\0')
+			return CONF_SET_INVALID;
+		if (errno == ERANGE || s < opt->min || s > opt->max)
+			return CONF_SET_RANGE;
+		*(ssize_t *)opt->var = (ssize_t)s;
+		break;
+	}
+	case CONF_STRING:
+		if (vlen >= opt->bufsize)
+			return CONF_SET_INVALID;
+		memcpy(opt->var, v, vlen);
+		((char *)opt->var)[vlen] = '\0';
+		break;
+	case CONF_ENUM: {
+		unsigned i;
+		for (i = 0; i < opt->nnames; i++) {
+			if (strncmp(opt->names[i], v, vlen) == 0 &&
+			    opt->names[i][vlen] == '\0')
+				break;
+		}
+		if (i == opt->nnames)
+			return CONF_SET_INVALID;
+		*(unsigned *)opt->var = i;
+		break;
+	}
+	}
+	if (opt->on_set != NULL)
+		opt->on_set();
+	return CONF_SET_OK;
+}
+
+void conf_reset_defaults(void) {
+	for (unsigned i = 0; i < conf_nopts; i++) {
+		const conf_opt_t *opt = &conf_opts[i];
+		conf_set_result_t r = conf_set_value(opt, opt->def,
+		    strlen(opt->def));
+		/* A default the parser rejects is a bug in the table. */
+		mp_assert(r == CONF_SET_OK);
+		(void)r;
+	}
+}
+
+/* ------------------------------------------------------------ messages */
+
+/* Longest piece of input quoted in a message (the line must fit in
+ * mp_error's 1 KiB). */
+#define CONF_QUOTE_MAX 200
+
+/*
+ * Copy s[0..len) into buf for quoting: '"', '\\' and control bytes are
+ * escaped so a message stays one line, and long text is cut with "...".
+ */
+static const char *conf_quote(char *buf, size_t size, const char *s,
+    size_t len, size_t max) {
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[5];
+		size_t n;
+		if (c == '"' || c == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)c;
+			n = 2;
+		} else if (c < 0x20 || c == 0x7f) {
+			n = (size_t)mp_snprintf(esc, sizeof(esc), "\\x%02x",
+			    c);
+		} else {
+			esc[0] = (char)c;
+			n = 1;
+		}
+		if (i >= max || o + n + 4 > size) {
+			memcpy(buf + o, "...", 3);
+			o += 3;
+			break;
+		}
+		memcpy(buf + o, esc, n);
+		o += n;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* Case-insensitive edit distance, for "did you mean" (keys are short;
+ * longer ones get no suggestion). */
+#define CONF_KEY_MAX 64
+
+static char conf_lower(char c) {
+	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+static unsigned conf_distance(const char *a, size_t alen, const char *b) {
+	size_t blen = strlen(b);
+	unsigned row[CONF_KEY_MAX + 1];
+	if (alen > CONF_KEY_MAX || blen > CONF_KEY_MAX)
+		return UINT_MAX;
+	for (size_t j = 0; j <= blen; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= alen; i++) {
+		unsigned diag = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= blen; j++) {
+			unsigned up = row[j];
+			unsigned best = diag +
+			    (conf_lower(a[i - 1]) != conf_lower(b[j - 1]));
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[blen];
+}
+
+static bool conf_is_prefix(const char *key, size_t klen, const char *name) {
+	for (size_t i = 0; i < klen; i++) {
+		if (name[i] == '\0' || conf_lower(key[i]) != name[i])
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The option an unknown key was most likely meant to be, or NULL.  Only
+ * close matches count: a few edits (fewer for short keys, where a few
+ * edits reach anything) or a key that starts an option's name.
+ */
+static const conf_opt_t *conf_suggest(const char *key, size_t klen) {
+	unsigned limit = (unsigned)(klen / 2);
+	if (limit < 1)
+		limit = 1;
+	if (limit > 3)
+		limit = 3;
+	const conf_opt_t *best = NULL;
+	unsigned best_d = UINT_MAX;
+	for (unsigned i = 0; i < conf_nopts; i++) {
+		const char *name = conf_opts[i].name;
+		unsigned d = conf_distance(key, klen, name);
+		bool close = d <= limit ||
+		    (klen >= 3 && conf_is_prefix(key, klen, name));
+		if (close && d < best_d) {
+			best = &conf_opts[i];
+			best_d = d;
+		}
+	}
+	return best;
+}
+
+/* What a value of opt's type looks like, for "expected ..." */
+static const char *conf_expected(const conf_opt_t *opt, char *buf,
+    size_t size) {
+	switch (opt->type) {
+	case CONF_BOOL:
+		return "true or false";
+	case CONF_UNSIGNED:
+	case CONF_SIZE_T:
+		return "an unsigned integer";
+	case CONF_SSIZE_T:
+		return "an integer";
+	case CONF_STRING:
+		mp_snprintf(buf, size, "at most %zu characters",
+		    opt->bufsize - 1);
+		return buf;
+	case CONF_ENUM: {
+		size_t o = (size_t)mp_snprintf(buf, size, "one of ");
+		for (unsigned i = 0; i < opt->nnames && o < size; i++) {
+			o += (size_t)mp_snprintf(buf + o, size - o,
+			    "%s\"%s\"", i == 0 ? "" : ", ", opt->names[i]);
+		}
+		return buf;
+	}
+	}
+	mp_not_reached();
+}
+
+static void conf_report_malformed(const char *source, const char *at) {
+	char q[CONF_QUOTE_MAX + 16];
+	mp_error("%s: malformed conf string at \"%s\": expected key:value "
+	    "pairs separated by commas", source,
+	    conf_quote(q, sizeof(q), at, strlen(at), CONF_QUOTE_MAX / 2));
+}
+
+static void conf_report_unknown(const char *source, const char *key,
+    size_t klen) {
+	char q[CONF_QUOTE_MAX + 16];
+	const conf_opt_t *hint = conf_suggest(key, klen);
+	conf_quote(q, sizeof(q), key, klen, CONF_QUOTE_MAX / 2);
+	if (hint != NULL) {
+		mp_error("%s: unknown option \"%s\" (did you mean \"%s\"?)",
+		    source, q, hint->name);
+	} else {
+		mp_error("%s: unknown option \"%s\"", source, q);
+	}
+}
+
+/* ------------------------------------------------------------- parsing */
+
+static bool conf_is_key_char(char c) {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    conf_is_digit(c) || c == '_';
+}
+
+/*
+ * Handle one key:value pair.  Returns true if it was in error.  In the
+ * early pass only `early` rows are set, and nothing is reported: the
+ * main pass reports every error once.
+ */
+static bool conf_pair(const char *source, const char *key, size_t klen,
+    const char *val, size_t vlen, bool early_pass) {
+	const conf_opt_t *opt = conf_opt_lookup(key, klen);
+	if (early_pass) {
+		if (opt != NULL && opt->early)
+			(void)conf_set_value(opt, val, vlen);
+		return false;
+	}
+	if (opt == NULL) {
+		conf_report_unknown(source, key, klen);
+		return true;
+	}
+	char q[CONF_QUOTE_MAX + 16];
+	char what[128];
+	switch (conf_set_value(opt, val, vlen)) {
+	case CONF_SET_OK:
+		if (opt_confirm_conf) {
+			char v[128];
+			conf_opt_format(opt, v, sizeof(v));
+			mp_error("set option %s:%s", opt->name,
+			    conf_quote(q, sizeof(q), v, strlen(v),
+			    CONF_QUOTE_MAX));
+		}
+		return false;
+	case CONF_SET_INVALID:
+		mp_error("%s: invalid value \"%s\" for option \"%s\": "
+		    "expected %s", source,
+		    conf_quote(q, sizeof(q), val, vlen, CONF_QUOTE_MAX / 2),
+		    opt->name, conf_expected(opt, what, sizeof(what)));
+		return true;
+	case CONF_SET_RANGE:
+		mp_error("%s: value \"%s\" for option \"%s\" is out of range "
+		    "[%jd, %jd]", source,
+		    conf_quote(q, sizeof(q), val, vlen, CONF_QUOTE_MAX / 2),
+		    opt->name, opt->min, opt->max);
+		return true;
+	}
+	mp_not_reached();
+}
+
+/*
+ * Parse `key:value[,key:value]*`.  Keys are [A-Za-z0-9_]+ and a value runs
+ * to the next comma.  A malformed piece is reported and skipped up to the
+ * next comma, so one typo costs one pair, not the rest of the string.
+ * Returns true if anything was in error.
+ */
+static bool conf_parse_pass(const char *source, const char *s,
+    bool early_pass) {
+	bool err = false;
+	const char *p = s;
+	while (*p != '\0') {
+		const char *key = p;
+		while (conf_is_key_char(*p))
+			p++;
+		size_t klen = (size_t)(p - key);
+		if (klen == 0 || *p != ':') {
+			/* Empty key, bad key character, missing colon, or
+			 * the string ends with a key. */
+			if (!early_pass)
+				conf_report_malformed(source, key);
+			err = true;
+			const char *comma = strchr(p, ',');
+			if (comma == NULL)
+				break;
+			p = comma + 1;
+			continue;
+		}
+		const char *val = ++p;
+		while (*p != '\0' && *p != ',')
+			p++;
+		if (conf_pair(source, key, klen, val, (size_t)(p - val),
+		    early_pass))
+			err = true;
+		if (*p == ',' && *++p == '\0') {
+			if (!early_pass)
+				conf_report_malformed(source, p - 1);
+			err = true;
+		}
+	}
+	return err;
+}
+
+static void conf_confirm_source(const char *source, const char *conf) {
+	char q[768];
+	mp_error("conf from %s: \"%s\"", source,
+	    conf_quote(q, sizeof(q), conf, strlen(conf), sizeof(q) / 2));
+}
+
+bool conf_parse(const char *source, const char *conf) {
+	if (opt_confirm_conf)
+		conf_confirm_source(source, conf);
+	return conf_parse_pass(source, conf, false);
+}
+
+/* ---------------------------------------------------------------- boot */
+
+/*
+ * Options compiled into the application: it may define its own
+ * `const char *malloc_conf = "..."`, which wins at link time over this
+ * weak definition.
+ */
+MP_EXPORT const char *MP_PUBLIC(malloc_conf) __attribute__((weak)) = NULL;
+
+#define CONF_NSOURCES 3
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+/* The symlink's target.  conf_boot runs once, under the init lock (and
+ * again only from single-threaded tests), so static storage is safe and
+ * spares the stack of whatever call first initialised the allocator. */
+static char conf_link_buf[PATH_MAX + 1];
+static bool conf_prefix_warned;
+
+void conf_boot(void) {
+	const char *names[CONF_NSOURCES];
+	const char *strs[CONF_NSOURCES];
+	unsigned n = 0;
+
+	conf_reset_defaults();
+	const char *app = MP_PUBLIC(malloc_conf);
+	if (app != NULL) {
+		names[n] = MP_PREFIX_STR "malloc_conf";
+		strs[n++] = app;
+	}
+	ssize_t len = readlink(conf_file_path, conf_link_buf,
+	    sizeof(conf_link_buf) - 1);
+	if (len >= 0) {
+		conf_link_buf[len] = '\0';
+		names[n] = conf_file_path;
+		strs[n++] = conf_link_buf;
+	}
+	/* secure_getenv: a setuid program must not take options from
+	 * whoever runs it. */
+	const char *env = secure_getenv(MP_CONF_ENV);
+	if (env != NULL) {
+		names[n] = MP_CONF_ENV;
+		strs[n++] = env;
+	}
+	/* A prefixed build reads a different variable; say so when the
+	 * user evidently expected the plain one to work. */
+	if (MP_PREFIX_STR[0] != '\0' && strcmp(MP_CONF_ENV, "MALLOC_CONF") &&
+	    env == NULL && secure_getenv("MALLOC_CONF") != NULL &&
+	    !conf_prefix_warned) {
+		conf_prefix_warned = true;
+		mp_error("MALLOC_CONF is set but this build (prefix \"%s\") "
+		    "reads %s; MALLOC_CONF is ignored", MP_PREFIX_STR,
+		    MP_CONF_ENV);
+	}
+
+	for (unsigned i = 0; i < n; i++)
+		(void)conf_parse_pass(names[i], strs[i], true);
+	bool err = false;
+	for (unsigned i = 0; i < n; i++) {
+		if (conf_parse(names[i], strs[i]))
+			err = true;
+	}
+	if (err && opt_abort_conf)
+		mp_abort("abort_conf:true: aborting on invalid conf "
+		    "(see above)");
+}

@@ -1,0 +1,764 @@
+/*
+ * ctl.c: mallctl, mallctlnametomib and mallctlbymib: jemalloc's named
+ * tree of controls and statistics.
+ *
+ * The tree is plain static data.  A node either has children, looked up
+ * by name, by number (an indexed level such as arena.<i>), or in the
+ * options table (opt.<name>), or it is a leaf with a handler.  Handlers
+ * are ordinary functions shared by kind: one reads a constant or variable
+ * the node points at, one reads any opt.* row, one reads a field of the
+ * stats snapshot at the offset stored in the node, and so on.  A MIB is
+ * the path of child numbers (index levels store the index itself, and
+ * opt.<name> stores the option's row).
+ *
+ * Statistics are served from a snapshot taken under ctl_mtx when "epoch"
+ * is written (and once on first use), so that a set of values read
+ * together is consistent.  The snapshot lives in static storage: no
+ * allocation, whatever the number of arenas.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <errno.h>
+
+/* ---------------------------------------------------------- snapshot */
+
+static mp_mutex_t ctl_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_CTL);
+ctl_snapshot_t ctl_snap;
+
+bool ctl_boot(void) {
+	mp_mutex_init(&ctl_mtx, LOCK_RANK_CTL);
+	return false;
+}
+
+void ctl_lock(void) {
+	mp_mutex_lock(&ctl_mtx);
+}
+
+void ctl_unlock(void) {
+	mp_mutex_unlock(&ctl_mtx);
+}
+
+void ctl_prefork(void) {
+	mp_mutex_lock(&ctl_mtx);
+}
+
+void ctl_postfork_parent(void) {
+	mp_mutex_unlock(&ctl_mtx);
+}
+
+void ctl_postfork_child(void) {
+	mp_mutex_postfork_child(&ctl_mtx);
+}
+
+/* acc += s, field by field (nthreads too: threads attached anywhere). */
+static void ctl_stats_merge(arena_stats_t *acc, const arena_stats_t *s) {
+	acc->mapped += s->mapped;
+	acc->retained += s->retained;
+	acc->pactive += s->pactive;
+	acc->pdirty += s->pdirty;
+	acc->pmuzzy += s->pmuzzy;
+	acc->npurge += s->npurge;
+	acc->nmadvise += s->nmadvise;
+	acc->purged += s->purged;
+	acc->large_allocated += s->large_allocated;
+	acc->large_nmalloc += s->large_nmalloc;
+	acc->large_ndalloc += s->large_ndalloc;
+	acc->slabs_cur += s->slabs_cur;
+	acc->slabs_total += s->slabs_total;
+	acc->cached_bytes += s->cached_bytes;
+	acc->nthreads += s->nthreads;
+}
+
+void ctl_refresh_locked(void) {
+	unsigned n = atomic_load(&narenas_total);
+	if (n > ARENAS_MAX)
+		n = ARENAS_MAX;
+	arena_stats_t *m = &ctl_snap.merged;
+	memset(m, 0, sizeof(*m));
+	for (unsigned i = 0; i < n; i++) {
+		ctl_arena_snap_t *as = &ctl_snap.arenas[i];
+		arena_t *arena = arena_get(i, false);
+		as->initialized = arena != NULL;
+		if (arena == NULL) {
+			memset(&as->stats, 0, sizeof(as->stats));
+			continue;
+		}
+		arena_stats_read(arena, &as->stats);
+		ctl_stats_merge(m, &as->stats);
+	}
+	uint64_t allocated, deallocated;
+	tsd_totals(&allocated, &deallocated);
+	/* Another thread's free can be counted before its malloc is: the
+	 * difference may be briefly negative. */
+	ctl_snap.allocated = allocated > deallocated ?
+	    (size_t)(allocated - deallocated) : 0;
+	ctl_snap.metadata = base_mapped_bytes();
+	ctl_snap.active = m->pactive << LG_PAGE;
+	ctl_snap.resident = ctl_snap.active + (m->pdirty << LG_PAGE) +
+	    ctl_snap.metadata;
+	ctl_snap.mapped = m->mapped - m->retained + ctl_snap.metadata;
+	ctl_snap.retained = m->retained;
+	ctl_snap.narenas = n;
+	ctl_snap.epoch++;
+}
+
+void ctl_snapshot_ensure_locked(void) {
+	if (ctl_snap.epoch == 0)
+		ctl_refresh_locked();
+}
+
+void ctl_refresh(void) {
+	mp_mutex_lock(&ctl_mtx);
+	ctl_refresh_locked();
+	mp_mutex_unlock(&ctl_mtx);
+}
+
+/* -------------------------------------------------------------- nodes */
+
+typedef struct ctl_node_s ctl_node_t;
+
+/* A leaf's handler.  mib holds the whole path (index components verbatim),
+ * the rest are mallctl's arguments. */
+typedef int ctl_handler_t(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+
+typedef enum {
+	CTL_NAMED,       /* children looked up by name */
+	CTL_INDEXED,     /* the next component is a number, checked by
+	                  * bad_index; children[0] is the node for every
+	                  * index */
+	CTL_OPTS,        /* the next component names a row of conf_opts */
+} ctl_kind_t;
+
+/* Value types of the shared handlers. */
+typedef enum {
+	CTL_T_NONE,
+	CTL_T_BOOL,      /* bool */
+	CTL_T_UNSIGNED,  /* unsigned (also uint32_t fields) */
+	CTL_T_SIZE,      /* size_t */
+	CTL_T_U64,       /* uint64_t */
+	CTL_T_STR,       /* const char * */
+	CTL_T_U64P,      /* uint64_t * */
+} ctl_type_t;
+
+struct ctl_node_s {
+	const char *name;
+	ctl_kind_t kind;
+	const ctl_node_t *children;
+	unsigned nchildren;
+	ctl_handler_t *handler;          /* leaves only */
+	bool (*bad_index)(size_t i);     /* CTL_INDEXED: true if i is invalid */
+	ctl_type_t type;                 /* for the shared handlers: */
+	const void *ptr;                 /*   the variable read */
+	size_t off;                      /*   or the field's offset */
+};
+
+#define CTL_MAX_DEPTH 8
+#define CTL_CHILDREN(a)							\
+	.children = (a), .nchildren = (unsigned)(sizeof(a) / sizeof((a)[0]))
+
+static size_t ctl_type_size(ctl_type_t type) {
+	switch (type) {
+	case CTL_T_BOOL: return sizeof(bool);
+	case CTL_T_UNSIGNED: return sizeof(unsigned);
+	case CTL_T_SIZE: return sizeof(size_t);
+	case CTL_T_U64: return sizeof(uint64_t);
+	case CTL_T_STR: return sizeof(const char *);
+	case CTL_T_U64P: return sizeof(uint64_t *);
+	case CTL_T_NONE: break;
+	}
+	mp_not_reached();
+}
+
+/* ----------------------------------------------------- access helpers */
+
+/*
+ * Hand a value of `len` bytes to the caller, jemalloc's way: nothing if
+ * there is nowhere to put it; with a wrong *oldlenp, copy what fits, say
+ * how much, and fail with EINVAL.
+ */
+static int ctl_read(void *oldp, size_t *oldlenp, const void *v, size_t len) {
+	if (oldp == NULL || oldlenp == NULL)
+		return 0;
+	if (*oldlenp != len) {
+		size_t n = *oldlenp < len ? *oldlenp : len;
+		memcpy(oldp, v, n);
+		*oldlenp = n;
+		return EINVAL;
+	}
+	memcpy(oldp, v, len);
+	return 0;
+}
+
+/* A read whose size is wrong: rw nodes check it before changing state. */
+static bool ctl_oldlen_bad(void *oldp, size_t *oldlenp, size_t len) {
+	return oldp != NULL && oldlenp != NULL && *oldlenp != len;
+}
+
+static bool ctl_writes(void *newp, size_t newlen) {
+	return newp != NULL || newlen != 0;
+}
+
+static bool ctl_reads(void *oldp, size_t *oldlenp) {
+	return oldp != NULL || oldlenp != NULL;
+}
+
+/* ------------------------------------------------------------ handlers */
+
+/* r-: the constant or variable at node->ptr. */
+static int ctl_var_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	return ctl_read(oldp, oldlenp, node->ptr, ctl_type_size(node->type));
+}
+
+/* rw: any write takes a new snapshot; reads give the current epoch. */
+static int ctl_epoch(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (newp != NULL && newlen != sizeof(uint64_t))
+		return EINVAL;
+	mp_mutex_lock(&ctl_mtx);
+	if (newp != NULL)
+		ctl_refresh_locked();
+	else
+		ctl_snapshot_ensure_locked();
+	uint64_t epoch = ctl_snap.epoch;
+	mp_mutex_unlock(&ctl_mtx);
+	return ctl_read(oldp, oldlenp, &epoch, sizeof(epoch));
+}
+
+/* r-: opt.<name>, typed by the option's row (mib[1]). */
+static int ctl_opt_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	const conf_opt_t *opt = &conf_opts[mib[1]];
+	const char *s;
+	switch (opt->type) {
+	case CONF_BOOL:
+		return ctl_read(oldp, oldlenp, opt->var, sizeof(bool));
+	case CONF_UNSIGNED:
+		return ctl_read(oldp, oldlenp, opt->var, sizeof(unsigned));
+	case CONF_SIZE_T:
+		return ctl_read(oldp, oldlenp, opt->var, sizeof(size_t));
+	case CONF_SSIZE_T:
+		return ctl_read(oldp, oldlenp, opt->var, sizeof(ssize_t));
+	case CONF_STRING:
+	case CONF_ENUM:
+		s = conf_opt_str(opt);
+		return ctl_read(oldp, oldlenp, &s, sizeof(s));
+	}
+	mp_not_reached();
+}
+
+/* rw: the calling thread's arena; a new index must name an arena that
+ * has been handed out. */
+static int ctl_thread_arena(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	tsd_t *tsd = tsd_fetch();
+	unsigned old = tsd->arena != NULL ? tsd->arena->ind : 0;
+	if (newp != NULL) {
+		if (newlen != sizeof(unsigned))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		unsigned ind = *(const unsigned *)newp;
+		if (ind >= atomic_load(&narenas_total) ||
+		    tsd_arena_set(tsd, ind))
+			return EFAULT;
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+/* r-: a uint64_t counter of the calling thread's tsd at node->off, or
+ * (CTL_T_U64P) a pointer to it. */
+static int ctl_thread_counter(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t *field = (uint64_t *)((char *)tsd_fetch() + node->off);
+	if (node->type == CTL_T_U64P)
+		return ctl_read(oldp, oldlenp, &field, sizeof(field));
+	uint64_t v = *field;
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* rw: whether the calling thread uses its cache. */
+static int ctl_thread_tcache_enabled(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	tsd_t *tsd = tsd_fetch();
+	bool old = tsd->tcache_enabled;
+	if (newp != NULL) {
+		if (newlen != sizeof(bool))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		tsd_tcache_set_enabled(tsd, *(const bool *)newp);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+/* --: return the calling thread's cached memory to its arena. */
+static int ctl_thread_tcache_flush(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_reads(oldp, oldlenp) || ctl_writes(newp, newlen))
+		return EPERM;
+	tsd_t *tsd = tsd_fetch();
+	if (!tsd->tcache_enabled || tsd->tcache == NULL)
+		return EFAULT;
+	tsd_tcache_flush(tsd);
+	return 0;
+}
+
+static int ctl_arenas_narenas(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	unsigned n = atomic_load(&narenas_total);
+	return ctl_read(oldp, oldlenp, &n, sizeof(n));
+}
+
+/* arenas.bin.<i>.* and arenas.lextent.<i>.size: the index is mib[2]. */
+static int ctl_arenas_bin_size(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	size_t v = sz_index2size((unsigned)mib[2]);
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+static int ctl_arenas_bin_nregs(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint32_t v = sz_slab_nregs[mib[2]];
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+static int ctl_arenas_bin_slab_size(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	size_t v = sz_slab_size[mib[2]];
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+static int ctl_arenas_lextent_size(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	size_t v = sz_index2size((unsigned)(SC_NBINS + mib[2]));
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* r-: make a new manual arena and say its index. */
+static int ctl_arenas_create(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	unsigned ind;
+	if (arena_create(&ind))
+		return EAGAIN;
+	return ctl_read(oldp, oldlenp, &ind, sizeof(ind));
+}
+
+/* arena.<i>.purge / decay: i (mib[1]) is an arena or MALLCTL_ARENAS_ALL;
+ * an index handed out but whose arena was never made has nothing to do. */
+static int ctl_arena_decay_common(const size_t *mib, void *oldp,
+    size_t *oldlenp, void *newp, size_t newlen, bool force) {
+	if (ctl_reads(oldp, oldlenp) || ctl_writes(newp, newlen))
+		return EPERM;
+	unsigned n = atomic_load(&narenas_total);
+	if (mib[1] == ARENAS_MAX) {
+		for (unsigned i = 0; i < n; i++) {
+			arena_t *arena = arena_get(i, false);
+			if (arena != NULL)
+				arena_decay(arena, force);
+		}
+		return 0;
+	}
+	if (mib[1] >= n)
+		return ENOENT;
+	arena_t *arena = arena_get((unsigned)mib[1], false);
+	if (arena != NULL)
+		arena_decay(arena, force);
+	return 0;
+}
+
+static int ctl_arena_purge(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	return ctl_arena_decay_common(mib, oldp, oldlenp, newp, newlen, true);
+}
+
+static int ctl_arena_decay(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	return ctl_arena_decay_common(mib, oldp, oldlenp, newp, newlen,
+	    false);
+}
+
+/* r-: a size_t total of the snapshot at node->off. */
+static int ctl_stats_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	size_t v;
+	mp_mutex_lock(&ctl_mtx);
+	ctl_snapshot_ensure_locked();
+	memcpy(&v, (const char *)&ctl_snap + node->off, sizeof(v));
+	mp_mutex_unlock(&ctl_mtx);
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* r-: a field of arena mib[2]'s snapshot (or of the merged one for
+ * MALLCTL_ARENAS_ALL) at node->off, of node->type. */
+static int ctl_stats_arena_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t buf;        /* big enough for every field type */
+	size_t len = ctl_type_size(node->type);
+	mp_mutex_lock(&ctl_mtx);
+	ctl_snapshot_ensure_locked();
+	const arena_stats_t *s = mib[2] == ARENAS_MAX ? &ctl_snap.merged :
+	    &ctl_snap.arenas[mib[2]].stats;
+	memcpy(&buf, (const char *)s + node->off, len);
+	mp_mutex_unlock(&ctl_mtx);
+	return ctl_read(oldp, oldlenp, &buf, len);
+}
+
+/* ------------------------------------------------------ index checks */
+
+static bool ctl_bin_bad_index(size_t i) {
+	return i >= SC_NBINS;
+}
+
+static bool ctl_lextent_bad_index(size_t i) {
+	return i >= SC_NLEXTENTS;
+}
+
+/* arena.<i>: any index handed out, or MALLCTL_ARENAS_ALL. */
+static bool ctl_arena_bad_index(size_t i) {
+	return i != ARENAS_MAX && i >= atomic_load(&narenas_total);
+}
+
+/* stats.arenas.<i>: an arena that existed at the last refresh, or
+ * MALLCTL_ARENAS_ALL for the sum. */
+static bool ctl_stats_arena_bad_index(size_t i) {
+	if (i == ARENAS_MAX)
+		return false;
+	mp_mutex_lock(&ctl_mtx);
+	ctl_snapshot_ensure_locked();
+	bool bad = i >= ctl_snap.narenas || !ctl_snap.arenas[i].initialized;
+	mp_mutex_unlock(&ctl_mtx);
+	return bad;
+}
+
+/* ---------------------------------------------------------------- tree */
+
+_Static_assert(sizeof(unsigned) == sizeof(uint32_t),
+    "arena_stats_t.nthreads is read as an unsigned");
+
+static const char *const ctl_version = MP_VERSION;
+static const char *const ctl_prefix = MP_PREFIX_STR;
+static const size_t ctl_quantum = QUANTUM;
+static const size_t ctl_page = PAGE;
+static const unsigned ctl_nbins = SC_NBINS;
+static const unsigned ctl_nlextents = SC_NLEXTENTS;
+
+static const ctl_node_t ctl_config_children[] = {
+	{ .name = "debug", .handler = ctl_var_read, .type = CTL_T_BOOL,
+	  .ptr = &config_debug },
+	{ .name = "prof", .handler = ctl_var_read, .type = CTL_T_BOOL,
+	  .ptr = &config_prof },
+	{ .name = "prefix", .handler = ctl_var_read, .type = CTL_T_STR,
+	  .ptr = &ctl_prefix },
+};
+
+/* Every opt.<name>: the row is mib[1]. */
+static const ctl_node_t ctl_opt_leaf = {
+	.name = "", .handler = ctl_opt_read,
+};
+
+static const ctl_node_t ctl_thread_tcache_children[] = {
+	{ .name = "enabled", .handler = ctl_thread_tcache_enabled },
+	{ .name = "flush", .handler = ctl_thread_tcache_flush },
+};
+
+static const ctl_node_t ctl_thread_children[] = {
+	{ .name = "arena", .handler = ctl_thread_arena },
+	{ .name = "allocated", .handler = ctl_thread_counter,
+	  .type = CTL_T_U64, .off = offsetof(tsd_t, allocated) },
+	{ .name = "allocatedp", .handler = ctl_thread_counter,
+	  .type = CTL_T_U64P, .off = offsetof(tsd_t, allocated) },
+	{ .name = "deallocated", .handler = ctl_thread_counter,
+	  .type = CTL_T_U64, .off = offsetof(tsd_t, deallocated) },
+	{ .name = "deallocatedp", .handler = ctl_thread_counter,
+	  .type = CTL_T_U64P, .off = offsetof(tsd_t, deallocated) },
+	{ .name = "tcache", CTL_CHILDREN(ctl_thread_tcache_children) },
+};
+
+static const ctl_node_t ctl_arenas_bin_i_children[] = {
+	{ .name = "size", .handler = ctl_arenas_bin_size },
+	{ .name = "nregs", .handler = ctl_arenas_bin_nregs },
+	{ .name = "slab_size", .handler = ctl_arenas_bin_slab_size },
+};
+static const ctl_node_t ctl_arenas_bin_i[] = {
+	{ .name = "", CTL_CHILDREN(ctl_arenas_bin_i_children) },
+};
+
+static const ctl_node_t ctl_arenas_lextent_i_children[] = {
+	{ .name = "size", .handler = ctl_arenas_lextent_size },
+};
+static const ctl_node_t ctl_arenas_lextent_i[] = {
+	{ .name = "", CTL_CHILDREN(ctl_arenas_lextent_i_children) },
+};
+
+static const ctl_node_t ctl_arenas_children[] = {
+	{ .name = "narenas", .handler = ctl_arenas_narenas },
+	{ .name = "quantum", .handler = ctl_var_read, .type = CTL_T_SIZE,
+	  .ptr = &ctl_quantum },
+	{ .name = "page", .handler = ctl_var_read, .type = CTL_T_SIZE,
+	  .ptr = &ctl_page },
+	{ .name = "tcache_max", .handler = ctl_var_read, .type = CTL_T_SIZE,
+	  .ptr = &opt_tcache_max },
+	{ .name = "nbins", .handler = ctl_var_read, .type = CTL_T_UNSIGNED,
+	  .ptr = &ctl_nbins },
+	{ .name = "bin", .kind = CTL_INDEXED,
+	  .bad_index = ctl_bin_bad_index, CTL_CHILDREN(ctl_arenas_bin_i) },
+	{ .name = "nlextents", .handler = ctl_var_read,
+	  .type = CTL_T_UNSIGNED, .ptr = &ctl_nlextents },
+	{ .name = "lextent", .kind = CTL_INDEXED,
+	  .bad_index = ctl_lextent_bad_index,
+	  CTL_CHILDREN(ctl_arenas_lextent_i) },
+	{ .name = "create", .handler = ctl_arenas_create },
+};
+
+static const ctl_node_t ctl_arena_i_children[] = {
+	{ .name = "purge", .handler = ctl_arena_purge },
+	{ .name = "decay", .handler = ctl_arena_decay },
+};
+static const ctl_node_t ctl_arena_i[] = {
+	{ .name = "", CTL_CHILDREN(ctl_arena_i_children) },
+};
+
+#define CTL_ARENA_STAT(n, t, field)					\
+	{ .name = (n), .handler = ctl_stats_arena_read, .type = (t),	\
+	  .off = offsetof(arena_stats_t, field) }
+
+static const ctl_node_t ctl_stats_arenas_i_large_children[] = {
+	CTL_ARENA_STAT("allocated", CTL_T_SIZE, large_allocated),
+	CTL_ARENA_STAT("nmalloc", CTL_T_U64, large_nmalloc),
+	CTL_ARENA_STAT("ndalloc", CTL_T_U64, large_ndalloc),
+};
+
+static const ctl_node_t ctl_stats_arenas_i_small_children[] = {
+	CTL_ARENA_STAT("curslabs", CTL_T_SIZE, slabs_cur),
+	CTL_ARENA_STAT("nslabs", CTL_T_U64, slabs_total),
+};
+
+static const ctl_node_t ctl_stats_arenas_i_children[] = {
+	CTL_ARENA_STAT("nthreads", CTL_T_UNSIGNED, nthreads),
+	CTL_ARENA_STAT("pactive", CTL_T_SIZE, pactive),
+	CTL_ARENA_STAT("pdirty", CTL_T_SIZE, pdirty),
+	CTL_ARENA_STAT("pmuzzy", CTL_T_SIZE, pmuzzy),
+	CTL_ARENA_STAT("mapped", CTL_T_SIZE, mapped),
+	CTL_ARENA_STAT("retained", CTL_T_SIZE, retained),
+	CTL_ARENA_STAT("dirty_npurge", CTL_T_U64, npurge),
+	CTL_ARENA_STAT("dirty_nmadvise", CTL_T_U64, nmadvise),
+	CTL_ARENA_STAT("dirty_purged", CTL_T_U64, purged),
+	{ .name = "large", CTL_CHILDREN(ctl_stats_arenas_i_large_children) },
+	{ .name = "small", CTL_CHILDREN(ctl_stats_arenas_i_small_children) },
+};
+static const ctl_node_t ctl_stats_arenas_i[] = {
+	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_children) },
+};
+
+#define CTL_STAT(n, field)						\
+	{ .name = (n), .handler = ctl_stats_read, .type = CTL_T_SIZE,	\
+	  .off = offsetof(ctl_snapshot_t, field) }
+
+static const ctl_node_t ctl_stats_children[] = {
+	CTL_STAT("allocated", allocated),
+	CTL_STAT("active", active),
+	CTL_STAT("metadata", metadata),
+	CTL_STAT("resident", resident),
+	CTL_STAT("mapped", mapped),
+	CTL_STAT("retained", retained),
+	{ .name = "arenas", .kind = CTL_INDEXED,
+	  .bad_index = ctl_stats_arena_bad_index,
+	  CTL_CHILDREN(ctl_stats_arenas_i) },
+};
+
+static const ctl_node_t ctl_root_children[] = {
+	{ .name = "version", .handler = ctl_var_read, .type = CTL_T_STR,
+	  .ptr = &ctl_version },
+	{ .name = "epoch", .handler = ctl_epoch },
+	{ .name = "config", CTL_CHILDREN(ctl_config_children) },
+	{ .name = "opt", .kind = CTL_OPTS },
+	{ .name = "thread", CTL_CHILDREN(ctl_thread_children) },
+	{ .name = "arenas", CTL_CHILDREN(ctl_arenas_children) },
+	{ .name = "arena", .kind = CTL_INDEXED,
+	  .bad_index = ctl_arena_bad_index, CTL_CHILDREN(ctl_arena_i) },
+	{ .name = "stats", CTL_CHILDREN(ctl_stats_children) },
+};
+
+static const ctl_node_t ctl_root = {
+	.name = "", CTL_CHILDREN(ctl_root_children),
+};
+
+/* ------------------------------------------------------------ lookups */
+
+/* Decimal index component; false if it is not one (or overflows). */
+static bool ctl_parse_index(const char *s, size_t len, size_t *out) {
+	size_t v = 0;
+	if (len == 0 || len > 19)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (size_t)(s[i] - '0');
+	}
+	*out = v;
+	return true;
+}
+
+/*
+ * Walk `name` from the root, storing at most *depthp components in mib.
+ * On success *nodep is the node reached and *depthp the components
+ * stored: either the name's leaf, or (when *depthp runs out first) an
+ * inner node, for a partial MIB.  A name that stops at an inner node or
+ * goes on past a leaf is ENOENT.
+ */
+static int ctl_lookup(const char *name, size_t *mib, size_t *depthp,
+    const ctl_node_t **nodep) {
+	const ctl_node_t *node = &ctl_root;
+	const char *p = name;
+	size_t max = *depthp;
+	for (size_t i = 0; i < max; i++) {
+		const char *dot = strchr(p, '.');
+		size_t len = dot != NULL ? (size_t)(dot - p) : strlen(p);
+		if (len == 0)
+			return ENOENT;
+		switch (node->kind) {
+		case CTL_NAMED: {
+			unsigned j;
+			for (j = 0; j < node->nchildren; j++) {
+				const char *cn = node->children[j].name;
+				if (strncmp(cn, p, len) == 0 && cn[len] == '\0')
+					break;
+			}
+			if (j == node->nchildren)
+				return ENOENT;
+			mib[i] = j;
+			node = &node->children[j];
+			break;
+		}
+		case CTL_INDEXED: {
+			size_t ind;
+			if (!ctl_parse_index(p, len, &ind) ||
+			    node->bad_index(ind))
+				return ENOENT;
+			mib[i] = ind;
+			node = &node->children[0];
+			break;
+		}
+		case CTL_OPTS: {
+			const conf_opt_t *opt = conf_opt_lookup(p, len);
+			if (opt == NULL)
+				return ENOENT;
+			mib[i] = (size_t)(opt - conf_opts);
+			node = &ctl_opt_leaf;
+			break;
+		}
+		}
+		if (node->handler != NULL) {
+			if (dot != NULL)
+				return ENOENT;
+			*depthp = i + 1;
+			*nodep = node;
+			return 0;
+		}
+		if (dot == NULL)
+			return ENOENT;
+		p = dot + 1;
+	}
+	*nodep = node;
+	return 0;
+}
+
+/* Follow a MIB; ENOENT unless it ends exactly at a leaf. */
+static const ctl_node_t *ctl_bymib_node(const size_t *mib, size_t miblen) {
+	const ctl_node_t *node = &ctl_root;
+	for (size_t i = 0; i < miblen; i++) {
+		if (node->handler != NULL)
+			return NULL;
+		switch (node->kind) {
+		case CTL_NAMED:
+			if (mib[i] >= node->nchildren)
+				return NULL;
+			node = &node->children[mib[i]];
+			break;
+		case CTL_INDEXED:
+			if (node->bad_index(mib[i]))
+				return NULL;
+			node = &node->children[0];
+			break;
+		case CTL_OPTS:
+			if (mib[i] >= conf_nopts)
+				return NULL;
+			node = &ctl_opt_leaf;
+			break;
+		}
+	}
+	return node->handler != NULL ? node : NULL;
+}
+
+/* ----------------------------------------------------- public entries */
+
+MP_EXPORT int MP_PUBLIC(mallctl)(const char *name, void *oldp,
+    size_t *oldlenp, void *newp, size_t newlen) {
+	if (malloc_init())
+		return EAGAIN;
+	if (name == NULL)
+		return ENOENT;
+	size_t mib[CTL_MAX_DEPTH];
+	size_t depth = CTL_MAX_DEPTH;
+	const ctl_node_t *node;
+	int ret = ctl_lookup(name, mib, &depth, &node);
+	if (ret != 0)
+		return ret;
+	if (node->handler == NULL)
+		return ENOENT;
+	return node->handler(node, mib, depth, oldp, oldlenp, newp, newlen);
+}
+
+MP_EXPORT int MP_PUBLIC(mallctlnametomib)(const char *name, size_t *mibp,
+    size_t *miblenp) {
+	if (malloc_init())
+		return EAGAIN;
+	if (name == NULL || mibp == NULL || miblenp == NULL)
+		return EINVAL;
+	size_t depth = *miblenp;
+	const ctl_node_t *node;
+	int ret = ctl_lookup(name, mibp, &depth, &node);
+	if (ret == 0)
+		*miblenp = depth;
+	return ret;
+}
+
+MP_EXPORT int MP_PUBLIC(mallctlbymib)(const size_t *mib, size_t miblen,
+    void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (malloc_init())
+		return EAGAIN;
+	if (mib == NULL && miblen != 0)
+		return ENOENT;
+	const ctl_node_t *node = ctl_bymib_node(mib, miblen);
+	if (node == NULL)
+		return ENOENT;
+	return node->handler(node, mib, miblen, oldp, oldlenp, newp, newlen);
+}

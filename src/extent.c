@@ -1,0 +1,359 @@
+/*
+ * extent.c: page runs inside an arena.  Free extents sit in three sets by
+ * state (dirty: resident; muzzy: MADV_FREE'd; clean: purged or never used,
+ * reads as zero), bucketed by page-count class.  Allocation carves from the
+ * smallest fitting bucket, preferring dirty pages (no page faults), then
+ * muzzy, then clean, then a new mapping.  Freeing coalesces with free
+ * neighbours of the same state found through the page map.  Decay purges
+ * what has stayed dirty longer than dirty_decay_ms.  Everything here runs
+ * under arena->mtx.
+ *
+ * Invariants: a free extent is maximal (no free neighbour of the same state
+ * in the same mapping); extents never span two OS mappings, so a whole
+ * mapping can be unmapped when retain is off.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#define GROW_MIN ((size_t)2 << 20)
+#define GROW_MAX ((size_t)64 << 20)
+
+void extent_set_init(extent_set_t *set) {
+	memset(set, 0, sizeof(*set));
+}
+
+static void set_insert(extent_set_t *set, extent_t *e) {
+	unsigned ind = sz_psz_floor(e->size >> LG_PAGE);
+	e->prev = NULL;
+	e->next = set->heads[ind];
+	if (e->next != NULL)
+		e->next->prev = e;
+	set->heads[ind] = e;
+	set->nonempty[ind / 64] |= (uint64_t)1 << (ind % 64);
+	set->npages += e->size >> LG_PAGE;
+	/* The decay list is oldest first. */
+	e->lru_next = NULL;
+	e->lru_prev = set->lru_tail;
+	if (set->lru_tail != NULL)
+		set->lru_tail->lru_next = e;
+	else
+		set->lru_head = e;
+	set->lru_tail = e;
+}
+
+static void set_remove(extent_set_t *set, extent_t *e) {
+	unsigned ind = sz_psz_floor(e->size >> LG_PAGE);
+	if (e->prev != NULL)
+		e->prev->next = e->next;
+	else
+		set->heads[ind] = e->next;
+	if (e->next != NULL)
+		e->next->prev = e->prev;
+	if (set->heads[ind] == NULL)
+		set->nonempty[ind / 64] &= ~((uint64_t)1 << (ind % 64));
+	set->npages -= e->size >> LG_PAGE;
+	if (e->lru_prev != NULL)
+		e->lru_prev->lru_next = e->lru_next;
+	else
+		set->lru_head = e->lru_next;
+	if (e->lru_next != NULL)
+		e->lru_next->lru_prev = e->lru_prev;
+	else
+		set->lru_tail = e->lru_prev;
+}
+
+static bool fits(const extent_t *e, size_t size, size_t align) {
+	uintptr_t start = ALIGNMENT_CEILING((uintptr_t)e->addr, align);
+	return start + size <= (uintptr_t)e->addr + e->size &&
+	    start >= (uintptr_t)e->addr;
+}
+
+/* Smallest bucket whose every member fits; else a bounded scan of the
+ * bucket just below it, whose members may or may not fit. */
+static extent_t *set_fit(extent_set_t *set, size_t size, size_t align) {
+	size_t worst = size + align - PAGE;
+	unsigned ind = sz_psz_ceil(worst >> LG_PAGE);
+	for (unsigned w = ind / 64; w < (EXTENT_NPSIZES + 63) / 64; w++) {
+		uint64_t bits = set->nonempty[w];
+		if (w == ind / 64)
+			bits &= ~(uint64_t)0 << (ind % 64);
+		if (bits != 0)
+			return set->heads[w * 64 + __builtin_ctzll(bits)];
+	}
+	if (ind > 0) {
+		unsigned n = 0;
+		for (extent_t *e = set->heads[ind - 1]; e != NULL && n < 32;
+		    e = e->next, n++) {
+			if (fits(e, size, align))
+				return e;
+		}
+	}
+	return NULL;
+}
+
+/* Split e at `lead` bytes: e keeps [addr, addr+lead), the result holds the
+ * rest.  Both get their bounds in the page map.  NULL if out of metadata. */
+static extent_t *split(extent_t *e, size_t lead) {
+	extent_t *trail = base_extent_alloc();
+	if (trail == NULL)
+		return NULL;
+	atomic_store_explicit(&trail->owner, &extent_large_owner,
+	    memory_order_relaxed);
+	trail->addr = e->addr + lead;
+	trail->size = e->size - lead;
+	trail->arena = e->arena;
+	trail->kind = e->kind;
+	trail->map_addr = e->map_addr;
+	trail->map_size = e->map_size;
+	trail->zeroed = e->zeroed;
+	trail->free_ns = e->free_ns;
+	e->size = lead;
+	pagemap_set_bounds(e);
+	pagemap_set_bounds(trail);
+	return trail;
+}
+
+static bool mergeable(const extent_t *a, const extent_t *b) {
+	return a != NULL && b != NULL && a->kind == b->kind &&
+	    a->kind < EXTENT_NFREE_KINDS && a->arena == b->arena &&
+	    a->map_addr == b->map_addr && a->addr + a->size == b->addr;
+}
+
+/* Merge b (right) into a (left); b's record is freed. */
+static void merge(extent_t *a, extent_t *b) {
+	pagemap_set_range(a->addr + a->size - PAGE, PAGE, NULL);
+	pagemap_set_range(b->addr, PAGE, NULL);
+	a->size += b->size;
+	a->zeroed = a->zeroed && b->zeroed;
+	if (b->free_ns < a->free_ns)
+		a->free_ns = b->free_ns;
+	pagemap_set_bounds(a);
+	base_extent_free(b);
+}
+
+/* Put a free extent (kind already set) in its set, merging neighbours. */
+static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
+	extent_set_t *set = &arena->sets[e->kind];
+	if (e->addr != e->map_addr) {
+		extent_t *prev = pagemap_lookup(e->addr - 1);
+		if (mergeable(prev, e)) {
+			set_remove(set, prev);
+			merge(prev, e);
+			e = prev;
+		}
+	}
+	if (e->addr + e->size != e->map_addr + e->map_size) {
+		extent_t *next = pagemap_lookup(e->addr + e->size);
+		if (mergeable(e, next)) {
+			set_remove(set, next);
+			merge(e, next);
+		}
+	}
+	set_insert(set, e);
+	return e;
+}
+
+static extent_t *grow(arena_t *arena, size_t size, size_t align) {
+	size_t want = size + (align > PAGE ? align - PAGE : 0);
+	if (want < size)
+		return NULL;
+	size_t map_size = want;
+	if (map_size < arena->grow_next)
+		map_size = arena->grow_next;
+	char *addr = os_map(map_size, PAGE);
+	if (addr == NULL && map_size != want) {
+		map_size = want;
+		addr = os_map(map_size, PAGE);
+	}
+	if (addr == NULL)
+		return NULL;
+	if (pagemap_prepare(addr, map_size)) {
+		os_unmap(addr, map_size);
+		return NULL;
+	}
+	extent_t *e = base_extent_alloc();
+	if (e == NULL) {
+		os_unmap(addr, map_size);
+		return NULL;
+	}
+	atomic_store_explicit(&e->owner, &extent_large_owner,
+	    memory_order_relaxed);
+	e->addr = addr;
+	e->size = map_size;
+	e->arena = arena;
+	e->kind = EXTENT_FREE_CLEAN;
+	e->map_addr = addr;
+	e->map_size = map_size;
+	e->zeroed = true;
+	e->free_ns = os_now_ns();
+	pagemap_set_bounds(e);
+	arena->stats.mapped += map_size;
+	if (map_size == arena->grow_next && arena->grow_next < GROW_MAX)
+		arena->grow_next *= 2;
+	return e;
+}
+
+/* Give the unused head and tail of a carved extent back to its set. */
+static bool trim(arena_t *arena, extent_t *e, size_t size, size_t align,
+    extent_t **out) {
+	size_t lead = ALIGNMENT_CEILING((uintptr_t)e->addr, align) -
+	    (uintptr_t)e->addr;
+	if (lead != 0) {
+		extent_t *rest = split(e, lead);
+		if (rest == NULL) {
+			*out = e;
+			return true;
+		}
+		set_insert(&arena->sets[e->kind], e);
+		e = rest;
+	}
+	if (e->size > size) {
+		extent_t *tail = split(e, size);
+		if (tail == NULL) {
+			*out = e;
+			return true;
+		}
+		set_insert(&arena->sets[tail->kind], tail);
+	}
+	*out = e;
+	return false;
+}
+
+extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t align,
+    bool *zeroed) {
+	mp_assert(size % PAGE == 0 && size > 0);
+	if (align < PAGE)
+		align = PAGE;
+	extent_t *e = NULL;
+	for (unsigned kind = 0; kind < EXTENT_NFREE_KINDS && e == NULL;
+	    kind++) {
+		e = set_fit(&arena->sets[kind], size, align);
+		if (e != NULL)
+			set_remove(&arena->sets[kind], e);
+	}
+	if (e == NULL && (e = grow(arena, size, align)) == NULL)
+		return NULL;
+	extent_t *got;
+	if (trim(arena, e, size, align, &got)) {
+		/* Out of metadata: put back what we hold. */
+		insert_coalesce(arena, got);
+		return NULL;
+	}
+	*zeroed = got->kind == EXTENT_FREE_CLEAN && got->zeroed;
+	/* In use from here on: a neighbour freed concurrently must not see
+	 * a free kind and coalesce with it once arena->mtx is dropped. */
+	got->kind = EXTENT_LARGE;
+	got->prev = got->next = NULL;
+	return got;
+}
+
+/* dirty -> muzzy (lazy) or -> clean (forced); returns the new record. */
+static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy) {
+	set_remove(&arena->sets[e->kind], e);
+	arena->stats.nmadvise++;
+	arena->stats.purged += e->size >> LG_PAGE;
+	if (lazy && !os_purge_lazy(e->addr, e->size)) {
+		e->kind = EXTENT_FREE_MUZZY;
+		e->zeroed = false;
+	} else {
+		os_purge_forced(e->addr, e->size);
+		e->kind = EXTENT_FREE_CLEAN;
+		e->zeroed = true;
+	}
+	e->free_ns = os_now_ns();
+	e = insert_coalesce(arena, e);
+	if (e->kind == EXTENT_FREE_CLEAN && !opt_retain &&
+	    e->addr == e->map_addr && e->size == e->map_size) {
+		set_remove(&arena->sets[EXTENT_FREE_CLEAN], e);
+		pagemap_set_range(e->addr, PAGE, NULL);
+		pagemap_set_range(e->addr + e->size - PAGE, PAGE, NULL);
+		os_unmap(e->addr, e->size);
+		arena->stats.mapped -= e->size;
+		base_extent_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void extent_dalloc_locked(arena_t *arena, extent_t *e) {
+	if (e->kind == EXTENT_SLAB) {
+		/* Interior pages of a slab point at it; free extents keep
+		 * only their bounds. */
+		pagemap_set_range(e->addr, e->size, NULL);
+		pagemap_set_bounds(e);
+	}
+	atomic_store_explicit(&e->owner, &extent_large_owner,
+	    memory_order_relaxed);
+	e->kind = EXTENT_FREE_DIRTY;
+	e->zeroed = false;
+	e->prof = NULL;
+	e->free_ns = os_now_ns();
+	e = insert_coalesce(arena, e);
+	if (opt_dirty_decay_ms == 0)
+		purge_one(arena, e, opt_muzzy_decay_ms != 0);
+}
+
+bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
+    bool *zeroed_tail) {
+	size_t need = new_size - e->size;
+	if (e->addr + e->size == e->map_addr + e->map_size)
+		return true;
+	extent_t *next = pagemap_lookup(e->addr + e->size);
+	if (next == NULL || next->kind >= EXTENT_NFREE_KINDS ||
+	    next->arena != arena || next->map_addr != e->map_addr ||
+	    next->addr != e->addr + e->size || next->size < need)
+		return true;
+	set_remove(&arena->sets[next->kind], next);
+	if (next->size > need) {
+		extent_t *rest = split(next, need);
+		if (rest == NULL) {
+			set_insert(&arena->sets[next->kind], next);
+			return true;
+		}
+		set_insert(&arena->sets[rest->kind], rest);
+	}
+	*zeroed_tail = next->kind == EXTENT_FREE_CLEAN && next->zeroed;
+	pagemap_set_range(e->addr + e->size - PAGE, PAGE, NULL);
+	pagemap_set_range(next->addr, PAGE, NULL);
+	e->size = new_size;
+	pagemap_set_bounds(e);
+	base_extent_free(next);
+	return false;
+}
+
+bool extent_shrink_locked(arena_t *arena, extent_t *e, size_t new_size) {
+	extent_t *tail = split(e, new_size);
+	if (tail == NULL)
+		return true;
+	tail->kind = EXTENT_LARGE;    /* a block being freed */
+	extent_dalloc_locked(arena, tail);
+	return false;
+}
+
+size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force) {
+	size_t purged = 0;
+	const struct {
+		unsigned kind;
+		ssize_t ms;
+		bool lazy;
+	} steps[2] = {
+		{EXTENT_FREE_DIRTY, opt_dirty_decay_ms, !force &&
+		    opt_muzzy_decay_ms != 0},
+		{EXTENT_FREE_MUZZY, opt_muzzy_decay_ms, false},
+	};
+	for (unsigned s = 0; s < 2; s++) {
+		extent_set_t *set = &arena->sets[steps[s].kind];
+		if (!force && steps[s].ms < 0)
+			continue;
+		uint64_t age = force ? 0 : (uint64_t)steps[s].ms * 1000000u;
+		while (set->lru_head != NULL && (force ||
+		    (now >= set->lru_head->free_ns &&
+		    now - set->lru_head->free_ns >= age))) {
+			extent_t *e = set->lru_head;
+			purged += e->size >> LG_PAGE;
+			purge_one(arena, e, steps[s].lazy);
+		}
+	}
+	if (purged != 0)
+		arena->stats.npurge++;
+	return purged;
+}

@@ -1,0 +1,798 @@
+/*
+ * malloc.c: the public allocation API, its fast paths, per-thread state
+ * (tsd), initialisation, thread exit and fork.
+ *
+ * The malloc fast path is: size -> class by table, one compare of the
+ * thread's allocated-bytes counter against its single event threshold, a
+ * pop from the current slab of the class.  The threshold is 0 for a thread
+ * that is not initialised or must take the slow path (junk, zero, tcache
+ * off), so that one branch catches every special case; events (cache GC,
+ * decay, later profiler sampling) fire when the counter crosses it.
+ * The free fast path is: page map -> slab, one compare of the slab's owner
+ * with the thread's cache, a push.  Everything else is out of line.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#if MP_CAT(MP_PREFIX, 1) == 1
+#define MP_OVERRIDE_GLIBC 1
+#include <malloc.h>
+#else
+#define MP_OVERRIDE_GLIBC 0
+#endif
+
+__thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
+bool malloc_initialized;
+
+static mp_mutex_t init_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_INIT);
+static bool init_in_progress;
+static pthread_t init_thread;
+static pthread_key_t tsd_key;
+
+/* Live threads, so that stats can sum their counters; exited threads'
+ * counters are folded into dead_*. */
+static mp_mutex_t registry_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_TSD_REGISTRY);
+static tsd_t *registry_head;
+static _Atomic uint64_t dead_allocated, dead_deallocated;
+
+/* ------------------------------------------------------------- init */
+
+static void malloc_prefork(void);
+static void malloc_postfork_parent(void);
+static void malloc_postfork_child(void);
+static void tsd_cleanup(void *arg);
+
+static MP_COLD bool malloc_init_hard(void) {
+	if (init_in_progress && pthread_equal(init_thread, pthread_self()))
+		return true;    /* recursion from inside init: cannot serve */
+	mp_mutex_lock(&init_mtx);
+	if (malloc_initialized) {
+		mp_mutex_unlock(&init_mtx);
+		return false;
+	}
+	init_in_progress = true;
+	init_thread = pthread_self();
+	bool err = base_boot();
+	if (!err) {
+		conf_boot();
+		sz_boot();
+		err = arena_boot() || ctl_boot() ||
+		    pthread_key_create(&tsd_key, tsd_cleanup) != 0;
+	}
+	if (!err) {
+		__atomic_store_n(&malloc_initialized, true, __ATOMIC_RELEASE);
+		/* Both may allocate: we are initialised by now. */
+		pthread_atfork(malloc_prefork, malloc_postfork_parent,
+		    malloc_postfork_child);
+		if (opt_stats_print)
+			atexit(stats_print_atexit);
+	} else {
+		mp_error("initialisation failed: out of memory");
+	}
+	init_in_progress = false;
+	mp_mutex_unlock(&init_mtx);
+	return err;
+}
+
+bool malloc_init(void) {
+	if (likely(__atomic_load_n(&malloc_initialized, __ATOMIC_ACQUIRE)))
+		return false;
+	return malloc_init_hard();
+}
+
+/* ------------------------------------------------------------- tsd */
+
+/* Decide whether this thread may use the fast paths, and arm them. */
+static void tsd_update_fast(tsd_t *tsd) {
+	bool fast = tsd->state == TSD_NOMINAL && tsd->tcache_enabled &&
+	    tsd->tcache != NULL && tsd->reentrancy == 0 && !opt_junk_alloc &&
+	    !opt_junk_free && !opt_zero;
+	tsd->fast_owner = fast ? tsd->tcache : NULL;
+	tsd->next_event = fast ? tsd->allocated + TSD_EVENT_INTERVAL : 0;
+}
+
+static void registry_insert(tsd_t *tsd) {
+	mp_mutex_lock(&registry_mtx);
+	tsd->reg_prev = NULL;
+	tsd->reg_next = registry_head;
+	if (registry_head != NULL)
+		registry_head->reg_prev = tsd;
+	registry_head = tsd;
+	mp_mutex_unlock(&registry_mtx);
+}
+
+static void registry_remove_locked(tsd_t *tsd) {
+	if (tsd->reg_prev != NULL)
+		tsd->reg_prev->reg_next = tsd->reg_next;
+	else
+		registry_head = tsd->reg_next;
+	if (tsd->reg_next != NULL)
+		tsd->reg_next->reg_prev = tsd->reg_prev;
+	atomic_fetch_add(&dead_allocated, tsd->allocated);
+	atomic_fetch_add(&dead_deallocated, tsd->deallocated);
+}
+
+void tsd_totals(uint64_t *allocated, uint64_t *deallocated) {
+	mp_mutex_lock(&registry_mtx);
+	uint64_t a = atomic_load(&dead_allocated);
+	uint64_t d = atomic_load(&dead_deallocated);
+	for (tsd_t *t = registry_head; t != NULL; t = t->reg_next) {
+		a += __atomic_load_n(&t->allocated, __ATOMIC_RELAXED);
+		d += __atomic_load_n(&t->deallocated, __ATOMIC_RELAXED);
+	}
+	mp_mutex_unlock(&registry_mtx);
+	*allocated = a;
+	*deallocated = d;
+}
+
+static MP_COLD void tsd_init(tsd_t *tsd) {
+	tsd->state = TSD_INITIALIZING;
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		tsd->bin_slab[i] = &extent_empty_slab;
+	tsd->arena = arena_choose_auto();
+	atomic_fetch_add(&tsd->arena->nthreads, 1);
+	tsd->tcache_enabled = opt_tcache;
+	tsd->prng = (uint64_t)(uintptr_t)tsd ^ os_now_ns();
+	registry_insert(tsd);
+	/* May allocate (keys past glibc's first block): we are INITIALIZING,
+	 * so such calls are served by the arena's shared cache. */
+	pthread_setspecific(tsd_key, tsd);
+	if (opt_tcache)
+		tsd->tcache = tcache_adopt(tsd->arena, tsd->bin_slab);
+	tsd->state = TSD_NOMINAL;
+	tsd_update_fast(tsd);
+}
+
+static MP_NOINLINE tsd_t *tsd_fetch_slow(tsd_t *tsd) {
+	if (malloc_init())
+		return tsd;
+	if (tsd->state == TSD_UNINIT)
+		tsd_init(tsd);
+	return tsd;
+}
+
+tsd_t *tsd_fetch(void) {
+	tsd_t *tsd = &mp_tsd;
+	if (likely(tsd->state == TSD_NOMINAL))
+		return tsd;
+	return tsd_fetch_slow(tsd);
+}
+
+/* Thread exit: park the cache as an orphan and fold the counters.  Later
+ * calls from other destructors of this thread use the shared caches. */
+static void tsd_cleanup(void *arg) {
+	tsd_t *tsd = arg;
+	if (tsd->state != TSD_NOMINAL)
+		return;
+	tsd->state = TSD_DEAD;
+	tcache_t *tc = tsd->tcache;
+	tsd->tcache = NULL;
+	tsd_update_fast(tsd);
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		tsd->bin_slab[i] = &extent_empty_slab;
+	if (tc != NULL)
+		tcache_orphan(tc);
+	atomic_fetch_sub(&tsd->arena->nthreads, 1);
+	mp_mutex_lock(&registry_mtx);
+	registry_remove_locked(tsd);
+	mp_mutex_unlock(&registry_mtx);
+	tsd->allocated = tsd->deallocated = 0;
+}
+
+/* Counting for threads outside the registry (dead or never registered). */
+static void count_alloc(tsd_t *tsd, size_t usize) {
+	if (likely(tsd->state != TSD_DEAD))
+		tsd->allocated += usize;
+	else
+		atomic_fetch_add(&dead_allocated, usize);
+}
+
+static void count_dalloc(tsd_t *tsd, size_t usize) {
+	if (likely(tsd->state != TSD_DEAD))
+		tsd->deallocated += usize;
+	else
+		atomic_fetch_add(&dead_deallocated, usize);
+}
+
+void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled) {
+	if (!enabled && tsd->tcache != NULL)
+		tcache_flush(tsd->tcache);
+	tsd->tcache_enabled = enabled;
+	tsd_update_fast(tsd);
+}
+
+void tsd_tcache_flush(tsd_t *tsd) {
+	if (tsd->tcache != NULL)
+		tcache_flush(tsd->tcache);
+}
+
+bool tsd_arena_set(tsd_t *tsd, unsigned ind) {
+	arena_t *arena = arena_get(ind, true);
+	if (arena == NULL)
+		return true;
+	if (tsd->arena != NULL)
+		atomic_fetch_sub(&tsd->arena->nthreads, 1);
+	atomic_fetch_add(&arena->nthreads, 1);
+	tsd->arena = arena;
+	if (tsd->tcache != NULL)
+		tsd->tcache->arena = arena;
+	return false;
+}
+
+/* Crossing the event threshold: one GC step of the cache, a decay tick. */
+static MP_NOINLINE void tsd_event(tsd_t *tsd) {
+	tsd->next_event = tsd->allocated + TSD_EVENT_INTERVAL;
+	tsd->event_count++;
+	tcache_gc_step(tsd->tcache);
+	arena_decay_tick(tsd->arena);
+	if ((tsd->event_count & 63) == 0)
+		tcache_orphans_collect(tsd->arena, 1);
+}
+
+/* ------------------------------------------------------- slow paths */
+
+/* Request flags decoded from jemalloc's MALLOCX_* bits. */
+typedef struct {
+	size_t align;          /* 0: natural */
+	bool zero;
+	bool tcache_none;
+	arena_t *arena;        /* NULL: the thread's */
+} alloc_opts_t;
+
+static bool opts_decode(int flags, alloc_opts_t *o) {
+	unsigned lg = (unsigned)flags & 0x3f;
+	o->align = lg != 0 ? (size_t)1 << lg : 0;
+	o->zero = (flags & 0x40) != 0;
+	unsigned tc = ((unsigned)flags >> 8) & 0xfff;
+	o->tcache_none = tc == 1;
+	unsigned a = ((unsigned)flags >> 20) & 0xfff;
+	o->arena = NULL;
+	if (a != 0) {
+		o->arena = arena_get(a - 1, true);
+		if (o->arena == NULL)
+			return true;
+		o->tcache_none = true;
+	}
+	return lg >= 64;
+}
+
+/* Every allocation that misses the fast path ends here. */
+static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
+    const alloc_opts_t *o) {
+	unsigned ind = sz_size2index(usize);
+	bool zero = o->zero || opt_zero;
+	bool use_tcache = !o->tcache_none && tsd->state == TSD_NOMINAL &&
+	    tsd->tcache_enabled && tsd->tcache != NULL && tsd->reentrancy == 0;
+	if (use_tcache && tsd->fast_owner != NULL &&
+	    tsd->allocated + usize >= tsd->next_event)
+		tsd_event(tsd);
+	arena_t *arena = o->arena;
+	if (arena == NULL)
+		arena = tsd->arena != NULL ? tsd->arena : arena_get(0, false);
+	void *p;
+	if (ind < SC_NBINS) {
+		if (use_tcache) {
+			p = tcache_alloc_small(tsd->tcache, ind);
+		} else {
+			mp_mutex_lock(&arena->shared_mtx);
+			p = tcache_alloc_small(&arena->shared, ind);
+			mp_mutex_unlock(&arena->shared_mtx);
+		}
+		if (p == NULL)
+			return NULL;
+		if (zero)
+			memset(p, 0, usize);
+		else if (opt_junk_alloc)
+			memset(p, JUNK_ALLOC_BYTE, usize);
+	} else {
+		p = NULL;
+		if (use_tcache && align <= PAGE && usize <= opt_tcache_max) {
+			p = tcache_alloc_large(tsd->tcache, ind);
+			if (p != NULL && zero)
+				memset(p, 0, usize);
+		}
+		if (p == NULL) {
+			p = arena_large_alloc(arena, usize, align, zero);
+			if (p == NULL)
+				return NULL;
+		}
+		if (!zero && opt_junk_alloc)
+			memset(p, JUNK_ALLOC_BYTE, usize);
+	}
+	count_alloc(tsd, usize);
+	return p;
+}
+
+static MP_COLD void invalid_pointer(const char *func, void *p) {
+	mp_error("%s(): invalid pointer %p: not allocated by malloc_prof or "
+	    "already freed", func, p);
+	if (opt_abort)
+		abort();
+}
+
+static size_t extent_usize(const extent_t *e) {
+	return e->kind == EXTENT_SLAB ? e->usize : e->size;
+}
+
+/* Every free that misses the fast path ends here.  e may be NULL. */
+static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
+    const char *func) {
+	if (p == NULL)
+		return;
+	if (unlikely(e == NULL || (e->kind != EXTENT_SLAB &&
+	    e->kind != EXTENT_LARGE) || (e->kind == EXTENT_LARGE &&
+	    (char *)p != e->addr))) {
+		invalid_pointer(func, p);
+		return;
+	}
+	size_t usize = extent_usize(e);
+	if (opt_junk_free)
+		memset(p, JUNK_FREE_BYTE, usize);
+	if (e->kind == EXTENT_SLAB) {
+		tcache_t *owner = atomic_load_explicit(&e->owner,
+		    memory_order_relaxed);
+		if (owner == tsd->tcache && owner != NULL)
+			tcache_free_small(owner, e, p);
+		else
+			tcache_free_remote(e, p);
+	} else {
+		bool use_tcache = !tcache_none && tsd->state == TSD_NOMINAL &&
+		    tsd->tcache_enabled && tsd->tcache != NULL &&
+		    tsd->reentrancy == 0;
+		if (!use_tcache || tcache_dalloc_large(tsd->tcache, e))
+			arena_large_dalloc(e);
+	}
+	count_dalloc(tsd, usize);
+}
+
+static MP_NOINLINE void *malloc_slow(size_t size) {
+	tsd_t *tsd = tsd_fetch();
+	if (unlikely(!malloc_initialized))
+		goto oom;
+	size_t usize = sz_s2u(size);
+	if (unlikely(usize == 0))
+		goto oom;
+	alloc_opts_t o = {0};
+	void *p = alloc_impl(tsd, usize, 0, &o);
+	if (p == NULL)
+		goto oom;
+	return p;
+oom:
+	errno = ENOMEM;
+	return NULL;
+}
+
+static MP_NOINLINE void free_slow(void *p, extent_t *e) {
+	if (p == NULL)
+		return;
+	dalloc_impl(tsd_fetch(), p, e, false, "free");
+}
+
+/* Aligned allocation for posix_memalign and friends; errno untouched. */
+static void *alloc_aligned(size_t size, size_t align, int flags) {
+	tsd_t *tsd = tsd_fetch();
+	if (unlikely(!malloc_initialized))
+		return NULL;
+	alloc_opts_t o;
+	if (opts_decode(flags, &o))
+		return NULL;
+	if (align < o.align)
+		align = o.align;
+	size_t usize = align > QUANTUM ? sz_sa2u(size, align) : sz_s2u(size);
+	if (usize == 0)
+		return NULL;
+	return alloc_impl(tsd, usize, align > QUANTUM ? align : 0, &o);
+}
+
+/* ------------------------------------------------------ public API */
+
+MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
+	tsd_t *tsd = &mp_tsd;
+	if (likely(size <= SC_LOOKUP_MAX)) {
+		unsigned ind = sz_size2index_tab[(size + (QUANTUM - 1)) >>
+		    LG_QUANTUM];
+		uint64_t allocated = tsd->allocated + sz_index2size_tab[ind];
+		if (likely(allocated < tsd->next_event)) {
+			extent_t *slab = tsd->bin_slab[ind];
+			void *p = slab->free;
+			if (likely(p != NULL)) {
+				slab->free = *(void **)p;
+				slab->used++;
+				tsd->allocated = allocated;
+				return p;
+			}
+		}
+	}
+	return malloc_slow(size);
+}
+
+MP_EXPORT void MP_PUBLIC(free)(void *p) {
+	tsd_t *tsd = &mp_tsd;
+	extent_t *e = pagemap_lookup(p);
+	if (likely(e != NULL && atomic_load_explicit(&e->owner,
+	    memory_order_relaxed) == tsd->fast_owner)) {
+		tsd->deallocated += e->usize;
+		tcache_free_small(tsd->fast_owner, e, p);
+		return;
+	}
+	free_slow(p, e);
+}
+
+MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {
+	size_t total;
+	if (unlikely(__builtin_mul_overflow(n, size, &total))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	tsd_t *tsd = tsd_fetch();
+	size_t usize = sz_s2u(total);
+	if (unlikely(!malloc_initialized || usize == 0)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	alloc_opts_t o = {.zero = true};
+	void *p = alloc_impl(tsd, usize, 0, &o);
+	if (p == NULL)
+		errno = ENOMEM;
+	return p;
+}
+
+MP_EXPORT int MP_PUBLIC(posix_memalign)(void **memptr, size_t align,
+    size_t size) {
+	if (align < sizeof(void *) || (align & (align - 1)) != 0)
+		return EINVAL;
+	void *p = alloc_aligned(size, align, 0);
+	if (p == NULL)
+		return ENOMEM;
+	*memptr = p;
+	return 0;
+}
+
+MP_EXPORT void *MP_PUBLIC(aligned_alloc)(size_t align, size_t size) {
+	if (align == 0 || (align & (align - 1)) != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	void *p = alloc_aligned(size, align, 0);
+	if (p == NULL)
+		errno = ENOMEM;
+	return p;
+}
+
+MP_EXPORT void *MP_PUBLIC(memalign)(size_t align, size_t size) {
+	/* glibc rounds a non-power-of-two alignment up. */
+	if (align > ((size_t)1 << 62)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((align & (align - 1)) != 0)
+		align = (size_t)1 << (64 - __builtin_clzl(align));
+	void *p = alloc_aligned(size, align, 0);
+	if (p == NULL)
+		errno = ENOMEM;
+	return p;
+}
+
+MP_EXPORT void *MP_PUBLIC(valloc)(size_t size) {
+	void *p = alloc_aligned(size, PAGE, 0);
+	if (p == NULL)
+		errno = ENOMEM;
+	return p;
+}
+
+MP_EXPORT void *MP_PUBLIC(pvalloc)(size_t size) {
+	size_t rounded = PAGE_CEILING(size);
+	if (rounded < size) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *p = alloc_aligned(rounded == 0 ? PAGE : rounded, PAGE, 0);
+	if (p == NULL)
+		errno = ENOMEM;
+	return p;
+}
+
+MP_EXPORT size_t MP_PUBLIC(malloc_usable_size)(void *p) {
+	if (p == NULL)
+		return 0;
+	extent_t *e = pagemap_lookup(p);
+	if (e == NULL || (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE))
+		return 0;
+	return extent_usize(e);
+}
+
+/*
+ * Resize: in place when the class does not change or a large block can
+ * grow or shrink where it is; else allocate, copy, free.  The old block is
+ * untouched when the new one cannot be had.
+ */
+static void *ralloc_impl(void *p, size_t size, int flags, const char *func) {
+	tsd_t *tsd = tsd_fetch();
+	extent_t *e = pagemap_lookup(p);
+	if (e == NULL || (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE)) {
+		invalid_pointer(func, p);
+		errno = EINVAL;
+		return NULL;
+	}
+	alloc_opts_t o;
+	if (opts_decode(flags, &o))
+		return NULL;
+	size_t align = o.align > QUANTUM ? o.align : 0;
+	size_t usize = align ? sz_sa2u(size, align) : sz_s2u(size);
+	if (usize == 0)
+		return NULL;
+	size_t old = extent_usize(e);
+	bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
+	bool same_arena = o.arena == NULL || o.arena == e->arena;
+	if (aligned && same_arena && usize == old && !opt_junk_alloc) {
+		count_alloc(tsd, usize);
+		count_dalloc(tsd, old);
+		return p;
+	}
+	if (aligned && same_arena && e->kind == EXTENT_LARGE &&
+	    usize >= SC_LARGE_MINCLASS && e->prof == NULL &&
+	    !arena_large_resize(e, usize, o.zero || opt_zero)) {
+		count_alloc(tsd, usize);
+		count_dalloc(tsd, old);
+		return p;
+	}
+	void *q = alloc_impl(tsd, usize, align, &o);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old < size ? old : size);
+	if ((o.zero || opt_zero) && usize > old)
+		memset((char *)q + old, 0, usize - old);
+	dalloc_impl(tsd, p, e, o.tcache_none, func);
+	return q;
+}
+
+MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
+	if (p == NULL)
+		return MP_PUBLIC(malloc)(size);
+	if (size == 0) {
+		switch (opt_zero_realloc) {
+		case ZERO_REALLOC_FREE:
+			MP_PUBLIC(free)(p);
+			return NULL;
+		case ZERO_REALLOC_ABORT:
+			mp_abort("realloc(%p, 0) with zero_realloc:abort", p);
+		default:
+			break;
+		}
+	}
+	void *q = ralloc_impl(p, size, 0, "realloc");
+	if (q == NULL)
+		errno = ENOMEM;
+	return q;
+}
+
+MP_EXPORT void *MP_PUBLIC(reallocarray)(void *p, size_t n, size_t size) {
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return MP_PUBLIC(realloc)(p, total);
+}
+
+/* ---------------------------------------------- jemalloc's *allocx API */
+
+MP_EXPORT void *MP_PUBLIC(mallocx)(size_t size, int flags) {
+	if (flags == 0)
+		return MP_PUBLIC(malloc)(size);
+	return alloc_aligned(size, 0, flags);
+}
+
+MP_EXPORT void *MP_PUBLIC(rallocx)(void *p, size_t size, int flags) {
+	return ralloc_impl(p, size, flags, "rallocx");
+}
+
+MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
+    int flags) {
+	tsd_t *tsd = tsd_fetch();
+	extent_t *e = pagemap_lookup(p);
+	if (e == NULL || (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE)) {
+		invalid_pointer("xallocx", p);
+		return 0;
+	}
+	size_t old = extent_usize(e);
+	if (size > SC_LARGE_MAXCLASS)
+		return old;
+	if (extra > SC_LARGE_MAXCLASS - size)
+		extra = SC_LARGE_MAXCLASS - size;
+	size_t lo = sz_s2u(size), hi = sz_s2u(size + extra);
+	if (old >= lo && old <= hi)
+		return old;
+	if (e->kind != EXTENT_LARGE || lo < SC_LARGE_MINCLASS ||
+	    e->prof != NULL)
+		return old;
+	bool zero = (flags & 0x40) != 0 || opt_zero;
+	size_t target;
+	if (old < lo) {
+		/* Growing: as much as allowed, else at least what was asked. */
+		if (!arena_large_resize(e, hi, zero))
+			target = hi;
+		else if (hi != lo && !arena_large_resize(e, lo, zero))
+			target = lo;
+		else
+			return old;
+	} else {
+		if (arena_large_resize(e, hi, zero))
+			return old;
+		target = hi;
+	}
+	count_alloc(tsd, target);
+	count_dalloc(tsd, old);
+	return target;
+}
+
+MP_EXPORT size_t MP_PUBLIC(sallocx)(const void *p, int flags) {
+	return MP_PUBLIC(malloc_usable_size)((void *)p);
+}
+
+MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
+	if ((flags & (0xfff << 8)) == 0) {
+		MP_PUBLIC(free)(p);
+		return;
+	}
+	alloc_opts_t o;
+	opts_decode(flags, &o);
+	dalloc_impl(tsd_fetch(), p, pagemap_lookup(p), o.tcache_none,
+	    "dallocx");
+}
+
+MP_EXPORT void MP_PUBLIC(sdallocx)(void *p, size_t size, int flags) {
+	if (config_debug && p != NULL) {
+		extent_t *e = pagemap_lookup(p);
+		size_t align = (flags & 0x3f) ? (size_t)1 << (flags & 0x3f) : 0;
+		size_t usize = align > QUANTUM ? sz_sa2u(size, align)
+		    : sz_s2u(size);
+		if (e != NULL && (e->kind == EXTENT_SLAB || e->kind ==
+		    EXTENT_LARGE) && usize != extent_usize(e))
+			mp_abort("sdallocx(%p, %zu): size does not match the "
+			    "allocation's size class %zu", p, size,
+			    extent_usize(e));
+	}
+	MP_PUBLIC(dallocx)(p, flags);
+}
+
+MP_EXPORT size_t MP_PUBLIC(nallocx)(size_t size, int flags) {
+	if (malloc_init())
+		return 0;
+	unsigned lg = (unsigned)flags & 0x3f;
+	if (lg >= 64)
+		return 0;
+	size_t align = lg ? (size_t)1 << lg : 0;
+	return align > QUANTUM ? sz_sa2u(size, align) : sz_s2u(size);
+}
+
+/* ------------------------------------------------- glibc's extra names */
+
+#if MP_OVERRIDE_GLIBC
+/* Programs and libc itself may call these directly; they must reach us so
+ * that nothing we allocate is freed by glibc or the reverse.  (glibc's
+ * prototypes carry optimisation attributes an alias need not repeat.) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+MP_EXPORT void *__libc_malloc(size_t) __attribute__((alias("malloc")));
+MP_EXPORT void *__libc_calloc(size_t, size_t)
+    __attribute__((alias("calloc")));
+MP_EXPORT void *__libc_realloc(void *, size_t)
+    __attribute__((alias("realloc")));
+MP_EXPORT void __libc_free(void *) __attribute__((alias("free")));
+MP_EXPORT void *__libc_memalign(size_t, size_t)
+    __attribute__((alias("memalign")));
+MP_EXPORT void *__libc_valloc(size_t) __attribute__((alias("valloc")));
+MP_EXPORT void *__libc_pvalloc(size_t) __attribute__((alias("pvalloc")));
+MP_EXPORT int __posix_memalign(void **, size_t, size_t)
+    __attribute__((alias("posix_memalign")));
+#pragma GCC diagnostic pop
+
+static void totals(size_t *allocated, size_t *active, size_t *mapped) {
+	uint64_t a, d;
+	tsd_totals(&a, &d);
+	*allocated = a > d ? (size_t)(a - d) : 0;
+	*active = *mapped = 0;
+	unsigned n = atomic_load(&narenas_total);
+	for (unsigned i = 0; i < n; i++) {
+		arena_t *arena = arena_get(i, false);
+		if (arena == NULL)
+			continue;
+		arena_stats_t s;
+		arena_stats_read(arena, &s);
+		*active += s.pactive << LG_PAGE;
+		*mapped += s.mapped - s.retained;
+	}
+}
+
+MP_EXPORT int malloc_trim(size_t pad) {
+	if (malloc_init())
+		return 0;
+	tsd_tcache_flush(tsd_fetch());
+	unsigned n = atomic_load(&narenas_total);
+	for (unsigned i = 0; i < n; i++) {
+		arena_t *arena = arena_get(i, false);
+		if (arena != NULL)
+			arena_decay(arena, true);
+	}
+	return 1;
+}
+
+MP_EXPORT struct mallinfo2 mallinfo2(void) {
+	struct mallinfo2 mi;
+	memset(&mi, 0, sizeof(mi));
+	if (malloc_init())
+		return mi;
+	size_t allocated, active, mapped;
+	totals(&allocated, &active, &mapped);
+	mi.arena = mapped;
+	mi.uordblks = allocated;
+	mi.fordblks = active > allocated ? active - allocated : 0;
+	return mi;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+MP_EXPORT struct mallinfo mallinfo(void) {
+	struct mallinfo2 m2 = mallinfo2();
+	struct mallinfo mi;
+	memset(&mi, 0, sizeof(mi));
+	mi.arena = (int)m2.arena;
+	mi.uordblks = (int)m2.uordblks;
+	mi.fordblks = (int)m2.fordblks;
+	return mi;
+}
+#pragma GCC diagnostic pop
+#endif
+
+/* ------------------------------------------------------------- fork */
+
+static void malloc_prefork(void) {
+	if (!malloc_initialized)
+		return;
+	pthread_mutex_lock(&init_mtx.lock);
+	ctl_prefork();
+	pthread_mutex_lock(&registry_mtx.lock);
+	arena_prefork();
+	base_prefork();
+}
+
+static void malloc_postfork_parent(void) {
+	if (!malloc_initialized)
+		return;
+	base_postfork_parent();
+	arena_postfork_parent();
+	pthread_mutex_unlock(&registry_mtx.lock);
+	ctl_postfork_parent();
+	pthread_mutex_unlock(&init_mtx.lock);
+}
+
+/*
+ * In the child only the forking thread exists.  The other threads' caches
+ * may have been mid-update when fork happened, so they are left alone:
+ * their free memory is lost to the child, which is safe.  Their counters
+ * are folded so that stats stay right.
+ */
+static void malloc_postfork_child(void) {
+	if (!malloc_initialized)
+		return;
+	base_postfork_child();
+	arena_postfork_child();
+	mp_mutex_postfork_child(&registry_mtx);
+	ctl_postfork_child();
+	mp_mutex_postfork_child(&init_mtx);
+	tsd_t *self = &mp_tsd;
+	tsd_t *t = registry_head;
+	while (t != NULL) {
+		tsd_t *next = t->reg_next;
+		if (t != self) {
+			registry_remove_locked(t);
+			if (t->arena != NULL)
+				atomic_fetch_sub(&t->arena->nthreads, 1);
+		}
+		t = next;
+	}
+}

@@ -1,0 +1,114 @@
+/*
+ * os.c: the operating-system layer: page mappings, purging, time, CPU
+ * count and ranked mutexes.  Nothing above this file calls mmap, madvise or
+ * pthread_mutex_* directly.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * Map `size` bytes aligned to `align`.  Over-map and trim when the kernel's
+ * address is not aligned: the result is always exactly [ret, ret + size).
+ */
+void *os_map(size_t size, size_t align) {
+	mp_assert(size % PAGE == 0 && align % PAGE == 0);
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (((uintptr_t)p & (align - 1)) == 0)
+		return p;
+	munmap(p, size);
+	size_t over = size + align - PAGE;
+	if (over < size)
+		return NULL;
+	p = mmap(NULL, over, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	uintptr_t start = ALIGNMENT_CEILING((uintptr_t)p, align);
+	size_t lead = start - (uintptr_t)p;
+	size_t trail = over - lead - size;
+	if (lead != 0)
+		munmap(p, lead);
+	if (trail != 0)
+		munmap((char *)start + size, trail);
+	return (void *)start;
+}
+
+void os_unmap(void *addr, size_t size) {
+	if (munmap(addr, size) != 0 && config_debug)
+		mp_abort("munmap(%p, %zu) failed: errno %d", addr, size, errno);
+}
+
+bool os_purge_forced(void *addr, size_t size) {
+	return madvise(addr, size, MADV_DONTNEED) != 0;
+}
+
+bool os_purge_lazy(void *addr, size_t size) {
+#ifdef MADV_FREE
+	return madvise(addr, size, MADV_FREE) != 0;
+#else
+	return true;
+#endif
+}
+
+unsigned os_ncpus(void) {
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+		int n = CPU_COUNT(&set);
+		if (n > 0)
+			return (unsigned)n;
+	}
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+uint64_t os_now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Ranked mutexes.  In debug builds each thread remembers the ranks it holds
+ * (a bit set: ranks are small) and taking a lock whose rank is not above
+ * every held one aborts, naming both: a lock-order bug found in a test
+ * rather than a deadlock found in production.
+ */
+static __thread uint32_t held_ranks __attribute__((tls_model("initial-exec")));
+
+void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank) {
+	pthread_mutex_init(&m->lock, NULL);
+	m->rank = rank;
+}
+
+void mp_mutex_lock(mp_mutex_t *m) {
+	if (config_debug) {
+		uint32_t above = ~(((uint32_t)1 << m->rank) - 1);
+		if (held_ranks & above)
+			mp_abort("lock order violation: taking rank %d while "
+			    "holding ranks 0x%x", (int)m->rank,
+			    (unsigned)held_ranks);
+	}
+	pthread_mutex_lock(&m->lock);
+	if (config_debug)
+		held_ranks |= (uint32_t)1 << m->rank;
+}
+
+void mp_mutex_unlock(mp_mutex_t *m) {
+	if (config_debug)
+		held_ranks &= ~((uint32_t)1 << m->rank);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void mp_mutex_postfork_child(mp_mutex_t *m) {
+	pthread_mutex_init(&m->lock, NULL);
+	if (config_debug)
+		held_ranks &= ~((uint32_t)1 << m->rank);
+}

@@ -1,0 +1,410 @@
+/*
+ * tcache.c: thread caches.  A cache owns slabs, one bin of them per small
+ * size class, and a few freed large blocks per large class up to
+ * tcache_max.  Allocation pops the current slab's free list; the owner's
+ * frees push on it; other threads' frees push on the slab's atomic remote
+ * list, which the owner collects when the current slab runs dry.  Slabs
+ * that fill up are parked on a full list and come back when a free lands
+ * in them (see the `full` protocol in types.h).  Caches of exited threads
+ * become orphans that the next new thread adopts, and decay reclaims their
+ * free memory meanwhile.
+ *
+ * The arena's shared cache uses the same code under arena->shared_mtx.
+ */
+#include "malloc_prof/internal/internal.h"
+
+/* Never has a free region: stands in for "no current slab" in tsd. */
+extent_t extent_empty_slab;
+
+/* Bytes of large blocks one cache may hold. */
+#define TCACHE_LARGE_BUDGET(max) ((max) * 4 > ((size_t)1 << 20) ? \
+    (max) * 4 : ((size_t)1 << 20))
+
+void tcache_init(tcache_t *tc, arena_t *arena, bool shared) {
+	memset(tc, 0, sizeof(*tc));
+	tc->arena = arena;
+	tc->shared = shared;
+}
+
+/* ---- slab lists (owner-private, doubly linked through prev/next) ---- */
+
+static void list_remove(extent_t **head, extent_t *e) {
+	if (e->prev != NULL)
+		e->prev->next = e->next;
+	else
+		*head = e->next;
+	if (e->next != NULL)
+		e->next->prev = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void list_push(extent_t **head, extent_t *e) {
+	e->prev = NULL;
+	e->next = *head;
+	if (*head != NULL)
+		(*head)->prev = e;
+	*head = e;
+}
+
+/* Insert after the current slab so the current one stays current. */
+static void list_insert_second(extent_t **head, extent_t *e) {
+	if (*head == NULL) {
+		list_push(head, e);
+		return;
+	}
+	extent_t *first = *head;
+	e->prev = first;
+	e->next = first->next;
+	if (first->next != NULL)
+		first->next->prev = e;
+	first->next = e;
+}
+
+static void mirror_update(tcache_t *tc, unsigned ind) {
+	if (tc->bin_slab != NULL) {
+		extent_t *cur = tc->bins[ind].partial;
+		tc->bin_slab[ind] = cur != NULL ? cur : &extent_empty_slab;
+	}
+}
+
+/* ---- slab state ---- */
+
+/* Move the regions other threads freed onto the local list. */
+static bool slab_collect_remote(extent_t *slab) {
+	void *list = atomic_exchange_explicit(&slab->remote_free, NULL,
+	    memory_order_acquire);
+	if (list == NULL)
+		return false;
+	uint32_t n = 1;
+	void *tail = list;
+	while (*(void **)tail != NULL) {
+		tail = *(void **)tail;
+		n++;
+	}
+	*(void **)tail = slab->free;
+	slab->free = list;
+	mp_assert(slab->used >= n);
+	slab->used -= n;
+	return true;
+}
+
+/* Carve never-used regions into the free list, a page's worth at a time,
+ * so a fresh slab costs page faults only as it is used. */
+static bool slab_extend(extent_t *slab) {
+	if (slab->bump >= slab->bump_end)
+		return false;
+	size_t usize = slab->usize;
+	char *start = slab->bump;
+	char *page_end = (char *)(((uintptr_t)start + PAGE) & ~PAGE_MASK);
+	char *end = start + usize;
+	while (end + usize <= page_end && end + usize <= slab->bump_end)
+		end += usize;
+	if (end > slab->bump_end)
+		end = slab->bump_end;
+	for (char *p = start; p + usize < end; p += usize)
+		*(void **)p = p + usize;
+	*(void **)(end - usize) = slab->free;
+	slab->free = start;
+	slab->bump = end;
+	return true;
+}
+
+static void slab_init_class(extent_t *slab, unsigned ind) {
+	slab->szind = (uint8_t)ind;
+	slab->usize = (uint32_t)sz_index2size(ind);
+	slab->nregs = sz_slab_nregs[ind];
+	slab->used = 0;
+	slab->free = NULL;
+	slab->bump = slab->addr;
+	slab->bump_end = slab->addr + (size_t)slab->nregs * slab->usize;
+}
+
+static void slab_release(tcache_t *tc, extent_t *slab) {
+	tc->bins[slab->szind].nslabs--;
+	slab->list = SLAB_LIST_NONE;
+	if (tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
+		slab->list = SLAB_LIST_EMPTY;
+		list_push(&tc->empty, slab);
+		tc->nempty++;
+		return;
+	}
+	arena_slab_dalloc(slab->arena, slab);
+}
+
+/* A fresh slab for class ind: a kept empty one of the same geometry, or
+ * one from the arena. */
+static extent_t *slab_get(tcache_t *tc, unsigned ind) {
+	for (extent_t *s = tc->empty; s != NULL; s = s->next) {
+		if (s->size == sz_slab_size[ind]) {
+			list_remove(&tc->empty, s);
+			tc->nempty--;
+			slab_init_class(s, ind);
+			return s;
+		}
+	}
+	extent_t *slab = arena_slab_alloc(tc->arena, ind);
+	if (slab != NULL)
+		atomic_store_explicit(&slab->owner, tc, memory_order_release);
+	return slab;
+}
+
+/* Slabs whose `full` flag a remote freer cleared come back here. */
+static void inbox_drain(tcache_t *tc) {
+	if (atomic_load_explicit(&tc->inbox, memory_order_relaxed) == NULL)
+		return;
+	extent_t *s = atomic_exchange_explicit(&tc->inbox, NULL,
+	    memory_order_acquire);
+	while (s != NULL) {
+		extent_t *next = s->inbox_next;
+		if (s->kind == EXTENT_SLAB && s->list == SLAB_LIST_FULL &&
+		    atomic_load_explicit(&s->owner, memory_order_relaxed) ==
+		    tc && atomic_load(&s->full) == 0) {
+			tcache_bin_t *bin = &tc->bins[s->szind];
+			list_remove(&bin->full, s);
+			s->list = SLAB_LIST_PARTIAL;
+			list_insert_second(&bin->partial, s);
+			mirror_update(tc, s->szind);
+		}
+		s = next;
+	}
+}
+
+/* Park an exhausted slab on the full list.  Returns true if a remote free
+ * raced in and the slab is usable again (then it stays on partial). */
+static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
+	list_remove(&bin->partial, slab);
+	slab->list = SLAB_LIST_FULL;
+	list_push(&bin->full, slab);
+	atomic_store(&slab->full, 1);
+	if (atomic_load(&slab->remote_free) == NULL)
+		return false;
+	uint8_t one = 1;
+	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
+		return false;    /* the remote freer will send it back */
+	list_remove(&bin->full, slab);
+	slab->list = SLAB_LIST_PARTIAL;
+	list_push(&bin->partial, slab);
+	return true;
+}
+
+void *tcache_alloc_small_slow(tcache_t *tc, unsigned ind) {
+	tcache_bin_t *bin = &tc->bins[ind];
+	inbox_drain(tc);
+	extent_t *slab;
+	while ((slab = bin->partial) != NULL) {
+		if (slab->free != NULL || slab_extend(slab) ||
+		    slab_collect_remote(slab))
+			goto pop;
+		if (slab_park_full(bin, slab)) {
+			slab_collect_remote(slab);
+			if (slab->free != NULL)
+				goto pop;
+		}
+	}
+	slab = slab_get(tc, ind);
+	if (slab == NULL) {
+		mirror_update(tc, ind);
+		return NULL;
+	}
+	slab->list = SLAB_LIST_PARTIAL;
+	list_push(&bin->partial, slab);
+	bin->nslabs++;
+	slab_extend(slab);
+pop:
+	mirror_update(tc, ind);
+	void *p = slab->free;
+	slab->free = *(void **)p;
+	slab->used++;
+	return p;
+}
+
+void tcache_free_small_slow(tcache_t *tc, extent_t *slab, bool was_full) {
+	tcache_bin_t *bin = &tc->bins[slab->szind];
+	if (was_full && slab->list == SLAB_LIST_FULL) {
+		uint8_t one = 1;
+		if (atomic_compare_exchange_strong(&slab->full, &one, 0)) {
+			list_remove(&bin->full, slab);
+			slab->list = SLAB_LIST_PARTIAL;
+			list_insert_second(&bin->partial, slab);
+			mirror_update(tc, slab->szind);
+		}
+	}
+	/* Retire an empty slab unless it is the current one. */
+	if (slab->used == 0 && slab->list == SLAB_LIST_PARTIAL &&
+	    bin->partial != slab) {
+		list_remove(&bin->partial, slab);
+		slab_release(tc, slab);
+	}
+}
+
+void tcache_free_remote(extent_t *slab, void *p) {
+	void *head = atomic_load_explicit(&slab->remote_free,
+	    memory_order_relaxed);
+	do {
+		*(void **)p = head;
+	} while (!atomic_compare_exchange_weak(&slab->remote_free, &head, p));
+	if (atomic_load(&slab->full) == 0)
+		return;
+	uint8_t one = 1;
+	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
+		return;
+	tcache_t *owner = atomic_load_explicit(&slab->owner,
+	    memory_order_acquire);
+	if (owner == NULL || owner == &extent_large_owner)
+		return;
+	extent_t *top = atomic_load_explicit(&owner->inbox,
+	    memory_order_relaxed);
+	do {
+		slab->inbox_next = top;
+	} while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &top,
+	    slab, memory_order_release, memory_order_relaxed));
+}
+
+/* ---- large blocks ---- */
+
+void *tcache_alloc_large(tcache_t *tc, unsigned ind) {
+	unsigned li = ind - SC_NBINS;
+	if (li >= TCACHE_NLARGE)
+		return NULL;
+	tcache_large_t *c = &tc->large[li];
+	if (c->n == 0)
+		return NULL;
+	extent_t *e = c->slots[--c->n];
+	if (c->n < c->low_water)
+		c->low_water = c->n;
+	tc->large_bytes -= e->size;
+	return e->addr;
+}
+
+bool tcache_dalloc_large(tcache_t *tc, extent_t *e) {
+	unsigned li = e->szind - SC_NBINS;
+	if (e->size > opt_tcache_max || li >= TCACHE_NLARGE || e->prof != NULL)
+		return true;
+	tcache_large_t *c = &tc->large[li];
+	if (c->n == TCACHE_LARGE_SLOTS || tc->large_bytes + e->size >
+	    TCACHE_LARGE_BUDGET(opt_tcache_max))
+		return true;
+	c->slots[c->n++] = e;
+	tc->large_bytes += e->size;
+	return false;
+}
+
+static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
+	tcache_large_t *c = &tc->large[li];
+	while (c->n > keep) {
+		extent_t *e = c->slots[--c->n];
+		tc->large_bytes -= e->size;
+		arena_large_dalloc(e);
+	}
+	c->low_water = c->n;
+}
+
+/* ---- flush, GC, orphans ---- */
+
+/* Collect remote frees into every slab of a bin and release the empty
+ * ones.  A full-list slab is touched only after we win its `full` flag;
+ * otherwise a remote freer owns the transition and it is in the inbox. */
+static void bin_flush(tcache_t *tc, unsigned ind) {
+	tcache_bin_t *bin = &tc->bins[ind];
+	extent_t *s = bin->full;
+	while (s != NULL) {
+		extent_t *next = s->next;
+		uint8_t one = 1;
+		if (atomic_load(&s->remote_free) != NULL &&
+		    atomic_compare_exchange_strong(&s->full, &one, 0)) {
+			list_remove(&bin->full, s);
+			s->list = SLAB_LIST_PARTIAL;
+			list_push(&bin->partial, s);
+		}
+		s = next;
+	}
+	s = bin->partial;
+	while (s != NULL) {
+		extent_t *next = s->next;
+		slab_collect_remote(s);
+		if (s->used == 0) {
+			list_remove(&bin->partial, s);
+			slab_release(tc, s);
+		}
+		s = next;
+	}
+	mirror_update(tc, ind);
+}
+
+static void empty_flush(tcache_t *tc, uint32_t keep) {
+	while (tc->nempty > keep) {
+		extent_t *s = tc->empty;
+		list_remove(&tc->empty, s);
+		tc->nempty--;
+		s->list = SLAB_LIST_NONE;
+		arena_slab_dalloc(s->arena, s);
+	}
+}
+
+void tcache_flush(tcache_t *tc) {
+	inbox_drain(tc);
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		bin_flush(tc, i);
+	for (unsigned i = 0; i < TCACHE_NLARGE; i++)
+		large_flush(tc, i, 0);
+	empty_flush(tc, 0);
+}
+
+/* One step per thread event: a bin's remote frees and empty slabs, the
+ * large blocks of one class that went unused since the last visit, and
+ * one kept empty slab. */
+void tcache_gc_step(tcache_t *tc) {
+	inbox_drain(tc);
+	unsigned i = tc->gc_bin++ % SC_NBINS;
+	bin_flush(tc, i);
+	unsigned li = i % TCACHE_NLARGE;
+	tcache_large_t *c = &tc->large[li];
+	if (c->low_water > 0)
+		large_flush(tc, li, c->n - c->low_water + c->low_water / 4);
+	c->low_water = c->n;
+	if (tc->nempty > 1)
+		empty_flush(tc, tc->nempty - 1);
+}
+
+tcache_t *tcache_adopt(arena_t *arena, extent_t **bin_slab) {
+	mp_mutex_lock(&arena->orphans_mtx);
+	tcache_t *tc = arena->orphans;
+	if (tc != NULL) {
+		arena->orphans = tc->orphan_next;
+		arena->norphans--;
+	}
+	mp_mutex_unlock(&arena->orphans_mtx);
+	if (tc == NULL) {
+		tc = base_alloc(sizeof(tcache_t));
+		if (tc == NULL)
+			return NULL;
+		tcache_init(tc, arena, false);
+	}
+	tc->orphan_next = NULL;
+	tc->bin_slab = bin_slab;
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		mirror_update(tc, i);
+	return tc;
+}
+
+void tcache_orphan(tcache_t *tc) {
+	tc->bin_slab = NULL;
+	tcache_flush(tc);
+	arena_t *arena = tc->arena;
+	mp_mutex_lock(&arena->orphans_mtx);
+	tc->orphan_next = arena->orphans;
+	arena->orphans = tc;
+	arena->norphans++;
+	mp_mutex_unlock(&arena->orphans_mtx);
+}
+
+void tcache_orphans_collect(arena_t *arena, unsigned max) {
+	if (arena->orphans == NULL)
+		return;
+	mp_mutex_lock(&arena->orphans_mtx);
+	unsigned n = 0;
+	for (tcache_t *tc = arena->orphans; tc != NULL && n < max;
+	    tc = tc->orphan_next, n++)
+		tcache_flush(tc);
+	mp_mutex_unlock(&arena->orphans_mtx);
+}
