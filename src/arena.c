@@ -39,6 +39,7 @@ bool arena_boot(void) {
 	if (n > ARENAS_MAX - 1)
 		n = ARENAS_MAX - 1;
 	narenas_auto = n;
+	opt_narenas = n;        /* opt.narenas reads the number in effect */
 	atomic_store(&narenas_total, n);
 	arena_t *a0 = arena_new(0);
 	if (a0 == NULL)

@@ -691,23 +691,6 @@ MP_EXPORT int __posix_memalign(void **, size_t, size_t)
     __attribute__((alias("posix_memalign")));
 #pragma GCC diagnostic pop
 
-static void totals(size_t *allocated, size_t *active, size_t *mapped) {
-	uint64_t a, d;
-	tsd_totals(&a, &d);
-	*allocated = a > d ? (size_t)(a - d) : 0;
-	*active = *mapped = 0;
-	unsigned n = atomic_load(&narenas_total);
-	for (unsigned i = 0; i < n; i++) {
-		arena_t *arena = arena_get(i, false);
-		if (arena == NULL)
-			continue;
-		arena_stats_t s;
-		arena_stats_read(arena, &s);
-		*active += s.pactive << LG_PAGE;
-		*mapped += s.mapped - s.retained;
-	}
-}
-
 MP_EXPORT int malloc_trim(size_t pad) {
 	if (malloc_init())
 		return 0;
@@ -726,11 +709,14 @@ MP_EXPORT struct mallinfo2 mallinfo2(void) {
 	memset(&mi, 0, sizeof(mi));
 	if (malloc_init())
 		return mi;
-	size_t allocated, active, mapped;
-	totals(&allocated, &active, &mapped);
-	mi.arena = mapped;
-	mi.uordblks = allocated;
-	mi.fordblks = active > allocated ? active - allocated : 0;
+	/* The same numbers as stats.mapped, stats.allocated, stats.active. */
+	ctl_lock();
+	ctl_refresh_locked();
+	mi.arena = ctl_snap.mapped;
+	mi.uordblks = ctl_snap.allocated;
+	mi.fordblks = ctl_snap.active > ctl_snap.allocated ?
+	    ctl_snap.active - ctl_snap.allocated : 0;
+	ctl_unlock();
 	return mi;
 }
 

@@ -14,11 +14,13 @@
 /*
  * Map `size` bytes aligned to `align`.  Over-map and trim when the kernel's
  * address is not aligned: the result is always exactly [ret, ret + size).
+ * No MAP_NORESERVE: the kernel's overcommit heuristic should refuse an
+ * absurd request with ENOMEM here rather than OOM-kill the process later.
  */
 void *os_map(size_t size, size_t align) {
 	mp_assert(size % PAGE == 0 && align % PAGE == 0);
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	if (((uintptr_t)p & (align - 1)) == 0)
@@ -28,7 +30,7 @@ void *os_map(size_t size, size_t align) {
 	if (over < size)
 		return NULL;
 	p = mmap(NULL, over, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	uintptr_t start = ALIGNMENT_CEILING((uintptr_t)p, align);
