@@ -1,0 +1,139 @@
+#!/bin/sh
+# test/integration/exported_symbols.sh: the shared library exports exactly
+# the public names of this build (TAP).
+#
+# Unprefixed build: the jemalloc-style API, malloc_conf / malloc_message and
+# the glibc-internal aliases (__libc_malloc, ...) plus malloc_trim, mallinfo,
+# mallinfo2.  Prefixed build: the prefixed API (mp_malloc ... mp_malloc_message)
+# and none of the glibc names.  Linker-provided symbols are ignored.
+set -u
+
+prefix=${MALLOC_PROF_PREFIX-}
+builddir=${top_builddir:-.}
+lib=$builddir/.libs/libmalloc_prof.so
+
+api="malloc calloc realloc free posix_memalign aligned_alloc memalign valloc
+pvalloc malloc_usable_size reallocarray mallocx rallocx xallocx sallocx dallocx
+sdallocx nallocx mallctl mallctlnametomib mallctlbymib malloc_stats_print
+malloc_conf malloc_message"
+glibc="__libc_malloc __libc_calloc __libc_realloc __libc_free __libc_memalign
+__libc_valloc __libc_pvalloc __posix_memalign malloc_trim mallinfo2 mallinfo"
+data_objects="malloc_conf malloc_message"
+ignored="_init _fini _edata _end __bss_start"
+
+if ! command -v nm >/dev/null 2>&1; then
+	echo "1..0 # SKIP nm (binutils) is not installed"
+	exit 0
+fi
+
+echo "1..5"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mp-symbols.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+# 1: the library is there and nm can read it.
+if [ -f "$lib" ] && nm -D --defined-only "$lib" >"$tmp/nm.out" 2>"$tmp/nm.err"
+then
+	echo "ok 1 - nm -D --defined-only $lib"
+else
+	echo "not ok 1 - nm -D --defined-only $lib"
+	sed 's/^/# /' "$tmp/nm.err" 2>/dev/null
+	for i in 2 3 4 5; do
+		echo "not ok $i - # no symbol table"
+	done
+	exit 0
+fi
+
+# "ADDRESS TYPE NAME[@VERSION]" -> "NAME TYPE", without linker symbols.
+awk -v ign="$ignored" '
+BEGIN { n = split(ign, a, " "); for (i = 1; i <= n; i++) skip[a[i]] = 1 }
+NF >= 2 {
+	name = $NF; type = $(NF - 1)
+	sub(/@.*/, "", name)
+	if (!(name in skip)) print name, type
+}' "$tmp/nm.out" | sort -u >"$tmp/actual.types"
+cut -d' ' -f1 "$tmp/actual.types" | sort -u >"$tmp/actual"
+
+# The expected list for this build.
+{
+	for n in $api; do
+		echo "$prefix$n"
+	done
+	if [ -z "$prefix" ]; then
+		for n in $glibc; do
+			echo "$n"
+		done
+	fi
+} | sort -u >"$tmp/expected"
+
+unexpected=$(comm -23 "$tmp/actual" "$tmp/expected")
+missing=$(comm -13 "$tmp/actual" "$tmp/expected")
+
+# 2: nothing exported beyond the public list.
+if [ -z "$unexpected" ]; then
+	echo "ok 2 - no unexpected exported symbols (prefix '$prefix')"
+else
+	echo "not ok 2 - unexpected exported symbols (prefix '$prefix')"
+	echo "$unexpected" | sed 's/^/#   unexpected: /'
+fi
+
+# 3: every public name is exported.
+if [ -z "$missing" ]; then
+	echo "ok 3 - every public symbol is exported (prefix '$prefix')"
+else
+	echo "not ok 3 - public symbols missing (prefix '$prefix')"
+	echo "$missing" | sed 's/^/#   missing: /'
+fi
+
+# 4: functions are code and malloc_conf / malloc_message are data (checked
+# for the expected names only; the others are reported by test 2).
+awk 'NR == FNR { want[$1] = 1; next } ($1 in want)' "$tmp/expected" \
+    "$tmp/actual.types" >"$tmp/expected.types"
+bad_types=
+while read -r name type; do
+	base=${name#"$prefix"}
+	is_data=0
+	for d in $data_objects; do
+		[ "$base" = "$d" ] && [ "$name" = "$prefix$d" ] && is_data=1
+	done
+	if [ "$is_data" = 1 ]; then
+		case $type in
+		[BDGSVvbdgs]) ;;
+		*) bad_types="$bad_types $name:$type";;
+		esac
+	else
+		case $type in
+		[TtWwi]) ;;
+		*) bad_types="$bad_types $name:$type";;
+		esac
+	fi
+done <"$tmp/expected.types"
+if [ -z "$bad_types" ]; then
+	echo "ok 4 - symbol kinds (functions in text, malloc_conf/malloc_message data)"
+else
+	echo "not ok 4 - symbol kinds"
+	for b in $bad_types; do
+		echo "#   wrong kind: $b"
+	done
+fi
+
+# 5: a prefixed build exports none of the plain allocator names.
+if [ -n "$prefix" ]; then
+	plain=$(for n in $api $glibc; do
+		grep -x "$n" "$tmp/actual"
+	done)
+	if [ -z "$plain" ]; then
+		echo "ok 5 - prefixed build does not export plain malloc names"
+	else
+		echo "not ok 5 - prefixed build exports plain names"
+		echo "$plain" | sed 's/^/#   plain: /'
+	fi
+else
+	if grep -qx malloc "$tmp/actual" && grep -qx __libc_malloc "$tmp/actual"
+	then
+		echo "ok 5 - unprefixed build exports malloc and __libc_malloc"
+	else
+		echo "not ok 5 - unprefixed build lacks malloc or __libc_malloc"
+	fi
+fi
+exit 0

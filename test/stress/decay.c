@@ -1,0 +1,145 @@
+/*
+ * test/stress/decay.c - freed memory goes back to the OS: by time-based decay
+ * and by an explicit purge.  Runs with decay.conf:
+ *   dirty_decay_ms:100,muzzy_decay_ms:0
+ *
+ *   test_decay_returns_memory: allocate and touch 256 MiB in 1 MiB blocks,
+ *     free it, wait ~300 ms, call arena.<ALL>.decay and allocate a little to
+ *     tick decay: RSS comes back to within 32 MiB of the starting value.
+ *   test_purge_returns_memory: the same allocation, then arena.<ALL>.purge
+ *     right after freeing: RSS drops at once, and no dirty pages are left.
+ */
+#include "../test_util.h"
+
+#include <sys/types.h>
+
+#define NBLOCKS 256
+#define BLOCK (1 * MP_MiB)
+#define SLACK (32 * MP_MiB)
+
+static void *blocks[NBLOCKS];
+
+static void
+settle(void) {
+	/* Warm up the size classes used below so metadata exists already. */
+	for (int i = 0; i < 4; i++) {
+		void *p = LAUNDER(malloc(BLOCK));
+		assert_non_null(p);
+		memset(p, 0, 4096);
+		free(p);
+	}
+	MALLCTL_CALL("arena.4096.purge");
+}
+
+/* Allocates NBLOCKS x 1 MiB, touches every page, frees them all. */
+static size_t
+allocate_touch_free(size_t rss_before) {
+	size_t page = mp_page_size();
+	for (int i = 0; i < NBLOCKS; i++) {
+		blocks[i] = LAUNDER((unsigned char *)malloc(BLOCK));
+		assert_non_null(blocks[i]);
+		for (size_t off = 0; off < BLOCK; off += page) {
+			((volatile unsigned char *)blocks[i])[off] =
+			    (unsigned char)(i + 1);
+		}
+	}
+	size_t rss_full = read_rss_bytes();
+	MP_ASSERT(rss_full >= rss_before + NBLOCKS * BLOCK * 3 / 4,
+	    "RSS %zu -> %zu after touching %d MiB", rss_before, rss_full,
+	    NBLOCKS);
+	for (int i = 0; i < NBLOCKS; i++) {
+		assert_int_equal(((unsigned char *)blocks[i])[BLOCK - page],
+		    (unsigned char)(i + 1));
+		free(blocks[i]);
+	}
+	return rss_full;
+}
+
+static void
+check_conf(void) {
+	ssize_t dirty = -2, muzzy = -2;
+	MALLCTL_READ("opt.dirty_decay_ms", dirty);
+	MALLCTL_READ("opt.muzzy_decay_ms", muzzy);
+	const char *conf = mp_env_conf();
+	bool have_conf = conf != NULL && strstr(conf, "dirty_decay_ms:100");
+	if (mp_under_harness() || have_conf) {
+		MP_ASSERT(have_conf, "decay.conf was not exported by the "
+		    "harness");
+		assert_int_equal(dirty, 100);
+		assert_int_equal(muzzy, 0);
+	}
+}
+
+static void
+test_decay_returns_memory(void **state) {
+	(void)state;
+	check_conf();
+	ssize_t dirty = 0;
+	MALLCTL_READ("opt.dirty_decay_ms", dirty);
+	if (dirty < 0 || dirty > 1000) {
+		MP_SKIP("dirty_decay_ms is %zd: run with decay.conf", dirty);
+	}
+	settle();
+	size_t rss0 = read_rss_bytes();
+	assert_true(rss0 > 0);
+	size_t rss_full = allocate_touch_free(rss0);
+
+	mp_sleep_ms(300);
+	MALLCTL_CALL("arena.4096.decay");
+	size_t rss = read_rss_bytes();
+	uint64_t t0 = mp_now_ns();
+	/* Tick decay with some activity until RSS is back, at most ~3 s. */
+	for (int i = 0; i < 60 && rss > rss0 + SLACK; i++) {
+		for (int j = 0; j < 8; j++) {
+			void *p = LAUNDER(malloc((size_t)(j + 1) * 1000));
+			assert_non_null(p);
+			free(p);
+		}
+		mp_sleep_ms(50);
+		MALLCTL_CALL("arena.4096.decay");
+		rss = read_rss_bytes();
+	}
+	printf("# decay: RSS %zu MiB at start, %zu MiB full, %zu MiB after "
+	    "free + %" PRIu64 " ms\n", rss0 / MP_MiB, rss_full / MP_MiB,
+	    rss / MP_MiB, 300 + (mp_now_ns() - t0) / 1000000);
+	MP_ASSERT(rss <= rss0 + SLACK, "RSS did not come back: %zu at start, "
+	    "%zu with 256 MiB live, %zu after free + decay (limit %zu)", rss0,
+	    rss_full, rss, rss0 + SLACK);
+}
+
+static void
+test_purge_returns_memory(void **state) {
+	(void)state;
+	settle();
+	size_t rss0 = read_rss_bytes();
+	size_t rss_full = allocate_touch_free(rss0);
+	MALLCTL_CALL("arena.4096.purge");
+	size_t rss = read_rss_bytes();
+	printf("# purge: RSS %zu MiB at start, %zu MiB full, %zu MiB right "
+	    "after free + purge\n", rss0 / MP_MiB, rss_full / MP_MiB,
+	    rss / MP_MiB);
+	MP_ASSERT(rss <= rss0 + SLACK, "RSS after purge: %zu at start, %zu "
+	    "with 256 MiB live, %zu after free + purge (limit %zu)", rss0,
+	    rss_full, rss, rss0 + SLACK);
+	/* The statistics agree: (almost) nothing dirty is left. */
+	size_t pdirty = 0, page = mp_page_size();
+	mp_epoch();
+	MALLCTL_READ("stats.arenas.4096.pdirty", pdirty);
+	MP_ASSERT(pdirty * page <= MP_MiB, "%zu dirty pages after purge",
+	    pdirty);
+	size_t resident = 0, active = 0;
+	MALLCTL_READ("stats.resident", resident);
+	MALLCTL_READ("stats.active", active);
+	MP_ASSERT(resident <= active + SLACK, "stats.resident %zu, stats.active"
+	    " %zu after purge", resident, active);
+}
+
+int
+main(void) {
+	mp_test_init(60);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decay_returns_memory),
+		cmocka_unit_test(test_purge_returns_memory),
+	};
+	return mp_run_tests(tests);
+}
