@@ -16,6 +16,24 @@ _Atomic unsigned narenas_total;
 tcache_t extent_large_owner;
 
 static mp_mutex_t arenas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_ARENAS);
+/* Pages in slabs and large blocks over all arenas: prof_gdump watches its
+ * high-water mark. */
+static _Atomic size_t arenas_pactive;
+
+/* After a new slab or large block.  The caller may hold a shared-cache
+ * lock, so a gdump is only noted here and written by the allocation's
+ * outermost slow path once every lock is released (tsd_gdump_flush). */
+static void active_grew(size_t pages) {
+	size_t total = atomic_fetch_add_explicit(&arenas_pactive, pages,
+	    memory_order_relaxed) + pages;
+	if (config_prof && atomic_load_explicit(&prof_gdump_enabled,
+	    memory_order_relaxed))
+		mp_tsd.prof_gdump_pending = total;
+}
+
+static void active_shrank(size_t pages) {
+	atomic_fetch_sub_explicit(&arenas_pactive, pages, memory_order_relaxed);
+}
 static _Atomic unsigned arena_next_auto;
 
 static arena_t *arena_new(unsigned ind) {
@@ -86,6 +104,17 @@ bool arena_create(unsigned *ind) {
 	return a == NULL;
 }
 
+/* (Re)start an empty slab as a slab of class ind, regions untouched. */
+void arena_slab_init(extent_t *slab, unsigned ind) {
+	slab->szind = (uint8_t)ind;
+	slab->usize = (uint32_t)sz_index2size(ind);
+	slab->nregs = sz_slab_nregs[ind];
+	slab->used = 0;
+	slab->free = NULL;
+	slab->bump = slab->addr;
+	slab->bump_end = slab->addr + (size_t)slab->nregs * slab->usize;
+}
+
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind) {
 	bool zeroed;
 	size_t size = sz_slab_size[ind];
@@ -100,13 +129,8 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind) {
 	mp_mutex_unlock(&arena->mtx);
 	if (slab == NULL)
 		return NULL;
-	slab->szind = (uint8_t)ind;
-	slab->usize = (uint32_t)sz_index2size(ind);
-	slab->nregs = sz_slab_nregs[ind];
-	slab->used = 0;
-	slab->free = NULL;
-	slab->bump = slab->addr;
-	slab->bump_end = slab->addr + (size_t)slab->nregs * slab->usize;
+	active_grew(size >> LG_PAGE);
+	arena_slab_init(slab, ind);
 	slab->list = SLAB_LIST_NONE;
 	slab->prof = NULL;
 	atomic_store_explicit(&slab->full, 0, memory_order_relaxed);
@@ -122,8 +146,10 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
 	mp_mutex_lock(&arena->mtx);
 	arena->stats.pactive -= slab->size >> LG_PAGE;
 	arena->stats.slabs_cur--;
+	size_t pages = slab->size >> LG_PAGE;
 	extent_dalloc_locked(arena, slab);
 	mp_mutex_unlock(&arena->mtx);
+	active_shrank(pages);
 }
 
 void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
@@ -144,6 +170,7 @@ void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
 	mp_mutex_unlock(&arena->mtx);
 	if (e == NULL)
 		return NULL;
+	active_grew(usize >> LG_PAGE);
 	if (zero && !zeroed)
 		memset(e->addr, 0, usize);
 	return e->addr;
@@ -155,8 +182,10 @@ void arena_large_dalloc(extent_t *e) {
 	arena->stats.pactive -= e->size >> LG_PAGE;
 	arena->stats.large_allocated -= e->size;
 	arena->stats.large_ndalloc++;
+	size_t pages = e->size >> LG_PAGE;
 	extent_dalloc_locked(arena, e);
 	mp_mutex_unlock(&arena->mtx);
+	active_shrank(pages);
 	arena_decay_tick(arena);
 }
 
@@ -177,16 +206,28 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 		e->szind = (uint8_t)sz_size2index(usize);
 	}
 	mp_mutex_unlock(&arena->mtx);
+	if (!err && usize > old)
+		active_grew((usize - old) >> LG_PAGE);
+	else if (!err)
+		active_shrank((old - usize) >> LG_PAGE);
 	if (!err && zero && usize > old && !zeroed_tail)
 		memset(e->addr + old, 0, usize - old);
 	return err;
 }
 
 void arena_decay(arena_t *arena, bool force) {
+	arena_shared_flush(arena);
 	tcache_orphans_collect(arena, UINT32_MAX);
 	mp_mutex_lock(&arena->mtx);
 	extent_decay_locked(arena, os_now_ns(), force);
 	mp_mutex_unlock(&arena->mtx);
+}
+
+/* Return what the arena's own cache holds free (slabs, large blocks). */
+void arena_shared_flush(arena_t *arena) {
+	mp_mutex_lock(&arena->shared_mtx);
+	tcache_flush(&arena->shared);
+	mp_mutex_unlock(&arena->shared_mtx);
 }
 
 /* Called from slow paths, also inside cache flushes (so it must not touch

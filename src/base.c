@@ -90,3 +90,63 @@ void base_postfork_parent(void) {
 void base_postfork_child(void) {
 	mp_mutex_postfork_child(&base_mtx);
 }
+
+/*
+ * Freeable metadata for the profiler.  Blocks up to BASE_SMALL_MAX bytes
+ * are rounded to 64-byte classes and recycled through per-class free
+ * lists (the first word links them); larger ones are mapped on their own.
+ * Memory never goes back to the heap the program allocates from, so the
+ * profiler cannot appear in its own profile.
+ */
+#define BASE_SMALL_MAX ((size_t)4096)
+#define BASE_NCLASSES (BASE_SMALL_MAX / CACHELINE)
+static void *base_free_lists[BASE_NCLASSES];     /* base_mtx */
+
+void *base_malloc(size_t size) {
+	if (size == 0)
+		size = 1;
+	if (size > BASE_SMALL_MAX) {
+		size_t mapped = PAGE_CEILING(size);
+		if (mapped < size)
+			return NULL;
+		void *p = os_map(mapped, PAGE);
+		if (p != NULL) {
+			mp_mutex_lock(&base_mtx);
+			base_mapped += mapped;
+			mp_mutex_unlock(&base_mtx);
+		}
+		return p;
+	}
+	size_t cls = (size - 1) / CACHELINE;
+	mp_mutex_lock(&base_mtx);
+	void *p = base_free_lists[cls];
+	if (p != NULL) {
+		base_free_lists[cls] = *(void **)p;
+		mp_mutex_unlock(&base_mtx);
+		memset(p, 0, (cls + 1) * CACHELINE);
+		return p;
+	}
+	p = base_alloc_locked((cls + 1) * CACHELINE);
+	mp_mutex_unlock(&base_mtx);
+	return p;
+}
+
+void base_free(void *p, size_t size) {
+	if (p == NULL)
+		return;
+	if (size == 0)
+		size = 1;
+	if (size > BASE_SMALL_MAX) {
+		size_t mapped = PAGE_CEILING(size);
+		os_unmap(p, mapped);
+		mp_mutex_lock(&base_mtx);
+		base_mapped -= mapped;
+		mp_mutex_unlock(&base_mtx);
+		return;
+	}
+	size_t cls = (size - 1) / CACHELINE;
+	mp_mutex_lock(&base_mtx);
+	*(void **)p = base_free_lists[cls];
+	base_free_lists[cls] = p;
+	mp_mutex_unlock(&base_mtx);
+}

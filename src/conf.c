@@ -128,6 +128,51 @@ const conf_opt_t conf_opts[] = {
 	  .var = opt_stats_print_opts, .def = "",
 	  .bufsize = sizeof(opt_stats_print_opts),
 	  .doc = "malloc_stats_print opts for stats_print" },
+	/* The heap profiler (prof.c); without it these rows stay, so that
+	 * setting one says why it cannot work. */
+	{ .name = "prof", .type = CONF_BOOL, .var = &opt_prof,
+	  .def = "false", .prof = true,
+	  .doc = "heap profiling: sample allocations (needed by every "
+	  "prof.* control; only at start-up)" },
+	{ .name = "prof_prefix", .type = CONF_STRING,
+	  .var = opt_prof_prefix, .def = "jeprof",
+	  .bufsize = sizeof(opt_prof_prefix), .prof = true,
+	  .doc = "start of automatic dump names "
+	  "<prefix>.<pid>.<seq>.<kind>.heap (\"\": no automatic dumps)" },
+	{ .name = "prof_active", .type = CONF_BOOL, .var = &opt_prof_active,
+	  .def = "true", .prof = true,
+	  .doc = "initial prof.active: whether sampling runs" },
+	{ .name = "prof_thread_active_init", .type = CONF_BOOL,
+	  .var = &opt_prof_thread_active_init, .def = "true", .prof = true,
+	  .doc = "initial thread.prof.active of new threads" },
+	{ .name = "lg_prof_sample", .type = CONF_SIZE_T,
+	  .var = &opt_lg_prof_sample, .def = "19", .min = 0, .max = 63,
+	  .prof = true,
+	  .doc = "mean bytes between samples, log2 (0: sample everything)" },
+	{ .name = "prof_accum", .type = CONF_BOOL, .var = &opt_prof_accum,
+	  .def = "false", .prof = true,
+	  .doc = "also count freed samples (the [accum] column of dumps)" },
+	{ .name = "lg_prof_interval", .type = CONF_SSIZE_T,
+	  .var = &opt_lg_prof_interval, .def = "-1", .min = -1, .max = 63,
+	  .prof = true,
+	  .doc = "dump every 2^N bytes allocated, .i<n>.heap (-1: never)" },
+	{ .name = "prof_gdump", .type = CONF_BOOL, .var = &opt_prof_gdump,
+	  .def = "false", .prof = true,
+	  .doc = "dump at each new high of active memory, .u<n>.heap" },
+	{ .name = "prof_final", .type = CONF_BOOL, .var = &opt_prof_final,
+	  .def = "false", .prof = true,
+	  .doc = "dump at exit, <prefix>.<pid>.<seq>.f.heap" },
+	{ .name = "prof_leak", .type = CONF_BOOL, .var = &opt_prof_leak,
+	  .def = "false", .prof = true,
+	  .doc = "at exit, summarise objects never freed (implies prof and "
+	  "prof_final)" },
+	{ .name = "prof_leak_error", .type = CONF_BOOL,
+	  .var = &opt_prof_leak_error, .def = "false", .prof = true,
+	  .doc = "prof_leak, and exit with status 1 if anything leaked" },
+	{ .name = "prof_bt_max", .type = CONF_UNSIGNED,
+	  .var = &opt_prof_bt_max, .def = "128", .min = 1,
+	  .max = PROF_BT_MAX_LIMIT, .prof = true,
+	  .doc = "frames kept per backtrace" },
 };
 const unsigned conf_nopts = CONF_NELEMS(conf_opts);
 
@@ -453,6 +498,12 @@ static bool conf_pair(const char *source, const char *key, size_t klen,
 	}
 	if (opt == NULL) {
 		conf_report_unknown(source, key, klen);
+		return true;
+	}
+	if (!conf_opt_available(opt)) {
+		mp_error("%s: option \"%s\" is not available: this build has "
+		    "no profiler (configured with --disable-prof; config.prof "
+		    "is false)", source, opt->name);
 		return true;
 	}
 	char q[CONF_QUOTE_MAX + 16];

@@ -18,6 +18,7 @@
  */
 #include "malloc_prof/internal/internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 
 /* ---------------------------------------------------------- snapshot */
@@ -431,6 +432,231 @@ static int ctl_stats_arena_read(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &buf, len);
 }
 
+/* ------------------------------------------------------------ profiler */
+
+/*
+ * jemalloc's rules: without the profiler built in every prof.* and
+ * thread.prof.* control is ENOENT; built in but not started (opt.prof
+ * false) the switches read false and refuse to be turned on (ENOENT),
+ * and the actions are ENOENT.  The failures a user cannot guess the
+ * cause of also print one line saying it.
+ */
+#define CTL_PROF_OFF_HINT "profiling is off: start the process with " \
+	MP_CONF_ENV "=prof:true"
+#define CTL_PROF_NONE_HINT "this build has no profiler (configured with " \
+	"--disable-prof; config.prof is false)"
+
+/* rw: prof.active, prof.thread_active_init, prof.gdump: the atomic bool
+ * at node->ptr.  A write returns the old value. */
+static int ctl_prof_switch(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof)
+		return ENOENT;
+	_Atomic bool *var = (_Atomic bool *)(uintptr_t)node->ptr;
+	bool old = opt_prof ? atomic_load(var) : false;
+	if (newp != NULL) {
+		if (newlen != sizeof(bool))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		bool v = *(const bool *)newp;
+		if (!opt_prof) {
+			/* Turning prof.active off is already true. */
+			if (var == &prof_active && !v)
+				return ctl_read(oldp, oldlenp, &old,
+				    sizeof(old));
+			if (var == &prof_active)
+				mp_error("prof.active: " CTL_PROF_OFF_HINT);
+			return ENOENT;
+		}
+		old = atomic_exchange(var, v);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+/* -w: write a heap profile to the given file, or (no value, or NULL) to
+ * the next automatic name. */
+static int ctl_prof_dump(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof) {
+		mp_error("prof.dump: " CTL_PROF_NONE_HINT);
+		return ENOENT;
+	}
+	if (!opt_prof) {
+		mp_error("prof.dump: " CTL_PROF_OFF_HINT);
+		return ENOENT;
+	}
+	if (ctl_reads(oldp, oldlenp)) {
+		mp_error("prof.dump: write-only: pass the value in newp, "
+		    "with oldp and oldlenp NULL");
+		return EPERM;
+	}
+	const char *filename = NULL;
+	if ((newp != NULL && newlen != sizeof(filename)) ||
+	    (newp == NULL && newlen != 0)) {
+		mp_error("prof.dump: newlen is %zu: the value is a const "
+		    "char * (newlen %zu)", newlen, sizeof(filename));
+		return EINVAL;
+	}
+	if (newp != NULL)
+		filename = *(const char *const *)newp;
+	return prof_dump_file(filename) ? EFAULT : 0;
+}
+
+/* -w: the prefix of automatic dump names from now on. */
+static int ctl_prof_prefix(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof) {
+		mp_error("prof.prefix: " CTL_PROF_NONE_HINT);
+		return ENOENT;
+	}
+	if (!opt_prof) {
+		mp_error("prof.prefix: " CTL_PROF_OFF_HINT);
+		return ENOENT;
+	}
+	if (ctl_reads(oldp, oldlenp)) {
+		mp_error("prof.prefix: write-only: pass the value in newp, "
+		    "with oldp and oldlenp NULL");
+		return EPERM;
+	}
+	const char *prefix = NULL;
+	if ((newp != NULL && newlen != sizeof(prefix)) ||
+	    (newp == NULL && newlen != 0)) {
+		mp_error("prof.prefix: newlen is %zu: the value is a const "
+		    "char * (newlen %zu)", newlen, sizeof(prefix));
+		return EINVAL;
+	}
+	if (newp != NULL)
+		prefix = *(const char *const *)newp;
+	if (prefix == NULL) {
+		mp_error("prof.prefix: no prefix given (the value is a NULL "
+		    "pointer)");
+		return EFAULT;
+	}
+	if (prof_dump_prefix_set(prefix)) {
+		mp_error("prof.prefix: the prefix is %zu characters long; at "
+		    "most %zu are supported", strlen(prefix),
+		    sizeof(opt_prof_prefix) - 1);
+		return EINVAL;
+	}
+	return 0;
+}
+
+/* -w: forget the counts of what was sampled so far; the value, if any,
+ * is the new lg_prof_sample (clamped to 63). */
+static int ctl_prof_reset(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof || !opt_prof)
+		return ENOENT;
+	if (ctl_reads(oldp, oldlenp))
+		return EPERM;
+	size_t lg = atomic_load(&prof_lg_sample);
+	if (newp != NULL) {
+		if (newlen != sizeof(lg))
+			return EINVAL;
+		lg = *(const size_t *)newp;
+		if (lg > 63)
+			lg = 63;
+	} else if (newlen != 0) {
+		return EINVAL;
+	}
+	prof_reset(lg);
+	return 0;
+}
+
+/* r-: the sampling rate in effect (readable with the profiler off). */
+static int ctl_prof_lg_sample(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof)
+		return ENOENT;
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	size_t v = atomic_load(&prof_lg_sample);
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* r-: bytes between interval dumps, 0 when they are off. */
+static int ctl_prof_interval(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof)
+		return ENOENT;
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t v = opt_lg_prof_interval < 0 ? 0 :
+	    (uint64_t)1 << opt_lg_prof_interval;
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* thread.prof.name accepts what jemalloc does: printable characters,
+ * spaces and tabs. */
+static bool ctl_thread_name_ok(const char *name) {
+	for (const unsigned char *p = (const unsigned char *)name; *p != '\0';
+	    p++) {
+		if (!isgraph(*p) && !isblank(*p))
+			return false;
+	}
+	return true;
+}
+
+/* r- xor -w: the calling thread's name in dumps (15 characters kept). */
+static int ctl_thread_prof_name(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof || !opt_prof)
+		return ENOENT;
+	bool writes = ctl_writes(newp, newlen);
+	if (writes && ctl_reads(oldp, oldlenp))
+		return EPERM;
+	const char *name = NULL;
+	if (writes) {
+		if (newp == NULL || newlen != sizeof(name))
+			return EINVAL;
+		name = *(const char *const *)newp;
+		if (name == NULL || !ctl_thread_name_ok(name))
+			return EINVAL;
+	}
+	prof_tdata_t *td = prof_tdata_get(tsd_fetch());
+	if (td == NULL)
+		return EAGAIN;
+	if (writes) {
+		size_t len = strnlen(name, PROF_THREAD_NAME_MAX - 1);
+		prof_tdatas_lock();
+		memcpy(td->name, name, len);
+		memset(td->name + len, 0, PROF_THREAD_NAME_MAX - len);
+		prof_tdatas_unlock();
+		return 0;
+	}
+	/* The thread's own storage, as in jemalloc: only this thread
+	 * changes it. */
+	const char *cur = td->name;
+	return ctl_read(oldp, oldlenp, &cur, sizeof(cur));
+}
+
+/* rw: whether the calling thread's allocations are sampled. */
+static int ctl_thread_prof_active(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (!config_prof)
+		return ENOENT;
+	if (!opt_prof) {
+		if (newp != NULL)
+			return ENOENT;
+		bool old = false;
+		return ctl_read(oldp, oldlenp, &old, sizeof(old));
+	}
+	prof_tdata_t *td = prof_tdata_get(tsd_fetch());
+	if (td == NULL)
+		return EAGAIN;
+	bool old = atomic_load(&td->active);
+	if (newp != NULL) {
+		if (newlen != sizeof(bool))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		old = atomic_exchange(&td->active, *(const bool *)newp);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
 /* ------------------------------------------------------ index checks */
 
 static bool ctl_bin_bad_index(size_t i) {
@@ -489,6 +715,11 @@ static const ctl_node_t ctl_thread_tcache_children[] = {
 	{ .name = "flush", .handler = ctl_thread_tcache_flush },
 };
 
+static const ctl_node_t ctl_thread_prof_children[] = {
+	{ .name = "name", .handler = ctl_thread_prof_name },
+	{ .name = "active", .handler = ctl_thread_prof_active },
+};
+
 static const ctl_node_t ctl_thread_children[] = {
 	{ .name = "arena", .handler = ctl_thread_arena },
 	{ .name = "allocated", .handler = ctl_thread_counter,
@@ -500,6 +731,7 @@ static const ctl_node_t ctl_thread_children[] = {
 	{ .name = "deallocatedp", .handler = ctl_thread_counter,
 	  .type = CTL_T_U64P, .off = offsetof(tsd_t, deallocated) },
 	{ .name = "tcache", CTL_CHILDREN(ctl_thread_tcache_children) },
+	{ .name = "prof", CTL_CHILDREN(ctl_thread_prof_children) },
 };
 
 static const ctl_node_t ctl_arenas_bin_i_children[] = {
@@ -594,6 +826,19 @@ static const ctl_node_t ctl_stats_children[] = {
 	  CTL_CHILDREN(ctl_stats_arenas_i) },
 };
 
+static const ctl_node_t ctl_prof_children[] = {
+	{ .name = "thread_active_init", .handler = ctl_prof_switch,
+	  .ptr = &prof_thread_active_init },
+	{ .name = "active", .handler = ctl_prof_switch, .ptr = &prof_active },
+	{ .name = "dump", .handler = ctl_prof_dump },
+	{ .name = "gdump", .handler = ctl_prof_switch,
+	  .ptr = &prof_gdump_enabled },
+	{ .name = "prefix", .handler = ctl_prof_prefix },
+	{ .name = "reset", .handler = ctl_prof_reset },
+	{ .name = "interval", .handler = ctl_prof_interval },
+	{ .name = "lg_sample", .handler = ctl_prof_lg_sample },
+};
+
 static const ctl_node_t ctl_root_children[] = {
 	{ .name = "version", .handler = ctl_var_read, .type = CTL_T_STR,
 	  .ptr = &ctl_version },
@@ -605,6 +850,7 @@ static const ctl_node_t ctl_root_children[] = {
 	{ .name = "arena", .kind = CTL_INDEXED,
 	  .bad_index = ctl_arena_bad_index, CTL_CHILDREN(ctl_arena_i) },
 	{ .name = "stats", CTL_CHILDREN(ctl_stats_children) },
+	{ .name = "prof", CTL_CHILDREN(ctl_prof_children) },
 };
 
 static const ctl_node_t ctl_root = {
@@ -669,7 +915,7 @@ static int ctl_lookup(const char *name, size_t *mib, size_t *depthp,
 		}
 		case CTL_OPTS: {
 			const conf_opt_t *opt = conf_opt_lookup(p, len);
-			if (opt == NULL)
+			if (opt == NULL || !conf_opt_available(opt))
 				return ENOENT;
 			mib[i] = (size_t)(opt - conf_opts);
 			node = &ctl_opt_leaf;
@@ -709,7 +955,8 @@ static const ctl_node_t *ctl_bymib_node(const size_t *mib, size_t miblen) {
 			node = &node->children[0];
 			break;
 		case CTL_OPTS:
-			if (mib[i] >= conf_nopts)
+			if (mib[i] >= conf_nopts ||
+			    !conf_opt_available(&conf_opts[mib[i]]))
 				return NULL;
 			node = &ctl_opt_leaf;
 			break;

@@ -30,14 +30,23 @@ static void set_insert(extent_set_t *set, extent_t *e) {
 	set->heads[ind] = e;
 	set->nonempty[ind / 64] |= (uint64_t)1 << (ind % 64);
 	set->npages += e->size >> LG_PAGE;
-	/* The decay list is oldest first. */
-	e->lru_next = NULL;
-	e->lru_prev = set->lru_tail;
-	if (set->lru_tail != NULL)
-		set->lru_tail->lru_next = e;
+	/* The decay list is ordered by free_ns, oldest first, so decay can
+	 * stop at the first extent not yet due.  Most inserts are the newest
+	 * (freed now) and land at the tail at once; split remainders and
+	 * merges keep an older time and walk back a little. */
+	extent_t *after = set->lru_tail;
+	while (after != NULL && after->free_ns > e->free_ns)
+		after = after->lru_prev;
+	e->lru_prev = after;
+	e->lru_next = after != NULL ? after->lru_next : set->lru_head;
+	if (e->lru_next != NULL)
+		e->lru_next->lru_prev = e;
+	else
+		set->lru_tail = e;
+	if (after != NULL)
+		after->lru_next = e;
 	else
 		set->lru_head = e;
-	set->lru_tail = e;
 }
 
 static void set_remove(extent_set_t *set, extent_t *e) {

@@ -59,6 +59,9 @@ static MP_COLD bool malloc_init_hard(void) {
 	if (!err) {
 		conf_boot();
 		sz_boot();
+		err = prof_boot();
+	}
+	if (!err) {
 		err = arena_boot() || ctl_boot() ||
 		    pthread_key_create(&tsd_key, tsd_cleanup) != 0;
 	}
@@ -69,6 +72,10 @@ static MP_COLD bool malloc_init_hard(void) {
 		    malloc_postfork_child);
 		if (opt_stats_print)
 			atexit(stats_print_atexit);
+		/* Registered first, so it runs after the program's own exit
+		 * handlers: the final dump sees what they freed. */
+		if (config_prof && opt_prof && opt_prof_final)
+			atexit(prof_final_dump);
 	} else {
 		mp_error("initialisation failed: out of memory");
 	}
@@ -85,13 +92,25 @@ bool malloc_init(void) {
 
 /* ------------------------------------------------------------- tsd */
 
+/* Set the fast path's one threshold: the nearer of the next cache event
+ * and the next profiler sample; 0 keeps every call on the slow path. */
+static void tsd_arm(tsd_t *tsd) {
+	if (tsd->fast_owner == NULL) {
+		tsd->next_event = 0;
+		return;
+	}
+	uint64_t next = tsd->allocated + TSD_EVENT_INTERVAL;
+	tsd->next_event = next < tsd->prof_sample_at ? next
+	    : tsd->prof_sample_at;
+}
+
 /* Decide whether this thread may use the fast paths, and arm them. */
 static void tsd_update_fast(tsd_t *tsd) {
 	bool fast = tsd->state == TSD_NOMINAL && tsd->tcache_enabled &&
 	    tsd->tcache != NULL && tsd->reentrancy == 0 && !opt_junk_alloc &&
 	    !opt_junk_free && !opt_zero;
 	tsd->fast_owner = fast ? tsd->tcache : NULL;
-	tsd->next_event = fast ? tsd->allocated + TSD_EVENT_INTERVAL : 0;
+	tsd_arm(tsd);
 }
 
 static void registry_insert(tsd_t *tsd) {
@@ -136,6 +155,7 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	atomic_fetch_add(&tsd->arena->nthreads, 1);
 	tsd->tcache_enabled = opt_tcache;
 	tsd->prng = (uint64_t)(uintptr_t)tsd ^ os_now_ns();
+	tsd->prof_sample_at = opt_prof ? prof_sample_wait(tsd) : UINT64_MAX;
 	registry_insert(tsd);
 	/* May allocate (keys past glibc's first block): we are INITIALIZING,
 	 * so such calls are served by the arena's shared cache. */
@@ -175,6 +195,8 @@ static void tsd_cleanup(void *arg) {
 		tsd->bin_slab[i] = &extent_empty_slab;
 	if (tc != NULL)
 		tcache_orphan(tc);
+	if (config_prof)
+		prof_thread_exit(tsd);
 	atomic_fetch_sub(&tsd->arena->nthreads, 1);
 	mp_mutex_lock(&registry_mtx);
 	registry_remove_locked(tsd);
@@ -200,6 +222,8 @@ static void count_dalloc(tsd_t *tsd, size_t usize) {
 void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled) {
 	if (!enabled && tsd->tcache != NULL)
 		tcache_flush(tsd->tcache);
+	if (enabled && tsd->tcache == NULL && tsd->state == TSD_NOMINAL)
+		tsd->tcache = tcache_adopt(tsd->arena, tsd->bin_slab);
 	tsd->tcache_enabled = enabled;
 	tsd_update_fast(tsd);
 }
@@ -224,12 +248,14 @@ bool tsd_arena_set(tsd_t *tsd, unsigned ind) {
 
 /* Crossing the event threshold: one GC step of the cache, a decay tick. */
 static MP_NOINLINE void tsd_event(tsd_t *tsd) {
-	tsd->next_event = tsd->allocated + TSD_EVENT_INTERVAL;
+	tsd_arm(tsd);
 	tsd->event_count++;
 	tcache_gc_step(tsd->tcache);
 	arena_decay_tick(tsd->arena);
-	if ((tsd->event_count & 63) == 0)
+	if ((tsd->event_count & 63) == 0) {
 		tcache_orphans_collect(tsd->arena, 1);
+		arena_shared_flush(tsd->arena);
+	}
 }
 
 /* ------------------------------------------------------- slow paths */
@@ -240,10 +266,20 @@ typedef struct {
 	bool zero;
 	bool tcache_none;
 	arena_t *arena;        /* NULL: the thread's */
+	void *entry;           /* the exported function the program called */
+	uintptr_t fp;          /* its frame: where backtraces start */
 } alloc_opts_t;
 
-static bool opts_decode(int flags, alloc_opts_t *o) {
+/* Who called: for the profiler's backtraces.  Used in the exported
+ * function itself (or the slow path it tail-calls), whose frame holds the
+ * program's return address. */
+#define CALLER_FP() ((uintptr_t)__builtin_frame_address(0))
+
+static bool opts_decode(int flags, alloc_opts_t *o, void *entry,
+    uintptr_t fp) {
 	unsigned lg = (unsigned)flags & 0x3f;
+	o->entry = entry;
+	o->fp = fp;
 	o->align = lg != 0 ? (size_t)1 << lg : 0;
 	o->zero = (flags & 0x40) != 0;
 	unsigned tc = ((unsigned)flags >> 8) & 0xfff;
@@ -257,6 +293,31 @@ static bool opts_decode(int flags, alloc_opts_t *o) {
 		o->tcache_none = true;
 	}
 	return lg >= 64;
+}
+
+/* The allocation that crossed the thread's sampling threshold.  Internal
+ * allocations (reentrancy) and threads being set up or torn down are never
+ * sampled; the threshold is redrawn either way, as jemalloc does. */
+static MP_NOINLINE void prof_event(tsd_t *tsd, void *p, size_t usize,
+    const alloc_opts_t *o) {
+	if (!opt_prof || tsd->reentrancy != 0 || tsd->state != TSD_NOMINAL)
+		return;
+	uint64_t since = tsd->allocated - tsd->prof_last_event;
+	tsd->prof_last_event = tsd->allocated;
+	tsd->prof_sample_at = tsd->allocated + prof_sample_wait(tsd);
+	tsd_arm(tsd);
+	prof_sample_alloc(tsd, p, usize, o->entry != NULL ? o->entry :
+	    (void *)MP_PUBLIC(malloc), o->fp);
+	prof_idump_maybe(since);
+}
+
+/* A new high of active pages noted under some lock: dump now. */
+static void tsd_gdump_flush(tsd_t *tsd) {
+	if (config_prof && unlikely(tsd->prof_gdump_pending != 0)) {
+		size_t pages = tsd->prof_gdump_pending;
+		tsd->prof_gdump_pending = 0;
+		prof_gdump_maybe(pages);
+	}
 }
 
 /* Every allocation that misses the fast path ends here. */
@@ -303,6 +364,9 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			memset(p, JUNK_ALLOC_BYTE, usize);
 	}
 	count_alloc(tsd, usize);
+	if (config_prof && unlikely(tsd->allocated >= tsd->prof_sample_at))
+		prof_event(tsd, p, usize, o);
+	tsd_gdump_flush(tsd);
 	return p;
 }
 
@@ -334,11 +398,23 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 	if (e->kind == EXTENT_SLAB) {
 		tcache_t *owner = atomic_load_explicit(&e->owner,
 		    memory_order_relaxed);
+		if (config_prof && atomic_load_explicit(&e->nsampled,
+		    memory_order_relaxed) != 0)
+			prof_sample_free(p, e);
+		if (config_prof && ((uintptr_t)owner & PROF_OWNER_TAG)) {
+			owner = (tcache_t *)((uintptr_t)owner &
+			    ~PROF_OWNER_TAG);
+			/* Untag before the push: the push may retire the slab. */
+			if (owner == tsd->tcache)
+				prof_slab_untag(e, owner);
+		}
 		if (owner == tsd->tcache && owner != NULL)
 			tcache_free_small(owner, e, p);
 		else
 			tcache_free_remote(e, p);
 	} else {
+		if (config_prof && e->prof != NULL)
+			prof_sample_free(p, e);
 		bool use_tcache = !tcache_none && tsd->state == TSD_NOMINAL &&
 		    tsd->tcache_enabled && tsd->tcache != NULL &&
 		    tsd->reentrancy == 0;
@@ -355,7 +431,8 @@ static MP_NOINLINE void *malloc_slow(size_t size) {
 	size_t usize = sz_s2u(size);
 	if (unlikely(usize == 0))
 		goto oom;
-	alloc_opts_t o = {0};
+	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(malloc),
+	    .fp = CALLER_FP()};
 	void *p = alloc_impl(tsd, usize, 0, &o);
 	if (p == NULL)
 		goto oom;
@@ -372,12 +449,13 @@ static MP_NOINLINE void free_slow(void *p, extent_t *e) {
 }
 
 /* Aligned allocation for posix_memalign and friends; errno untouched. */
-static void *alloc_aligned(size_t size, size_t align, int flags) {
+static void *alloc_aligned(size_t size, size_t align, int flags,
+    void *entry, uintptr_t fp) {
 	tsd_t *tsd = tsd_fetch();
 	if (unlikely(!malloc_initialized))
 		return NULL;
 	alloc_opts_t o;
-	if (opts_decode(flags, &o))
+	if (opts_decode(flags, &o, entry, fp))
 		return NULL;
 	if (align < o.align)
 		align = o.align;
@@ -433,7 +511,8 @@ MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	alloc_opts_t o = {.zero = true};
+	alloc_opts_t o = {.zero = true, .entry = (void *)MP_PUBLIC(calloc),
+	    .fp = CALLER_FP()};
 	void *p = alloc_impl(tsd, usize, 0, &o);
 	if (p == NULL)
 		errno = ENOMEM;
@@ -444,7 +523,8 @@ MP_EXPORT int MP_PUBLIC(posix_memalign)(void **memptr, size_t align,
     size_t size) {
 	if (align < sizeof(void *) || (align & (align - 1)) != 0)
 		return EINVAL;
-	void *p = alloc_aligned(size, align, 0);
+	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(posix_memalign),
+	    CALLER_FP());
 	if (p == NULL)
 		return ENOMEM;
 	*memptr = p;
@@ -456,7 +536,8 @@ MP_EXPORT void *MP_PUBLIC(aligned_alloc)(size_t align, size_t size) {
 		errno = EINVAL;
 		return NULL;
 	}
-	void *p = alloc_aligned(size, align, 0);
+	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(aligned_alloc),
+	    CALLER_FP());
 	if (p == NULL)
 		errno = ENOMEM;
 	return p;
@@ -470,14 +551,16 @@ MP_EXPORT void *MP_PUBLIC(memalign)(size_t align, size_t size) {
 	}
 	if ((align & (align - 1)) != 0)
 		align = (size_t)1 << (64 - __builtin_clzl(align));
-	void *p = alloc_aligned(size, align, 0);
+	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(memalign),
+	    CALLER_FP());
 	if (p == NULL)
 		errno = ENOMEM;
 	return p;
 }
 
 MP_EXPORT void *MP_PUBLIC(valloc)(size_t size) {
-	void *p = alloc_aligned(size, PAGE, 0);
+	void *p = alloc_aligned(size, PAGE, 0, (void *)MP_PUBLIC(valloc),
+	    CALLER_FP());
 	if (p == NULL)
 		errno = ENOMEM;
 	return p;
@@ -489,7 +572,8 @@ MP_EXPORT void *MP_PUBLIC(pvalloc)(size_t size) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	void *p = alloc_aligned(rounded == 0 ? PAGE : rounded, PAGE, 0);
+	void *p = alloc_aligned(rounded == 0 ? PAGE : rounded, PAGE, 0,
+	    (void *)MP_PUBLIC(pvalloc), CALLER_FP());
 	if (p == NULL)
 		errno = ENOMEM;
 	return p;
@@ -509,7 +593,8 @@ MP_EXPORT size_t MP_PUBLIC(malloc_usable_size)(void *p) {
  * grow or shrink where it is; else allocate, copy, free.  The old block is
  * untouched when the new one cannot be had.
  */
-static void *ralloc_impl(void *p, size_t size, int flags, const char *func) {
+static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
+    void *entry, uintptr_t fp) {
 	tsd_t *tsd = tsd_fetch();
 	extent_t *e = pagemap_lookup(p);
 	if (e == NULL || (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE)) {
@@ -518,7 +603,7 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func) {
 		return NULL;
 	}
 	alloc_opts_t o;
-	if (opts_decode(flags, &o))
+	if (opts_decode(flags, &o, entry, fp))
 		return NULL;
 	size_t align = o.align > QUANTUM ? o.align : 0;
 	size_t usize = align ? sz_sa2u(size, align) : sz_s2u(size);
@@ -537,6 +622,7 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func) {
 	    !arena_large_resize(e, usize, o.zero || opt_zero)) {
 		count_alloc(tsd, usize);
 		count_dalloc(tsd, old);
+		tsd_gdump_flush(tsd);
 		return p;
 	}
 	void *q = alloc_impl(tsd, usize, align, &o);
@@ -563,9 +649,10 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 			break;
 		}
 	}
-	void *q = ralloc_impl(p, size, 0, "realloc");
-	if (q == NULL)
-		errno = ENOMEM;
+	void *q = ralloc_impl(p, size, 0, "realloc",
+	    (void *)MP_PUBLIC(realloc), CALLER_FP());
+	if (q == NULL && pagemap_lookup(p) != NULL)
+		errno = ENOMEM;     /* an invalid pointer keeps its EINVAL */
 	return q;
 }
 
@@ -583,11 +670,13 @@ MP_EXPORT void *MP_PUBLIC(reallocarray)(void *p, size_t n, size_t size) {
 MP_EXPORT void *MP_PUBLIC(mallocx)(size_t size, int flags) {
 	if (flags == 0)
 		return MP_PUBLIC(malloc)(size);
-	return alloc_aligned(size, 0, flags);
+	return alloc_aligned(size, 0, flags, (void *)MP_PUBLIC(mallocx),
+	    CALLER_FP());
 }
 
 MP_EXPORT void *MP_PUBLIC(rallocx)(void *p, size_t size, int flags) {
-	return ralloc_impl(p, size, flags, "rallocx");
+	return ralloc_impl(p, size, flags, "rallocx",
+	    (void *)MP_PUBLIC(rallocx), CALLER_FP());
 }
 
 MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
@@ -626,6 +715,7 @@ MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
 	}
 	count_alloc(tsd, target);
 	count_dalloc(tsd, old);
+	tsd_gdump_flush(tsd);
 	return target;
 }
 
@@ -639,7 +729,7 @@ MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
 		return;
 	}
 	alloc_opts_t o;
-	opts_decode(flags, &o);
+	opts_decode(flags, &o, NULL, 0);
 	dalloc_impl(tsd_fetch(), p, pagemap_lookup(p), o.tcache_none,
 	    "dallocx");
 }
@@ -741,6 +831,8 @@ static void malloc_prefork(void) {
 		return;
 	pthread_mutex_lock(&init_mtx.lock);
 	ctl_prefork();
+	if (config_prof)
+		prof_prefork();
 	pthread_mutex_lock(&registry_mtx.lock);
 	arena_prefork();
 	base_prefork();
@@ -752,6 +844,8 @@ static void malloc_postfork_parent(void) {
 	base_postfork_parent();
 	arena_postfork_parent();
 	pthread_mutex_unlock(&registry_mtx.lock);
+	if (config_prof)
+		prof_postfork_parent();
 	ctl_postfork_parent();
 	pthread_mutex_unlock(&init_mtx.lock);
 }
@@ -768,6 +862,8 @@ static void malloc_postfork_child(void) {
 	base_postfork_child();
 	arena_postfork_child();
 	mp_mutex_postfork_child(&registry_mtx);
+	if (config_prof)
+		prof_postfork_child();
 	ctl_postfork_child();
 	mp_mutex_postfork_child(&init_mtx);
 	tsd_t *self = &mp_tsd;

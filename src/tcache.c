@@ -69,6 +69,13 @@ static void mirror_update(tcache_t *tc, unsigned ind) {
 
 /* ---- slab state ---- */
 
+/* The owning cache, without the profiler's "holds samples" tag bit. */
+static tcache_t *slab_owner(const extent_t *slab) {
+	return (tcache_t *)((uintptr_t)atomic_load_explicit(
+	    &((extent_t *)slab)->owner, memory_order_acquire) &
+	    ~PROF_OWNER_TAG);
+}
+
 /* Move the regions other threads freed onto the local list. */
 static bool slab_collect_remote(extent_t *slab) {
 	void *list = atomic_exchange_explicit(&slab->remote_free, NULL,
@@ -109,16 +116,6 @@ static bool slab_extend(extent_t *slab) {
 	return true;
 }
 
-static void slab_init_class(extent_t *slab, unsigned ind) {
-	slab->szind = (uint8_t)ind;
-	slab->usize = (uint32_t)sz_index2size(ind);
-	slab->nregs = sz_slab_nregs[ind];
-	slab->used = 0;
-	slab->free = NULL;
-	slab->bump = slab->addr;
-	slab->bump_end = slab->addr + (size_t)slab->nregs * slab->usize;
-}
-
 static void slab_release(tcache_t *tc, extent_t *slab) {
 	tc->bins[slab->szind].nslabs--;
 	slab->list = SLAB_LIST_NONE;
@@ -138,7 +135,9 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 		if (s->size == sz_slab_size[ind]) {
 			list_remove(&tc->empty, s);
 			tc->nempty--;
-			slab_init_class(s, ind);
+			arena_slab_init(s, ind);
+			atomic_store_explicit(&s->owner, tc,
+			    memory_order_relaxed);
 			return s;
 		}
 	}
@@ -157,8 +156,7 @@ static void inbox_drain(tcache_t *tc) {
 	while (s != NULL) {
 		extent_t *next = s->inbox_next;
 		if (s->kind == EXTENT_SLAB && s->list == SLAB_LIST_FULL &&
-		    atomic_load_explicit(&s->owner, memory_order_relaxed) ==
-		    tc && atomic_load(&s->full) == 0) {
+		    slab_owner(s) == tc && atomic_load(&s->full) == 0) {
 			tcache_bin_t *bin = &tc->bins[s->szind];
 			list_remove(&bin->full, s);
 			s->list = SLAB_LIST_PARTIAL;
@@ -248,8 +246,7 @@ void tcache_free_remote(extent_t *slab, void *p) {
 	uint8_t one = 1;
 	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
 		return;
-	tcache_t *owner = atomic_load_explicit(&slab->owner,
-	    memory_order_acquire);
+	tcache_t *owner = slab_owner(slab);
 	if (owner == NULL || owner == &extent_large_owner)
 		return;
 	extent_t *top = atomic_load_explicit(&owner->inbox,
@@ -399,12 +396,26 @@ void tcache_orphan(tcache_t *tc) {
 }
 
 void tcache_orphans_collect(arena_t *arena, unsigned max) {
-	if (arena->orphans == NULL)
+	if (__atomic_load_n(&arena->orphans, __ATOMIC_RELAXED) == NULL)
 		return;
 	mp_mutex_lock(&arena->orphans_mtx);
-	unsigned n = 0;
-	for (tcache_t *tc = arena->orphans; tc != NULL && n < max;
-	    tc = tc->orphan_next, n++)
-		tcache_flush(tc);
+	if (max >= arena->norphans) {
+		for (tcache_t *tc = arena->orphans; tc != NULL;
+		    tc = tc->orphan_next)
+			tcache_flush(tc);
+	} else {
+		/* Flush from the head and rotate what was flushed to the
+		 * tail, so successive calls visit every orphan. */
+		for (unsigned n = 0; n < max; n++) {
+			tcache_t *tc = arena->orphans;
+			tcache_flush(tc);
+			arena->orphans = tc->orphan_next;
+			tc->orphan_next = NULL;
+			tcache_t **tail = &arena->orphans;
+			while (*tail != NULL)
+				tail = &(*tail)->orphan_next;
+			*tail = tc;
+		}
+	}
 	mp_mutex_unlock(&arena->orphans_mtx);
 }

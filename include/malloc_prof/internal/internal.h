@@ -81,6 +81,10 @@ size_t sz_sa2u(size_t size, size_t alignment);
  * stats.allocated, only in stats.metadata). */
 bool base_boot(void);
 void *base_alloc(size_t size);                    /* zeroed, 64-aligned */
+/* Freeable metadata (the profiler's): size classes of 64 bytes up to 4 KiB
+ * recycled on free lists, larger blocks mapped directly.  Zeroed. */
+void *base_malloc(size_t size);
+void base_free(void *p, size_t size);
 extent_t *base_extent_alloc(void);                /* zeroed */
 void base_extent_free(extent_t *e);
 size_t base_mapped_bytes(void);
@@ -149,6 +153,7 @@ arena_t *arena_choose_auto(void);        /* round robin over automatic ones */
 bool arena_create(unsigned *ind);        /* arenas.create */
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind);
+void arena_slab_init(extent_t *slab, unsigned ind);
 void arena_slab_dalloc(arena_t *arena, extent_t *slab);
 /* Large blocks. usize is a large size class, align a power of two. */
 void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
@@ -157,6 +162,7 @@ void arena_large_dalloc(extent_t *e);
 /* In-place resize of a large block to usize; true if it could not. */
 bool arena_large_resize(extent_t *e, size_t usize, bool zero);
 void arena_decay(arena_t *arena, bool force);  /* arena.<i>.decay/purge */
+void arena_shared_flush(arena_t *arena);
 void arena_decay_tick(arena_t *arena);        /* cheap, from slow paths */
 void arena_stats_read(arena_t *arena, arena_stats_t *out);
 void arena_prefork(void);
@@ -262,6 +268,8 @@ typedef struct conf_opt_s {
 	unsigned nnames;
 	void (*on_set)(void);    /* derives dependent variables, or NULL */
 	bool early;              /* applied in a first pass (abort_conf...) */
+	bool prof;               /* a profiler option: absent (ENOENT, and an
+	                          * error in conf) when !config_prof */
 	const char *doc;         /* one line, for listings */
 } conf_opt_t;
 extern const conf_opt_t conf_opts[];
@@ -269,6 +277,10 @@ extern const unsigned conf_nopts;
 extern const char *conf_file_path;       /* MP_CONF_FILE; tests change it */
 /* The row named name[0..len), or NULL. */
 const conf_opt_t *conf_opt_lookup(const char *name, size_t len);
+/* false for a profiler row in a build without the profiler. */
+MP_INLINE bool conf_opt_available(const conf_opt_t *opt) {
+	return config_prof || !opt->prof;
+}
 /* CONF_STRING / CONF_ENUM rows: the current value as a string. */
 const char *conf_opt_str(const conf_opt_t *opt);
 /* The current value as text (like snprintf: returns the full length). */
@@ -317,5 +329,7 @@ void stats_print_atexit(void);
 /* The junk bytes written over new and freed memory when junk is on. */
 #define JUNK_ALLOC_BYTE 0xa5
 #define JUNK_FREE_BYTE 0x5a
+
+#include "malloc_prof/internal/prof.h"
 
 #endif /* MP_INTERNAL_H */

@@ -67,7 +67,7 @@ static const bool config_prof = MP_CONFIG_PROF;
 
 /* Thread caches keep freed large blocks up to this class (tcache_max). */
 #define TCACHE_MAXCLASS_LIMIT ((size_t)8 << 20)
-#define TCACHE_NLARGE 36                /* large classes 16 KiB .. 8 MiB */
+#define TCACHE_NLARGE 37                /* large classes 16 KiB .. 8 MiB */
 #define TCACHE_LARGE_SLOTS 8            /* cached blocks per large class */
 #define TCACHE_EMPTY_SLABS_MAX 4        /* empty slabs a thread keeps */
 /* Bytes between two thread events (cache GC step, decay tick). */
@@ -79,6 +79,10 @@ static const bool config_prof = MP_CONFIG_PROF;
 typedef enum {
 	LOCK_RANK_INIT = 1,       /* malloc_init_mtx: one-time global init */
 	LOCK_RANK_CTL,            /* ctl_mtx: mallctl refresh and actions */
+	LOCK_RANK_PROF_DUMP,      /* prof_dump_mtx: one dump at a time */
+	LOCK_RANK_PROF_GCTX,      /* gctx shard: backtraces and counters */
+	LOCK_RANK_PROF_TDATAS,    /* prof_tdatas_mtx: thread identities */
+	LOCK_RANK_PROF_SAMPLES,   /* sample-table shard: live samples */
 	LOCK_RANK_TSD_REGISTRY,   /* tsd_registry_mtx: list of live threads */
 	LOCK_RANK_ARENAS,         /* arenas_mtx: creating arenas */
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
@@ -165,7 +169,8 @@ struct extent_s {
 	char *map_addr;                  /* the OS mapping it was carved from */
 	size_t map_size;
 	bool zeroed;                     /* free/large: pages known to be zero */
-	void *prof;                      /* profiler sample record, if any */
+	void *prof;                      /* large: its sample record, if any */
+	_Atomic uint32_t nsampled;       /* slab: live sampled regions */
 };
 
 /* One size class of a thread cache. */
@@ -292,6 +297,12 @@ struct tsd_s {
 	uint32_t reentrancy;             /* >0: internal allocation in progress */
 	uint64_t event_count;
 	uint64_t prng;                   /* per-thread PRNG state */
+	uint64_t prof_sample_at;         /* `allocated` at which to sample */
+	uint64_t prof_last_event;        /* `allocated` at the last sample */
+	struct prof_tdata_s *prof_tdata; /* created at the first sample */
+	size_t prof_gdump_pending;       /* active pages of a new high, to
+	                                  * check once no lock is held */
+	uintptr_t stack_lo, stack_hi;    /* frame-pointer walk bounds */
 	tsd_t *reg_prev, *reg_next;      /* registry of live threads */
 };
 

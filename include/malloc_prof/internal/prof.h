@@ -1,0 +1,183 @@
+/*
+ * prof.h: the heap profiler's structs and cross-file prototypes (prof.c:
+ * sampling, thread data, the backtrace and sample tables; prof_sys.c:
+ * frame-pointer backtraces; prof_dump.c: heap_v2 dumps and their triggers).
+ *
+ * What is counted: each sampled object adds to the counters of the
+ * (thread, backtrace) pair that allocated it, a tctx; freeing it, from any
+ * thread, subtracts from the same tctx.  A gctx is one unique backtrace
+ * with the list of its tctxs; a tdata is one thread's identity (uid, name,
+ * active switch).  All profiler memory comes from base_malloc: it never
+ * shows up in the profile and never recurses into sampling.
+ *
+ * Locks (see lock_rank_t): prof_dump_mtx (one dump at a time) before the
+ * gctx shard locks, before prof_tdatas_mtx, before the sample-table shard
+ * locks; each shard lock guards its chains and every gctx/tctx in them.
+ */
+#ifndef MP_INTERNAL_PROF_H
+#define MP_INTERNAL_PROF_H
+
+#define PROF_BT_MAX_LIMIT 256
+#define PROF_GCTX_SHARDS 64
+#define PROF_GCTX_BUCKETS 1024          /* per shard */
+#define PROF_SAMPLE_SHARDS 64
+#define PROF_SAMPLE_BUCKETS 1024        /* per shard */
+#define PROF_THREAD_NAME_MAX 16         /* with the NUL */
+
+/* Counters of sampled objects.  *_shifted_unbiased counts are 8 times the
+ * unbiased object count (jemalloc's rounding trick); *_unbiased bytes are
+ * the unbiased estimate of the bytes the samples stand for. */
+typedef struct prof_cnt_s {
+	uint64_t curobjs;
+	uint64_t curbytes;
+	uint64_t curobjs_shifted_unbiased;
+	uint64_t curbytes_unbiased;
+	uint64_t accumobjs;
+	uint64_t accumbytes;
+	uint64_t accumobjs_shifted_unbiased;
+	uint64_t accumbytes_unbiased;
+} prof_cnt_t;
+
+typedef struct prof_tdata_s prof_tdata_t;
+typedef struct prof_gctx_s prof_gctx_t;
+typedef struct prof_tctx_s prof_tctx_t;
+
+/*
+ * One thread's profiling identity.  Created at the thread's first sample
+ * or thread.prof.* call; kept after the thread exits while any tctx still
+ * names it (ntctx > 0), so that its objects stay attributed to it.
+ * uid is the `tN` of dumps: first-use order, not the OS thread id.
+ * Guarded by prof_tdatas_mtx, except `active` (read racily by its thread).
+ */
+struct prof_tdata_s {
+	uint64_t uid;
+	char name[PROF_THREAD_NAME_MAX];
+	_Atomic bool active;             /* thread.prof.active */
+	bool attached;                   /* its thread is alive */
+	uint64_t ntctx;                  /* tctxs naming it (tdatas_mtx) */
+	prof_tdata_t *prev, *next;       /* the global list, by uid */
+};
+
+/* Counters of one (thread, backtrace).  Guarded by its gctx's shard
+ * lock.  Freed when no live sample names it and it counts nothing (with
+ * prof_accum it keeps counting what was freed). */
+struct prof_tctx_s {
+	prof_tdata_t *tdata;
+	prof_gctx_t *gctx;
+	prof_cnt_t cnt;
+	uint64_t nsamples;               /* live prof_sample_t naming it */
+	prof_tctx_t *next;               /* in gctx->tctxs */
+};
+
+/* One unique backtrace (frame 0 innermost).  Guarded by its shard lock;
+ * freed with its last tctx. */
+struct prof_gctx_s {
+	prof_gctx_t *next;               /* hash chain */
+	uint64_t hash;
+	prof_tctx_t *tctxs;
+	unsigned shard;
+	unsigned nframes;
+	void *frames[];
+};
+
+/* One live sampled object: found from its pointer in the sample table
+ * (small objects) or from extent->prof (large ones). */
+typedef struct prof_sample_s {
+	struct prof_sample_s *next;      /* sample-table chain */
+	void *ptr;
+	prof_tctx_t *tctx;
+	size_t usize;
+	uint64_t epoch;                  /* prof.reset count when sampled */
+} prof_sample_t;
+
+/* ------------------------------------------------------------ prof.c */
+extern bool opt_prof;
+extern bool opt_prof_active;
+extern bool opt_prof_thread_active_init;
+extern size_t opt_lg_prof_sample;
+extern ssize_t opt_lg_prof_interval;
+extern bool opt_prof_gdump;
+extern bool opt_prof_final;
+extern bool opt_prof_leak;
+extern bool opt_prof_leak_error;
+extern bool opt_prof_accum;
+extern char opt_prof_prefix[1024];
+extern unsigned opt_prof_bt_max;
+
+extern _Atomic bool prof_active;           /* prof.active */
+extern _Atomic bool prof_thread_active_init;
+extern _Atomic bool prof_gdump_enabled;    /* prof.gdump */
+extern _Atomic size_t prof_lg_sample;      /* prof.lg_sample */
+
+/* Boot after conf: true on error. */
+bool prof_boot(void);
+/* Next sampling threshold for a thread (bytes from `allocated`). */
+uint64_t prof_sample_wait(tsd_t *tsd);
+/* Record object p (usize bytes) as a sample allocated by the calling
+ * thread through `entry` (the exported function the program called, e.g.
+ * malloc), whose frame is `fp`.  Never fails the allocation. */
+void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
+    uintptr_t fp);
+/* Undo a sample when the object is freed (any thread). */
+void prof_sample_free(void *p, extent_t *e);
+/* The low bit of a slab's owner field while the slab holds samples: it
+ * keeps frees of its regions off the fast path.  Only the owner sets it
+ * and clears it (prof_slab_untag, once nsampled is back to 0). */
+#define PROF_OWNER_TAG ((uintptr_t)1)
+void prof_slab_untag(extent_t *e, tcache_t *owner);
+/* Thread exit: detach the thread's tdata. */
+void prof_thread_exit(tsd_t *tsd);
+/* The calling thread's tdata, created if needed; NULL on OOM. */
+prof_tdata_t *prof_tdata_get(tsd_t *tsd);
+/* prof.reset: drop every counter of freed objects and set lg_sample. */
+void prof_reset(size_t lg_sample);
+/* Samples dropped because profiler memory ran out (prof.stats). */
+extern _Atomic uint64_t prof_dropped;
+
+/* Unbiasing: what one sampled object of usize bytes stands for. */
+void prof_unbias(size_t usize, uint64_t *objs_shifted, uint64_t *bytes);
+
+/* Visit every gctx shard under its lock (dumps copy what they need). */
+typedef void prof_gctx_visit_t(prof_gctx_t *gctx, void *arg);
+void prof_gctx_foreach_locked_shard(unsigned shard,
+    prof_gctx_visit_t *visit, void *arg);
+void prof_shard_lock(unsigned shard);
+void prof_shard_unlock(unsigned shard);
+void prof_tdatas_lock(void);
+void prof_tdatas_unlock(void);
+extern prof_tdata_t *prof_tdatas_head;     /* by uid (tdatas lock) */
+
+void prof_prefork(void);
+void prof_postfork_parent(void);
+void prof_postfork_child(void);
+
+/* -------------------------------------------------------- prof_sys.c */
+/* Fill vec with up to max return addresses, starting with the one saved
+ * in frame `fp` (the frame of the exported entry point); never faults,
+ * never locks. */
+unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp);
+/* Frame-pointer walk bounds for the calling thread (lazily computed). */
+void prof_sys_thread_init(tsd_t *tsd);
+
+/* ------------------------------------------------------- prof_dump.c */
+/* Write a heap_v2 dump to `filename` (NULL: an automatic name of kind
+ * 'm').  true on error, after printing the cause on stderr. */
+bool prof_dump_file(const char *filename);
+/* Interval (idump) and high-water (gdump) triggers, called outside locks
+ * from allocation slow paths.  Both do nothing while the calling thread's
+ * tsd->reentrancy is raised (inside the profiler or a dump); gdump then
+ * leaves its high-water mark alone, so the next growth dumps. */
+void prof_idump_maybe(size_t bytes);
+void prof_gdump_maybe(size_t active_pages);
+/* The final dump and leak summary, from an atexit handler. */
+void prof_final_dump(void);
+/* prof.prefix: the prefix of automatic dump names from now on (initially
+ * opt_prof_prefix); true if it is too long (>= sizeof(opt_prof_prefix)). */
+bool prof_dump_prefix_set(const char *prefix);
+/* prof_dump_mtx around fork: call prefork first in prof_prefork (it ranks
+ * before the shard locks), the postfork ones last in prof_postfork_*. */
+void prof_dump_prefork(void);
+void prof_dump_postfork_parent(void);
+void prof_dump_postfork_child(void);
+
+#endif /* MP_INTERNAL_PROF_H */

@@ -1,0 +1,485 @@
+/*
+ * prof.c: the heap profiler's sampling and bookkeeping.
+ *
+ * Sampling is per allocated byte: each thread draws the distance to its
+ * next sample from a geometric distribution with mean 2^lg_prof_sample and
+ * the allocation that crosses it is sampled.  The decision costs the fast
+ * path nothing: the thread's event threshold (tsd->next_event) is the
+ * nearer of the cache-GC event and the next sample, so the one compare
+ * malloc already makes sends the sampled allocation to the slow path.
+ *
+ * A sample captures the backtrace, finds or creates the gctx of that
+ * backtrace and the tctx of (this thread, that backtrace), adds to its
+ * counters, and keeps a prof_sample_t for the object: in extent->prof for
+ * a large block, in the sharded sample table for a small one.  Small
+ * objects keep their size class; the slab's owner field carries a tag bit
+ * while it holds samples, so their frees leave the fast path and find the
+ * record.  Unsampled objects pay nothing, on malloc or on free.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <math.h>
+
+bool opt_prof = false;
+bool opt_prof_active = true;
+bool opt_prof_thread_active_init = true;
+size_t opt_lg_prof_sample = 19;
+ssize_t opt_lg_prof_interval = -1;
+bool opt_prof_gdump = false;
+bool opt_prof_final = false;
+bool opt_prof_leak = false;
+bool opt_prof_leak_error = false;
+bool opt_prof_accum = false;
+char opt_prof_prefix[1024] = "jeprof";
+unsigned opt_prof_bt_max = 128;
+
+_Atomic bool prof_active;
+_Atomic bool prof_thread_active_init;
+_Atomic bool prof_gdump_enabled;
+_Atomic size_t prof_lg_sample;
+_Atomic uint64_t prof_dropped;
+/* Bumped by prof.reset: samples taken before it no longer count. */
+static _Atomic uint64_t prof_epoch;
+
+/* Backtrace table: gctx chains, sharded; each shard lock also guards the
+ * gctxs and tctxs in its chains. */
+typedef struct {
+	mp_mutex_t mtx;
+	prof_gctx_t *buckets[PROF_GCTX_BUCKETS];
+} prof_gctx_shard_t;
+static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
+
+/* Sample table: live sampled small objects by address. */
+typedef struct {
+	mp_mutex_t mtx;
+	prof_sample_t *buckets[PROF_SAMPLE_BUCKETS];
+} prof_sample_shard_t;
+static prof_sample_shard_t sample_shards[PROF_SAMPLE_SHARDS];
+
+static mp_mutex_t tdatas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_TDATAS);
+prof_tdata_t *prof_tdatas_head;
+static prof_tdata_t *tdatas_tail;
+static uint64_t tdata_next_uid;
+
+bool prof_boot(void) {
+	mp_mutex_init(&tdatas_mtx, LOCK_RANK_PROF_TDATAS);
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		mp_mutex_init(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
+	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
+		mp_mutex_init(&sample_shards[i].mtx, LOCK_RANK_PROF_SAMPLES);
+	if (!config_prof)
+		opt_prof = false;
+	/* Unlike jemalloc, prof_leak works alone: it implies the final dump
+	 * it reports from, and prof_leak_error implies prof_leak. */
+	if (opt_prof_leak_error)
+		opt_prof_leak = true;
+	if (opt_prof_leak) {
+		opt_prof = config_prof;
+		opt_prof_final = true;
+	}
+	atomic_store(&prof_active, opt_prof && opt_prof_active);
+	atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
+	atomic_store(&prof_gdump_enabled, opt_prof && opt_prof_gdump);
+	atomic_store(&prof_lg_sample, opt_lg_prof_sample);
+	return false;
+}
+
+/* ---------------------------------------------------------- sampling */
+
+uint64_t prof_sample_wait(tsd_t *tsd) {
+	size_t lg = atomic_load_explicit(&prof_lg_sample,
+	    memory_order_relaxed);
+	if (lg == 0)
+		return 1;
+	/* jemalloc's LCG and its 53 high bits as a uniform u in (0, 1]. */
+	tsd->prng = tsd->prng * 6364136223846793005ULL +
+	    1442695040888963407ULL;
+	uint64_t r = tsd->prng >> 11;
+	double u = r == 0 ? 1.0 : (double)r / 9007199254740992.0;
+	double R = (double)((uint64_t)1 << lg);
+	double wait = floor(log(u) / log(1.0 - 1.0 / R)) + 1.0;
+	return wait >= 1.8e19 ? UINT64_MAX : (uint64_t)wait;
+}
+
+/*
+ * One sampled object of usize bytes stands for 1/(1 - e^(-usize/R)) such
+ * objects (the probability that a Poisson process of rate 1/R per byte
+ * hits it is 1 - e^(-usize/R)).  Counts are kept times 8 to cut rounding.
+ */
+void prof_unbias(size_t usize, uint64_t *objs_shifted, uint64_t *bytes) {
+	double R = (double)((uint64_t)1 << atomic_load_explicit(
+	    &prof_lg_sample, memory_order_relaxed));
+	double p = 1.0 - exp(-(double)usize / R);
+	if (p <= 0.0) {
+		*objs_shifted = 8;
+		*bytes = usize;
+		return;
+	}
+	*objs_shifted = (uint64_t)llround(8.0 / p);
+	*bytes = (uint64_t)llround((double)usize / p);
+}
+
+static uint64_t bt_hash(void *const *frames, unsigned n) {
+	uint64_t h = 0x94122f33u ^ n;
+	for (unsigned i = 0; i < n; i++) {
+		h ^= (uint64_t)(uintptr_t)frames[i];
+		h *= 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+/* ------------------------------------------------------------ tdata */
+
+prof_tdata_t *prof_tdata_get(tsd_t *tsd) {
+	if (tsd->prof_tdata != NULL)
+		return tsd->prof_tdata;
+	prof_tdata_t *td = base_malloc(sizeof(*td));
+	if (td == NULL)
+		return NULL;
+	atomic_store(&td->active, atomic_load(&prof_thread_active_init));
+	td->attached = true;
+	mp_mutex_lock(&tdatas_mtx);
+	td->uid = tdata_next_uid++;
+	td->prev = tdatas_tail;
+	if (tdatas_tail != NULL)
+		tdatas_tail->next = td;
+	else
+		prof_tdatas_head = td;
+	tdatas_tail = td;
+	mp_mutex_unlock(&tdatas_mtx);
+	tsd->prof_tdata = td;
+	return td;
+}
+
+static void tdata_unlink_locked(prof_tdata_t *td) {
+	if (td->prev != NULL)
+		td->prev->next = td->next;
+	else
+		prof_tdatas_head = td->next;
+	if (td->next != NULL)
+		td->next->prev = td->prev;
+	else
+		tdatas_tail = td->prev;
+}
+
+/* Drop one reference from a tctx; free a detached tdata nobody names. */
+static void tdata_release(prof_tdata_t *td) {
+	mp_mutex_lock(&tdatas_mtx);
+	bool dead = --td->ntctx == 0 && !td->attached;
+	if (dead)
+		tdata_unlink_locked(td);
+	mp_mutex_unlock(&tdatas_mtx);
+	if (dead)
+		base_free(td, sizeof(*td));
+}
+
+void prof_thread_exit(tsd_t *tsd) {
+	prof_tdata_t *td = tsd->prof_tdata;
+	if (td == NULL)
+		return;
+	tsd->prof_tdata = NULL;
+	mp_mutex_lock(&tdatas_mtx);
+	td->attached = false;
+	bool dead = td->ntctx == 0;
+	if (dead)
+		tdata_unlink_locked(td);
+	mp_mutex_unlock(&tdatas_mtx);
+	if (dead)
+		base_free(td, sizeof(*td));
+}
+
+void prof_tdatas_lock(void) {
+	mp_mutex_lock(&tdatas_mtx);
+}
+
+void prof_tdatas_unlock(void) {
+	mp_mutex_unlock(&tdatas_mtx);
+}
+
+/* ----------------------------------------------------- gctx / tctx */
+
+void prof_shard_lock(unsigned shard) {
+	mp_mutex_lock(&gctx_shards[shard].mtx);
+}
+
+void prof_shard_unlock(unsigned shard) {
+	mp_mutex_unlock(&gctx_shards[shard].mtx);
+}
+
+void prof_gctx_foreach_locked_shard(unsigned shard,
+    prof_gctx_visit_t *visit, void *arg) {
+	prof_gctx_shard_t *sh = &gctx_shards[shard];
+	for (unsigned b = 0; b < PROF_GCTX_BUCKETS; b++) {
+		for (prof_gctx_t *g = sh->buckets[b]; g != NULL; g = g->next)
+			visit(g, arg);
+	}
+}
+
+static size_t gctx_size(unsigned nframes) {
+	return sizeof(prof_gctx_t) + nframes * sizeof(void *);
+}
+
+/* The tctx of (td, backtrace), created if needed; shard lock held.
+ * NULL when profiler memory ran out. */
+static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
+    unsigned shard, uint64_t hash, void *const *frames, unsigned n,
+    prof_tdata_t *td) {
+	prof_gctx_t **bucket = &sh->buckets[(hash / PROF_GCTX_SHARDS) %
+	    PROF_GCTX_BUCKETS];
+	prof_gctx_t *g;
+	for (g = *bucket; g != NULL; g = g->next) {
+		if (g->hash == hash && g->nframes == n &&
+		    memcmp(g->frames, frames, n * sizeof(void *)) == 0)
+			break;
+	}
+	if (g == NULL) {
+		g = base_malloc(gctx_size(n));
+		if (g == NULL)
+			return NULL;
+		g->hash = hash;
+		g->shard = shard;
+		g->nframes = n;
+		memcpy(g->frames, frames, n * sizeof(void *));
+		g->next = *bucket;
+		*bucket = g;
+	}
+	prof_tctx_t *t;
+	for (t = g->tctxs; t != NULL; t = t->next) {
+		if (t->tdata == td)
+			return t;
+	}
+	t = base_malloc(sizeof(*t));
+	if (t == NULL)
+		return NULL;     /* an empty gctx is reaped on the next free */
+	t->tdata = td;
+	t->gctx = g;
+	t->next = g->tctxs;
+	g->tctxs = t;
+	mp_mutex_lock(&tdatas_mtx);
+	td->ntctx++;
+	mp_mutex_unlock(&tdatas_mtx);
+	return t;
+}
+
+static bool cnt_empty(const prof_cnt_t *c) {
+	return c->curobjs == 0 && (!opt_prof_accum || c->accumobjs == 0);
+}
+
+/* Free t if it counts nothing, and its gctx if that was the last tctx.
+ * Shard lock held. */
+static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
+	if (!cnt_empty(&t->cnt))
+		return;
+	prof_gctx_t *g = t->gctx;
+	prof_tctx_t **pp = &g->tctxs;
+	while (*pp != t)
+		pp = &(*pp)->next;
+	*pp = t->next;
+	prof_tdata_t *td = t->tdata;
+	base_free(t, sizeof(*t));
+	tdata_release(td);
+	if (g->tctxs != NULL)
+		return;
+	prof_gctx_t **gp = &sh->buckets[(g->hash / PROF_GCTX_SHARDS) %
+	    PROF_GCTX_BUCKETS];
+	while (*gp != g)
+		gp = &(*gp)->next;
+	*gp = g->next;
+	base_free(g, gctx_size(g->nframes));
+}
+
+/* ----------------------------------------------------- sample table */
+
+static prof_sample_shard_t *sample_shard(const void *p, prof_sample_t ***b) {
+	uintptr_t k = (uintptr_t)p >> 4;
+	k ^= k >> 17;
+	k *= 0x9e3779b97f4a7c15ULL;
+	prof_sample_shard_t *sh = &sample_shards[(k >> 58) %
+	    PROF_SAMPLE_SHARDS];
+	*b = &sh->buckets[(k >> 20) % PROF_SAMPLE_BUCKETS];
+	return sh;
+}
+
+static tcache_t *owner_untagged(tcache_t *owner) {
+	return (tcache_t *)((uintptr_t)owner & ~PROF_OWNER_TAG);
+}
+
+/* ---------------------------------------------------- alloc and free */
+
+void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
+    uintptr_t fp) {
+	if (!atomic_load_explicit(&prof_active, memory_order_relaxed))
+		return;
+	tsd->reentrancy++;
+	prof_tdata_t *td = prof_tdata_get(tsd);
+	if (td == NULL || !atomic_load_explicit(&td->active,
+	    memory_order_relaxed))
+		goto out;
+	if (tsd->stack_hi == 0)
+		prof_sys_thread_init(tsd);
+	/* Frame 0 is the entry point the program called: jeprof knows
+	 * malloc, calloc, realloc, ... and strips frames up to it. */
+	void *frames[PROF_BT_MAX_LIMIT];
+	frames[0] = entry;
+	unsigned n = 1 + prof_backtrace(frames + 1, opt_prof_bt_max - 1, fp);
+	prof_sample_t *s = base_malloc(sizeof(*s));
+	if (s == NULL) {
+		atomic_fetch_add(&prof_dropped, 1);
+		goto out;
+	}
+	s->ptr = p;
+	s->usize = usize;
+	uint64_t hash = bt_hash(frames, n);
+	unsigned shard = (unsigned)(hash % PROF_GCTX_SHARDS);
+	prof_gctx_shard_t *sh = &gctx_shards[shard];
+	uint64_t objs_u, bytes_u;
+	mp_mutex_lock(&sh->mtx);
+	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td);
+	if (t != NULL) {
+		/* Under the shard lock, like the epoch: prof_reset changes
+		 * lg_sample only while holding every shard. */
+		prof_unbias(usize, &objs_u, &bytes_u);
+		/* Read under the shard lock: prof_reset holds them all. */
+		s->epoch = atomic_load(&prof_epoch);
+		t->nsamples++;
+		t->cnt.curobjs++;
+		t->cnt.curbytes += usize;
+		t->cnt.curobjs_shifted_unbiased += objs_u;
+		t->cnt.curbytes_unbiased += bytes_u;
+		if (opt_prof_accum) {
+			t->cnt.accumobjs++;
+			t->cnt.accumbytes += usize;
+			t->cnt.accumobjs_shifted_unbiased += objs_u;
+			t->cnt.accumbytes_unbiased += bytes_u;
+		}
+	}
+	mp_mutex_unlock(&sh->mtx);
+	if (t == NULL) {
+		base_free(s, sizeof(*s));
+		atomic_fetch_add(&prof_dropped, 1);
+		goto out;
+	}
+	s->tctx = t;
+	extent_t *e = pagemap_lookup(p);
+	if (e->kind == EXTENT_LARGE) {
+		e->prof = s;
+	} else {
+		prof_sample_t **bucket;
+		prof_sample_shard_t *ss = sample_shard(p, &bucket);
+		mp_mutex_lock(&ss->mtx);
+		s->next = *bucket;
+		*bucket = s;
+		mp_mutex_unlock(&ss->mtx);
+		atomic_fetch_add(&e->nsampled, 1);
+		/* Only the owner writes the owner field of its slabs, and the
+		 * sample is taken by the allocating thread, the owner. */
+		tcache_t *owner = atomic_load_explicit(&e->owner,
+		    memory_order_relaxed);
+		if (owner == tsd->tcache && owner != NULL)
+			atomic_store_explicit(&e->owner, (tcache_t *)
+			    ((uintptr_t)owner | PROF_OWNER_TAG),
+			    memory_order_relaxed);
+	}
+out:
+	tsd->reentrancy--;
+}
+
+void prof_sample_free(void *p, extent_t *e) {
+	prof_sample_t *s;
+	if (e->kind == EXTENT_LARGE) {
+		s = e->prof;
+		e->prof = NULL;
+	} else {
+		prof_sample_t **bucket;
+		prof_sample_shard_t *ss = sample_shard(p, &bucket);
+		mp_mutex_lock(&ss->mtx);
+		while ((s = *bucket) != NULL && s->ptr != p)
+			bucket = &s->next;
+		if (s != NULL)
+			*bucket = s->next;
+		mp_mutex_unlock(&ss->mtx);
+		if (s != NULL)
+			atomic_fetch_sub(&e->nsampled, 1);
+	}
+	if (s == NULL)
+		return;
+	prof_tctx_t *t = s->tctx;
+	uint64_t objs_u, bytes_u;
+	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
+	mp_mutex_lock(&sh->mtx);
+	prof_unbias(s->usize, &objs_u, &bytes_u);
+	/* A prof.reset since the sample already zeroed what it added. */
+	if (s->epoch == atomic_load(&prof_epoch)) {
+		t->cnt.curobjs--;
+		t->cnt.curbytes -= s->usize;
+		t->cnt.curobjs_shifted_unbiased -= objs_u;
+		t->cnt.curbytes_unbiased -= bytes_u;
+	}
+	if (--t->nsamples == 0)
+		tctx_try_destroy_locked(sh, t);
+	mp_mutex_unlock(&sh->mtx);
+	base_free(s, sizeof(*s));
+}
+
+/* Called by the owner when a tagged slab no longer holds samples. */
+void prof_slab_untag(extent_t *e, tcache_t *owner) {
+	if (atomic_load_explicit(&e->nsampled, memory_order_relaxed) == 0)
+		atomic_store_explicit(&e->owner, owner_untagged(owner),
+		    memory_order_relaxed);
+}
+
+/* prof.reset: forget what was counted; objects still live are no longer
+ * counted (their records survive so that their frees stay harmless). */
+void prof_reset(size_t lg_sample) {
+	if (lg_sample > 63)
+		lg_sample = 63;
+	/* All shards at once (raw locks: same rank), so that no sample or
+	 * free sees the counters zeroed but the epoch not yet bumped. */
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+		prof_gctx_shard_t *sh = &gctx_shards[i];
+		for (unsigned b = 0; b < PROF_GCTX_BUCKETS; b++) {
+			for (prof_gctx_t *g = sh->buckets[b]; g != NULL;
+			    g = g->next) {
+				for (prof_tctx_t *t = g->tctxs; t != NULL;
+				    t = t->next)
+					memset(&t->cnt, 0, sizeof(t->cnt));
+			}
+		}
+	}
+	atomic_fetch_add(&prof_epoch, 1);
+	atomic_store(&prof_lg_sample, lg_sample);
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
+}
+
+/* ---------------------------------------------------------- fork */
+
+void prof_prefork(void) {
+	prof_dump_prefork();
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
+	pthread_mutex_lock(&tdatas_mtx.lock);
+	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
+		pthread_mutex_lock(&sample_shards[i].mtx.lock);
+}
+
+void prof_postfork_parent(void) {
+	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
+		pthread_mutex_unlock(&sample_shards[i].mtx.lock);
+	pthread_mutex_unlock(&tdatas_mtx.lock);
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
+	prof_dump_postfork_parent();
+}
+
+void prof_postfork_child(void) {
+	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
+		mp_mutex_postfork_child(&sample_shards[i].mtx);
+	mp_mutex_postfork_child(&tdatas_mtx);
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		mp_mutex_postfork_child(&gctx_shards[i].mtx);
+	prof_dump_postfork_child();
+}

@@ -1,0 +1,779 @@
+/*
+ * prof_dump.c: heap profile dumps in jemalloc's heap_v2 format, the
+ * triggers that write them (prof.dump, lg_prof_interval, prof.gdump,
+ * prof_final) and the exit leak report.
+ *
+ * A dump copies what it prints before formatting anything: one gctx shard
+ * at a time under that shard's lock (samplers of the other 63 shards go on
+ * undisturbed), then the thread list under prof_tdatas_lock.  Formatting
+ * and write(2) happen with no profiler lock held but prof_dump_mtx, which
+ * only orders dumps among themselves.  Every buffer comes from base_malloc
+ * and every message is formatted with mp_snprintf: nothing here calls
+ * malloc or stdio, so a dump never recurses into the allocator.
+ *
+ * Messages are never printed while prof_dump_mtx is held: the
+ * malloc_message hook may allocate, and an allocation may trigger a dump.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <unistd.h>
+
+#define DUMP_WBUF_SIZE ((size_t)64 << 10)
+/* prefix + ".<pid>.<seq>.m<seq>.heap" (two u64 and a pid). */
+#define DUMP_PATH_MAX (sizeof(opt_prof_prefix) + 64)
+#define DUMP_ERR_MAX (DUMP_PATH_MAX + 256)
+/* Trigger failures print the first one, then at most one line per: */
+#define DUMP_FAIL_QUIET_NS ((uint64_t)10 * 1000000000)
+
+/* One dump at a time; guards everything below up to the triggers. */
+static mp_mutex_t prof_dump_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_DUMP);
+/* prof.prefix, once written; until then opt_prof_prefix is used. */
+static char dump_prefix[sizeof(opt_prof_prefix)];
+static bool dump_prefix_set;
+/* File name sequence numbers: one shared, one per kind. */
+static uint64_t dump_seq, dump_mseq, dump_iseq, dump_useq;
+/* Rate limit of the failures of automatic (i, u) dumps. */
+static uint64_t dump_fail_count;
+static uint64_t dump_fail_suppressed;
+static uint64_t dump_fail_last_ns;
+
+/* Triggers (lock-free). */
+static _Atomic uint64_t idump_accum;
+static _Atomic size_t gdump_high;
+
+typedef enum {
+	DUMP_NAMED,          /* prof.dump with a file name */
+	DUMP_M,              /* prof.dump without one */
+	DUMP_I,              /* lg_prof_interval */
+	DUMP_U,              /* prof.gdump */
+	DUMP_F,              /* prof_final */
+} dump_kind_t;
+
+/* ----------------------------------------------------------- snapshot */
+
+/* A backtrace in the snapshot buffer: this header, nframes frames
+ * (padded to 8 bytes), then ntctx dump_tctx_t. */
+typedef struct dump_gctx_s {
+	prof_cnt_t cnt;          /* sum over all its tctxs */
+	uint32_t nframes;
+	uint32_t ntctx;          /* tctxs copied (those with counts) */
+} dump_gctx_t;
+
+typedef struct dump_tctx_s {
+	uint64_t uid;
+	prof_cnt_t cnt;
+} dump_tctx_t;
+
+typedef struct dump_thread_s {
+	uint64_t uid;
+	prof_cnt_t cnt;          /* sum over its tctxs */
+	char name[PROF_THREAD_NAME_MAX];
+} dump_thread_t;
+
+/* What one dump prints, copied out of the profiler's tables. */
+typedef struct dump_snap_s {
+	char *gbuf;              /* dump_gctx_t records, base_malloc'd */
+	size_t gcap, glen;
+	size_t ngctx;            /* records in gbuf */
+	size_t ncontexts;        /* backtraces with curobjs != 0 */
+	prof_cnt_t total;        /* the t* aggregate */
+	dump_thread_t *threads;  /* by uid, base_malloc'd */
+	size_t nthreads, tcap;
+	size_t lg_sample;        /* in effect when the dump started */
+} dump_snap_t;
+
+static size_t dump_frames_size(unsigned nframes) {
+	return ALIGNMENT_CEILING(nframes * sizeof(void *), (size_t)8);
+}
+
+static void cnt_add(prof_cnt_t *acc, const prof_cnt_t *c) {
+	acc->curobjs += c->curobjs;
+	acc->curbytes += c->curbytes;
+	acc->curobjs_shifted_unbiased += c->curobjs_shifted_unbiased;
+	acc->curbytes_unbiased += c->curbytes_unbiased;
+	acc->accumobjs += c->accumobjs;
+	acc->accumbytes += c->accumbytes;
+	acc->accumobjs_shifted_unbiased += c->accumobjs_shifted_unbiased;
+	acc->accumbytes_unbiased += c->accumbytes_unbiased;
+}
+
+/* A backtrace or a (thread, backtrace) pair is printed if it counts a
+ * live object, or (prof_accum) any object at all. */
+static bool cnt_printable(const prof_cnt_t *c) {
+	return c->curobjs != 0 || (opt_prof_accum && c->accumobjs != 0);
+}
+
+typedef struct dump_visit_s {
+	dump_snap_t *snap;
+	bool copy;               /* false: only add up `need` */
+	size_t need;             /* bytes the shard's records take */
+} dump_visit_t;
+
+/* Shard lock held: size (or copy) one backtrace. */
+static void dump_visit(prof_gctx_t *g, void *arg) {
+	dump_visit_t *v = arg;
+	prof_cnt_t sum;
+	uint32_t ntctx = 0;
+	memset(&sum, 0, sizeof(sum));
+	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
+		cnt_add(&sum, &t->cnt);
+		if (cnt_printable(&t->cnt))
+			ntctx++;
+	}
+	if (!cnt_printable(&sum))
+		return;
+	size_t size = sizeof(dump_gctx_t) + dump_frames_size(g->nframes) +
+	    ntctx * sizeof(dump_tctx_t);
+	if (!v->copy) {
+		v->need += size;
+		return;
+	}
+	dump_snap_t *s = v->snap;
+	mp_assert(s->glen + size <= s->gcap);
+	char *p = s->gbuf + s->glen;
+	dump_gctx_t *rec = (dump_gctx_t *)p;
+	rec->cnt = sum;
+	rec->nframes = g->nframes;
+	rec->ntctx = ntctx;
+	p += sizeof(*rec);
+	memcpy(p, g->frames, g->nframes * sizeof(void *));
+	p += dump_frames_size(g->nframes);
+	dump_tctx_t *tr = (dump_tctx_t *)p;
+	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
+		if (!cnt_printable(&t->cnt))
+			continue;
+		/* A tdata outlives every tctx naming it: uid is safe. */
+		tr->uid = t->tdata->uid;
+		tr->cnt = t->cnt;
+		tr++;
+	}
+	s->glen += size;
+	s->ngctx++;
+	if (sum.curobjs != 0)
+		s->ncontexts++;
+	cnt_add(&s->total, &sum);
+}
+
+static void snap_release(dump_snap_t *s) {
+	base_free(s->gbuf, s->gcap);
+	base_free(s->threads, s->tcap * sizeof(dump_thread_t));
+	memset(s, 0, sizeof(*s));
+}
+
+/* Make room for `need` more bytes of records (no lock held). */
+static bool snap_reserve(dump_snap_t *s, size_t need) {
+	if (s->glen + need <= s->gcap)
+		return false;
+	size_t cap = s->gcap < DUMP_WBUF_SIZE ? DUMP_WBUF_SIZE : s->gcap;
+	while (cap < s->glen + need) {
+		if (cap > SIZE_MAX / 2)
+			return true;
+		cap *= 2;
+	}
+	char *buf = base_malloc(cap);
+	if (buf == NULL)
+		return true;
+	if (s->glen != 0)
+		memcpy(buf, s->gbuf, s->glen);
+	base_free(s->gbuf, s->gcap);
+	s->gbuf = buf;
+	s->gcap = cap;
+	return false;
+}
+
+static int dump_thread_cmp_uid(const dump_thread_t *a, uint64_t uid) {
+	return a->uid < uid ? -1 : a->uid > uid;
+}
+
+static dump_thread_t *snap_thread_find(dump_snap_t *s, uint64_t uid) {
+	size_t lo = 0, hi = s->nthreads;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = dump_thread_cmp_uid(&s->threads[mid], uid);
+		if (c == 0)
+			return &s->threads[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/*
+ * Copy the backtraces, then the threads.  The two copies are not one
+ * atomic picture (a thread may start or a backtrace change in between),
+ * but each record is consistent in itself and the sums printed are sums
+ * of the records printed.  true (and *errp set) when memory ran out.
+ */
+static bool snap_collect(dump_snap_t *s, const char **errp) {
+	memset(s, 0, sizeof(*s));
+	s->lg_sample = atomic_load(&prof_lg_sample);
+	for (unsigned shard = 0; shard < PROF_GCTX_SHARDS; shard++) {
+		for (;;) {
+			dump_visit_t v = {s, false, 0};
+			prof_shard_lock(shard);
+			prof_gctx_foreach_locked_shard(shard, dump_visit, &v);
+			if (s->glen + v.need <= s->gcap) {
+				v.copy = true;
+				prof_gctx_foreach_locked_shard(shard,
+				    dump_visit, &v);
+				prof_shard_unlock(shard);
+				break;
+			}
+			prof_shard_unlock(shard);
+			/* Grow outside the lock, then count again: the
+			 * shard may have changed meanwhile. */
+			if (snap_reserve(s, v.need + v.need / 4 + 4096)) {
+				*errp = "out of memory for the dump snapshot";
+				snap_release(s);
+				return true;
+			}
+		}
+	}
+
+	for (;;) {
+		size_t n = 0;
+		prof_tdatas_lock();
+		for (prof_tdata_t *td = prof_tdatas_head; td != NULL;
+		    td = td->next)
+			n++;
+		if (n <= s->tcap) {
+			for (prof_tdata_t *td = prof_tdatas_head; td != NULL;
+			    td = td->next) {
+				dump_thread_t *t = &s->threads[s->nthreads++];
+				memset(t, 0, sizeof(*t));
+				t->uid = td->uid;
+				memcpy(t->name, td->name, sizeof(t->name));
+				t->name[sizeof(t->name) - 1] = '\0';
+			}
+			prof_tdatas_unlock();
+			break;
+		}
+		prof_tdatas_unlock();
+		size_t cap = n + n / 4 + 16;
+		dump_thread_t *th = base_malloc(cap * sizeof(*th));
+		if (th == NULL) {
+			*errp = "out of memory for the dump snapshot";
+			snap_release(s);
+			return true;
+		}
+		base_free(s->threads, s->tcap * sizeof(*th));
+		s->threads = th;
+		s->tcap = cap;
+	}
+	/* The list is kept by uid; make sure (insertion sort: O(n) when
+	 * already sorted). */
+	for (size_t i = 1; i < s->nthreads; i++) {
+		dump_thread_t t = s->threads[i];
+		size_t j = i;
+		while (j > 0 && s->threads[j - 1].uid > t.uid) {
+			s->threads[j] = s->threads[j - 1];
+			j--;
+		}
+		s->threads[j] = t;
+	}
+	/* Per-thread sums from the copied pairs. */
+	char *p = s->gbuf;
+	for (size_t i = 0; i < s->ngctx; i++) {
+		dump_gctx_t *g = (dump_gctx_t *)p;
+		p += sizeof(*g) + dump_frames_size(g->nframes);
+		dump_tctx_t *tr = (dump_tctx_t *)p;
+		for (uint32_t k = 0; k < g->ntctx; k++) {
+			dump_thread_t *t = snap_thread_find(s, tr[k].uid);
+			if (t != NULL)
+				cnt_add(&t->cnt, &tr[k].cnt);
+		}
+		p += g->ntctx * sizeof(dump_tctx_t);
+	}
+	return false;
+}
+
+/* ------------------------------------------------------------- writer */
+
+typedef struct dump_writer_s {
+	int fd;
+	char *buf;
+	size_t len;
+	int err;                 /* errno of the first failed write */
+} dump_writer_t;
+
+static void w_flush(dump_writer_t *w) {
+	const char *p = w->buf;
+	size_t left = w->len;
+	w->len = 0;
+	while (left > 0 && w->err == 0) {
+		ssize_t n = write(w->fd, p, left);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			w->err = errno;
+		} else if (n == 0) {
+			w->err = EIO;
+		} else {
+			p += n;
+			left -= (size_t)n;
+		}
+	}
+}
+
+static void w_printf(dump_writer_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void w_printf(dump_writer_t *w, const char *fmt, ...) {
+	va_list ap;
+	size_t room = DUMP_WBUF_SIZE - w->len;
+	va_start(ap, fmt);
+	int n = mp_vsnprintf(w->buf + w->len, room, fmt, ap);
+	va_end(ap);
+	if ((size_t)n >= room) {
+		/* Did not fit (pieces are short): flush and redo. */
+		w_flush(w);
+		va_start(ap, fmt);
+		n = mp_vsnprintf(w->buf, DUMP_WBUF_SIZE, fmt, ap);
+		va_end(ap);
+		if ((size_t)n >= DUMP_WBUF_SIZE)
+			n = DUMP_WBUF_SIZE - 1;
+	}
+	w->len += (size_t)n;
+}
+
+static uint64_t dump_round(double v) {
+	if (!(v > 0.0))
+		return 0;
+	if (v >= 18446744073709549568.0)
+		return UINT64_MAX;
+	return (uint64_t)round(v);
+}
+
+/*
+ * What jemalloc prints for a pair of unbiased sums (prof_do_unbias):
+ * c = shifted / 8 objects of s bytes in all, average x = s / c; print
+ * the (count, bytes) that jeprof's per-line scaling 1/(1 - e^(-x/R))
+ * turns back into (c, s).
+ */
+static void dump_unbias(uint64_t shifted, uint64_t bytes, double R,
+    uint64_t *n_out, uint64_t *s_out) {
+	if (shifted == 0 || bytes == 0) {
+		*n_out = 0;
+		*s_out = 0;
+		return;
+	}
+	double c = (double)shifted / 8.0;
+	double s = (double)bytes;
+	double p = 1.0 - exp(-(s / c) / R);
+	*n_out = dump_round(c * p);
+	*s_out = dump_round(s * p);
+}
+
+static void w_cnts(dump_writer_t *w, const prof_cnt_t *c, double R) {
+	uint64_t cn, cs, an = 0, as = 0;
+	dump_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
+	    &cn, &cs);
+	if (opt_prof_accum) {
+		dump_unbias(c->accumobjs_shifted_unbiased,
+		    c->accumbytes_unbiased, R, &an, &as);
+	}
+	w_printf(w, "%" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]",
+	    cn, cs, an, as);
+}
+
+/* Append /proc/self/maps verbatim; nothing if it cannot be opened. */
+static void w_maps(dump_writer_t *w) {
+	int fd;
+	do {
+		fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return;
+	w_printf(w, "\nMAPPED_LIBRARIES:\n");
+	while (w->err == 0) {
+		if (w->len == DUMP_WBUF_SIZE)
+			w_flush(w);
+		ssize_t n = read(fd, w->buf + w->len, DUMP_WBUF_SIZE - w->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		w->len += (size_t)n;
+	}
+	close(fd);
+}
+
+static void w_profile(dump_writer_t *w, const dump_snap_t *s) {
+	double R = (double)((uint64_t)1 << s->lg_sample);
+	w_printf(w, "heap_v2/%" PRIu64 "\n", (uint64_t)1 << s->lg_sample);
+	w_printf(w, "  t*: ");
+	w_cnts(w, &s->total, R);
+	w_printf(w, "\n");
+	for (size_t i = 0; i < s->nthreads; i++) {
+		const dump_thread_t *t = &s->threads[i];
+		w_printf(w, "  t%" PRIu64 ": ", t->uid);
+		w_cnts(w, &t->cnt, R);
+		w_printf(w, "%s%s\n", t->name[0] != '\0' ? " " : "", t->name);
+	}
+	const char *p = s->gbuf;
+	for (size_t i = 0; i < s->ngctx && w->err == 0; i++) {
+		const dump_gctx_t *g = (const dump_gctx_t *)p;
+		p += sizeof(*g);
+		void *const *frames = (void *const *)p;
+		w_printf(w, "@");
+		for (uint32_t k = 0; k < g->nframes; k++) {
+			w_printf(w, " 0x%lx",
+			    (unsigned long)(uintptr_t)frames[k]);
+		}
+		w_printf(w, "\n  t*: ");
+		w_cnts(w, &g->cnt, R);
+		w_printf(w, "\n");
+		p += dump_frames_size(g->nframes);
+		const dump_tctx_t *tr = (const dump_tctx_t *)p;
+		for (uint32_t k = 0; k < g->ntctx; k++) {
+			w_printf(w, "  t%" PRIu64 ": ", tr[k].uid);
+			w_cnts(w, &tr[k].cnt, R);
+			w_printf(w, "\n");
+		}
+		p += g->ntctx * sizeof(dump_tctx_t);
+	}
+	w_maps(w);
+	w_flush(w);
+}
+
+/* The OS error text, without allocating (GNU strerror_r). */
+static const char *dump_strerror(int err, char *buf, size_t size) {
+	return strerror_r(err, buf, size);
+}
+
+/* Write the snapshot to path; true with err[] filled on failure. */
+static bool snap_write(const dump_snap_t *s, const char *path, char *err,
+    size_t errsize) {
+	char ebuf[128];
+	dump_writer_t w = {-1, NULL, 0, 0};
+	w.buf = base_malloc(DUMP_WBUF_SIZE);
+	if (w.buf == NULL) {
+		mp_snprintf(err, errsize, "cannot write \"%s\": out of memory "
+		    "for the dump buffer", path);
+		return true;
+	}
+	do {
+		w.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		    0600);
+	} while (w.fd < 0 && errno == EINTR);
+	if (w.fd < 0) {
+		int e = errno;
+		mp_snprintf(err, errsize, "cannot open \"%s\": %s", path,
+		    dump_strerror(e, ebuf, sizeof(ebuf)));
+		base_free(w.buf, DUMP_WBUF_SIZE);
+		return true;
+	}
+	w_profile(&w, s);
+	/* close can report a delayed write error (NFS, quota); EINTR still
+	 * closes the descriptor on Linux. */
+	if (close(w.fd) != 0 && errno != EINTR && w.err == 0)
+		w.err = errno;
+	base_free(w.buf, DUMP_WBUF_SIZE);
+	if (w.err != 0) {
+		mp_snprintf(err, errsize, "cannot write \"%s\": %s", path,
+		    dump_strerror(w.err, ebuf, sizeof(ebuf)));
+		return true;
+	}
+	return false;
+}
+
+/* ------------------------------------------------------------- naming */
+
+static const char *dump_prefix_locked(void) {
+	return dump_prefix_set ? dump_prefix : opt_prof_prefix;
+}
+
+/* The automatic name of a dump of `kind`; false if the prefix is empty
+ * (automatic dumps are off).  Counters advance even if the write then
+ * fails, as in jemalloc. */
+static bool dump_name_locked(dump_kind_t kind, char *path, size_t size) {
+	const char *prefix = dump_prefix_locked();
+	if (prefix[0] == '\0')
+		return false;
+	uint64_t pid = (uint64_t)getpid();
+	uint64_t seq = dump_seq++;
+	switch (kind) {
+	case DUMP_M:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".m%" PRIu64
+		    ".heap", prefix, pid, seq, dump_mseq++);
+		break;
+	case DUMP_I:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".i%" PRIu64
+		    ".heap", prefix, pid, seq, dump_iseq++);
+		break;
+	case DUMP_U:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".u%" PRIu64
+		    ".heap", prefix, pid, seq, dump_useq++);
+		break;
+	case DUMP_F:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".f.heap",
+		    prefix, pid, seq);
+		break;
+	case DUMP_NAMED:
+		mp_not_reached();
+	}
+	return true;
+}
+
+/* Dumps run with the thread's reentrancy raised: should anything in
+ * them allocate (a locale's strerror text), it is neither sampled nor
+ * able to trigger a dump of its own. */
+static void dump_enter(void) {
+	mp_tsd.reentrancy++;
+	mp_mutex_lock(&prof_dump_mtx);
+}
+
+static void dump_leave(void) {
+	mp_mutex_unlock(&prof_dump_mtx);
+	mp_tsd.reentrancy--;
+}
+
+/*
+ * One dump under prof_dump_mtx: name it (into namebuf, unless filename
+ * is given), copy, write; *pathp is the file's name.  Returns true on
+ * failure with err[] filled; *skipped when an automatic name could not
+ * be made because the prefix is empty.
+ */
+static bool dump_locked(dump_kind_t kind, const char *filename,
+    char *namebuf, size_t namesize, const char **pathp, char *err,
+    size_t errsize, bool *skipped) {
+	*skipped = false;
+	if (kind == DUMP_NAMED) {
+		*pathp = filename;
+	} else if (dump_name_locked(kind, namebuf, namesize)) {
+		*pathp = namebuf;
+	} else {
+		*skipped = true;
+		return false;
+	}
+	dump_snap_t s;
+	const char *why;
+	if (snap_collect(&s, &why)) {
+		mp_snprintf(err, errsize, "cannot write \"%s\": %s", *pathp,
+		    why);
+		return true;
+	}
+	bool fail = snap_write(&s, *pathp, err, errsize);
+	snap_release(&s);
+	return fail;
+}
+
+/* ------------------------------------------------------------ prof.dump */
+
+bool prof_dump_file(const char *filename) {
+	char name[DUMP_PATH_MAX];
+	char err[DUMP_ERR_MAX];
+	const char *path;
+	bool skipped;
+	if (filename != NULL && filename[0] == '\0') {
+		mp_error("prof.dump: the file name is empty");
+		return true;
+	}
+	dump_enter();
+	bool fail = dump_locked(filename != NULL ? DUMP_NAMED : DUMP_M,
+	    filename, name, sizeof(name), &path, err, sizeof(err), &skipped);
+	dump_leave();
+	if (skipped) {
+		mp_error("prof.dump: no file name given and prof_prefix is "
+		    "empty");
+		return true;
+	}
+	if (fail)
+		mp_error("prof.dump: %s", err);
+	return fail;
+}
+
+bool prof_dump_prefix_set(const char *prefix) {
+	size_t len = strlen(prefix);
+	if (len >= sizeof(dump_prefix))
+		return true;
+	dump_enter();
+	memcpy(dump_prefix, prefix, len + 1);
+	dump_prefix_set = true;
+	dump_leave();
+	return false;
+}
+
+/* ------------------------------------------------------------- triggers */
+
+/*
+ * An automatic dump (interval or gdump).  The prefix being empty turns
+ * these off silently; failures are reported the first time, then at
+ * most once per 10 s with the number of failures not reported.
+ */
+static void dump_auto(dump_kind_t kind, const char *what) {
+	char name[DUMP_PATH_MAX];
+	char err[DUMP_ERR_MAX];
+	char msg[DUMP_ERR_MAX + 128];
+	const char *path;
+	bool skipped;
+	msg[0] = '\0';
+	dump_enter();
+	bool fail = dump_locked(kind, NULL, name, sizeof(name), &path, err,
+	    sizeof(err), &skipped);
+	if (fail) {
+		uint64_t now = os_now_ns();
+		if (dump_fail_count++ == 0) {
+			mp_snprintf(msg, sizeof(msg), "%s: %s (further "
+			    "failures of automatic dumps are reported at most "
+			    "every 10 s)", what, err);
+			dump_fail_last_ns = now;
+		} else if (now - dump_fail_last_ns >= DUMP_FAIL_QUIET_NS) {
+			mp_snprintf(msg, sizeof(msg), "%s: %s (%" PRIu64
+			    " more automatic dump failures since the last "
+			    "report)", what, err, dump_fail_suppressed);
+			dump_fail_suppressed = 0;
+			dump_fail_last_ns = now;
+		} else {
+			dump_fail_suppressed++;
+		}
+	}
+	dump_leave();
+	if (msg[0] != '\0')
+		mp_error("%s", msg);
+}
+
+/* Triggers fire only from plain allocation calls: not from inside the
+ * profiler or a dump (reentrancy), where locks may be held. */
+static bool dump_trigger_allowed(void) {
+	return mp_tsd.reentrancy == 0 &&
+	    atomic_load_explicit(&prof_active, memory_order_relaxed);
+}
+
+void prof_idump_maybe(size_t bytes) {
+	if (opt_lg_prof_interval < 0 || !opt_prof)
+		return;
+	uint64_t interval = (uint64_t)1 << opt_lg_prof_interval;
+	uint64_t a = atomic_fetch_add_explicit(&idump_accum, bytes,
+	    memory_order_relaxed) + bytes;
+	if (a < interval)
+		return;
+	/* Whoever brings the counter back under the interval dumps once. */
+	uint64_t cur = atomic_load_explicit(&idump_accum,
+	    memory_order_relaxed);
+	for (;;) {
+		if (cur < interval)
+			return;
+		if (atomic_compare_exchange_weak_explicit(&idump_accum, &cur,
+		    cur % interval, memory_order_relaxed,
+		    memory_order_relaxed))
+			break;
+	}
+	if (dump_trigger_allowed())
+		dump_auto(DUMP_I, "interval dump (lg_prof_interval)");
+}
+
+void prof_gdump_maybe(size_t active_pages) {
+	if (!opt_prof || !atomic_load_explicit(&prof_gdump_enabled,
+	    memory_order_relaxed))
+		return;
+	/* Not now (inside the profiler): leave the mark, so the next growth
+	 * from a plain call dumps. */
+	if (mp_tsd.reentrancy != 0)
+		return;
+	size_t high = atomic_load_explicit(&gdump_high, memory_order_relaxed);
+	do {
+		if (active_pages <= high)
+			return;
+	} while (!atomic_compare_exchange_weak_explicit(&gdump_high, &high,
+	    active_pages, memory_order_relaxed, memory_order_relaxed));
+	if (dump_trigger_allowed())
+		dump_auto(DUMP_U, "gdump (prof.gdump)");
+}
+
+/* ------------------------------------------------------------ exit dump */
+
+static const char *plural(uint64_t n) {
+	return n == 1 ? "" : "s";
+}
+
+/*
+ * The atexit handler of prof_final / prof_leak: the `f` dump, then the
+ * leak summary computed jeprof's way from the raw totals of that same
+ * snapshot (one scale from the average object size, as jemalloc's
+ * prof_leakcheck does).
+ */
+void prof_final_dump(void) {
+	if (!config_prof || !opt_prof)
+		return;
+	char path[DUMP_PATH_MAX];
+	char err[DUMP_ERR_MAX];
+	bool wrote = false, failed = false, named;
+	dump_snap_t s;
+	const char *why = NULL;
+
+	dump_enter();
+	named = dump_name_locked(DUMP_F, path, sizeof(path));
+	if (!named && !opt_prof_leak) {
+		dump_leave();
+		return;
+	}
+	bool nosnap = snap_collect(&s, &why);
+	if (nosnap) {
+		if (named) {
+			mp_snprintf(err, sizeof(err), "cannot write \"%s\": %s",
+			    path, why);
+			failed = true;
+		}
+	} else if (named) {
+		failed = snap_write(&s, path, err, sizeof(err));
+		wrote = !failed;
+	}
+	dump_leave();
+
+	if (failed)
+		mp_error("final dump (prof_final): %s", err);
+	if (nosnap) {
+		if (opt_prof_leak)
+			mp_error("leak check skipped: %s", why);
+		return;
+	}
+	uint64_t curobjs = s.total.curobjs, curbytes = s.total.curbytes;
+	size_t ncontexts = s.ncontexts;
+	double R = (double)((uint64_t)1 << s.lg_sample);
+	snap_release(&s);
+	if (!opt_prof_leak || curbytes == 0)
+		return;
+
+	double ratio = ((double)curbytes / (double)curobjs) / R;
+	double scale = 1.0 / (1.0 - exp(-ratio));
+	uint64_t bytes = dump_round((double)curbytes * scale);
+	uint64_t objs = dump_round((double)curobjs * scale);
+	mp_error("Leak approximation summary: ~%" PRIu64 " byte%s, ~%" PRIu64
+	    " object%s, >= %zu context%s", bytes, plural(bytes), objs,
+	    plural(objs), ncontexts, plural(ncontexts));
+	if (wrote) {
+		mp_error("Run jeprof on \"%s\" for leak detail", path);
+	} else if (!named) {
+		mp_error("No heap profile was written for leak detail: "
+		    "prof_prefix is empty");
+	} else {
+		mp_error("No heap profile was written for leak detail: the "
+		    "final dump failed (see above)");
+	}
+	if (opt_prof_leak_error) {
+		mp_error("Exiting with error code because memory leaks were "
+		    "detected");
+		_exit(1);
+	}
+}
+
+/* ----------------------------------------------------------------- fork */
+
+void prof_dump_prefork(void) {
+	pthread_mutex_lock(&prof_dump_mtx.lock);
+}
+
+void prof_dump_postfork_parent(void) {
+	pthread_mutex_unlock(&prof_dump_mtx.lock);
+}
+
+void prof_dump_postfork_child(void) {
+	mp_mutex_postfork_child(&prof_dump_mtx);
+}
