@@ -1,7 +1,9 @@
 #!/bin/sh
-# scripts/test.sh: build and run `make check` in three out-of-tree builds
+# scripts/test.sh: build and run `make check` in four out-of-tree builds
 # (build/default, build/prefix with --with-prefix=mp_, build/noprof with
-# --disable-prof), then print one last line "N passed, N failed".
+# --disable-prof, build/debug with --enable-debug: assertions, junk
+# filling and lock-order checks), then print one last line
+# "N passed, N failed".
 # passed = sum of # PASS; failed = sum of # FAIL + # ERROR + # XPASS, plus 1
 # for each build that did not configure or compile.  Exit 0 iff failed = 0.
 # Idempotent; as root on a fresh Debian 12 it installs what is missing.
@@ -78,6 +80,7 @@ mp_autogen || {
 run_build default --prefix="$MP_ROOT/build/install"
 run_build prefix --with-prefix=mp_
 run_build noprof --disable-prof
+run_build debug --enable-debug
 
 echo
 mp_log "summary:$report"
