@@ -371,6 +371,14 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		s->next = *bucket;
 		*bucket = s;
 		mp_mutex_unlock(&ss->mtx);
+		void *expected = NULL;
+		if (!atomic_compare_exchange_strong(&e->sampled_slot[0],
+		    &expected, p)) {
+			expected = NULL;
+			if (!atomic_compare_exchange_strong(&e->sampled_slot[1],
+			    &expected, p))
+				atomic_fetch_add(&e->nsampled_overflow, 1);
+		}
 		atomic_fetch_add(&e->nsampled, 1);
 		/* Only the owner writes the owner field of its slabs, and the
 		 * sample is taken by the allocating thread, the owner. */
@@ -391,6 +399,15 @@ void prof_sample_free(void *p, extent_t *e) {
 		s = e->prof;
 		e->prof = NULL;
 	} else {
+		/* Most frees into a slab holding samples are not of a sample:
+		 * the slot filter answers those without the table's lock. */
+		int slot = -1;
+		for (int i = 0; i < 2; i++) {
+			if (atomic_load(&e->sampled_slot[i]) == p)
+				slot = i;
+		}
+		if (slot < 0 && atomic_load(&e->nsampled_overflow) == 0)
+			return;
 		prof_sample_t **bucket;
 		prof_sample_shard_t *ss = sample_shard(p, &bucket);
 		mp_mutex_lock(&ss->mtx);
@@ -399,8 +416,13 @@ void prof_sample_free(void *p, extent_t *e) {
 		if (s != NULL)
 			*bucket = s->next;
 		mp_mutex_unlock(&ss->mtx);
-		if (s != NULL)
-			atomic_fetch_sub(&e->nsampled, 1);
+		if (s == NULL)
+			return;
+		if (slot >= 0)
+			atomic_store(&e->sampled_slot[slot], NULL);
+		else
+			atomic_fetch_sub(&e->nsampled_overflow, 1);
+		atomic_fetch_sub(&e->nsampled, 1);
 	}
 	if (s == NULL)
 		return;

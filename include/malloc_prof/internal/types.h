@@ -171,6 +171,11 @@ struct extent_s {
 	bool zeroed;                     /* free/large: pages known to be zero */
 	void *prof;                      /* large: its sample record, if any */
 	_Atomic uint32_t nsampled;       /* slab: live sampled regions */
+	/* slab: a filter in front of the sample table: up to two sampled
+	 * regions by address, and how many others there are.  A free whose
+	 * pointer is in neither skips the table and its lock. */
+	_Atomic(void *) sampled_slot[2];
+	_Atomic uint32_t nsampled_overflow;
 };
 
 /* One size class of a thread cache. */
