@@ -21,13 +21,13 @@ static mp_mutex_t arenas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_ARENAS);
 static _Atomic size_t arenas_pactive;
 
 /* After a new slab or large block.  The caller may hold a shared-cache
- * lock, so a gdump is only noted here and written by the allocation's
- * outermost slow path once every lock is released (tsd_gdump_flush). */
+ * lock, so a possible new high is only noted here and handed to the
+ * profiler by the allocation's outermost slow path once every lock is
+ * released (tsd_gdump_flush). */
 static void active_grew(size_t pages) {
 	size_t total = atomic_fetch_add_explicit(&arenas_pactive, pages,
 	    memory_order_relaxed) + pages;
-	if (config_prof && atomic_load_explicit(&prof_gdump_enabled,
-	    memory_order_relaxed))
+	if (config_prof && opt_prof)
 		mp_tsd.prof_gdump_pending = total;
 }
 

@@ -300,12 +300,15 @@ static bool opts_decode(int flags, alloc_opts_t *o, void *entry,
  * sampled; the threshold is redrawn either way, as jemalloc does. */
 static MP_NOINLINE void prof_event(tsd_t *tsd, void *p, size_t usize,
     const alloc_opts_t *o) {
-	if (!opt_prof || tsd->reentrancy != 0 || tsd->state != TSD_NOMINAL)
+	if (!opt_prof)
+		return;
+	tsd->prof_epoch_seen = atomic_load(&prof_epoch);
+	tsd->prof_sample_at = tsd->allocated + prof_sample_wait(tsd);
+	tsd_arm(tsd);
+	if (tsd->reentrancy != 0 || tsd->state != TSD_NOMINAL)
 		return;
 	uint64_t since = tsd->allocated - tsd->prof_last_event;
 	tsd->prof_last_event = tsd->allocated;
-	tsd->prof_sample_at = tsd->allocated + prof_sample_wait(tsd);
-	tsd_arm(tsd);
 	prof_sample_alloc(tsd, p, usize, o->entry != NULL ? o->entry :
 	    (void *)MP_PUBLIC(malloc), o->fp);
 	prof_idump_maybe(since);
@@ -364,6 +367,17 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			memset(p, JUNK_ALLOC_BYTE, usize);
 	}
 	count_alloc(tsd, usize);
+	/* A prof.reset may have changed lg_prof_sample: redraw the wait (a
+	 * fast-path thread gets here at its next event at the latest). */
+	if (config_prof && unlikely(tsd->prof_epoch_seen !=
+	    atomic_load_explicit(&prof_epoch, memory_order_relaxed))) {
+		/* Counted from the start of this allocation, which the new
+		 * wait may already cover. */
+		tsd->prof_epoch_seen = atomic_load(&prof_epoch);
+		tsd->prof_sample_at = tsd->allocated - usize +
+		    prof_sample_wait(tsd);
+		tsd_arm(tsd);
+	}
 	if (config_prof && unlikely(tsd->allocated >= tsd->prof_sample_at))
 		prof_event(tsd, p, usize, o);
 	tsd_gdump_flush(tsd);

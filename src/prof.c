@@ -38,8 +38,9 @@ _Atomic bool prof_thread_active_init;
 _Atomic bool prof_gdump_enabled;
 _Atomic size_t prof_lg_sample;
 _Atomic uint64_t prof_dropped;
-/* Bumped by prof.reset: samples taken before it no longer count. */
-static _Atomic uint64_t prof_epoch;
+/* Bumped by prof.reset: samples taken before it no longer count, and
+ * threads redraw their sampling wait at their next event. */
+_Atomic uint64_t prof_epoch;
 
 /* Backtrace table: gctx chains, sharded; each shard lock also guards the
  * gctxs and tctxs in its chains. */

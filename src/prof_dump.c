@@ -670,20 +670,22 @@ void prof_idump_maybe(size_t bytes) {
 }
 
 void prof_gdump_maybe(size_t active_pages) {
-	if (!opt_prof || !atomic_load_explicit(&prof_gdump_enabled,
-	    memory_order_relaxed))
+	if (!opt_prof)
 		return;
 	/* Not now (inside the profiler): leave the mark, so the next growth
 	 * from a plain call dumps. */
 	if (mp_tsd.reentrancy != 0)
 		return;
+	/* The mark follows every high, also while prof.gdump is off (as in
+	 * jemalloc): turning it on later dumps only above the true maximum. */
 	size_t high = atomic_load_explicit(&gdump_high, memory_order_relaxed);
 	do {
 		if (active_pages <= high)
 			return;
 	} while (!atomic_compare_exchange_weak_explicit(&gdump_high, &high,
 	    active_pages, memory_order_relaxed, memory_order_relaxed));
-	if (dump_trigger_allowed())
+	if (atomic_load_explicit(&prof_gdump_enabled, memory_order_relaxed) &&
+	    dump_trigger_allowed())
 		dump_auto(DUMP_U, "gdump (prof.gdump)");
 }
 

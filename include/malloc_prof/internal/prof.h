@@ -108,6 +108,7 @@ extern _Atomic bool prof_active;           /* prof.active */
 extern _Atomic bool prof_thread_active_init;
 extern _Atomic bool prof_gdump_enabled;    /* prof.gdump */
 extern _Atomic size_t prof_lg_sample;      /* prof.lg_sample */
+extern _Atomic uint64_t prof_epoch;        /* prof.reset count */
 
 /* Boot after conf: true on error. */
 bool prof_boot(void);

@@ -304,6 +304,7 @@ struct tsd_s {
 	uint64_t prng;                   /* per-thread PRNG state */
 	uint64_t prof_sample_at;         /* `allocated` at which to sample */
 	uint64_t prof_last_event;        /* `allocated` at the last sample */
+	uint64_t prof_epoch_seen;        /* prof_epoch when the wait was drawn */
 	struct prof_tdata_s *prof_tdata; /* created at the first sample */
 	size_t prof_gdump_pending;       /* active pages of a new high, to
 	                                  * check once no lock is held */
