@@ -1,101 +1,199 @@
 /*
- * demo.c: allocate and free a mix of sizes in two threads, then print the
- * allocator's statistics.
+ * demo.c: a small server-like program with a leak, profiled by
+ * libmalloc_prof's heap profiler.
  *
- *   cc demo.c $(pkg-config --cflags --libs malloc_prof) -lpthread
+ * Three worker threads handle requests: parse_request() and
+ * render_response() allocate and free, cache_insert() keeps every entry
+ * it makes and never frees them - the leak.  The program turns profiling
+ * on by itself with its malloc_conf symbol (see below), writes one heap
+ * profile with mallctl("prof.dump"), prints the first lines of it and the
+ * allocator's totals, and exits: the profiler then writes the final
+ * profile and prints its leak summary on standard error.
  *
- * MALLOC_PROF_MANGLE lets the plain names (malloc, malloc_stats_print)
- * reach the library even when it was built with --with-prefix.
+ *   mkdir -p build/demo
+ *   cc -O2 -g -fno-omit-frame-pointer examples/demo.c \
+ *       $(pkg-config --cflags --libs malloc_prof) -lpthread -o build/demo/demo
+ *   ./build/demo/demo                 (from the directory holding build/)
+ *   jeprof --text --show_bytes build/demo/demo build/demo/jeprof.*.f.heap
+ *
+ * -fno-omit-frame-pointer: the profiler walks frame pointers, so the
+ * program needs them for deep stacks.  MALLOC_PROF_MANGLE lets the plain
+ * names (malloc, mallctl, malloc_conf, ...) reach the library even when it
+ * was built with --with-prefix (malloc_conf is then mp_malloc_conf).
  */
 #define MALLOC_PROF_MANGLE
 #include <malloc_prof.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define NTHREADS 2
-#define NROUNDS 2000
-#define NLIVE 64
+/*
+ * Options compiled into the program (the environment variable, MALLOC_CONF
+ * or MP_MALLOC_CONF, still overrides them): profile, report leaks at exit
+ * (prof_leak implies the final dump), one sample per 16 KiB allocated on
+ * average, dumps named build/demo/jeprof.<pid>.<seq>.<kind>.heap.
+ */
+const char *malloc_conf = "prof:true,prof_leak:true,lg_prof_sample:14,"
+    "prof_prefix:build/demo/jeprof";
 
-struct worker {
-	unsigned seed;
-	size_t bytes;   /* total bytes requested */
-	size_t blocks;  /* total blocks allocated */
-	int failed;
+#define NWORKERS 3
+#define NREQUESTS 1000
+
+struct entry {
+	struct entry *next;
+	unsigned id;
+	char payload[1000];
 };
 
-/* Small, medium and large requests, roughly 8:2:1. */
-static size_t pick_size(unsigned *seed)
-{
-	unsigned r = (unsigned)rand_r(seed);
+/* The cache: entries are added and never removed. */
+static struct entry *cache;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-	switch (r % 11) {
-	case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 7:
-		return 1 + r % 512;
-	case 8: case 9:
-		return 1024 + r % (32 * 1024);
-	default:
-		return 64 * 1024 + r % (1024 * 1024);
-	}
+/* A request's text, parsed into a scratch buffer that is freed. */
+__attribute__((noinline)) static size_t parse_request(unsigned id)
+{
+	char *buf = malloc(4096);
+
+	if (buf == NULL)
+		return 0;
+	int n = snprintf(buf, 4096, "GET /item/%u HTTP/1.1", id);
+	size_t len = n > 0 ? (size_t)n : 0;
+	free(buf);
+	return len;
 }
 
-static void *work(void *arg)
+/* The response, built and sent (freed). */
+__attribute__((noinline)) static size_t render_response(unsigned id)
 {
-	struct worker *w = arg;
-	void *live[NLIVE] = { NULL };
+	char *page = calloc(1, 16384);
 
-	for (int round = 0; round < NROUNDS; round++) {
-		int slot = rand_r(&w->seed) % NLIVE;
-		size_t size = pick_size(&w->seed);
-		void *p;
+	if (page == NULL)
+		return 0;
+	memset(page, 'x', 1000 + id % 8192);
+	size_t len = strlen(page);
+	free(page);
+	return len;
+}
 
-		free(live[slot]);
-		if (round % 7 == 0)
-			p = calloc(1, size);
-		else
-			p = malloc(size);
-		if (p == NULL) {
-			w->failed = 1;
-			break;
-		}
-		memset(p, round & 0xff, size);
-		live[slot] = p;
-		w->bytes += size;
-		w->blocks++;
+/* The leak: every response is cached and the cache is never trimmed. */
+__attribute__((noinline)) static void cache_insert(unsigned id)
+{
+	struct entry *e = malloc(sizeof(*e));
+
+	if (e == NULL)
+		return;
+	e->id = id;
+	memset(e->payload, 'c', sizeof(e->payload));
+	pthread_mutex_lock(&cache_lock);
+	e->next = cache;
+	cache = e;
+	pthread_mutex_unlock(&cache_lock);
+}
+
+static void *worker(void *arg)
+{
+	unsigned first = (unsigned)(size_t)arg * NREQUESTS;
+	char name[16];
+	const char *namep = name;
+
+	/* The name shows on this thread's line in the profile. */
+	snprintf(name, sizeof(name), "worker-%u", first / NREQUESTS);
+	mallctl("thread.prof.name", NULL, NULL, (void *)&namep,
+	    sizeof(namep));
+	for (unsigned id = first; id < first + NREQUESTS; id++) {
+		parse_request(id);
+		render_response(id);
+		cache_insert(id);
 	}
-	for (int i = 0; i < NLIVE; i++)
-		free(live[i]);
 	return NULL;
+}
+
+/* The name of this process's first prof.dump dump, <prefix>.<pid>.<seq>.m0.heap. */
+static int find_dump(char *path, size_t size)
+{
+	for (unsigned seq = 0; seq < 16; seq++) {
+		snprintf(path, size, "build/demo/jeprof.%ld.%u.m0.heap",
+		    (long)getpid(), seq);
+		if (access(path, R_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static void print_head(const char *path, int nlines)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+
+	if (f == NULL) {
+		printf("demo: cannot open %s: %s\n", path, strerror(errno));
+		return;
+	}
+	/* Up to the blank line before MAPPED_LIBRARIES. */
+	for (int i = 0; i < nlines && fgets(line, sizeof(line), f) != NULL &&
+	    line[0] != '\n'; i++) {
+		size_t len = strlen(line);
+		/* Long stacks are cut for the screen. */
+		if (len > 100)
+			strcpy(line + 96, " ...\n");
+		printf("  %s", line);
+	}
+	printf("  ...\n");
+	fclose(f);
+}
+
+/* malloc_stats_print's general section: keep its "Allocated:" line. */
+static void stats_cb(void *opaque, const char *s)
+{
+	char *buf = opaque;
+	size_t len = strlen(buf);
+
+	snprintf(buf + len, 4096 - len, "%s", s);
 }
 
 int main(void)
 {
-	pthread_t tid[NTHREADS];
-	struct worker w[NTHREADS];
-	size_t bytes = 0, blocks = 0;
+	pthread_t tid[NWORKERS];
+	static char stats[4096];
 
-	for (int i = 0; i < NTHREADS; i++) {
-		w[i] = (struct worker){ .seed = 12345u + (unsigned)i };
-		if (pthread_create(&tid[i], NULL, work, &w[i]) != 0) {
+	for (size_t i = 0; i < NWORKERS; i++) {
+		if (pthread_create(&tid[i], NULL, worker, (void *)i) != 0) {
 			fprintf(stderr, "demo: pthread_create failed\n");
 			return 1;
 		}
 	}
-	for (int i = 0; i < NTHREADS; i++) {
+	for (size_t i = 0; i < NWORKERS; i++)
 		pthread_join(tid[i], NULL);
-		if (w[i].failed) {
-			fprintf(stderr, "demo: allocation failed\n");
-			return 1;
-		}
-		bytes += w[i].bytes;
-		blocks += w[i].blocks;
+	printf("demo: %d threads handled %d requests; the cache kept all of "
+	    "them (%zu bytes each)\n", NWORKERS, NWORKERS * NREQUESTS,
+	    sizeof(struct entry));
+
+	/* One heap profile now, to the next automatic name. */
+	int err = mallctl("prof.dump", NULL, NULL, NULL, 0);
+	char path[256];
+	if (err != 0) {
+		printf("demo: prof.dump failed: %s (see the message above)\n",
+		    strerror(err));
+	} else if (find_dump(path, sizeof(path)) == 0) {
+		printf("demo: prof.dump wrote %s; its first lines:\n", path);
+		fflush(stdout);
+		print_head(path, 12);
 	}
 
 	fflush(stdout);
-	malloc_stats_print(NULL, NULL, NULL);
-	printf("demo: allocated %zu bytes in %zu blocks; stats above\n",
-	    bytes, blocks);
+	malloc_stats_print(stats_cb, stats, "mabl");
+	char *line = strstr(stats, "Allocated:");
+	if (line != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		printf("demo: allocator totals: %s\n", line);
+	}
+	if (err == 0)
+		printf("demo: exiting; the profiler writes its final dump and "
+		    "the leak summary\n");
+	fflush(stdout);
 	return 0;
 }

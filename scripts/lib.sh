@@ -35,6 +35,8 @@ mp_have_pkg() {
 	python3) command -v python3 >/dev/null 2>&1;;
 	git) command -v git >/dev/null 2>&1;;
 	binutils) command -v nm >/dev/null 2>&1;;
+	libjemalloc-dev) command -v jeprof >/dev/null 2>&1 &&
+		    command -v perl >/dev/null 2>&1;;
 	*) dpkg-query -W -f='${Status}' "$1" 2>/dev/null |
 		    grep -q 'install ok installed';;
 	esac
@@ -68,6 +70,44 @@ mp_install_deps() {
 	$mp_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 	    --no-install-recommends $mp_missing </dev/null ||
 	    mp_die "apt-get install$mp_missing failed"
+}
+
+# mp_try_install_deps PACKAGE...: like mp_install_deps for packages that
+# are only nice to have (libjemalloc-dev brings jeprof, which the jeprof
+# test and the demo use when present): installs the missing ones quietly
+# when root or sudo is available, and only warns if that cannot be done.
+mp_try_install_deps() {
+	mp_missing=
+	for mp_p in "$@"; do
+		mp_have_pkg "$mp_p" || mp_missing="$mp_missing $mp_p"
+	done
+	[ -z "$mp_missing" ] && return 0
+	if ! command -v apt-get >/dev/null 2>&1; then
+		mp_log "optional, not installed:$mp_missing (no apt-get here)"
+		return 0
+	fi
+	if [ "$(id -u)" -eq 0 ]; then
+		mp_sudo=
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		mp_sudo="sudo -n"
+	else
+		mp_log "optional, not installed:$mp_missing (not root)"
+		return 0
+	fi
+	mp_log "installing (optional):$mp_missing"
+	mp_aptlog=${TMPDIR:-/tmp}/mp-apt.$$.log
+	# shellcheck disable=SC2086
+	if { $mp_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends $mp_missing ||
+	    { $mp_sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+	    $mp_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends $mp_missing; }; } \
+	    </dev/null >"$mp_aptlog" 2>&1; then
+		rm -f "$mp_aptlog"
+	else
+		mp_log "optional packages$mp_missing could not be installed (see $mp_aptlog)"
+	fi
+	return 0
 }
 
 # mp_autogen: generate configure when it is missing or older than its

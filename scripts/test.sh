@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.." || exit 1
 
 mp_install_deps build-essential autoconf automake libtool pkg-config \
     libcmocka-dev python3 git binutils
+# jeprof (with perl) for test/integration/prof_jeprof.sh, which skips
+# without it.
+mp_try_install_deps libjemalloc-dev
 
 total_pass=0
 total_fail=0

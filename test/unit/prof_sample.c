@@ -1,0 +1,194 @@
+/*
+ * test/unit/prof_sample.c - the sampling maths of src/prof.c:
+ * prof_sample_wait (the bytes to the next sample: geometric with mean
+ * 2^lg_prof_sample) and prof_unbias (what one sampled object stands for).
+ *
+ * The rate is set with prof_reset(lg), the function behind prof.reset.
+ * The waits come from the calling thread's generator, so the checks are
+ * statistical: 200k draws put the mean within 1% of R with a margin of
+ * more than 4 standard deviations.
+ */
+#include "../test_util.h"
+
+#include "malloc_prof/internal/internal.h"
+
+#define NDRAWS 200000
+
+static int setup(void **state) {
+	(void)state;
+	return malloc_init() || tsd_fetch() == NULL ? -1 : 0;
+}
+
+static int teardown(void **state) {
+	(void)state;
+	prof_reset(opt_lg_prof_sample);
+	return 0;
+}
+
+typedef struct {
+	double mean, sd;
+	double frac_le_r;        /* draws <= R */
+	uint64_t min;
+} waits_t;
+
+static waits_t draw(size_t lg) {
+	prof_reset(lg);
+	tsd_t *tsd = tsd_fetch();
+	double r = (double)((uint64_t)1 << lg);
+	double sum = 0, sum2 = 0;
+	uint64_t le = 0, min = UINT64_MAX;
+	for (int i = 0; i < NDRAWS; i++) {
+		uint64_t w = prof_sample_wait(tsd);
+		sum += (double)w;
+		sum2 += (double)w * (double)w;
+		le += (double)w <= r;
+		if (w < min)
+			min = w;
+	}
+	waits_t res;
+	res.mean = sum / NDRAWS;
+	res.sd = sqrt(sum2 / NDRAWS - res.mean * res.mean);
+	res.frac_le_r = (double)le / NDRAWS;
+	res.min = min;
+	return res;
+}
+
+static void test_wait_mean(void **state) {
+	(void)state;
+	if (!config_prof)
+		MP_SKIP("built with --disable-prof");
+	static const size_t lgs[] = {10, 14, 19};
+	for (size_t i = 0; i < MP_ARRAY_SIZE(lgs); i++) {
+		double r = (double)((uint64_t)1 << lgs[i]);
+		waits_t w = draw(lgs[i]);
+		MP_ASSERT(fabs(w.mean / r - 1.0) < 0.01, "lg %zu: mean %.1f, "
+		    "want %.0f +- 1%%", lgs[i], w.mean, r);
+		/* Geometric with p = 1/R: sd = sqrt(1 - p) / p ~ R. */
+		MP_ASSERT(fabs(w.sd / r - 1.0) < 0.03, "lg %zu: sd %.1f, want "
+		    "%.0f +- 3%%", lgs[i], w.sd, r);
+		/* P(wait <= R) = 1 - (1 - 1/R)^R ~ 1 - 1/e. */
+		double want = 1.0 - pow(1.0 - 1.0 / r, r);
+		MP_ASSERT(fabs(w.frac_le_r - want) < 0.005, "lg %zu: P(wait <= "
+		    "R) = %.4f, want %.4f", lgs[i], w.frac_le_r, want);
+		assert_true(w.min >= 1);
+	}
+	assert_int_equal(atomic_load(&prof_lg_sample), 19);
+}
+
+static void test_wait_lg0(void **state) {
+	(void)state;
+	if (!config_prof)
+		MP_SKIP("built with --disable-prof");
+	prof_reset(0);
+	tsd_t *tsd = tsd_fetch();
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(prof_sample_wait(tsd), 1);
+	/* prof_reset clamps to 63. */
+	prof_reset(100);
+	assert_int_equal(atomic_load(&prof_lg_sample), 63);
+	uint64_t w = prof_sample_wait(tsd);
+	assert_true(w >= 1);
+}
+
+/* The expected values, computed independently (expm1 rather than
+ * 1 - exp): the library may round the other way at a .5 boundary. */
+static void unbias_expect(size_t usize, size_t lg, double *objs_shifted,
+    double *bytes) {
+	double r = (double)((uint64_t)1 << lg);
+	double p = -expm1(-(double)usize / r);
+	*objs_shifted = 8.0 / p;
+	*bytes = (double)usize / p;
+}
+
+static void test_unbias(void **state) {
+	(void)state;
+	if (!config_prof)
+		MP_SKIP("built with --disable-prof");
+	static const size_t lgs[] = {0, 10, 14, 19};
+	static const size_t sizes[] = {
+		16, 48, 1024, 3072, 16384, 65536, 1 << 20, (size_t)64 << 20,
+	};
+	for (size_t i = 0; i < MP_ARRAY_SIZE(lgs); i++) {
+		prof_reset(lgs[i]);
+		for (size_t k = 0; k < MP_ARRAY_SIZE(sizes); k++) {
+			uint64_t os, b;
+			prof_unbias(sizes[k], &os, &b);
+			double wos, wb;
+			unbias_expect(sizes[k], lgs[i], &wos, &wb);
+			MP_ASSERT(fabs((double)os - wos) <= 0.5 + 1e-6 &&
+			    fabs((double)b - wb) <= 0.5 + 1e-6 * wb, "lg %zu "
+			    "usize %zu: (%" PRIu64 ", %" PRIu64 "), want "
+			    "(%.2f, %.2f)", lgs[i], sizes[k], os, b, wos, wb);
+			/* One sample stands for at least itself. */
+			assert_true(os >= 8);
+			assert_true(b >= sizes[k]);
+		}
+	}
+	/* A few exact values (lg 19, jemalloc's default). */
+	prof_reset(19);
+	uint64_t os, b;
+	prof_unbias(1 << 20, &os, &b);
+	assert_int_equal(os, 9);          /* 8 / (1 - e^-2) = 9.25 */
+	assert_int_equal(b, 1212697);     /* 2^20 / (1 - e^-2) */
+	prof_unbias(16, &os, &b);
+	assert_int_equal(os, 262148);     /* 8 / (1 - e^(-16/2^19)) */
+	assert_int_equal(b, 524296);
+	/* Objects much bigger than R stand for themselves. */
+	prof_unbias((size_t)64 << 20, &os, &b);
+	assert_int_equal(os, 8);
+	assert_int_equal(b, (size_t)64 << 20);
+	/* At R = 1 every object is sampled and counts once. */
+	prof_reset(0);
+	prof_unbias(16, &os, &b);
+	assert_int_equal(os, 8);
+	assert_int_equal(b, 16);
+}
+
+/*
+ * The point of the weights: over many objects, the weights of those
+ * that get sampled add up to the bytes allocated.  Simulated with the
+ * library's own waits over a stream of mixed sizes (each allocation is
+ * sampled when it crosses the running threshold, as in malloc.c).
+ */
+static void test_unbiased_sum(void **state) {
+	(void)state;
+	if (!config_prof)
+		MP_SKIP("built with --disable-prof");
+	prof_reset(14);
+	tsd_t *tsd = tsd_fetch();
+	mp_rng_t rng = {42};
+	uint64_t allocated = 0, next = prof_sample_wait(tsd);
+	double est_bytes = 0, est_objs = 0;
+	uint64_t true_objs = 0;
+	/* 24M objects, 32 GiB: ~45k samples of the tiny objects, which
+	 * dominate the object count (0.5% standard error). */
+	while (true_objs < 24000000) {
+		/* Most objects tiny, some mid-sized, a few big. */
+		uint64_t r = mp_rng_below(&rng, 1000);
+		size_t size = r < 950 ? 32 : r < 995 ? 4096 : 256 << 10;
+		allocated += size;
+		true_objs++;
+		if (allocated >= next) {
+			uint64_t os, b;
+			prof_unbias(size, &os, &b);
+			est_bytes += (double)b;
+			est_objs += (double)os / 8.0;
+			next = allocated + prof_sample_wait(tsd);
+		}
+	}
+	MP_ASSERT(fabs(est_bytes / (double)allocated - 1.0) < 0.02, "bytes: "
+	    "estimate %.0f, true %" PRIu64, est_bytes, allocated);
+	MP_ASSERT(fabs(est_objs / (double)true_objs - 1.0) < 0.03, "objects: "
+	    "estimate %.0f, true %" PRIu64, est_objs, true_objs);
+}
+
+int main(void) {
+	mp_test_init(120);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wait_mean),
+		cmocka_unit_test(test_wait_lg0),
+		cmocka_unit_test(test_unbias),
+		cmocka_unit_test(test_unbiased_sum),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown) == 0 ? 0 : 1;
+}
