@@ -142,14 +142,22 @@ static void dump_visit(prof_gctx_t *g, void *arg) {
 	p += sizeof(*rec);
 	memcpy(p, g->frames, g->nframes * sizeof(void *));
 	p += dump_frames_size(g->nframes);
+	/* By ascending uid, as jemalloc prints them (insertion: a stack
+	 * rarely has more than a few threads). */
 	dump_tctx_t *tr = (dump_tctx_t *)p;
+	uint32_t n = 0;
 	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
 		if (!cnt_printable(&t->cnt))
 			continue;
 		/* A tdata outlives every tctx naming it: uid is safe. */
-		tr->uid = t->tdata->uid;
-		tr->cnt = t->cnt;
-		tr++;
+		uint64_t uid = t->tdata->uid;
+		uint32_t j = n++;
+		while (j > 0 && tr[j - 1].uid > uid) {
+			tr[j] = tr[j - 1];
+			j--;
+		}
+		tr[j].uid = uid;
+		tr[j].cnt = t->cnt;
 	}
 	s->glen += size;
 	s->ngctx++;
