@@ -459,6 +459,24 @@ oom:
 static MP_NOINLINE void free_slow(void *p, extent_t *e) {
 	if (p == NULL)
 		return;
+	tsd_t *tsd = &mp_tsd;
+	if (config_prof && e != NULL && tsd->fast_owner != NULL) {
+		/* The thread's own slab, tagged because it holds samples
+		 * (only slabs are tagged).  When the slot filter says p is
+		 * not one of them, this is still a plain local free. */
+		uintptr_t owner = (uintptr_t)atomic_load_explicit(&e->owner,
+		    memory_order_relaxed);
+		if ((owner & PROF_OWNER_TAG) && (tcache_t *)(owner &
+		    ~PROF_OWNER_TAG) == tsd->fast_owner &&
+		    !prof_sample_maybe(e, p)) {
+			if (atomic_load_explicit(&e->nsampled,
+			    memory_order_relaxed) == 0)
+				prof_slab_untag(e, tsd->fast_owner);
+			tsd->deallocated += e->usize;
+			tcache_free_small(tsd->fast_owner, e, p);
+			return;
+		}
+	}
 	dalloc_impl(tsd_fetch(), p, e, false, "free");
 }
 

@@ -402,13 +402,13 @@ void prof_sample_free(void *p, extent_t *e) {
 	} else {
 		/* Most frees into a slab holding samples are not of a sample:
 		 * the slot filter answers those without the table's lock. */
+		if (!prof_sample_maybe(e, p))
+			return;
 		int slot = -1;
 		for (int i = 0; i < 2; i++) {
 			if (atomic_load(&e->sampled_slot[i]) == p)
 				slot = i;
 		}
-		if (slot < 0 && atomic_load(&e->nsampled_overflow) == 0)
-			return;
 		prof_sample_t **bucket;
 		prof_sample_shard_t *ss = sample_shard(p, &bucket);
 		mp_mutex_lock(&ss->mtx);

@@ -126,6 +126,14 @@ void prof_sample_free(void *p, extent_t *e);
  * and clears it (prof_slab_untag, once nsampled is back to 0). */
 #define PROF_OWNER_TAG ((uintptr_t)1)
 void prof_slab_untag(extent_t *e, tcache_t *owner);
+/* Whether region p of slab e may be a sample (false: certainly not). */
+MP_INLINE bool prof_sample_maybe(extent_t *e, const void *p) {
+	return atomic_load_explicit(&e->sampled_slot[0],
+	    memory_order_relaxed) == p || atomic_load_explicit(
+	    &e->sampled_slot[1], memory_order_relaxed) == p ||
+	    atomic_load_explicit(&e->nsampled_overflow,
+	    memory_order_relaxed) != 0;
+}
 /* Thread exit: detach the thread's tdata. */
 void prof_thread_exit(tsd_t *tsd);
 /* The calling thread's tdata, created if needed; NULL on OOM. */
