@@ -458,65 +458,11 @@ static void test_named_dump(void **state) {
 /* Names "<prefix>.<pid>.<seq>.<kind><n>.heap" in tmpdir for prefix
  * (just the base name), with the given pid; returns how many, in order
  * of seq (up to max). */
-typedef struct {
-	uint64_t seq, n;
-	char kind;
-	char name[256];
-} autoname_t;
+typedef mp_autoname_t autoname_t;
 
 static size_t list_auto(const char *base, long pid, char kind,
     autoname_t *out, size_t max) {
-	size_t n = 0;
-	DIR *d = opendir(tmpdir);
-	if (d == NULL)
-		return 0;
-	struct dirent *e;
-	size_t blen = strlen(base);
-	while ((e = readdir(d)) != NULL) {
-		const char *nm = e->d_name;
-		if (strncmp(nm, base, blen) != 0 || nm[blen] != '.')
-			continue;
-		long p;
-		unsigned long long seq, k = 0;
-		char kc;
-		int used = -1;
-		const char *r = nm + blen + 1;
-		if (sscanf(r, "%ld.%llu.%c", &p, &seq, &kc) != 3 || p != pid ||
-		    kc != kind)
-			continue;
-		if (kind == 'f') {
-			char tail[64];
-			snprintf(tail, sizeof(tail), "%ld.%llu.f.heap", p, seq);
-			if (strcmp(r, tail) != 0)
-				continue;
-		} else {
-			if (sscanf(r, "%ld.%llu.%c%llu.heap%n", &p, &seq, &kc,
-			    &k, &used) != 4 || used < 0 || r[used] != '\0')
-				continue;
-			char canon[128];
-			snprintf(canon, sizeof(canon), "%ld.%llu.%c%llu.heap",
-			    p, seq, kc, k);
-			if (strcmp(canon, r) != 0)
-				continue;
-		}
-		if (n < max) {
-			out[n].seq = seq;
-			out[n].n = k;
-			out[n].kind = kc;
-			snprintf(out[n].name, sizeof(out[n].name), "%s", nm);
-		}
-		n++;
-	}
-	closedir(d);
-	size_t m = n < max ? n : max;
-	for (size_t i = 1; i < m; i++) {
-		for (size_t j = i; j > 0 && out[j - 1].seq > out[j].seq; j--) {
-			autoname_t t = out[j];
-			out[j] = out[j - 1];
-			out[j - 1] = t;
-		}
-	}
-	return n;
+	return mp_dump_list(tmpdir, base, pid, kind, out, max);
 }
 
 static void test_auto_names(void **state) {
