@@ -191,10 +191,12 @@ static void tsd_cleanup(void *arg) {
 	tcache_t *tc = tsd->tcache;
 	tsd->tcache = NULL;
 	tsd_update_fast(tsd);
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		tsd->bin_slab[i] = &extent_empty_slab;
+	/* The orphaning cache takes its current slabs' bias out of
+	 * bin_slab, so the mirror is reset only after it. */
 	if (tc != NULL)
 		tcache_orphan(tc);
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		tsd->bin_slab[i] = &extent_empty_slab;
 	if (config_prof)
 		prof_thread_exit(tsd);
 	atomic_fetch_sub(&tsd->arena->nthreads, 1);
@@ -410,22 +412,24 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 	if (opt_junk_free)
 		memset(p, JUNK_FREE_BYTE, usize);
 	if (e->kind == EXTENT_SLAB) {
-		tcache_t *owner = atomic_load_explicit(&e->owner,
+		uintptr_t tagged = (uintptr_t)atomic_load_explicit(&e->owner,
 		    memory_order_relaxed);
+		tcache_t *owner = (tcache_t *)(tagged & ~SLAB_TAGS);
 		if (config_prof && atomic_load_explicit(&e->nsampled,
 		    memory_order_relaxed) != 0)
 			prof_sample_free(p, e);
-		if (config_prof && ((uintptr_t)owner & PROF_OWNER_TAG)) {
-			owner = (tcache_t *)((uintptr_t)owner &
-			    ~PROF_OWNER_TAG);
-			/* Untag before the push: the push may retire the slab. */
-			if (owner == tsd->tcache)
-				prof_slab_untag(e, owner);
-		}
-		if (owner == tsd->tcache && owner != NULL)
-			tcache_free_small(owner, e, p);
-		else
+		if (owner != tsd->tcache || owner == NULL) {
 			tcache_free_remote(e, p);
+		} else {
+			/* Untag before the push: the push may retire the
+			 * slab. */
+			if (config_prof && (tagged & SLAB_TAG_PROF))
+				prof_slab_untag(e);
+			if (tagged & SLAB_TAG_FULL)
+				tcache_free_small_full(owner, e, p);
+			else
+				tcache_free_small(owner, e, p);
+		}
 	} else {
 		if (config_prof && e->prof != NULL)
 			prof_sample_free(p, e);
@@ -460,20 +464,21 @@ static MP_NOINLINE void free_slow(void *p, extent_t *e) {
 	if (p == NULL)
 		return;
 	tsd_t *tsd = &mp_tsd;
-	if (config_prof && e != NULL && tsd->fast_owner != NULL) {
-		/* The thread's own slab, tagged because it holds samples
-		 * (only slabs are tagged).  When the slot filter says p is
-		 * not one of them, this is still a plain local free. */
+	if (e != NULL && tsd->fast_owner != NULL) {
+		/* The thread's own slab with a tag set (see SLAB_TAGS): still
+		 * a plain local free unless p may be a sample. */
 		uintptr_t owner = (uintptr_t)atomic_load_explicit(&e->owner,
 		    memory_order_relaxed);
-		if ((owner & PROF_OWNER_TAG) && (tcache_t *)(owner &
-		    ~PROF_OWNER_TAG) == tsd->fast_owner &&
-		    !prof_sample_maybe(e, p)) {
-			if (atomic_load_explicit(&e->nsampled,
-			    memory_order_relaxed) == 0)
-				prof_slab_untag(e, tsd->fast_owner);
+		if ((tcache_t *)(owner & ~SLAB_TAGS) == tsd->fast_owner &&
+		    (!(owner & SLAB_TAG_PROF) || (config_prof &&
+		    !prof_sample_maybe(e, p)))) {
+			if (config_prof && (owner & SLAB_TAG_PROF))
+				prof_slab_untag(e);
 			tsd->deallocated += e->usize;
-			tcache_free_small(tsd->fast_owner, e, p);
+			if (owner & SLAB_TAG_FULL)
+				tcache_free_small_full(tsd->fast_owner, e, p);
+			else
+				tcache_free_small(tsd->fast_owner, e, p);
 			return;
 		}
 	}

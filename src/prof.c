@@ -302,10 +302,6 @@ static prof_sample_shard_t *sample_shard(const void *p, prof_sample_t ***b) {
 	return sh;
 }
 
-static tcache_t *owner_untagged(tcache_t *owner) {
-	return (tcache_t *)((uintptr_t)owner & ~PROF_OWNER_TAG);
-}
-
 /* ---------------------------------------------------- alloc and free */
 
 void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
@@ -383,12 +379,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		atomic_fetch_add(&e->nsampled, 1);
 		/* Only the owner writes the owner field of its slabs, and the
 		 * sample is taken by the allocating thread, the owner. */
-		tcache_t *owner = atomic_load_explicit(&e->owner,
-		    memory_order_relaxed);
-		if (owner == tsd->tcache && owner != NULL)
-			atomic_store_explicit(&e->owner, (tcache_t *)
-			    ((uintptr_t)owner | PROF_OWNER_TAG),
-			    memory_order_relaxed);
+		if (tsd->tcache != NULL && slab_owner(e) == tsd->tcache)
+			slab_tag(e, SLAB_TAG_PROF, true);
 	}
 out:
 	tsd->reentrancy--;
@@ -446,10 +438,9 @@ void prof_sample_free(void *p, extent_t *e) {
 }
 
 /* Called by the owner when a tagged slab no longer holds samples. */
-void prof_slab_untag(extent_t *e, tcache_t *owner) {
+void prof_slab_untag(extent_t *e) {
 	if (atomic_load_explicit(&e->nsampled, memory_order_relaxed) == 0)
-		atomic_store_explicit(&e->owner, owner_untagged(owner),
-		    memory_order_relaxed);
+		slab_tag(e, SLAB_TAG_PROF, false);
 }
 
 /* prof.reset: forget what was counted; objects still live are no longer

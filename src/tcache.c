@@ -60,20 +60,51 @@ static void list_insert_second(extent_t **head, extent_t *e) {
 	first->next = e;
 }
 
+/* Make tsd's mirror of bin ind name the bin's current slab, moving the
+ * SLAB_CURRENT_BIAS from the old current slab to the new one. */
 static void mirror_update(tcache_t *tc, unsigned ind) {
-	if (tc->bin_slab != NULL) {
-		extent_t *cur = tc->bins[ind].partial;
-		tc->bin_slab[ind] = cur != NULL ? cur : &extent_empty_slab;
-	}
+	if (tc->bin_slab == NULL)
+		return;
+	extent_t *old = tc->bin_slab[ind];
+	extent_t *cur = tc->bins[ind].partial;
+	if (cur == NULL)
+		cur = &extent_empty_slab;
+	if (cur == old)
+		return;
+	if (old != &extent_empty_slab)
+		old->used -= SLAB_CURRENT_BIAS;
+	if (cur != &extent_empty_slab)
+		cur->used += SLAB_CURRENT_BIAS;
+	tc->bin_slab[ind] = cur;
+}
+
+/* Drop bin ind's current slab from the mirror (and its bias), so that
+ * a flush may release it when it is empty. */
+static void mirror_clear(tcache_t *tc, unsigned ind) {
+	if (tc->bin_slab == NULL)
+		return;
+	extent_t *old = tc->bin_slab[ind];
+	if (old != &extent_empty_slab)
+		old->used -= SLAB_CURRENT_BIAS;
+	tc->bin_slab[ind] = &extent_empty_slab;
 }
 
 /* ---- slab state ---- */
 
-/* The owning cache, without the profiler's "holds samples" tag bit. */
-static tcache_t *slab_owner(const extent_t *slab) {
-	return (tcache_t *)((uintptr_t)atomic_load_explicit(
-	    &((extent_t *)slab)->owner, memory_order_acquire) &
-	    ~PROF_OWNER_TAG);
+void slab_tag(extent_t *slab, uintptr_t tags, bool set) {
+	uintptr_t o = (uintptr_t)atomic_load_explicit(&slab->owner,
+	    memory_order_relaxed);
+	o = set ? o | tags : o & ~tags;
+	atomic_store_explicit(&slab->owner, (tcache_t *)o,
+	    memory_order_relaxed);
+}
+
+/* Move a slab between lists' states; SLAB_TAG_FULL follows list ==
+ * SLAB_LIST_FULL. */
+static void slab_list_set(extent_t *slab, uint8_t list) {
+	if ((slab->list == SLAB_LIST_FULL) != (list == SLAB_LIST_FULL))
+		slab_tag(slab, SLAB_TAG_FULL, list == SLAB_LIST_FULL);
+	slab->list = list;
 }
 
 /* Move the regions other threads freed onto the local list. */
@@ -118,9 +149,9 @@ static bool slab_extend(extent_t *slab) {
 
 static void slab_release(tcache_t *tc, extent_t *slab) {
 	tc->bins[slab->szind].nslabs--;
-	slab->list = SLAB_LIST_NONE;
+	slab_list_set(slab, SLAB_LIST_NONE);
 	if (tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
-		slab->list = SLAB_LIST_EMPTY;
+		slab_list_set(slab, SLAB_LIST_EMPTY);
 		list_push(&tc->empty, slab);
 		tc->nempty++;
 		return;
@@ -159,7 +190,7 @@ static void inbox_drain(tcache_t *tc) {
 		    slab_owner(s) == tc && atomic_load(&s->full) == 0) {
 			tcache_bin_t *bin = &tc->bins[s->szind];
 			list_remove(&bin->full, s);
-			s->list = SLAB_LIST_PARTIAL;
+			slab_list_set(s, SLAB_LIST_PARTIAL);
 			list_insert_second(&bin->partial, s);
 			mirror_update(tc, s->szind);
 		}
@@ -171,7 +202,7 @@ static void inbox_drain(tcache_t *tc) {
  * raced in and the slab is usable again (then it stays on partial). */
 static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	list_remove(&bin->partial, slab);
-	slab->list = SLAB_LIST_FULL;
+	slab_list_set(slab, SLAB_LIST_FULL);
 	list_push(&bin->full, slab);
 	atomic_store(&slab->full, 1);
 	if (atomic_load(&slab->remote_free) == NULL)
@@ -180,7 +211,7 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
 		return false;    /* the remote freer will send it back */
 	list_remove(&bin->full, slab);
-	slab->list = SLAB_LIST_PARTIAL;
+	slab_list_set(slab, SLAB_LIST_PARTIAL);
 	list_push(&bin->partial, slab);
 	return true;
 }
@@ -204,7 +235,7 @@ void *tcache_alloc_small_slow(tcache_t *tc, unsigned ind) {
 		mirror_update(tc, ind);
 		return NULL;
 	}
-	slab->list = SLAB_LIST_PARTIAL;
+	slab_list_set(slab, SLAB_LIST_PARTIAL);
 	list_push(&bin->partial, slab);
 	bin->nslabs++;
 	slab_extend(slab);
@@ -216,23 +247,35 @@ pop:
 	return p;
 }
 
-void tcache_free_small_slow(tcache_t *tc, extent_t *slab, bool was_full) {
+void tcache_free_small_slow(tcache_t *tc, extent_t *slab) {
 	tcache_bin_t *bin = &tc->bins[slab->szind];
-	if (was_full && slab->list == SLAB_LIST_FULL) {
-		uint8_t one = 1;
-		if (atomic_compare_exchange_strong(&slab->full, &one, 0)) {
-			list_remove(&bin->full, slab);
-			slab->list = SLAB_LIST_PARTIAL;
-			list_insert_second(&bin->partial, slab);
-			mirror_update(tc, slab->szind);
-		}
-	}
-	/* Retire an empty slab unless it is the current one. */
+	/* Retire an empty slab unless it is the current one (only the
+	 * shared caches, which have no mirror and so no bias, get here with
+	 * the current slab). */
 	if (slab->used == 0 && slab->list == SLAB_LIST_PARTIAL &&
 	    bin->partial != slab) {
 		list_remove(&bin->partial, slab);
 		slab_release(tc, slab);
 	}
+}
+
+void tcache_free_small_full(tcache_t *tc, extent_t *slab, void *p) {
+	*(void **)p = slab->free;
+	slab->free = p;
+	slab->used--;
+	/* If a remote freer flipped `full` first, the slab is on its way
+	 * through our inbox and keeps its tag until inbox_drain. */
+	uint8_t one = 1;
+	if (slab->list == SLAB_LIST_FULL &&
+	    atomic_compare_exchange_strong(&slab->full, &one, 0)) {
+		tcache_bin_t *bin = &tc->bins[slab->szind];
+		list_remove(&bin->full, slab);
+		slab_list_set(slab, SLAB_LIST_PARTIAL);
+		list_insert_second(&bin->partial, slab);
+		mirror_update(tc, slab->szind);
+	}
+	if (slab->used == 0)
+		tcache_free_small_slow(tc, slab);
 }
 
 void tcache_free_remote(extent_t *slab, void *p) {
@@ -303,6 +346,7 @@ static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
  * otherwise a remote freer owns the transition and it is in the inbox. */
 static void bin_flush(tcache_t *tc, unsigned ind) {
 	tcache_bin_t *bin = &tc->bins[ind];
+	mirror_clear(tc, ind);
 	extent_t *s = bin->full;
 	while (s != NULL) {
 		extent_t *next = s->next;
@@ -310,7 +354,7 @@ static void bin_flush(tcache_t *tc, unsigned ind) {
 		if (atomic_load(&s->remote_free) != NULL &&
 		    atomic_compare_exchange_strong(&s->full, &one, 0)) {
 			list_remove(&bin->full, s);
-			s->list = SLAB_LIST_PARTIAL;
+			slab_list_set(s, SLAB_LIST_PARTIAL);
 			list_push(&bin->partial, s);
 		}
 		s = next;
@@ -333,7 +377,7 @@ static void empty_flush(tcache_t *tc, uint32_t keep) {
 		extent_t *s = tc->empty;
 		list_remove(&tc->empty, s);
 		tc->nempty--;
-		s->list = SLAB_LIST_NONE;
+		slab_list_set(s, SLAB_LIST_NONE);
 		arena_slab_dalloc(s->arena, s);
 	}
 }
@@ -385,6 +429,8 @@ tcache_t *tcache_adopt(arena_t *arena, extent_t **bin_slab) {
 }
 
 void tcache_orphan(tcache_t *tc) {
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		mirror_clear(tc, i);
 	tc->bin_slab = NULL;
 	tcache_flush(tc);
 	arena_t *arena = tc->arena;

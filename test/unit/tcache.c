@@ -48,13 +48,9 @@ static arena_stats_t stats(arena_t *a) {
 	return s;
 }
 
-/* A slab's owning cache (without the profiler's tag bit, if any). */
+/* A slab's owning cache, without its tag bits. */
 static tcache_t *owner_of(extent_t *s) {
-	uintptr_t o = (uintptr_t)atomic_load(&s->owner);
-#ifdef PROF_OWNER_TAG
-	o &= ~(uintptr_t)PROF_OWNER_TAG;
-#endif
-	return (tcache_t *)o;
+	return slab_owner(s);
 }
 
 static extent_t *slab_of(const void *p) {
@@ -92,8 +88,14 @@ static void *alloc_checked(tcache_t *tc, unsigned ind) {
 	return p;
 }
 
+/* The owner's free as dalloc_impl makes it: a slab on the full list
+ * carries SLAB_TAG_FULL and needs the full-aware free. */
 static void free_local(tcache_t *tc, void *p) {
-	tcache_free_small(tc, slab_of(p), p);
+	extent_t *s = slab_of(p);
+	if ((uintptr_t)atomic_load(&s->owner) & SLAB_TAG_FULL)
+		tcache_free_small_full(tc, s, p);
+	else
+		tcache_free_small(tc, s, p);
 }
 
 static int cmp_ptr(const void *a, const void *b) {
@@ -459,11 +461,15 @@ static void test_full_protocol_local_and_mixed(void **state) {
 	t[0] = alloc_checked(tc, ind);
 	extent_t *T = slab_of(t[0]);
 	assert_int_equal(S->list, SLAB_LIST_FULL);
+	/* Parked: the tag sends the owner's frees off the fast path. */
+	assert_true((uintptr_t)atomic_load(&S->owner) & SLAB_TAG_FULL);
+	assert_ptr_equal(owner_of(S), tc);
 
 	/* The owner's own free brings a parked slab back at once. */
 	void *x = p[3];
 	free_local(tc, x);
 	assert_int_equal(S->list, SLAB_LIST_PARTIAL);
+	assert_ptr_equal(atomic_load(&S->owner), tc);   /* tag cleared */
 	assert_int_equal(atomic_load(&S->full), 0);
 	assert_null(tc->bins[ind].full);
 	assert_ptr_equal(tc->bins[ind].partial, T);
@@ -794,6 +800,36 @@ static void test_public_random_order(void **state) {
 	    "before", s2.slabs_cur, s0.slabs_cur);
 }
 
+/* The thread's current slab carries SLAB_CURRENT_BIAS, so a malloc/free
+ * ping-pong on it never looks like an emptied slab; a flush drops the bias
+ * and releases the slab once it holds nothing. */
+static void test_current_slab_bias(void **state) {
+	(void)state;
+	tsd_t *tsd = tsd_fetch();
+	assert_non_null(tsd->tcache);
+	const unsigned ind = sz_size2index(200);
+	tcache_flush(tsd->tcache);
+	arena_stats_t s0 = stats(tsd->arena);
+	void *p = LAUNDER(malloc(200));
+	assert_non_null(p);
+	extent_t *s = slab_of(p);
+	assert_ptr_equal(tsd->bin_slab[ind], s);
+	assert_ptr_equal(tsd->tcache->bins[ind].partial, s);
+	assert_int_equal(s->used, SLAB_CURRENT_BIAS + 1);
+	for (int i = 0; i < 1000; i++) {
+		free(p);
+		assert_int_equal(s->used, SLAB_CURRENT_BIAS);
+		p = LAUNDER(malloc(200));
+		assert_ptr_equal(slab_of(p), s);
+	}
+	free(p);
+	assert_int_equal(stats(tsd->arena).slabs_cur, s0.slabs_cur + 1);
+	tcache_flush(tsd->tcache);
+	assert_ptr_equal(tsd->bin_slab[ind], &extent_empty_slab);
+	assert_null(tsd->tcache->bins[ind].partial);
+	assert_int_equal(stats(tsd->arena).slabs_cur, s0.slabs_cur);
+}
+
 int main(void) {
 	mp_test_init(60);
 	const struct CMUnitTest tests[] = {
@@ -806,6 +842,7 @@ int main(void) {
 		cmocka_unit_test(test_kept_empty_slabs),
 		cmocka_unit_test(test_large_cache),
 		cmocka_unit_test(test_public_random_order),
+		cmocka_unit_test(test_current_slab_bias),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL) == 0 ? 0 : 1;
 }

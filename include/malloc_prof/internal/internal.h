@@ -189,15 +189,25 @@ MP_INLINE void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
 	}
 	return tcache_alloc_small_slow(tc, ind);
 }
-/* Free by the owner: push on the slab's local list. */
-void tcache_free_small_slow(tcache_t *tc, extent_t *slab, bool was_full);
-MP_INLINE void tcache_free_small(tcache_t *tc, extent_t *slab, void *p) {
-	void *head = slab->free;
-	*(void **)p = head;
-	slab->free = p;
-	if (unlikely(--slab->used == 0 || head == NULL))
-		tcache_free_small_slow(tc, slab, head == NULL);
+/* A slab's owning cache, its tag bits stripped. */
+MP_INLINE tcache_t *slab_owner(const extent_t *slab) {
+	return (tcache_t *)((uintptr_t)atomic_load_explicit(
+	    &((extent_t *)slab)->owner, memory_order_acquire) & ~SLAB_TAGS);
 }
+/* Set or clear owner tag bits; only the owner may call it. */
+void slab_tag(extent_t *slab, uintptr_t tags, bool set);
+/* Free by the owner into a slab without SLAB_TAG_FULL: push on the
+ * slab's local list; the slow call retires a slab that became empty
+ * (never the current one: see SLAB_CURRENT_BIAS). */
+void tcache_free_small_slow(tcache_t *tc, extent_t *slab);
+MP_INLINE void tcache_free_small(tcache_t *tc, extent_t *slab, void *p) {
+	*(void **)p = slab->free;
+	slab->free = p;
+	if (unlikely(--slab->used == 0))
+		tcache_free_small_slow(tc, slab);
+}
+/* Free by the owner into a slab tagged SLAB_TAG_FULL. */
+void tcache_free_small_full(tcache_t *tc, extent_t *slab, void *p);
 /* Free by anyone but the owner. */
 void tcache_free_remote(extent_t *slab, void *p);
 /* Large blocks up to opt_tcache_max: reuse a cached one / cache a freed

@@ -121,11 +121,9 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
     uintptr_t fp);
 /* Undo a sample when the object is freed (any thread). */
 void prof_sample_free(void *p, extent_t *e);
-/* The low bit of a slab's owner field while the slab holds samples: it
- * keeps frees of its regions off the fast path.  Only the owner sets it
- * and clears it (prof_slab_untag, once nsampled is back to 0). */
-#define PROF_OWNER_TAG ((uintptr_t)1)
-void prof_slab_untag(extent_t *e, tcache_t *owner);
+/* Clear the slab's SLAB_TAG_PROF once it holds no sample (the owner
+ * calls it). */
+void prof_slab_untag(extent_t *e);
 /* Whether region p of slab e may be a sample (false: certainly not). */
 MP_INLINE bool prof_sample_maybe(extent_t *e, const void *p) {
 	return atomic_load_explicit(&e->sampled_slot[0],

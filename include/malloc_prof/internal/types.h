@@ -132,7 +132,12 @@ typedef enum {
  *   used == regions handed out - regions on `free` - regions collected
  *           from `remote_free`, i.e. regions the program holds plus the
  *           ones sitting on `remote_free`;
- *   regions = used + |free| + |remote_free| + (unused tail from `bump`).
+ *   regions = used + |free| + |remote_free| + (unused tail from `bump`);
+ *   except that while a slab is the current slab of its class in a
+ *   thread's mirror (tsd->bin_slab), `used` also carries
+ *   SLAB_CURRENT_BIAS: the owner's frees then never see it reach zero and
+ *   the free fast path's one test for an emptied slab stays quiet in the
+ *   common malloc/free ping-pong on the current slab.
  * `free`, `used`, `bump` and `list` are touched only by the owner (for the
  * arena's shared cache: under arena->shared_mtx).  `remote_free` is pushed
  * by anyone (CAS) and taken whole by the owner (exchange).
@@ -140,11 +145,24 @@ typedef enum {
  * whoever flips it 1 -> 0 first (a remote freer, or the owner on a local
  * free) becomes responsible for making the owner see the slab again: the
  * owner moves it itself, a remote freer pushes it on owner->inbox.
+ * The owner field's two low bits are tags, written only by the owner;
+ * while either is set the owner's own frees miss the free fast path's
+ * owner compare and take the slow path, which the tag is there to force:
+ *   SLAB_TAG_FULL   the slab is on its owner's full list (list ==
+ *                   SLAB_LIST_FULL exactly when set), so a local free must
+ *                   bring it back to the partial list;
+ *   SLAB_TAG_PROF   the slab holds sampled regions (prof.c), whose frees
+ *                   must reach the profiler.
  * Large and free extents name &extent_large_owner as owner, so no extent
  * reachable through the page map has a NULL owner (a thread's zeroed tsd
  * compares its NULL fast_owner against it on free).
  * The first cache line holds what the free fast path reads.
  */
+#define SLAB_CURRENT_BIAS ((uint32_t)1 << 31)
+#define SLAB_TAG_PROF ((uintptr_t)1)
+#define SLAB_TAG_FULL ((uintptr_t)2)
+#define SLAB_TAGS (SLAB_TAG_PROF | SLAB_TAG_FULL)
+
 struct extent_s {
 	void *free;                      /* slab: owner-local free list */
 	_Atomic(tcache_t *) owner;       /* owning cache (see above) */
