@@ -48,6 +48,7 @@ static arena_t *arena_new(unsigned ind) {
 	arena->grow_next = (size_t)2 << 20;
 	arena->ind = ind;
 	tcache_init(&arena->shared, arena, true);
+	tcache_init(&arena->prof_cache, arena, true);
 	return arena;
 }
 
@@ -217,13 +218,18 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 
 void arena_decay(arena_t *arena, bool force) {
 	arena_shared_flush(arena);
+	/* Emptied prof_cache slabs retire as they empty; this returns the
+	 * current ones too. */
+	mp_mutex_lock(&arena->shared_mtx);
+	tcache_flush(&arena->prof_cache);
+	mp_mutex_unlock(&arena->shared_mtx);
 	tcache_orphans_collect(arena, UINT32_MAX);
 	mp_mutex_lock(&arena->mtx);
 	extent_decay_locked(arena, os_now_ns(), force);
 	mp_mutex_unlock(&arena->mtx);
 }
 
-/* Return what the arena's own cache holds free (slabs, large blocks). */
+/* Return what the arena's own caches hold free (slabs, large blocks). */
 void arena_shared_flush(arena_t *arena) {
 	mp_mutex_lock(&arena->shared_mtx);
 	tcache_flush(&arena->shared);

@@ -339,8 +339,19 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	if (arena == NULL)
 		arena = tsd->arena != NULL ? tsd->arena : arena_get(0, false);
 	void *p;
+	/* A small object about to be sampled comes from the arena's
+	 * prof_cache (see prof.c). */
+	bool sample_small = config_prof &&
+	    unlikely(tsd->allocated + usize >= tsd->prof_sample_at) &&
+	    ind < SC_NBINS && opt_prof &&
+	    tsd->reentrancy == 0 && tsd->state == TSD_NOMINAL &&
+	    atomic_load_explicit(&prof_active, memory_order_relaxed);
 	if (ind < SC_NBINS) {
-		if (use_tcache) {
+		if (sample_small) {
+			mp_mutex_lock(&arena->shared_mtx);
+			p = tcache_alloc_small(&arena->prof_cache, ind);
+			mp_mutex_unlock(&arena->shared_mtx);
+		} else if (use_tcache) {
 			p = tcache_alloc_small(tsd->tcache, ind);
 		} else {
 			mp_mutex_lock(&arena->shared_mtx);
@@ -418,13 +429,21 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 		if (config_prof && atomic_load_explicit(&e->nsampled,
 		    memory_order_relaxed) != 0)
 			prof_sample_free(p, e);
-		if (owner != tsd->tcache || owner == NULL) {
+		if (config_prof && owner == &e->arena->prof_cache) {
+			/* Samples are rare: free under the lock, so that the
+			 * slab's count is exact at once and an emptied slab
+			 * retires without waiting for a collection. */
+			arena_t *arena = e->arena;  /* e may retire below */
+			mp_mutex_lock(&arena->shared_mtx);
+			if ((uintptr_t)atomic_load_explicit(&e->owner,
+			    memory_order_relaxed) & SLAB_TAG_FULL)
+				tcache_free_small_full(owner, e, p);
+			else
+				tcache_free_small(owner, e, p);
+			mp_mutex_unlock(&arena->shared_mtx);
+		} else if (owner != tsd->tcache || owner == NULL) {
 			tcache_free_remote(e, p);
 		} else {
-			/* Untag before the push: the push may retire the
-			 * slab. */
-			if (config_prof && (tagged & SLAB_TAG_PROF))
-				prof_slab_untag(e);
 			if (tagged & SLAB_TAG_FULL)
 				tcache_free_small_full(owner, e, p);
 			else
@@ -464,23 +483,13 @@ static MP_NOINLINE void free_slow(void *p, extent_t *e) {
 	if (p == NULL)
 		return;
 	tsd_t *tsd = &mp_tsd;
-	if (e != NULL && tsd->fast_owner != NULL) {
-		/* The thread's own slab with a tag set (see SLAB_TAGS): still
-		 * a plain local free unless p may be a sample. */
-		uintptr_t owner = (uintptr_t)atomic_load_explicit(&e->owner,
-		    memory_order_relaxed);
-		if ((tcache_t *)(owner & ~SLAB_TAGS) == tsd->fast_owner &&
-		    (!(owner & SLAB_TAG_PROF) || (config_prof &&
-		    !prof_sample_maybe(e, p)))) {
-			if (config_prof && (owner & SLAB_TAG_PROF))
-				prof_slab_untag(e);
-			tsd->deallocated += e->usize;
-			if (owner & SLAB_TAG_FULL)
-				tcache_free_small_full(tsd->fast_owner, e, p);
-			else
-				tcache_free_small(tsd->fast_owner, e, p);
-			return;
-		}
+	if (e != NULL && tsd->fast_owner != NULL &&
+	    atomic_load_explicit(&e->owner, memory_order_relaxed) ==
+	    (tcache_t *)((uintptr_t)tsd->fast_owner | SLAB_TAG_FULL)) {
+		/* The thread's own slab, parked on its full list. */
+		tsd->deallocated += e->usize;
+		tcache_free_small_full(tsd->fast_owner, e, p);
+		return;
 	}
 	dalloc_impl(tsd_fetch(), p, e, false, "free");
 }

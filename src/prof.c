@@ -11,10 +11,11 @@
  * A sample captures the backtrace, finds or creates the gctx of that
  * backtrace and the tctx of (this thread, that backtrace), adds to its
  * counters, and keeps a prof_sample_t for the object: in extent->prof for
- * a large block, in the sharded sample table for a small one.  Small
- * objects keep their size class; the slab's owner field carries a tag bit
- * while it holds samples, so their frees leave the fast path and find the
- * record.  Unsampled objects pay nothing, on malloc or on free.
+ * a large block, in the sharded sample table for a small one.  A small
+ * object about to be sampled is taken from its arena's prof_cache, whose
+ * slabs no thread owns: it keeps its size class, and its free misses the
+ * fast path's owner compare and finds the record.  Unsampled objects pay
+ * nothing, on malloc or on free, wherever they live.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -50,6 +51,18 @@ typedef struct {
 } prof_gctx_shard_t;
 static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
+/* prof_unbias of every small size class at the current lg_prof_sample:
+ * written with every gctx shard held, read under one. */
+static struct {
+	uint64_t objs_shifted, bytes;
+} unbias_small[SC_NBINS];
+
+static void unbias_small_fill(void) {
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		prof_unbias(sz_index2size(i), &unbias_small[i].objs_shifted,
+		    &unbias_small[i].bytes);
+}
+
 /* Sample table: live sampled small objects by address. */
 typedef struct {
 	mp_mutex_t mtx;
@@ -82,6 +95,7 @@ bool prof_boot(void) {
 	atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
 	atomic_store(&prof_gdump_enabled, opt_prof && opt_prof_gdump);
 	atomic_store(&prof_lg_sample, opt_lg_prof_sample);
+	unbias_small_fill();
 	return false;
 }
 
@@ -336,7 +350,15 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 	if (t != NULL) {
 		/* Under the shard lock, like the epoch: prof_reset changes
 		 * lg_sample only while holding every shard. */
-		prof_unbias(usize, &objs_u, &bytes_u);
+		if (usize <= SC_SMALL_MAXCLASS) {
+			unsigned ind = sz_size2index(usize);
+			objs_u = unbias_small[ind].objs_shifted;
+			bytes_u = unbias_small[ind].bytes;
+		} else {
+			prof_unbias(usize, &objs_u, &bytes_u);
+		}
+		s->objs_shifted_unbiased = objs_u;
+		s->bytes_unbiased = bytes_u;
 		/* Read under the shard lock: prof_reset holds them all. */
 		s->epoch = atomic_load(&prof_epoch);
 		t->nsamples++;
@@ -368,19 +390,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		s->next = *bucket;
 		*bucket = s;
 		mp_mutex_unlock(&ss->mtx);
-		void *expected = NULL;
-		if (!atomic_compare_exchange_strong(&e->sampled_slot[0],
-		    &expected, p)) {
-			expected = NULL;
-			if (!atomic_compare_exchange_strong(&e->sampled_slot[1],
-			    &expected, p))
-				atomic_fetch_add(&e->nsampled_overflow, 1);
-		}
 		atomic_fetch_add(&e->nsampled, 1);
-		/* Only the owner writes the owner field of its slabs, and the
-		 * sample is taken by the allocating thread, the owner. */
-		if (tsd->tcache != NULL && slab_owner(e) == tsd->tcache)
-			slab_tag(e, SLAB_TAG_PROF, true);
 	}
 out:
 	tsd->reentrancy--;
@@ -392,15 +402,6 @@ void prof_sample_free(void *p, extent_t *e) {
 		s = e->prof;
 		e->prof = NULL;
 	} else {
-		/* Most frees into a slab holding samples are not of a sample:
-		 * the slot filter answers those without the table's lock. */
-		if (!prof_sample_maybe(e, p))
-			return;
-		int slot = -1;
-		for (int i = 0; i < 2; i++) {
-			if (atomic_load(&e->sampled_slot[i]) == p)
-				slot = i;
-		}
 		prof_sample_t **bucket;
 		prof_sample_shard_t *ss = sample_shard(p, &bucket);
 		mp_mutex_lock(&ss->mtx);
@@ -411,36 +412,24 @@ void prof_sample_free(void *p, extent_t *e) {
 		mp_mutex_unlock(&ss->mtx);
 		if (s == NULL)
 			return;
-		if (slot >= 0)
-			atomic_store(&e->sampled_slot[slot], NULL);
-		else
-			atomic_fetch_sub(&e->nsampled_overflow, 1);
 		atomic_fetch_sub(&e->nsampled, 1);
 	}
 	if (s == NULL)
 		return;
 	prof_tctx_t *t = s->tctx;
-	uint64_t objs_u, bytes_u;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);
-	prof_unbias(s->usize, &objs_u, &bytes_u);
 	/* A prof.reset since the sample already zeroed what it added. */
 	if (s->epoch == atomic_load(&prof_epoch)) {
 		t->cnt.curobjs--;
 		t->cnt.curbytes -= s->usize;
-		t->cnt.curobjs_shifted_unbiased -= objs_u;
-		t->cnt.curbytes_unbiased -= bytes_u;
+		t->cnt.curobjs_shifted_unbiased -= s->objs_shifted_unbiased;
+		t->cnt.curbytes_unbiased -= s->bytes_unbiased;
 	}
 	if (--t->nsamples == 0)
 		tctx_try_destroy_locked(sh, t);
 	mp_mutex_unlock(&sh->mtx);
 	base_free(s, sizeof(*s));
-}
-
-/* Called by the owner when a tagged slab no longer holds samples. */
-void prof_slab_untag(extent_t *e) {
-	if (atomic_load_explicit(&e->nsampled, memory_order_relaxed) == 0)
-		slab_tag(e, SLAB_TAG_PROF, false);
 }
 
 /* prof.reset: forget what was counted; objects still live are no longer
@@ -465,6 +454,7 @@ void prof_reset(size_t lg_sample) {
 	}
 	atomic_fetch_add(&prof_epoch, 1);
 	atomic_store(&prof_lg_sample, lg_sample);
+	unbias_small_fill();
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
 }

@@ -182,6 +182,48 @@ static void test_unbiased_sum(void **state) {
 	    "estimate %.0f, true %" PRIu64, est_objs, true_objs);
 }
 
+/* A small object that is sampled comes from a slab of its arena's
+ * prof_cache (no thread owns it), in its own size class; unsampled ones
+ * stay in the thread's cache. */
+static void test_samples_in_prof_cache(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	tsd_t *tsd = tsd_fetch();
+	tcache_t *prof_cache = &tsd->arena->prof_cache;
+	prof_reset(0);
+	free(LAUNDER(malloc(64)));  /* the next event redraws the wait */
+	void *p[2][8];
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < 8; i++) {
+			size_t size = 40 + (size_t)i * 100;
+			p[k][i] = LAUNDER(malloc(size));
+			assert_non_null(p[k][i]);
+			extent_t *e = pagemap_lookup(p[k][i]);
+			MP_ASSERT(e != NULL && e->kind == EXTENT_SLAB &&
+			    slab_owner(e) == prof_cache && e->usize ==
+			    sz_s2u(size) && atomic_load(&e->nsampled) >= 1,
+			    "sampled malloc(%zu) = %p not in a prof_cache slab "
+			    "of its class", size, p[k][i]);
+		}
+	}
+	/* Both objects of a class share a slab: freeing one takes exactly
+	 * its record away. */
+	for (int i = 0; i < 8; i++) {
+		extent_t *e = pagemap_lookup(p[0][i]);
+		assert_ptr_equal(pagemap_lookup(p[1][i]), e);
+		uint32_t n = atomic_load(&e->nsampled);
+		free(p[0][i]);
+		assert_int_equal(atomic_load(&e->nsampled), n - 1);
+		free(p[1][i]);
+	}
+	prof_reset(63);
+	free(LAUNDER(malloc(64)));
+	void *q = LAUNDER(malloc(200));
+	assert_ptr_equal(slab_owner(pagemap_lookup(q)), tsd->tcache);
+	free(q);
+}
+
 int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
@@ -189,6 +231,7 @@ int main(void) {
 		cmocka_unit_test(test_wait_lg0),
 		cmocka_unit_test(test_unbias),
 		cmocka_unit_test(test_unbiased_sum),
+		cmocka_unit_test(test_samples_in_prof_cache),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown) == 0 ? 0 : 1;
 }

@@ -88,6 +88,9 @@ typedef struct prof_sample_s {
 	prof_tctx_t *tctx;
 	size_t usize;
 	uint64_t epoch;                  /* prof.reset count when sampled */
+	/* What it added to its tctx's unbiased counters, taken back on
+	 * free (the epoch guarantees the same lg_prof_sample). */
+	uint64_t objs_shifted_unbiased, bytes_unbiased;
 } prof_sample_t;
 
 /* ------------------------------------------------------------ prof.c */
@@ -121,17 +124,6 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
     uintptr_t fp);
 /* Undo a sample when the object is freed (any thread). */
 void prof_sample_free(void *p, extent_t *e);
-/* Clear the slab's SLAB_TAG_PROF once it holds no sample (the owner
- * calls it). */
-void prof_slab_untag(extent_t *e);
-/* Whether region p of slab e may be a sample (false: certainly not). */
-MP_INLINE bool prof_sample_maybe(extent_t *e, const void *p) {
-	return atomic_load_explicit(&e->sampled_slot[0],
-	    memory_order_relaxed) == p || atomic_load_explicit(
-	    &e->sampled_slot[1], memory_order_relaxed) == p ||
-	    atomic_load_explicit(&e->nsampled_overflow,
-	    memory_order_relaxed) != 0;
-}
 /* Thread exit: detach the thread's tdata. */
 void prof_thread_exit(tsd_t *tsd);
 /* The calling thread's tdata, created if needed; NULL on OOM. */

@@ -145,23 +145,18 @@ typedef enum {
  * whoever flips it 1 -> 0 first (a remote freer, or the owner on a local
  * free) becomes responsible for making the owner see the slab again: the
  * owner moves it itself, a remote freer pushes it on owner->inbox.
- * The owner field's two low bits are tags, written only by the owner;
- * while either is set the owner's own frees miss the free fast path's
- * owner compare and take the slow path, which the tag is there to force:
- *   SLAB_TAG_FULL   the slab is on its owner's full list (list ==
- *                   SLAB_LIST_FULL exactly when set), so a local free must
- *                   bring it back to the partial list;
- *   SLAB_TAG_PROF   the slab holds sampled regions (prof.c), whose frees
- *                   must reach the profiler.
+ * The owner field's low bit SLAB_TAG_FULL, written only by the owner, is
+ * set exactly while list == SLAB_LIST_FULL: the owner's own frees then
+ * miss the free fast path's owner compare, and the slow path brings the
+ * slab back to the partial list.
  * Large and free extents name &extent_large_owner as owner, so no extent
  * reachable through the page map has a NULL owner (a thread's zeroed tsd
  * compares its NULL fast_owner against it on free).
  * The first cache line holds what the free fast path reads.
  */
 #define SLAB_CURRENT_BIAS ((uint32_t)1 << 31)
-#define SLAB_TAG_PROF ((uintptr_t)1)
-#define SLAB_TAG_FULL ((uintptr_t)2)
-#define SLAB_TAGS (SLAB_TAG_PROF | SLAB_TAG_FULL)
+#define SLAB_TAG_FULL ((uintptr_t)1)
+#define SLAB_TAGS SLAB_TAG_FULL
 
 struct extent_s {
 	void *free;                      /* slab: owner-local free list */
@@ -188,12 +183,8 @@ struct extent_s {
 	size_t map_size;
 	bool zeroed;                     /* free/large: pages known to be zero */
 	void *prof;                      /* large: its sample record, if any */
-	_Atomic uint32_t nsampled;       /* slab: live sampled regions */
-	/* slab: a filter in front of the sample table: up to two sampled
-	 * regions by address, and how many others there are.  A free whose
-	 * pointer is in neither skips the table and its lock. */
-	_Atomic(void *) sampled_slot[2];
-	_Atomic uint32_t nsampled_overflow;
+	_Atomic uint32_t nsampled;       /* slab: live sampled regions (only
+	                                  * slabs of arena->prof_cache) */
 };
 
 /* One size class of a thread cache. */
@@ -276,8 +267,12 @@ struct arena_s {
 	size_t grow_next;                /* size of the next OS mapping */
 	uint64_t decay_next_ns;          /* earliest time decay has work */
 
-	mp_mutex_t shared_mtx;           /* the arena's own cache */
+	mp_mutex_t shared_mtx;           /* the arena's own caches: */
 	tcache_t shared;
+	/* Sampled small objects come from slabs of this cache: no thread
+	 * owns them, so only their frees leave the fast path for the
+	 * profiler, and the objects keep their size class. */
+	tcache_t prof_cache;
 
 	mp_mutex_t orphans_mtx;          /* caches of exited threads */
 	tcache_t *orphans;
