@@ -89,16 +89,19 @@ size_t sz_sa2u(size_t size, size_t alignment) {
 
 /*
  * Slab size per class: the smallest run of pages that holds at least four
- * regions and 16 KiB, preferring less than 1/64 waste; failing that, the
- * least waste up to 32 pages.  Lazy slab initialisation means a large slab
- * costs no memory until its regions are used.
+ * regions and 64 KiB, preferring less than 1/64 waste; failing that, the
+ * least waste up to 64 pages.  Lazy slab initialisation means a large slab
+ * costs no memory until its regions are used.  Big slabs matter for
+ * speed: a class whose objects are spread over many small slabs keeps
+ * switching its current slab (a slow path each time) as frees punch
+ * holes in all of them.
  */
 static void slab_geometry(unsigned ind) {
 	size_t size = sz_index2size_tab[ind];
 	size_t best_pages = 0, best_waste = SIZE_MAX;
-	for (size_t pages = 1; pages <= 32; pages++) {
+	for (size_t pages = 1; pages <= SZ_SLAB_MAX_PAGES; pages++) {
 		size_t bytes = pages * PAGE;
-		if (bytes < (size_t)16 << 10 || bytes / size < 4)
+		if (bytes < SZ_SLAB_MIN_BYTES || bytes / size < 4)
 			continue;
 		size_t waste = bytes % size;
 		if (waste * 64 <= bytes) {

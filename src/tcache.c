@@ -46,18 +46,32 @@ static void list_push(extent_t **head, extent_t *e) {
 	*head = e;
 }
 
-/* Insert after the current slab so the current one stays current. */
-static void list_insert_second(extent_t **head, extent_t *e) {
-	if (*head == NULL) {
-		list_push(head, e);
+/* The partial list also keeps its tail: a slab that comes back from the
+ * full list goes to the end, so that it gathers more free regions before
+ * it is current again (at the front it would be the emptiest slab, taken
+ * up and parked again after a region or two). */
+static void partial_remove(tcache_bin_t *bin, extent_t *e) {
+	if (bin->partial_tail == e)
+		bin->partial_tail = e->prev;
+	list_remove(&bin->partial, e);
+}
+
+static void partial_push(tcache_bin_t *bin, extent_t *e) {
+	list_push(&bin->partial, e);
+	if (bin->partial_tail == NULL)
+		bin->partial_tail = e;
+}
+
+static void partial_append(tcache_bin_t *bin, extent_t *e) {
+	extent_t *tail = bin->partial_tail;
+	if (tail == NULL) {
+		partial_push(bin, e);
 		return;
 	}
-	extent_t *first = *head;
-	e->prev = first;
-	e->next = first->next;
-	if (first->next != NULL)
-		first->next->prev = e;
-	first->next = e;
+	e->prev = tail;
+	e->next = NULL;
+	tail->next = e;
+	bin->partial_tail = e;
 }
 
 /* Make tsd's mirror of bin ind name the bin's current slab, moving the
@@ -191,7 +205,7 @@ static void inbox_drain(tcache_t *tc) {
 			tcache_bin_t *bin = &tc->bins[s->szind];
 			list_remove(&bin->full, s);
 			slab_list_set(s, SLAB_LIST_PARTIAL);
-			list_insert_second(&bin->partial, s);
+			partial_append(bin, s);
 			mirror_update(tc, s->szind);
 		}
 		s = next;
@@ -201,7 +215,7 @@ static void inbox_drain(tcache_t *tc) {
 /* Park an exhausted slab on the full list.  Returns true if a remote free
  * raced in and the slab is usable again (then it stays on partial). */
 static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
-	list_remove(&bin->partial, slab);
+	partial_remove(bin, slab);
 	slab_list_set(slab, SLAB_LIST_FULL);
 	list_push(&bin->full, slab);
 	atomic_store(&slab->full, 1);
@@ -212,7 +226,7 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 		return false;    /* the remote freer will send it back */
 	list_remove(&bin->full, slab);
 	slab_list_set(slab, SLAB_LIST_PARTIAL);
-	list_push(&bin->partial, slab);
+	partial_push(bin, slab);
 	return true;
 }
 
@@ -236,7 +250,7 @@ void *tcache_alloc_small_slow(tcache_t *tc, unsigned ind) {
 		return NULL;
 	}
 	slab_list_set(slab, SLAB_LIST_PARTIAL);
-	list_push(&bin->partial, slab);
+	partial_push(bin, slab);
 	bin->nslabs++;
 	slab_extend(slab);
 pop:
@@ -254,7 +268,7 @@ void tcache_free_small_slow(tcache_t *tc, extent_t *slab) {
 	 * the current slab). */
 	if (slab->used == 0 && slab->list == SLAB_LIST_PARTIAL &&
 	    bin->partial != slab) {
-		list_remove(&bin->partial, slab);
+		partial_remove(bin, slab);
 		slab_release(tc, slab);
 	}
 }
@@ -271,7 +285,7 @@ void tcache_free_small_full(tcache_t *tc, extent_t *slab, void *p) {
 		tcache_bin_t *bin = &tc->bins[slab->szind];
 		list_remove(&bin->full, slab);
 		slab_list_set(slab, SLAB_LIST_PARTIAL);
-		list_insert_second(&bin->partial, slab);
+		partial_append(bin, slab);
 		mirror_update(tc, slab->szind);
 	}
 	if (slab->used == 0)
@@ -355,7 +369,7 @@ static void bin_flush(tcache_t *tc, unsigned ind) {
 		    atomic_compare_exchange_strong(&s->full, &one, 0)) {
 			list_remove(&bin->full, s);
 			slab_list_set(s, SLAB_LIST_PARTIAL);
-			list_push(&bin->partial, s);
+			partial_push(bin, s);
 		}
 		s = next;
 	}
@@ -364,7 +378,7 @@ static void bin_flush(tcache_t *tc, unsigned ind) {
 		extent_t *next = s->next;
 		slab_collect_remote(s);
 		if (s->used == 0) {
-			list_remove(&bin->partial, s);
+			partial_remove(bin, s);
 			slab_release(tc, s);
 		}
 		s = next;

@@ -249,20 +249,21 @@ static void test_slab_geometry(void **state) {
 		MP_ASSERT(nregs == slab / size, "bin %u: nregs %zu, fit %zu",
 		    i, nregs, slab / size);
 		MP_ASSERT(nregs >= 4, "bin %u: %zu regions", i, nregs);
-		MP_ASSERT(slab >= 16 * MP_KiB, "bin %u: slab %zu < 16 KiB", i,
-		    slab);
-		MP_ASSERT(slab <= 32 * PAGE || slab == PAGE_CEILING(4 * size),
+		MP_ASSERT(slab >= SZ_SLAB_MIN_BYTES, "bin %u: slab %zu < %zu",
+		    i, slab, SZ_SLAB_MIN_BYTES);
+		MP_ASSERT(slab <= SZ_SLAB_MAX_PAGES * PAGE ||
+		    slab == PAGE_CEILING(4 * size),
 		    "bin %u: slab %zu pages", i, slab / PAGE);
 		/* Waste (the tail after the last region) at most 1/64 of the
-		 * slab: every class finds such a slab within 32 pages. */
+		 * slab: every class finds such a slab within the bound. */
 		size_t waste = slab - nregs * size;
 		MP_ASSERT(waste * 64 <= slab, "bin %u (size %zu): slab %zu "
 		    "wastes %zu", i, size, slab, waste);
 		/* The smallest slab with under 1/64 waste is taken when one
-		 * exists within 32 pages. */
+		 * exists within the bound. */
 		for (size_t pages = 1; pages < slab / PAGE; pages++) {
 			size_t bytes = pages * PAGE;
-			if (bytes < 16 * MP_KiB || bytes / size < 4)
+			if (bytes < SZ_SLAB_MIN_BYTES || bytes / size < 4)
 				continue;
 			MP_ASSERT((bytes % size) * 64 > bytes, "bin %u: %zu "
 			    "pages would waste only %zu, slab is %zu", i,

@@ -51,6 +51,9 @@ extern uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
 extern size_t sz_index2size_tab[SC_NSIZES];
 extern uint32_t sz_slab_size[SC_NBINS];          /* bytes per slab */
 extern uint32_t sz_slab_nregs[SC_NBINS];
+/* Slab geometry bounds (see slab_geometry in sz.c). */
+#define SZ_SLAB_MIN_BYTES ((size_t)64 << 10)
+#define SZ_SLAB_MAX_PAGES 64
 void sz_boot(void);
 unsigned sz_size2index_compute(size_t size);     /* size <= LARGE_MAXCLASS */
 unsigned sz_psz_floor(size_t npages);            /* page-count class */

@@ -190,6 +190,7 @@ struct extent_s {
 /* One size class of a thread cache. */
 typedef struct tcache_bin_s {
 	extent_t *partial;      /* slabs with free regions; head is current */
+	extent_t *partial_tail;
 	extent_t *full;         /* slabs found full */
 	uint32_t nslabs;        /* slabs owned for this class */
 } tcache_bin_t;
