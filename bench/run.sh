@@ -1,0 +1,24 @@
+#!/bin/sh
+# bench/run.sh: the benchmark harness's one command.  Installs what it
+# needs (the peer allocators, valgrind, python3), builds libmalloc_prof in
+# build/bench with the default configuration and the workload program, then
+# hands over to bench/run.py, which runs every workload under every
+# allocator, interleaved, and writes bench/results.md and
+# doc/performance-ratios.svg.  Arguments go to run.py (--help lists them).
+# Not part of CI: a full run takes 10-20 minutes on 2 cores.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. ./scripts/lib.sh
+
+mp_install_deps build-essential autoconf automake libtool pkg-config \
+    python3 valgrind libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+
+mp_autogen || mp_die "autogen failed"
+mp_configure bench || mp_die "configure failed (see build/bench/config.log)"
+mp_make bench libmalloc_prof.la >/dev/null || mp_die "building the library failed"
+mkdir -p build/bench/bench
+cc -O2 -g -fno-omit-frame-pointer -pthread -Wall -Wextra \
+    -o build/bench/bench/mpbench bench/workloads.c -lm ||
+    mp_die "building bench/workloads.c failed"
+exec python3 bench/run.py --ours "$MP_ROOT/build/bench/.libs/libmalloc_prof.so" \
+    --mpbench "$MP_ROOT/build/bench/bench/mpbench" "$@"
