@@ -105,7 +105,8 @@ static void mirror_clear(tcache_t *tc, unsigned ind) {
 
 /* ---- slab state ---- */
 
-void slab_tag(extent_t *slab, uintptr_t tags, bool set) {
+/* Set or clear owner tag bits; only the owner may call it. */
+static void slab_tag(extent_t *slab, uintptr_t tags, bool set) {
 	uintptr_t o = (uintptr_t)atomic_load_explicit(&slab->owner,
 	    memory_order_relaxed);
 	o = set ? o | tags : o & ~tags;

@@ -197,8 +197,6 @@ MP_INLINE tcache_t *slab_owner(const extent_t *slab) {
 	return (tcache_t *)((uintptr_t)atomic_load_explicit(
 	    &((extent_t *)slab)->owner, memory_order_acquire) & ~SLAB_TAGS);
 }
-/* Set or clear owner tag bits; only the owner may call it. */
-void slab_tag(extent_t *slab, uintptr_t tags, bool set);
 /* Free by the owner into a slab without SLAB_TAG_FULL: push on the
  * slab's local list; the slow call retires a slab that became empty
  * (never the current one: see SLAB_CURRENT_BIAS). */
