@@ -470,6 +470,8 @@ static int ctl_prof_switch(const ctl_node_t *node, const size_t *mib,
 			return ENOENT;
 		}
 		old = atomic_exchange(var, v);
+		if (var != &prof_gdump_enabled)
+			prof_wait_gen_bump();
 	}
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
@@ -643,7 +645,8 @@ static int ctl_thread_prof_active(const ctl_node_t *node,
 		bool old = false;
 		return ctl_read(oldp, oldlenp, &old, sizeof(old));
 	}
-	prof_tdata_t *td = prof_tdata_get(tsd_fetch());
+	tsd_t *tsd = tsd_fetch();
+	prof_tdata_t *td = prof_tdata_get(tsd);
 	if (td == NULL)
 		return EAGAIN;
 	bool old = atomic_load(&td->active);
@@ -653,6 +656,7 @@ static int ctl_thread_prof_active(const ctl_node_t *node,
 		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
 			return ctl_read(oldp, oldlenp, &old, sizeof(old));
 		old = atomic_exchange(&td->active, *(const bool *)newp);
+		tsd_prof_redraw(tsd);
 	}
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }

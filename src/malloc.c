@@ -99,9 +99,27 @@ static void tsd_arm(tsd_t *tsd) {
 		tsd->next_event = 0;
 		return;
 	}
-	uint64_t next = tsd->allocated + TSD_EVENT_INTERVAL;
-	tsd->next_event = next < tsd->prof_sample_at ? next
-	    : tsd->prof_sample_at;
+	tsd->next_event = tsd->cache_event_at < tsd->prof_sample_at ?
+	    tsd->cache_event_at : tsd->prof_sample_at;
+}
+
+/* Draw the distance to the thread's next sample, counted from `from`
+ * (a value of `allocated`); none while the thread is not sampling.
+ * true if it is sampling. */
+static bool prof_wait_redraw(tsd_t *tsd, uint64_t from) {
+	/* The generation before the switches: see prof_wait_gen. */
+	tsd->prof_wait_gen_seen = atomic_load(&prof_wait_gen);
+	bool sampling = prof_thread_sampling(tsd);
+	uint64_t wait = sampling ? prof_sample_wait(tsd) : UINT64_MAX;
+	tsd->prof_sample_at = wait < UINT64_MAX - from ? from + wait
+	    : UINT64_MAX;
+	tsd_arm(tsd);
+	return sampling;
+}
+
+void tsd_prof_redraw(tsd_t *tsd) {
+	if (config_prof && opt_prof && tsd->state == TSD_NOMINAL)
+		prof_wait_redraw(tsd, tsd->allocated);
 }
 
 /* Decide whether this thread may use the fast paths, and arm them. */
@@ -155,7 +173,10 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	atomic_fetch_add(&tsd->arena->nthreads, 1);
 	tsd->tcache_enabled = opt_tcache;
 	tsd->prng = (uint64_t)(uintptr_t)tsd ^ os_now_ns();
-	tsd->prof_sample_at = opt_prof ? prof_sample_wait(tsd) : UINT64_MAX;
+	tsd->cache_event_at = tsd->allocated + TSD_EVENT_INTERVAL;
+	tsd->prof_sample_at = UINT64_MAX;
+	if (config_prof && opt_prof)
+		prof_wait_redraw(tsd, tsd->allocated);
 	registry_insert(tsd);
 	/* May allocate (keys past glibc's first block): we are INITIALIZING,
 	 * so such calls are served by the arena's shared cache. */
@@ -250,6 +271,7 @@ bool tsd_arena_set(tsd_t *tsd, unsigned ind) {
 
 /* Crossing the event threshold: one GC step of the cache, a decay tick. */
 static MP_NOINLINE void tsd_event(tsd_t *tsd) {
+	tsd->cache_event_at = tsd->allocated + TSD_EVENT_INTERVAL;
 	tsd_arm(tsd);
 	tsd->event_count++;
 	tcache_gc_step(tsd->tcache);
@@ -302,12 +324,8 @@ static bool opts_decode(int flags, alloc_opts_t *o, void *entry,
  * sampled; the threshold is redrawn either way, as jemalloc does. */
 static MP_NOINLINE void prof_event(tsd_t *tsd, void *p, size_t usize,
     const alloc_opts_t *o) {
-	if (!opt_prof)
-		return;
-	tsd->prof_epoch_seen = atomic_load(&prof_epoch);
-	tsd->prof_sample_at = tsd->allocated + prof_sample_wait(tsd);
-	tsd_arm(tsd);
-	if (tsd->reentrancy != 0 || tsd->state != TSD_NOMINAL)
+	if (!prof_wait_redraw(tsd, tsd->allocated) || tsd->reentrancy != 0 ||
+	    tsd->state != TSD_NOMINAL)
 		return;
 	uint64_t since = tsd->allocated - tsd->prof_last_event;
 	tsd->prof_last_event = tsd->allocated;
@@ -325,6 +343,15 @@ static void tsd_gdump_flush(tsd_t *tsd) {
 	}
 }
 
+/* After an allocation event of p (usize bytes, already counted): sample it
+ * if it crossed the threshold, then any pending gdump. */
+static void prof_sample_check(tsd_t *tsd, void *p, size_t usize,
+    const alloc_opts_t *o) {
+	if (config_prof && unlikely(tsd->allocated >= tsd->prof_sample_at))
+		prof_event(tsd, p, usize, o);
+	tsd_gdump_flush(tsd);
+}
+
 /* Every allocation that misses the fast path ends here. */
 static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
@@ -333,7 +360,7 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	bool use_tcache = !o->tcache_none && tsd->state == TSD_NOMINAL &&
 	    tsd->tcache_enabled && tsd->tcache != NULL && tsd->reentrancy == 0;
 	if (use_tcache && tsd->fast_owner != NULL &&
-	    tsd->allocated + usize >= tsd->next_event)
+	    tsd->allocated + usize >= tsd->cache_event_at)
 		tsd_event(tsd);
 	arena_t *arena = o->arena;
 	if (arena == NULL)
@@ -380,20 +407,15 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			memset(p, JUNK_ALLOC_BYTE, usize);
 	}
 	count_alloc(tsd, usize);
-	/* A prof.reset may have changed lg_prof_sample: redraw the wait (a
-	 * fast-path thread gets here at its next event at the latest). */
-	if (config_prof && unlikely(tsd->prof_epoch_seen !=
-	    atomic_load_explicit(&prof_epoch, memory_order_relaxed))) {
-		/* Counted from the start of this allocation, which the new
-		 * wait may already cover. */
-		tsd->prof_epoch_seen = atomic_load(&prof_epoch);
-		tsd->prof_sample_at = tsd->allocated - usize +
-		    prof_sample_wait(tsd);
-		tsd_arm(tsd);
-	}
-	if (config_prof && unlikely(tsd->allocated >= tsd->prof_sample_at))
-		prof_event(tsd, p, usize, o);
-	tsd_gdump_flush(tsd);
+	/* A profiler switch or prof.reset since the wait was drawn: redraw
+	 * (a fast-path thread gets here at its next event at the latest),
+	 * counted from the start of this allocation, which the new wait may
+	 * already cover. */
+	if (config_prof && opt_prof && unlikely(tsd->prof_wait_gen_seen !=
+	    atomic_load_explicit(&prof_wait_gen, memory_order_relaxed)) &&
+	    tsd->state == TSD_NOMINAL)
+		prof_wait_redraw(tsd, tsd->allocated - usize);
+	prof_sample_check(tsd, p, usize, o);
 	return p;
 }
 
@@ -634,6 +656,18 @@ MP_EXPORT size_t MP_PUBLIC(malloc_usable_size)(void *p) {
 	return extent_usize(e);
 }
 
+/* A large block resized in place is a new allocation of usize bytes to the
+ * profiler, as in jemalloc: its old sample goes, and it may be sampled
+ * where it is (a large sample lives in extent->prof, so nothing moves). */
+static void resized_in_place(tsd_t *tsd, void *p, extent_t *e, size_t usize,
+    size_t old, const alloc_opts_t *o) {
+	if (config_prof && e->prof != NULL)
+		prof_sample_free(p, e);
+	count_alloc(tsd, usize);
+	count_dalloc(tsd, old);
+	prof_sample_check(tsd, p, usize, o);
+}
+
 /*
  * Resize: in place when the class does not change or a large block can
  * grow or shrink where it is; else allocate, copy, free.  The old block is
@@ -658,17 +692,18 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	size_t old = extent_usize(e);
 	bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
 	bool same_arena = o.arena == NULL || o.arena == e->arena;
-	if (aligned && same_arena && usize == old && !opt_junk_alloc) {
-		count_alloc(tsd, usize);
-		count_dalloc(tsd, old);
+	/* Within its size class a realloc allocates nothing, and unlike
+	 * jemalloc we count nothing (thread.allocated, the sampling
+	 * threshold), as tcmalloc does: a buffer grown a byte at a time is
+	 * not re-sampled for memory it already had, and the bytes do not
+	 * trigger a sample on some later, unrelated allocation with the
+	 * weight of a whole period. */
+	if (aligned && same_arena && usize == old && !opt_junk_alloc)
 		return p;
-	}
 	if (aligned && same_arena && e->kind == EXTENT_LARGE &&
-	    usize >= SC_LARGE_MINCLASS && e->prof == NULL &&
+	    usize >= SC_LARGE_MINCLASS &&
 	    !arena_large_resize(e, usize, o.zero || opt_zero)) {
-		count_alloc(tsd, usize);
-		count_dalloc(tsd, old);
-		tsd_gdump_flush(tsd);
+		resized_in_place(tsd, p, e, usize, old, &o);
 		return p;
 	}
 	void *q = alloc_impl(tsd, usize, align, &o);
@@ -741,8 +776,7 @@ MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
 	size_t lo = sz_s2u(size), hi = sz_s2u(size + extra);
 	if (old >= lo && old <= hi)
 		return old;
-	if (e->kind != EXTENT_LARGE || lo < SC_LARGE_MINCLASS ||
-	    e->prof != NULL)
+	if (e->kind != EXTENT_LARGE || lo < SC_LARGE_MINCLASS)
 		return old;
 	bool zero = (flags & 0x40) != 0 || opt_zero;
 	size_t target;
@@ -759,9 +793,9 @@ MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
 			return old;
 		target = hi;
 	}
-	count_alloc(tsd, target);
-	count_dalloc(tsd, old);
-	tsd_gdump_flush(tsd);
+	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(xallocx),
+	    .fp = CALLER_FP()};
+	resized_in_place(tsd, p, e, target, old, &o);
 	return target;
 }
 

@@ -7,6 +7,10 @@
  * path nothing: the thread's event threshold (tsd->next_event) is the
  * nearer of the cache-GC event and the next sample, so the one compare
  * malloc already makes sends the sampled allocation to the slow path.
+ * A thread that is not sampling (prof.active or thread.prof.active off)
+ * has no next sample at all, so an inactive profiler costs nothing; the
+ * switches bump prof_wait_gen, and each thread redraws at its next
+ * slow-path allocation (within TSD_EVENT_INTERVAL bytes).
  *
  * A sample captures the backtrace, finds or creates the gctx of that
  * backtrace and the tctx of (this thread, that backtrace), adds to its
@@ -42,6 +46,7 @@ _Atomic uint64_t prof_dropped;
 /* Bumped by prof.reset: samples taken before it no longer count, and
  * threads redraw their sampling wait at their next event. */
 _Atomic uint64_t prof_epoch;
+_Atomic uint64_t prof_wait_gen;
 
 /* Backtrace table: gctx chains, sharded; each shard lock also guards the
  * gctxs and tctxs in its chains. */
@@ -114,6 +119,18 @@ uint64_t prof_sample_wait(tsd_t *tsd) {
 	double R = (double)((uint64_t)1 << lg);
 	double wait = floor(log(u) / log(1.0 - 1.0 / R)) + 1.0;
 	return wait >= 1.8e19 ? UINT64_MAX : (uint64_t)wait;
+}
+
+bool prof_thread_sampling(tsd_t *tsd) {
+	if (!atomic_load(&prof_active))
+		return false;
+	prof_tdata_t *td = tsd->prof_tdata;
+	return td != NULL ? atomic_load_explicit(&td->active,
+	    memory_order_relaxed) : atomic_load(&prof_thread_active_init);
+}
+
+void prof_wait_gen_bump(void) {
+	atomic_fetch_add(&prof_wait_gen, 1);
 }
 
 /*
@@ -455,6 +472,7 @@ void prof_reset(size_t lg_sample) {
 	atomic_fetch_add(&prof_epoch, 1);
 	atomic_store(&prof_lg_sample, lg_sample);
 	unbias_small_fill();
+	prof_wait_gen_bump();
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
 }

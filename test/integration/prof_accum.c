@@ -7,8 +7,10 @@
  * whose objects were all freed stays in the dumps as "0: 0 [n: bytes]";
  * 4 threads each allocate and free at 50 backtraces of their own (200 in
  * all, made by bt0/bt1 recursion) with a dump after each, and every dump
- * a thread takes has at least one backtrace more than its previous one; a moving realloc counts the new block once, the old one stays in
- * the accum counts of its own stack.
+ * a thread takes has at least one backtrace more than its previous one; a
+ * moving realloc counts the new block once, the old one stays in the accum
+ * counts of its own stack; a realloc within the size class counts nothing,
+ * and a large block resized in place is a new sample at the resizing call.
  */
 #include "../test_util.h"
 
@@ -67,6 +69,22 @@ dump_parse(const char *tag, mp_heap_t *h) {
 	MP_HEAP_PARSE(path, h);
 }
 
+/* The counters of all stacks whose first user frame is in fn. */
+static mp_cnts_t
+site_cnts(const mp_heap_t *h, const void *fn) {
+	uintptr_t lo, hi;
+	mp_fn_range(fn, &lo, &hi);
+	mp_cnts_t sum = {0, 0, 0, 0};
+	for (size_t i = 0; i < h->nstacks; i++) {
+		size_t u = mp_heap_user_frame(&h->stacks[i]);
+		if (h->stacks[i].nframes > u && mp_ra_in(h->stacks[i].frames[u],
+		    lo, hi)) {
+			mp_cnts_add(&sum, &h->stacks[i].total);
+		}
+	}
+	return sum;
+}
+
 static void
 test_freed_stays(void **state) {
 	(void)state;
@@ -115,16 +133,7 @@ test_freed_stays(void **state) {
 	}
 	dump_parse("again", &h);
 	mp_heap_check_sums(&h, true);
-	uintptr_t lo, hi;
-	mp_fn_range((void *)accum_site, &lo, &hi);
-	mp_cnts_t sum = {0, 0, 0, 0};
-	for (size_t i = 0; i < h.nstacks; i++) {
-		size_t u = mp_heap_user_frame(&h.stacks[i]);
-		if (h.stacks[i].nframes > u && mp_ra_in(h.stacks[i].frames[u],
-		    lo, hi)) {
-			mp_cnts_add(&sum, &h.stacks[i].total);
-		}
-	}
+	mp_cnts_t sum = site_cnts(&h, (void *)accum_site);
 	mp_cnts_t want3 = {0, 0, 30, 30 * 224};
 	MP_ASSERT(mp_cnts_eq(&sum, &want3), "%" PRIu64 ": %" PRIu64 " [%"
 	    PRIu64 ": %" PRIu64 "]", sum.co, sum.cb, sum.ao, sum.ab);
@@ -224,6 +233,82 @@ test_moving_realloc(void **state) {
 	free(p);
 }
 
+void *accum_xallocx(void *p, size_t size);
+
+MP_SITE void *
+accum_xallocx(void *p, size_t size) {
+	size_t got = xallocx(p, size, 0, 0);
+	__asm__ volatile("" : : "r"(got) : "memory");
+	return got == size ? p : NULL;
+}
+
+/*
+ * A realloc within the size class allocates nothing: the object stays
+ * counted where it was allocated, no new sample, no accum, and
+ * thread.allocated does not move.  A sampled large block resizes in
+ * place, and that counts as a new allocation at the resizing call (as in
+ * jemalloc): the old sample goes, the new one is made where it is.
+ */
+static void
+test_realloc_in_place(void **state) {
+	(void)state;
+	mp_heap_t h;
+	dump_parse("before", &h);
+	mp_cnts_t before = site_cnts(&h, (void *)accum_realloc);
+	mp_heap_free(&h);
+	/* Junk filling (debug builds' default) moves every realloc. */
+	const char *junk = "false";
+	MALLCTL_READ("opt.junk", junk);
+	if (strcmp(junk, "false") == 0) {
+		void *p = accum_site(opaque_size(100000));  /* usize 114688 */
+		assert_int_equal(malloc_usable_size(p), 114688);
+		uint64_t a0 = 0, a1 = 0;
+		MALLCTL_READ("thread.allocated", a0);
+		void *q = accum_realloc(p, 100001);
+		MALLCTL_READ("thread.allocated", a1);
+		assert_ptr_equal(q, p);
+		assert_int_equal(a1, a0);
+		dump_parse("sameclass", &h);
+		mp_heap_check_sums(&h, true);
+		mp_cnts_t c = site_cnts(&h, (void *)accum_realloc);
+		MP_ASSERT(mp_cnts_eq(&c, &before), "same-class realloc "
+		    "sampled: %" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64
+		    "]", c.co, c.cb, c.ao, c.ab);
+		mp_heap_free(&h);
+		free(q);
+	}
+
+	/* Shrinking a large block always succeeds in place; growing it back
+	 * finds the pages it just gave up. */
+	size_t big = 4 << 20, small = 1 << 20;
+	void *r = accum_site(opaque_size(big));
+	assert_ptr_equal(accum_xallocx(r, small), r);
+	dump_parse("shrunk", &h);
+	mp_heap_check_sums(&h, true);
+	mp_cnts_t c = site_cnts(&h, (void *)accum_xallocx);
+	mp_cnts_t want = {1, small, 1, small};
+	MP_ASSERT(mp_cnts_eq(&c, &want), "after shrinking: %" PRIu64 ": %"
+	    PRIu64 " [%" PRIu64 ": %" PRIu64 "]", c.co, c.cb, c.ao, c.ab);
+	mp_heap_free(&h);
+	assert_ptr_equal(accum_xallocx(r, big), r);
+	assert_ptr_equal(accum_realloc(r, big + (1 << 20)), r);
+	dump_parse("grown", &h);
+	mp_heap_check_sums(&h, true);
+	c = site_cnts(&h, (void *)accum_xallocx);
+	mp_cnts_t want2 = {0, 0, 2, small + big};
+	MP_ASSERT(mp_cnts_eq(&c, &want2), "xallocx site after growing: %"
+	    PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]", c.co, c.cb,
+	    c.ao, c.ab);
+	c = site_cnts(&h, (void *)accum_realloc);
+	mp_cnts_t want3 = {1, big + (1 << 20), before.ao + 1,
+	    before.ab + big + (1 << 20)};
+	MP_ASSERT(mp_cnts_eq(&c, &want3), "realloc site after growing: %"
+	    PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]", c.co, c.cb,
+	    c.ao, c.ab);
+	mp_heap_free(&h);
+	free(r);
+}
+
 static void
 test_no_profiler(void **state) {
 	(void)state;
@@ -249,6 +334,7 @@ main(void) {
 		cmocka_unit_test(test_freed_stays),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_moving_realloc),
+		cmocka_unit_test(test_realloc_in_place),
 	};
 	int r = mp_run_tests(tests);
 	mp_tmpdir_remove(tmpdir);

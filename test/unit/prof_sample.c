@@ -224,6 +224,60 @@ static void test_samples_in_prof_cache(void **state) {
 	free(q);
 }
 
+/* Allocate and free enough to reach the next slow-path allocation (a
+ * cache event at the latest), where a thread redraws its wait. */
+static void pass_an_event(void) {
+	for (int i = 0; i < 2 * (int)(TSD_EVENT_INTERVAL / 4096) + 2; i++)
+		free(LAUNDER(malloc(4000)));
+}
+
+/* A thread that is not sampling draws no wait at all: an inactive
+ * profiler sends no allocation to the slow path.  The switches take
+ * effect at the thread's next slow-path allocation (prof.active) or at
+ * once (thread.prof.active, its own thread). */
+static void test_inactive_draws_no_wait(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	tsd_t *tsd = tsd_fetch();
+	assert_int_equal(mp_prof_switch("prof.active", false, NULL), 0);
+	pass_an_event();
+	assert_true(tsd->prof_sample_at == UINT64_MAX);
+	assert_true(tsd->next_event <= tsd->cache_event_at);
+	assert_int_equal(mp_prof_switch("prof.active", true, NULL), 0);
+	pass_an_event();
+	assert_true(tsd->prof_sample_at != UINT64_MAX);
+	assert_true(tsd->prof_sample_at > tsd->allocated);
+
+	assert_int_equal(mp_prof_switch("thread.prof.active", false, NULL), 0);
+	assert_true(tsd->prof_sample_at == UINT64_MAX);
+	pass_an_event();
+	assert_true(tsd->prof_sample_at == UINT64_MAX);
+	assert_int_equal(mp_prof_switch("thread.prof.active", true, NULL), 0);
+	assert_true(tsd->prof_sample_at != UINT64_MAX);
+	assert_true(tsd->next_event <= tsd->prof_sample_at);
+}
+
+/* Samples do not add cache events: the cache-GC threshold advances by
+ * TSD_EVENT_INTERVAL per event whatever the sampling rate. */
+static void test_samples_leave_cache_events_alone(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	tsd_t *tsd = tsd_fetch();
+	prof_reset(6);		/* a sample every 64 bytes on average */
+	pass_an_event();
+	uint64_t ev0 = tsd->event_count;
+	uint64_t a0 = tsd->allocated;
+	for (int i = 0; i < 1000; i++)
+		free(LAUNDER(malloc(128)));
+	uint64_t events = tsd->event_count - ev0;
+	uint64_t bytes = tsd->allocated - a0;
+	MP_ASSERT(events <= bytes / TSD_EVENT_INTERVAL + 1, "%" PRIu64
+	    " cache events for %" PRIu64 " bytes", events, bytes);
+	prof_reset(opt_lg_prof_sample);
+}
+
 int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
@@ -232,6 +286,8 @@ int main(void) {
 		cmocka_unit_test(test_unbias),
 		cmocka_unit_test(test_unbiased_sum),
 		cmocka_unit_test(test_samples_in_prof_cache),
+		cmocka_unit_test(test_inactive_draws_no_wait),
+		cmocka_unit_test(test_samples_leave_cache_events_alone),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown) == 0 ? 0 : 1;
 }

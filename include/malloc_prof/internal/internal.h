@@ -231,6 +231,8 @@ void tsd_totals(uint64_t *allocated, uint64_t *deallocated);
 void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled);
 void tsd_tcache_flush(tsd_t *tsd);
 bool tsd_arena_set(tsd_t *tsd, unsigned ind);
+/* Redraw the calling thread's sampling wait now (thread.prof.active). */
+void tsd_prof_redraw(tsd_t *tsd);
 
 /* ------------------------------------------------------------------ conf.c */
 typedef enum {

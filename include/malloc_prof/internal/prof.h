@@ -112,11 +112,21 @@ extern _Atomic bool prof_thread_active_init;
 extern _Atomic bool prof_gdump_enabled;    /* prof.gdump */
 extern _Atomic size_t prof_lg_sample;      /* prof.lg_sample */
 extern _Atomic uint64_t prof_epoch;        /* prof.reset count */
+/* Bumped when threads must redraw their sampling wait: prof.active or
+ * prof.thread_active_init written, prof.reset.  Write the switch first,
+ * then bump; a thread loads the generation before the switches. */
+extern _Atomic uint64_t prof_wait_gen;
 
 /* Boot after conf: true on error. */
 bool prof_boot(void);
 /* Next sampling threshold for a thread (bytes from `allocated`). */
 uint64_t prof_sample_wait(tsd_t *tsd);
+/* Whether the calling thread's allocations are sampled now: prof.active
+ * and its thread.prof.active (prof.thread_active_init before it has a
+ * tdata).  A thread that is not sampling draws no waits at all. */
+bool prof_thread_sampling(tsd_t *tsd);
+/* Ask every thread to redraw its wait (see prof_wait_gen). */
+void prof_wait_gen_bump(void);
 /* Record object p (usize bytes) as a sample allocated by the calling
  * thread through `entry` (the exported function the program called, e.g.
  * malloc), whose frame is `fp`.  Never fails the allocation. */

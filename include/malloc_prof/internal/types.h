@@ -315,10 +315,14 @@ struct tsd_s {
 	bool tcache_enabled;
 	uint32_t reentrancy;             /* >0: internal allocation in progress */
 	uint64_t event_count;
+	/* next_event is the nearer of these two; keeping them apart means
+	 * samples do not add cache-GC steps. */
+	uint64_t cache_event_at;         /* `allocated` of the next GC step */
+	uint64_t prof_sample_at;         /* `allocated` at which to sample;
+	                                  * UINT64_MAX: not sampling */
 	uint64_t prng;                   /* per-thread PRNG state */
-	uint64_t prof_sample_at;         /* `allocated` at which to sample */
 	uint64_t prof_last_event;        /* `allocated` at the last sample */
-	uint64_t prof_epoch_seen;        /* prof_epoch when the wait was drawn */
+	uint64_t prof_wait_gen_seen;     /* prof_wait_gen when drawn */
 	struct prof_tdata_s *prof_tdata; /* created at the first sample */
 	size_t prof_gdump_pending;       /* active pages of a new high, to
 	                                  * check once no lock is held */
