@@ -97,10 +97,23 @@ void base_postfork_child(void) {
  * lists (the first word links them); larger ones are mapped on their own.
  * Memory never goes back to the heap the program allocates from, so the
  * profiler cannot appear in its own profile.
+ *
+ * Most samples create and free a record, and many a tctx and a gctx too,
+ * so each thread first recycles through a stash of its own (no lock):
+ * classes below BASE_STASH_CLASSES, at most BASE_STASH_BYTES in all, given
+ * back at thread exit.  A block may be freed by another thread than the
+ * one that took it; it simply joins that thread's stash.
  */
 #define BASE_SMALL_MAX ((size_t)4096)
 #define BASE_NCLASSES (BASE_SMALL_MAX / CACHELINE)
+#define BASE_STASH_BYTES 4096
 static void *base_free_lists[BASE_NCLASSES];     /* base_mtx */
+
+static tsd_t *base_stash_tsd(size_t cls) {
+	tsd_t *tsd = &mp_tsd;
+	return cls < BASE_STASH_CLASSES && tsd->state == TSD_NOMINAL ? tsd
+	    : NULL;
+}
 
 void *base_malloc(size_t size) {
 	if (size == 0)
@@ -118,16 +131,24 @@ void *base_malloc(size_t size) {
 		return p;
 	}
 	size_t cls = (size - 1) / CACHELINE;
-	mp_mutex_lock(&base_mtx);
-	void *p = base_free_lists[cls];
-	if (p != NULL) {
+	size_t bytes = (cls + 1) * CACHELINE;
+	tsd_t *tsd = base_stash_tsd(cls);
+	void *p;
+	if (tsd != NULL && (p = tsd->base_stash[cls]) != NULL) {
+		tsd->base_stash[cls] = *(void **)p;
+		tsd->base_stash_bytes -= (uint32_t)bytes;
+	} else {
+		mp_mutex_lock(&base_mtx);
+		p = base_free_lists[cls];
+		if (p == NULL) {
+			p = base_alloc_locked(bytes);    /* fresh: zero */
+			mp_mutex_unlock(&base_mtx);
+			return p;
+		}
 		base_free_lists[cls] = *(void **)p;
 		mp_mutex_unlock(&base_mtx);
-		memset(p, 0, (cls + 1) * CACHELINE);
-		return p;
 	}
-	p = base_alloc_locked((cls + 1) * CACHELINE);
-	mp_mutex_unlock(&base_mtx);
+	memset(p, 0, bytes);
 	return p;
 }
 
@@ -145,8 +166,30 @@ void base_free(void *p, size_t size) {
 		return;
 	}
 	size_t cls = (size - 1) / CACHELINE;
+	size_t bytes = (cls + 1) * CACHELINE;
+	tsd_t *tsd = base_stash_tsd(cls);
+	if (tsd != NULL && tsd->base_stash_bytes + bytes <= BASE_STASH_BYTES) {
+		*(void **)p = tsd->base_stash[cls];
+		tsd->base_stash[cls] = p;
+		tsd->base_stash_bytes += (uint32_t)bytes;
+		return;
+	}
 	mp_mutex_lock(&base_mtx);
 	*(void **)p = base_free_lists[cls];
 	base_free_lists[cls] = p;
+	mp_mutex_unlock(&base_mtx);
+}
+
+void base_stash_flush(tsd_t *tsd) {
+	mp_mutex_lock(&base_mtx);
+	for (size_t cls = 0; cls < BASE_STASH_CLASSES; cls++) {
+		void *p;
+		while ((p = tsd->base_stash[cls]) != NULL) {
+			tsd->base_stash[cls] = *(void **)p;
+			*(void **)p = base_free_lists[cls];
+			base_free_lists[cls] = p;
+		}
+	}
+	tsd->base_stash_bytes = 0;
 	mp_mutex_unlock(&base_mtx);
 }

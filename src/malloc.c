@@ -220,6 +220,7 @@ static void tsd_cleanup(void *arg) {
 		tsd->bin_slab[i] = &extent_empty_slab;
 	if (config_prof)
 		prof_thread_exit(tsd);
+	base_stash_flush(tsd);
 	atomic_fetch_sub(&tsd->arena->nthreads, 1);
 	mp_mutex_lock(&registry_mtx);
 	registry_remove_locked(tsd);

@@ -80,6 +80,14 @@ prof_tdata_t *prof_tdatas_head;
 static prof_tdata_t *tdatas_tail;
 static uint64_t tdata_next_uid;
 
+/* 1 / ln(1 - 2^-lg) for each lg_prof_sample, filled at boot. */
+static double wait_scale[64];
+
+static void wait_scale_fill(void) {
+	for (unsigned lg = 1; lg < 64; lg++)
+		wait_scale[lg] = 1.0 / log1p(-1.0 / (double)((uint64_t)1 << lg));
+}
+
 bool prof_boot(void) {
 	mp_mutex_init(&tdatas_mtx, LOCK_RANK_PROF_TDATAS);
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
@@ -101,23 +109,43 @@ bool prof_boot(void) {
 	atomic_store(&prof_gdump_enabled, opt_prof && opt_prof_gdump);
 	atomic_store(&prof_lg_sample, opt_lg_prof_sample);
 	unbias_small_fill();
+	wait_scale_fill();
 	return false;
 }
 
 /* ---------------------------------------------------------- sampling */
+
+/*
+ * ln(x) for 1 <= x < 2^53, within 1e-7: x = 2^e * m with m in [1, 2), and
+ * ln m = 2 atanh(t), t = (m - 1) / (m + 1) <= 1/3, from its series to t^11.
+ * A wait is R * -ln(u), so that error is a fraction of a byte; glibc's
+ * log() would cost several times as much on every sample.
+ */
+static double prof_ln(uint64_t x) {
+	union {
+		double d;
+		uint64_t u;
+	} v = {.d = (double)x};
+	int e = (int)(v.u >> 52) - 1023;
+	v.u = (v.u & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+	double t = (v.d - 1.0) / (v.d + 1.0), t2 = t * t;
+	double series = 1.0 + t2 * (1.0 / 3 + t2 * (1.0 / 5 + t2 * (1.0 / 7 +
+	    t2 * (1.0 / 9 + t2 * (1.0 / 11)))));
+	return e * 0.69314718055994530942 + 2.0 * t * series;
+}
 
 uint64_t prof_sample_wait(tsd_t *tsd) {
 	size_t lg = atomic_load_explicit(&prof_lg_sample,
 	    memory_order_relaxed);
 	if (lg == 0)
 		return 1;
-	/* jemalloc's LCG and its 53 high bits as a uniform u in (0, 1]. */
+	/* jemalloc's LCG and its 53 high bits as a uniform u in (0, 1]:
+	 * the wait is the geometric floor(ln u / ln(1 - 1/R)) + 1. */
 	tsd->prng = tsd->prng * 6364136223846793005ULL +
 	    1442695040888963407ULL;
 	uint64_t r = tsd->prng >> 11;
-	double u = r == 0 ? 1.0 : (double)r / 9007199254740992.0;
-	double R = (double)((uint64_t)1 << lg);
-	double wait = floor(log(u) / log(1.0 - 1.0 / R)) + 1.0;
+	double ln_u = r == 0 ? 0.0 : prof_ln(r) - 53 * 0.69314718055994530942;
+	double wait = floor(ln_u * wait_scale[lg]) + 1.0;
 	return wait >= 1.8e19 ? UINT64_MAX : (uint64_t)wait;
 }
 

@@ -88,6 +88,9 @@ void *base_alloc(size_t size);                    /* zeroed, 64-aligned */
  * recycled on free lists, larger blocks mapped directly.  Zeroed. */
 void *base_malloc(size_t size);
 void base_free(void *p, size_t size);
+/* Thread exit: give the thread's stash of freed blocks back (state is
+ * TSD_DEAD by then, so later frees bypass the stash). */
+void base_stash_flush(tsd_t *tsd);
 extent_t *base_extent_alloc(void);                /* zeroed */
 void base_extent_free(extent_t *e);
 size_t base_mapped_bytes(void);

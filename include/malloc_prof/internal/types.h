@@ -72,6 +72,8 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define TCACHE_EMPTY_SLABS_MAX 4        /* empty slabs a thread keeps */
 /* Bytes between two thread events (cache GC step, decay tick). */
 #define TSD_EVENT_INTERVAL ((uint64_t)128 << 10)
+/* base_malloc's per-thread stash: blocks of up to this many cache lines. */
+#define BASE_STASH_CLASSES 8
 
 /* ---- locks, in the order they may be taken (lower first) ----
  * A thread holding a lock may only take locks of a higher rank.  Debug
@@ -327,6 +329,8 @@ struct tsd_s {
 	size_t prof_gdump_pending;       /* active pages of a new high, to
 	                                  * check once no lock is held */
 	uintptr_t stack_lo, stack_hi;    /* frame-pointer walk bounds */
+	void *base_stash[BASE_STASH_CLASSES]; /* base.c: freed blocks */
+	uint32_t base_stash_bytes;
 	tsd_t *reg_prev, *reg_next;      /* registry of live threads */
 };
 
