@@ -102,8 +102,10 @@ def parse_fields(line):
 
 
 def run_once(mpbench, workload, scale, env):
-    """One run: wall seconds, the child's own peak RSS in KiB (from
-    wait4), the fields of its output line."""
+    """One run: wall seconds, the child's own peak RSS in KiB (the
+    VmHWM it prints: wait4's ru_maxrss would include this runner's own
+    high-water mark, which a vfork+exec child inherits), the fields of
+    its output line."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         pid = os.posix_spawn(mpbench, [mpbench, workload, str(scale)], env,
@@ -119,7 +121,9 @@ def run_once(mpbench, workload, scale, env):
                 workload, env.get("LD_PRELOAD", "glibc"),
                 os.waitstatus_to_exitcode(status),
                 err.read().decode(errors="replace").strip()[:300]))
-        return wall, ru.ru_maxrss, parse_fields(text)
+        fields = parse_fields(text)
+        rss = int(fields.get("vmhwm_kb", 0)) or ru.ru_maxrss
+        return wall, rss, fields
 
 
 def callgrind_instr(cmd, env):

@@ -145,8 +145,26 @@ static uint64_t wl_scaled(double scale, uint64_t base) {
 	return (uint64_t)n;
 }
 
+/* The process's peak RSS in KiB (VmHWM), or 0 if unknown.  Read here
+ * rather than from the runner's wait4: a child started by vfork+exec
+ * inherits the runner's own high-water mark in ru_maxrss. */
+static unsigned long wl_vmhwm_kb(void) {
+	FILE *f = fopen("/proc/self/status", "r");
+	if (f == NULL)
+		return 0;
+	char line[256];
+	unsigned long kb = 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
 static void wl_print(const char *name, uint64_t cs) {
-	printf("%s checksum=%016" PRIx64 "\n", name, cs);
+	printf("%s checksum=%016" PRIx64 " vmhwm_kb=%lu\n", name, cs,
+	    wl_vmhwm_kb());
 }
 
 /* Thread start and join, dying on failure: a half-run benchmark is
@@ -921,9 +939,9 @@ static void wl_frag(double scale) {
 	}
 	munmap(obj, max * sizeof(*obj));
 	munmap(size, max * sizeof(*size));
-	printf("frag checksum=%016" PRIx64 " live_kb=%" PRIu64
+	printf("frag checksum=%016" PRIx64 " vmhwm_kb=%lu live_kb=%" PRIu64
 	    " rss_after_fill=%ld rss_after_free=%ld rss_after_decay=%ld\n",
-	    cs, live / 1024, rss_fill, rss_free, rss_decay);
+	    cs, wl_vmhwm_kb(), live / 1024, rss_fill, rss_free, rss_decay);
 }
 
 /* ---- micro, micro_empty, micro_batch: hot paths for callgrind ---- */

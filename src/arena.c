@@ -49,6 +49,7 @@ static arena_t *arena_new(unsigned ind) {
 	arena->ind = ind;
 	tcache_init(&arena->shared, arena, true);
 	tcache_init(&arena->prof_cache, arena, true);
+	arena->prof_cache.small_slabs = true;
 	return arena;
 }
 
@@ -109,16 +110,15 @@ bool arena_create(unsigned *ind) {
 void arena_slab_init(extent_t *slab, unsigned ind) {
 	slab->szind = (uint8_t)ind;
 	slab->usize = (uint32_t)sz_index2size(ind);
-	slab->nregs = sz_slab_nregs[ind];
+	slab->nregs = (uint32_t)(slab->size / slab->usize);
 	slab->used = 0;
 	slab->free = NULL;
 	slab->bump = slab->addr;
 	slab->bump_end = slab->addr + (size_t)slab->nregs * slab->usize;
 }
 
-extent_t *arena_slab_alloc(arena_t *arena, unsigned ind) {
+extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size) {
 	bool zeroed;
-	size_t size = sz_slab_size[ind];
 	mp_mutex_lock(&arena->mtx);
 	extent_t *slab = extent_alloc_locked(arena, size, PAGE, &zeroed);
 	if (slab != NULL) {

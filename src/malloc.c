@@ -344,6 +344,15 @@ static void tsd_gdump_flush(tsd_t *tsd) {
 	}
 }
 
+/* Whether a slow-path call may use the thread's cache.  Allocations made
+ * inside the profiler (reentrancy raised) do too: it raises reentrancy
+ * only where no cache operation is in progress, and in the arena's shared
+ * cache they pinned a slab per arena and size class. */
+static bool tsd_cache_usable(const tsd_t *tsd, bool tcache_none) {
+	return !tcache_none && tsd->state == TSD_NOMINAL &&
+	    tsd->tcache_enabled && tsd->tcache != NULL;
+}
+
 /* After an allocation event of p (usize bytes, already counted): sample it
  * if it crossed the threshold, then any pending gdump. */
 static void prof_sample_check(tsd_t *tsd, void *p, size_t usize,
@@ -358,8 +367,7 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
 	unsigned ind = sz_size2index(usize);
 	bool zero = o->zero || opt_zero;
-	bool use_tcache = !o->tcache_none && tsd->state == TSD_NOMINAL &&
-	    tsd->tcache_enabled && tsd->tcache != NULL && tsd->reentrancy == 0;
+	bool use_tcache = tsd_cache_usable(tsd, o->tcache_none);
 	if (use_tcache && tsd->fast_owner != NULL &&
 	    tsd->allocated + usize >= tsd->cache_event_at)
 		tsd_event(tsd);
@@ -367,8 +375,8 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	if (arena == NULL)
 		arena = tsd->arena != NULL ? tsd->arena : arena_get(0, false);
 	void *p;
-	/* A small object about to be sampled comes from the arena's
-	 * prof_cache (see prof.c). */
+	/* A small object about to be sampled comes from arena 0's
+	 * prof_cache, shared by every thread (see prof.c). */
 	bool sample_small = config_prof &&
 	    unlikely(tsd->allocated + usize >= tsd->prof_sample_at) &&
 	    ind < SC_NBINS && opt_prof &&
@@ -376,9 +384,10 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	    atomic_load_explicit(&prof_active, memory_order_relaxed);
 	if (ind < SC_NBINS) {
 		if (sample_small) {
-			mp_mutex_lock(&arena->shared_mtx);
-			p = tcache_alloc_small(&arena->prof_cache, ind);
-			mp_mutex_unlock(&arena->shared_mtx);
+			arena_t *pa = arena_get(0, false);
+			mp_mutex_lock(&pa->shared_mtx);
+			p = tcache_alloc_small(&pa->prof_cache, ind);
+			mp_mutex_unlock(&pa->shared_mtx);
 		} else if (use_tcache) {
 			p = tcache_alloc_small(tsd->tcache, ind);
 		} else {
@@ -475,10 +484,8 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 	} else {
 		if (config_prof && e->prof != NULL)
 			prof_sample_free(p, e);
-		bool use_tcache = !tcache_none && tsd->state == TSD_NOMINAL &&
-		    tsd->tcache_enabled && tsd->tcache != NULL &&
-		    tsd->reentrancy == 0;
-		if (!use_tcache || tcache_dalloc_large(tsd->tcache, e))
+		if (!tsd_cache_usable(tsd, tcache_none) ||
+		    tcache_dalloc_large(tsd->tcache, e))
 			arena_large_dalloc(e);
 	}
 	count_dalloc(tsd, usize);

@@ -16,8 +16,8 @@
  * backtrace and the tctx of (this thread, that backtrace), adds to its
  * counters, and keeps a prof_sample_t for the object: in extent->prof for
  * a large block, in the sharded sample table for a small one.  A small
- * object about to be sampled is taken from its arena's prof_cache, whose
- * slabs no thread owns: it keeps its size class, and its free misses the
+ * object about to be sampled is taken from arena 0's prof_cache (one for
+ * all threads), whose slabs no thread owns: it keeps its size class, and its free misses the
  * fast path's owner compare and finds the record.  Unsampled objects pay
  * nothing, on malloc or on free, wherever they live.
  */

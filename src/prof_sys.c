@@ -12,23 +12,47 @@
  */
 #include "malloc_prof/internal/internal.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* The top of the main thread's stack as glibc's startup code saw it: the
+ * frames of main and everything it calls lie below. */
+extern void *__libc_stack_end;
+
 /*
- * Stack bounds of the calling thread.  pthread_getattr_np may allocate
- * (it reads /proc/self/maps for the main thread): the caller runs it with
- * tsd->reentrancy raised, so those allocations are served internally and
- * never sampled.
+ * Stack bounds of the calling thread.  For the main thread they come from
+ * __libc_stack_end: pthread_getattr_np would parse /proc/self/maps with
+ * stdio, which costs ~250 KiB of resident memory (libc's pages and the
+ * buffers) in a process that never touched them, and allocates.  Other
+ * threads' bounds come from their descriptor (no allocation, no file);
+ * so do the main thread's when its stack has no limit.
  */
+static bool on_main_stack(uintptr_t here) {
+	/* The thread that forked is its child's main thread, on a stack of
+	 * its own: check that we are within the stack limit below the top. */
+	struct rlimit rl;
+	uintptr_t top = (uintptr_t)__libc_stack_end;
+	return getpid() == gettid() && getrlimit(RLIMIT_STACK, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY && here < top &&
+	    top - here < rl.rlim_cur;
+}
+
 void prof_sys_thread_init(tsd_t *tsd) {
-	pthread_attr_t attr;
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-		void *addr;
-		size_t size;
-		if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-			tsd->stack_lo = (uintptr_t)addr;
-			tsd->stack_hi = (uintptr_t)addr + size;
+	if (on_main_stack(here)) {
+		tsd->stack_lo = here & ~(uintptr_t)PAGE_MASK;
+		tsd->stack_hi = (uintptr_t)__libc_stack_end;
+	} else {
+		pthread_attr_t attr;
+		if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+			void *addr;
+			size_t size;
+			if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+				tsd->stack_lo = (uintptr_t)addr;
+				tsd->stack_hi = (uintptr_t)addr + size;
+			}
+			pthread_attr_destroy(&attr);
 		}
-		pthread_attr_destroy(&attr);
 	}
 	if (tsd->stack_hi <= here || tsd->stack_lo > here) {
 		/* Unknown: trust only the page we are on. */

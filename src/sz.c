@@ -10,6 +10,7 @@ uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
 size_t sz_index2size_tab[SC_NSIZES];
 uint32_t sz_slab_size[SC_NBINS];
 uint32_t sz_slab_nregs[SC_NBINS];
+uint32_t sz_prof_slab_size[SC_NBINS];
 
 static unsigned lg_floor(size_t x) {
 	return (unsigned)(63 - __builtin_clzl(x));
@@ -96,6 +97,21 @@ size_t sz_sa2u(size_t size, size_t alignment) {
  * switching its current slab (a slow path each time) as frees punch
  * holes in all of them.
  */
+/*
+ * Slabs of the profiler's cache hold sampled objects, one per 512 KiB
+ * allocated by default: a big slab would pin pages for one or two of them.
+ * The smallest run of pages that wastes at most 1/8 of itself (a 14 KiB
+ * class: 7 pages, 2 regions; 16 B: one page).
+ */
+static size_t prof_slab_pages(size_t size) {
+	for (size_t pages = 1; pages < SZ_SLAB_MAX_PAGES; pages++) {
+		size_t bytes = pages * PAGE;
+		if (bytes >= size && (bytes % size) * 8 <= bytes)
+			return pages;
+	}
+	return SZ_SLAB_MAX_PAGES;
+}
+
 static void slab_geometry(unsigned ind) {
 	size_t size = sz_index2size_tab[ind];
 	size_t best_pages = 0, best_waste = SIZE_MAX;
@@ -119,6 +135,7 @@ static void slab_geometry(unsigned ind) {
 		best_pages = (4 * size + PAGE - 1) / PAGE;
 	sz_slab_size[ind] = (uint32_t)(best_pages * PAGE);
 	sz_slab_nregs[ind] = (uint32_t)(best_pages * PAGE / size);
+	sz_prof_slab_size[ind] = (uint32_t)(prof_slab_pages(size) * PAGE);
 }
 
 void sz_boot(void) {

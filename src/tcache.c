@@ -177,8 +177,10 @@ static void slab_release(tcache_t *tc, extent_t *slab) {
 /* A fresh slab for class ind: a kept empty one of the same geometry, or
  * one from the arena. */
 static extent_t *slab_get(tcache_t *tc, unsigned ind) {
+	size_t size = tc->small_slabs ? sz_prof_slab_size[ind]
+	    : sz_slab_size[ind];
 	for (extent_t *s = tc->empty; s != NULL; s = s->next) {
-		if (s->size == sz_slab_size[ind]) {
+		if (s->size == size) {
 			list_remove(&tc->empty, s);
 			tc->nempty--;
 			arena_slab_init(s, ind);
@@ -187,7 +189,7 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 			return s;
 		}
 	}
-	extent_t *slab = arena_slab_alloc(tc->arena, ind);
+	extent_t *slab = arena_slab_alloc(tc->arena, ind, size);
 	if (slab != NULL)
 		atomic_store_explicit(&slab->owner, tc, memory_order_release);
 	return slab;

@@ -197,6 +197,52 @@ test_fork_under_load(void **state) {
 	assert_int_equal(atomic_load(&mp_failures), 0);
 }
 
+/*
+ * A thread that forks before it ever allocated is the child's main thread
+ * but runs on its own stack, not under __libc_stack_end: its first sample
+ * must find its real stack bounds (a walk bounded by the main stack's top
+ * would cross unmapped memory).  The child's stacks reach through the
+ * site into forking_thread.
+ */
+void *forking_thread(void *arg);
+
+MP_SITE void *
+forking_thread(void *arg) {
+	(void)arg;
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(20);
+		child_site();
+		char path[600];
+		snprintf(path, sizeof(path), "%s/thread-child.heap", tmpdir);
+		_exit(mp_prof_dump(path) == 0 ? 0 : 1);
+	}
+	return (void *)(intptr_t)pid;
+}
+
+static void
+test_fork_from_thread(void **state) {
+	(void)state;
+	pthread_t t;
+	void *ret;
+	assert_int_equal(pthread_create(&t, NULL, forking_thread, NULL), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	pid_t pid = (pid_t)(intptr_t)ret;
+	assert_true(pid > 0);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child "
+	    "status %#x", status);
+	check_file("thread-child.heap", false, true);
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/thread-child.heap", tmpdir);
+	mp_heap_t h;
+	MP_HEAP_PARSE(path, &h);
+	MP_ASSERT(mp_heap_find_site(&h, (void *)forking_thread, 4) != NULL,
+	    "no stack reaches from child_site into forking_thread");
+	mp_heap_free(&h);
+}
+
 static void
 test_no_profiler(void **state) {
 	(void)state;
@@ -227,6 +273,7 @@ main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_names),
 		cmocka_unit_test(test_fork_under_load),
+		cmocka_unit_test(test_fork_from_thread),
 	};
 	int r = mp_run_tests(tests);
 	mp_tmpdir_remove(tmpdir);

@@ -765,7 +765,7 @@ static void test_slab_extents(void **state) {
 	extent_t *s[SC_NBINS];
 	size_t pages = 0;
 	for (unsigned i = 0; i < SC_NBINS; i++) {
-		s[i] = arena_slab_alloc(a, i);
+		s[i] = arena_slab_alloc(a, i, sz_slab_size[i]);
 		assert_non_null(s[i]);
 		assert_int_equal(s[i]->kind, EXTENT_SLAB);
 		assert_int_equal(s[i]->size, sz_slab_size[i]);

@@ -183,14 +183,15 @@ static void test_unbiased_sum(void **state) {
 }
 
 /* A small object that is sampled comes from a slab of its arena's
- * prof_cache (no thread owns it), in its own size class; unsampled ones
+ * prof_cache (arena 0's, whatever the thread's arena; no thread owns it),
+ * in its own size class; unsampled ones
  * stay in the thread's cache. */
 static void test_samples_in_prof_cache(void **state) {
 	(void)state;
 	if (!config_prof || !opt_prof)
 		MP_SKIP("profiling not built in / not on");
 	tsd_t *tsd = tsd_fetch();
-	tcache_t *prof_cache = &tsd->arena->prof_cache;
+	tcache_t *prof_cache = &arena_get(0, false)->prof_cache;
 	prof_reset(0);
 	free(LAUNDER(malloc(64)));  /* the next event redraws the wait */
 	void *p[2][8];
@@ -202,7 +203,8 @@ static void test_samples_in_prof_cache(void **state) {
 			extent_t *e = pagemap_lookup(p[k][i]);
 			MP_ASSERT(e != NULL && e->kind == EXTENT_SLAB &&
 			    slab_owner(e) == prof_cache && e->usize ==
-			    sz_s2u(size) && atomic_load(&e->nsampled) >= 1,
+			    sz_s2u(size) && atomic_load(&e->nsampled) >= 1 &&
+			    e->size == sz_prof_slab_size[sz_size2index(size)],
 			    "sampled malloc(%zu) = %p not in a prof_cache slab "
 			    "of its class", size, p[k][i]);
 		}
@@ -217,6 +219,13 @@ static void test_samples_in_prof_cache(void **state) {
 		assert_int_equal(atomic_load(&e->nsampled), n - 1);
 		free(p[1][i]);
 	}
+	/* A thread of another arena samples into the same cache. */
+	unsigned home = tsd->arena->ind;
+	assert_false(tsd_arena_set(tsd, home == 0 ? 1 : 0));
+	void *other = LAUNDER(malloc(300));
+	assert_ptr_equal(slab_owner(pagemap_lookup(other)), prof_cache);
+	free(other);
+	assert_false(tsd_arena_set(tsd, home));
 	prof_reset(63);
 	free(LAUNDER(malloc(64)));
 	void *q = LAUNDER(malloc(200));
@@ -240,6 +249,7 @@ static void test_inactive_draws_no_wait(void **state) {
 	if (!config_prof || !opt_prof)
 		MP_SKIP("profiling not built in / not on");
 	tsd_t *tsd = tsd_fetch();
+	prof_reset(19);		/* a finite wait (at 63 it may be "never") */
 	assert_int_equal(mp_prof_switch("prof.active", false, NULL), 0);
 	pass_an_event();
 	assert_true(tsd->prof_sample_at == UINT64_MAX);

@@ -274,6 +274,31 @@ static void test_slab_geometry(void **state) {
 	}
 }
 
+/* The profiler's cache takes the smallest slab that wastes at most 1/8 of
+ * itself: a sampled object pins as few pages as possible. */
+static void
+test_prof_slab_geometry(void **state) {
+	(void)state;
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		size_t size = sz_index2size(i);
+		size_t slab = sz_prof_slab_size[i];
+		MP_ASSERT(slab % PAGE == 0 && slab >= size, "bin %u: prof slab "
+		    "%zu for size %zu", i, slab, size);
+		MP_ASSERT((slab % size) * 8 <= slab, "bin %u: prof slab %zu "
+		    "wastes %zu", i, slab, slab % size);
+		MP_ASSERT(slab <= sz_slab_size[i], "bin %u: prof slab %zu > "
+		    "slab %u", i, slab, sz_slab_size[i]);
+		for (size_t bytes = PAGE; bytes < slab; bytes += PAGE) {
+			MP_ASSERT(bytes < size || (bytes % size) * 8 > bytes,
+			    "bin %u: %zu bytes would do, prof slab is %zu", i,
+			    bytes, slab);
+		}
+	}
+	assert_int_equal(sz_prof_slab_size[0], PAGE);
+	/* 14 KiB: four pages, one region, 1/8 wasted. */
+	assert_int_equal(sz_prof_slab_size[SC_NBINS - 1], 4 * PAGE);
+}
+
 /* --------------------------------------------------- page-count classes */
 
 #define NPSZ EXTENT_NPSIZES
@@ -352,6 +377,7 @@ int main(void) {
 		cmocka_unit_test(test_sa2u_small),
 		cmocka_unit_test(test_sa2u_large_and_overflow),
 		cmocka_unit_test(test_slab_geometry),
+		cmocka_unit_test(test_prof_slab_geometry),
 		cmocka_unit_test(test_psz_classes),
 	};
 	return cmocka_run_group_tests(tests, boot, NULL) == 0 ? 0 : 1;

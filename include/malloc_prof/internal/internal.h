@@ -51,6 +51,8 @@ extern uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
 extern size_t sz_index2size_tab[SC_NSIZES];
 extern uint32_t sz_slab_size[SC_NBINS];          /* bytes per slab */
 extern uint32_t sz_slab_nregs[SC_NBINS];
+/* Slabs of the profiler's cache: as small as waste allows (see sz.c). */
+extern uint32_t sz_prof_slab_size[SC_NBINS];
 /* Slab geometry bounds (see slab_geometry in sz.c). */
 #define SZ_SLAB_MIN_BYTES ((size_t)64 << 10)
 #define SZ_SLAB_MAX_PAGES 64
@@ -158,7 +160,7 @@ arena_t *arena_get(unsigned ind, bool create);
 arena_t *arena_choose_auto(void);        /* round robin over automatic ones */
 bool arena_create(unsigned *ind);        /* arenas.create */
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
-extent_t *arena_slab_alloc(arena_t *arena, unsigned ind);
+extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size);
 void arena_slab_init(extent_t *slab, unsigned ind);
 void arena_slab_dalloc(arena_t *arena, extent_t *slab);
 /* Large blocks. usize is a large size class, align a power of two. */

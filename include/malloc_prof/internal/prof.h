@@ -19,9 +19,13 @@
 
 #define PROF_BT_MAX_LIMIT 256
 #define PROF_GCTX_SHARDS 64
-#define PROF_GCTX_BUCKETS 1024          /* per shard */
+/* Bucket arrays are touched at random, so their size is resident memory
+ * once a few hundred samples have been taken: 128 KiB and 64 KiB in all.
+ * Chains stay short up to ~100k stacks and ~500k live samples (a 256 GiB
+ * heap at the default rate). */
+#define PROF_GCTX_BUCKETS 256           /* per shard */
 #define PROF_SAMPLE_SHARDS 64
-#define PROF_SAMPLE_BUCKETS 1024        /* per shard */
+#define PROF_SAMPLE_BUCKETS 128         /* per shard */
 #define PROF_THREAD_NAME_MAX 16         /* with the NUL */
 
 /* Counters of sampled objects.  *_shifted_unbiased counts are 8 times the

@@ -227,6 +227,7 @@ struct tcache_s {
 	tcache_t *orphan_next;
 	uint32_t gc_bin;                 /* next bin of the incremental GC */
 	bool shared;
+	bool small_slabs;                /* sz_prof_slab_size (prof_cache) */
 };
 
 /* Free extents of one kind, bucketed by page-count class for best fit. */
@@ -272,9 +273,12 @@ struct arena_s {
 
 	mp_mutex_t shared_mtx;           /* the arena's own caches: */
 	tcache_t shared;
-	/* Sampled small objects come from slabs of this cache: no thread
-	 * owns them, so only their frees leave the fast path for the
-	 * profiler, and the objects keep their size class. */
+	/* Sampled small objects come from slabs of arena 0's cache (the
+	 * others stay empty): no thread owns them, so only their frees
+	 * leave the fast path for the profiler, and the objects keep their
+	 * size class.  One set for all threads, not one per arena: samples
+	 * are rare, and a set per arena multiplied the profiler's resident
+	 * memory by the arena count. */
 	tcache_t prof_cache;
 
 	mp_mutex_t orphans_mtx;          /* caches of exited threads */
