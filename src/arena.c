@@ -34,7 +34,6 @@ static void active_grew(size_t pages) {
 static void active_shrank(size_t pages) {
 	atomic_fetch_sub_explicit(&arenas_pactive, pages, memory_order_relaxed);
 }
-static _Atomic unsigned arena_next_auto;
 
 static arena_t *arena_new(unsigned ind) {
 	arena_t *arena = base_alloc(sizeof(arena_t));
@@ -86,11 +85,35 @@ arena_t *arena_get(unsigned ind, bool create) {
 	return a;
 }
 
+/*
+ * A new thread's arena: the first one with no thread attached, else a new
+ * one while fewer than narenas_auto exist, else the least loaded (as in
+ * jemalloc).  Round robin spread threads that come and go over every
+ * arena, each keeping its own slabs and orphaned caches: with four
+ * threads at a time, eight arenas' worth of memory.  A thread that takes
+ * a dead thread's arena also adopts its orphaned cache.
+ */
 arena_t *arena_choose_auto(void) {
-	unsigned i = atomic_fetch_add_explicit(&arena_next_auto, 1,
-	    memory_order_relaxed) % narenas_auto;
-	arena_t *a = arena_get(i, true);
-	return a != NULL ? a : arena_get(0, false);
+	arena_t *best = NULL;
+	uint32_t best_n = UINT32_MAX;
+	for (unsigned i = 0; i < narenas_auto; i++) {
+		arena_t *a = arena_get(i, false);
+		if (a == NULL) {
+			a = arena_get(i, true);
+			if (a != NULL)
+				return a;
+			break;
+		}
+		uint32_t n = atomic_load_explicit(&a->nthreads,
+		    memory_order_relaxed);
+		if (n == 0)
+			return a;
+		if (n < best_n) {
+			best = a;
+			best_n = n;
+		}
+	}
+	return best != NULL ? best : arena_get(0, false);
 }
 
 bool arena_create(unsigned *ind) {

@@ -542,6 +542,71 @@ test_thread_arena(void **state) {
 	MALLCTL_WRITE("thread.arena", orig);
 }
 
+static pthread_barrier_t arena_barrier;
+
+/* The calling thread's arena, or UINT_MAX. */
+static unsigned
+arena_of_new_thread(void) {
+	unsigned a = UINT_MAX;
+	size_t sz = sizeof(a);
+	free(LAUNDER(malloc(64)));	/* the thread's first call picks it */
+	if (mallctl("thread.arena", &a, &sz, NULL, 0) != 0) {
+		a = UINT_MAX;
+	}
+	return a;
+}
+
+static void *
+arena_reader(void *arg) {
+	*(unsigned *)arg = arena_of_new_thread();
+	return NULL;
+}
+
+static void *
+arena_reader_waiting(void *arg) {
+	*(unsigned *)arg = arena_of_new_thread();
+	pthread_barrier_wait(&arena_barrier);
+	return NULL;
+}
+
+/*
+ * New threads take an arena no thread uses (jemalloc's choice): threads
+ * alive together get arenas of their own, and a thread that comes after
+ * one exited takes the lowest-numbered idle arena rather than the next in
+ * a round robin, so that threads that come and go do not spread memory
+ * over every arena.  mallctl.conf: narenas:3.
+ */
+static void
+test_thread_arena_choice(void **state) {
+	(void)state;
+	unsigned self = 0, narenas = 0;
+	MALLCTL_READ("thread.arena", self);
+	MALLCTL_READ("opt.narenas", narenas);
+	assert_int_equal(narenas, 3);
+	unsigned got[2];
+	pthread_t t[2];
+	assert_int_equal(pthread_barrier_init(&arena_barrier, NULL, 3), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pthread_create(&t[i], NULL,
+		    arena_reader_waiting, &got[i]), 0);
+	}
+	pthread_barrier_wait(&arena_barrier);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	}
+	pthread_barrier_destroy(&arena_barrier);
+	MP_ASSERT(got[0] < 3 && got[1] < 3 && got[0] != got[1] &&
+	    got[0] != self && got[1] != self, "main thread on arena %u, "
+	    "two live threads on %u and %u", self, got[0], got[1]);
+	unsigned later = UINT_MAX;
+	pthread_t u;
+	assert_int_equal(pthread_create(&u, NULL, arena_reader, &later), 0);
+	assert_int_equal(pthread_join(u, NULL), 0);
+	unsigned lowest = got[0] < got[1] ? got[0] : got[1];
+	MP_ASSERT(later == lowest, "a new thread took arena %u, the lowest "
+	    "idle one is %u", later, lowest);
+}
+
 static void
 check_counter_step(const char *what, size_t usable, uint64_t before,
     uint64_t after) {
@@ -1155,6 +1220,7 @@ main(void) {
 		cmocka_unit_test(test_arenas),
 		cmocka_unit_test(test_arena_purge_decay),
 		cmocka_unit_test(test_thread_arena),
+		cmocka_unit_test(test_thread_arena_choice),
 		cmocka_unit_test(test_thread_counters),
 		cmocka_unit_test(test_thread_counter_pointers),
 		cmocka_unit_test(test_thread_counters_per_thread),
