@@ -31,8 +31,10 @@ static void active_grew(size_t pages) {
 		mp_tsd.prof_gdump_pending = total;
 }
 
+/* Called after pages were freed, with no arena lock held. */
 static void active_shrank(size_t pages) {
 	atomic_fetch_sub_explicit(&arenas_pactive, pages, memory_order_relaxed);
+	background_thread_notify();
 }
 
 static arena_t *arena_new(unsigned ind) {

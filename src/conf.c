@@ -106,6 +106,15 @@ const conf_opt_t conf_opts[] = {
 	  .var = &opt_muzzy_decay_ms, .def = "0", .min = -1,
 	  .max = CONF_DECAY_MS_MAX,
 	  .doc = "time before muzzy pages are purged (-1: never)" },
+	{ .name = "background_thread", .type = CONF_BOOL,
+	  .var = &opt_background_thread, .def = "false",
+	  .doc = "purge decayed pages from a thread of the allocator's own, "
+	  "also while the program sleeps" },
+	{ .name = "max_background_threads", .type = CONF_SIZE_T,
+	  .var = &opt_max_background_threads, .def = "1", .min = 1,
+	  .max = 4096,
+	  .doc = "background threads at most (one serves every arena; "
+	  "opt.* reads 1)" },
 	{ .name = "retain", .type = CONF_BOOL, .var = &opt_retain,
 	  .def = "true",
 	  .doc = "keep unused virtual memory mapped instead of unmapping" },

@@ -301,6 +301,37 @@ static int ctl_thread_tcache_enabled(const ctl_node_t *node,
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
+/* rw: background_thread, the purging thread (background_thread.c).  A
+ * write returns the old value; EAGAIN if the thread cannot be created. */
+static int ctl_background_thread(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	bool old = background_thread_enabled();
+	if (newp != NULL) {
+		if (newlen != sizeof(bool))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		if (background_thread_set(*(const bool *)newp, &old))
+			return EAGAIN;
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+/* r-: stats.background_thread.*, read live; node->off picks the value
+ * (0 num_threads, 1 num_runs, 2 run_interval). */
+static int ctl_stats_background_thread(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	size_t nthreads;
+	uint64_t v[2];
+	background_thread_stats(&nthreads, &v[0], &v[1]);
+	if (node->off == 0)
+		return ctl_read(oldp, oldlenp, &nthreads, sizeof(nthreads));
+	return ctl_read(oldp, oldlenp, &v[node->off - 1], sizeof(v[0]));
+}
+
 /* --: return the calling thread's cached memory to its arena. */
 static int ctl_thread_tcache_flush(const ctl_node_t *node,
     const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
@@ -818,6 +849,15 @@ static const ctl_node_t ctl_stats_arenas_i[] = {
 	{ .name = (n), .handler = ctl_stats_read, .type = CTL_T_SIZE,	\
 	  .off = offsetof(ctl_snapshot_t, field) }
 
+static const ctl_node_t ctl_stats_background_thread_children[] = {
+	{ .name = "num_threads", .handler = ctl_stats_background_thread,
+	  .type = CTL_T_SIZE, .off = 0 },
+	{ .name = "num_runs", .handler = ctl_stats_background_thread,
+	  .type = CTL_T_U64, .off = 1 },
+	{ .name = "run_interval", .handler = ctl_stats_background_thread,
+	  .type = CTL_T_U64, .off = 2 },
+};
+
 static const ctl_node_t ctl_stats_children[] = {
 	CTL_STAT("allocated", allocated),
 	CTL_STAT("active", active),
@@ -825,6 +865,8 @@ static const ctl_node_t ctl_stats_children[] = {
 	CTL_STAT("resident", resident),
 	CTL_STAT("mapped", mapped),
 	CTL_STAT("retained", retained),
+	{ .name = "background_thread",
+	  CTL_CHILDREN(ctl_stats_background_thread_children) },
 	{ .name = "arenas", .kind = CTL_INDEXED,
 	  .bad_index = ctl_stats_arena_bad_index,
 	  CTL_CHILDREN(ctl_stats_arenas_i) },
@@ -847,6 +889,7 @@ static const ctl_node_t ctl_root_children[] = {
 	{ .name = "version", .handler = ctl_var_read, .type = CTL_T_STR,
 	  .ptr = &ctl_version },
 	{ .name = "epoch", .handler = ctl_epoch },
+	{ .name = "background_thread", .handler = ctl_background_thread },
 	{ .name = "config", CTL_CHILDREN(ctl_config_children) },
 	{ .name = "opt", .kind = CTL_OPTS },
 	{ .name = "thread", CTL_CHILDREN(ctl_thread_children) },

@@ -59,7 +59,7 @@ static MP_COLD bool malloc_init_hard(void) {
 	if (!err) {
 		conf_boot();
 		sz_boot();
-		err = prof_boot();
+		err = prof_boot() || background_thread_boot();
 	}
 	if (!err) {
 		err = arena_boot() || ctl_boot() ||
@@ -426,6 +426,9 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	    tsd->state == TSD_NOMINAL)
 		prof_wait_redraw(tsd, tsd->allocated - usize);
 	prof_sample_check(tsd, p, usize, o);
+	/* Outside start-up and the profiler: creating a thread allocates. */
+	if (tsd->state == TSD_NOMINAL && tsd->reentrancy == 0)
+		background_thread_start_pending();
 	return p;
 }
 
@@ -724,9 +727,31 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	return q;
 }
 
+/* Whether `size` falls in the size class of the block p (of extent e):
+ * then realloc has nothing to do.  False for anything but a slab region
+ * or the start of a large block (ralloc_impl reports those). */
+static bool realloc_same_class(const extent_t *e, const void *p,
+    size_t size) {
+	size_t usize;
+	if (e->kind == EXTENT_SLAB)
+		usize = e->usize;
+	else if (e->kind == EXTENT_LARGE && (const char *)p == e->addr)
+		usize = e->size;
+	else
+		return false;
+	return size <= usize && (e->szind == 0 ||
+	    size > sz_index2size_tab[e->szind - 1]);
+}
+
 MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	if (p == NULL)
 		return MP_PUBLIC(malloc)(size);
+	/* A buffer grown a little at a time mostly stays in its class: one
+	 * page-map lookup and two compares, no decoding of flags or sizes. */
+	extent_t *e = pagemap_lookup(p);
+	if (likely(e != NULL && size != 0 && !opt_junk_alloc) &&
+	    realloc_same_class(e, p, size))
+		return p;
 	if (size == 0) {
 		switch (opt_zero_realloc) {
 		case ZERO_REALLOC_FREE:
@@ -919,6 +944,7 @@ static void malloc_prefork(void) {
 		return;
 	pthread_mutex_lock(&init_mtx.lock);
 	ctl_prefork();
+	background_thread_prefork();
 	if (config_prof)
 		prof_prefork();
 	pthread_mutex_lock(&registry_mtx.lock);
@@ -934,6 +960,7 @@ static void malloc_postfork_parent(void) {
 	pthread_mutex_unlock(&registry_mtx.lock);
 	if (config_prof)
 		prof_postfork_parent();
+	background_thread_postfork_parent();
 	ctl_postfork_parent();
 	pthread_mutex_unlock(&init_mtx.lock);
 }
@@ -952,6 +979,7 @@ static void malloc_postfork_child(void) {
 	mp_mutex_postfork_child(&registry_mtx);
 	if (config_prof)
 		prof_postfork_child();
+	background_thread_postfork_child();
 	ctl_postfork_child();
 	mp_mutex_postfork_child(&init_mtx);
 	tsd_t *self = &mp_tsd;

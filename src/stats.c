@@ -257,6 +257,12 @@ static void stats_print_text(stats_out_t *out, const stats_sel_t *sel) {
 	    "resident: %zu, mapped: %zu, retained: %zu\n", snap->allocated,
 	    snap->active, snap->metadata, snap->resident, snap->mapped,
 	    snap->retained);
+	size_t bg_n;
+	uint64_t bg_runs, bg_interval;
+	background_thread_stats(&bg_n, &bg_runs, &bg_interval);
+	stats_printf(out, "Background threads: %zu, num_runs: %llu, "
+	    "run_interval: %llu ns\n", bg_n, (unsigned long long)bg_runs,
+	    (unsigned long long)bg_interval);
 	if (sel->merged) {
 		stats_printf(out, "Merged arenas stats:\n");
 		stats_arena_text(out, &snap->merged);
@@ -347,6 +353,14 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel) {
 	stats_json_u64(out, "resident", snap->resident);
 	stats_json_u64(out, "mapped", snap->mapped);
 	stats_json_u64(out, "retained", snap->retained);
+	size_t bg_n;
+	uint64_t bg_runs, bg_interval;
+	background_thread_stats(&bg_n, &bg_runs, &bg_interval);
+	stats_json_open(out, "background_thread", '{');
+	stats_json_u64(out, "num_threads", bg_n);
+	stats_json_u64(out, "num_runs", bg_runs);
+	stats_json_u64(out, "run_interval", bg_interval);
+	stats_json_close(out, '}');
 	stats_json_close(out, '}');
 	if (sel->merged || sel->unmerged) {
 		stats_json_open(out, "stats.arenas", '{');

@@ -177,6 +177,25 @@ void arena_prefork(void);
 void arena_postfork_parent(void);
 void arena_postfork_child(void);
 
+/* ------------------------------------------------------ background_thread.c */
+extern bool opt_background_thread;
+extern size_t opt_max_background_threads;
+bool background_thread_boot(void);                 /* after conf; true on error */
+/* Start the thread if the option or the mallctl asked for it and it is not
+ * running (cheap when not: one relaxed load).  From event paths with no
+ * allocator lock held. */
+void background_thread_start_pending(void);
+/* background_thread mallctl: true if the thread could not be created. */
+bool background_thread_set(bool enable, bool *was);
+bool background_thread_enabled(void);
+/* Pages were freed: wake the thread if it waits with nothing to purge. */
+void background_thread_notify(void);
+void background_thread_stats(size_t *nthreads, uint64_t *nruns,
+    uint64_t *run_interval_ns);
+void background_thread_prefork(void);
+void background_thread_postfork_parent(void);
+void background_thread_postfork_child(void);
+
 /* ---------------------------------------------------------------- tcache.c */
 extern extent_t extent_empty_slab;       /* stands in for "no current slab" */
 void tcache_init(tcache_t *tc, arena_t *arena, bool shared);

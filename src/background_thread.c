@@ -1,0 +1,229 @@
+/*
+ * background_thread.c: a thread that purges decayed pages on time, not
+ * only on allocation events (jemalloc's background_thread).
+ *
+ * Without it, decay runs when threads allocate (a tick every
+ * TSD_EVENT_INTERVAL bytes) or free large blocks, so a process that frees
+ * a lot and then sleeps, or only trickles tiny allocations, keeps its
+ * freed pages resident.  With background_thread:true one thread sleeps
+ * until the oldest free extent of any arena has aged past its decay time,
+ * purges what is due in every arena, and sleeps again; with nothing to
+ * purge it waits until pages are freed (active_shrank calls
+ * background_thread_notify).  One thread serves all arenas: purging is a
+ * few madvise calls per period.
+ *
+ * It is started lazily, from a thread's first slow-path allocation after
+ * the option asked for it (or at once by the mallctl) (never inside malloc_init, where creating a
+ * thread would allocate), runs with every signal blocked, and holds no
+ * lock while it sleeps.  After fork the child has no such thread: it is
+ * started again at the child's next event.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <signal.h>
+#include <time.h>
+
+bool opt_background_thread = false;
+size_t opt_max_background_threads = 1;
+
+/*
+ * State, under bg_mtx: `enabled` is what the option or the mallctl asked
+ * for; `running` says a thread exists (it is joined when disabled); the
+ * thread runs while bg_gen is the generation it was started with, so that
+ * one stopped by a disable cannot be revived by an enable that follows at
+ * once.  `idle`: the thread waits with no deadline, so a free must wake
+ * it.  bg_start_pending (atomic) lets event paths check cheaply whether
+ * they should start it.
+ */
+static mp_mutex_t bg_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_BACKGROUND);
+static pthread_cond_t bg_cond;
+static pthread_t bg_thread;
+static bool bg_enabled, bg_running;
+static uint64_t bg_gen;
+static _Atomic bool bg_idle;
+static _Atomic bool bg_start_pending;
+/* stats.background_thread: runs, and the first and last run's start. */
+static _Atomic uint64_t bg_runs, bg_first_ns, bg_last_ns;
+
+static void bg_cond_init(void) {
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&bg_cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+bool background_thread_boot(void) {
+	mp_mutex_init(&bg_mtx, LOCK_RANK_BACKGROUND);
+	bg_cond_init();
+	opt_max_background_threads = 1;     /* the number in effect */
+	bg_enabled = opt_background_thread;
+	atomic_store(&bg_start_pending, opt_background_thread);
+	return false;
+}
+
+/* When the oldest free extent of `set` is due for purging after `ms`
+ * milliseconds, or UINT64_MAX. */
+static uint64_t set_deadline(const extent_set_t *set, ssize_t ms) {
+	if (ms <= 0 || set->lru_head == NULL)
+		return UINT64_MAX;
+	return set->lru_head->free_ns + (uint64_t)ms * 1000000u;
+}
+
+/* Purge what is due in every arena; the next deadline, or UINT64_MAX. */
+static uint64_t bg_run(void) {
+	uint64_t start = os_now_ns(), next = UINT64_MAX;
+	if (atomic_fetch_add(&bg_runs, 1) == 0)
+		atomic_store(&bg_first_ns, start);
+	atomic_store(&bg_last_ns, start);
+	unsigned n = atomic_load(&narenas_total);
+	for (unsigned i = 0; i < n; i++) {
+		arena_t *arena = arena_get(i, false);
+		if (arena == NULL)
+			continue;
+		mp_mutex_lock(&arena->mtx);
+		extent_decay_locked(arena, os_now_ns(), false);
+		uint64_t d = set_deadline(&arena->sets[EXTENT_FREE_DIRTY],
+		    opt_dirty_decay_ms);
+		uint64_t m = set_deadline(&arena->sets[EXTENT_FREE_MUZZY],
+		    opt_muzzy_decay_ms);
+		mp_mutex_unlock(&arena->mtx);
+		if (d < next)
+			next = d;
+		if (m < next)
+			next = m;
+	}
+	return next;
+}
+
+static void *bg_main(void *arg) {
+	uint64_t gen = (uint64_t)(uintptr_t)arg;
+	pthread_setname_np(pthread_self(), "malloc_prof_bg");
+	mp_mutex_lock(&bg_mtx);
+	while (gen == bg_gen) {
+		mp_mutex_unlock(&bg_mtx);
+		uint64_t next = bg_run();
+		mp_mutex_lock(&bg_mtx);
+		if (gen != bg_gen)
+			break;
+		if (next == UINT64_MAX) {
+			atomic_store(&bg_idle, true);
+			while (atomic_load(&bg_idle) && gen == bg_gen)
+				pthread_cond_wait(&bg_cond, &bg_mtx.lock);
+			continue;
+		}
+		/* At least a millisecond, so that a burst of deadlines
+		 * is purged in one run. */
+		uint64_t now = os_now_ns();
+		if (next < now + 1000000u)
+			next = now + 1000000u;
+		struct timespec ts = {
+			.tv_sec = (time_t)(next / 1000000000u),
+			.tv_nsec = (long)(next % 1000000000u),
+		};
+		pthread_cond_timedwait(&bg_cond, &bg_mtx.lock, &ts);
+	}
+	mp_mutex_unlock(&bg_mtx);
+	return NULL;
+}
+
+/* Create the thread if it is wanted and missing.  bg_mtx held. */
+static bool bg_start_locked(void) {
+	if (!bg_enabled || bg_running)
+		return false;
+	uint64_t gen = ++bg_gen;
+	atomic_store(&bg_idle, false);
+	/* Signals stay with the program's threads. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int err = pthread_create(&bg_thread, NULL, bg_main,
+	    (void *)(uintptr_t)gen);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err != 0) {
+		mp_error("background_thread: cannot create the thread: %s",
+		    strerror(err));
+		return true;
+	}
+	bg_running = true;
+	return false;
+}
+
+void background_thread_start_pending(void) {
+	if (!atomic_load_explicit(&bg_start_pending, memory_order_relaxed) ||
+	    !atomic_exchange(&bg_start_pending, false))
+		return;
+	mp_mutex_lock(&bg_mtx);
+	bg_start_locked();
+	mp_mutex_unlock(&bg_mtx);
+}
+
+bool background_thread_set(bool enable, bool *was) {
+	mp_mutex_lock(&bg_mtx);
+	*was = bg_enabled;
+	bg_enabled = enable;
+	if (enable) {
+		bool err = bg_start_locked();
+		if (err)
+			bg_enabled = false;
+		mp_mutex_unlock(&bg_mtx);
+		return err;
+	}
+	if (!bg_running) {
+		mp_mutex_unlock(&bg_mtx);
+		return false;
+	}
+	bg_gen++;
+	atomic_store(&bg_idle, false);
+	pthread_cond_broadcast(&bg_cond);
+	pthread_t t = bg_thread;
+	bg_running = false;
+	mp_mutex_unlock(&bg_mtx);
+	pthread_join(t, NULL);
+	return false;
+}
+
+bool background_thread_enabled(void) {
+	mp_mutex_lock(&bg_mtx);
+	bool on = bg_enabled;
+	mp_mutex_unlock(&bg_mtx);
+	return on;
+}
+
+void background_thread_notify(void) {
+	if (!atomic_load_explicit(&bg_idle, memory_order_relaxed))
+		return;
+	mp_mutex_lock(&bg_mtx);
+	if (atomic_load(&bg_idle)) {
+		atomic_store(&bg_idle, false);
+		pthread_cond_broadcast(&bg_cond);
+	}
+	mp_mutex_unlock(&bg_mtx);
+}
+
+void background_thread_stats(size_t *nthreads, uint64_t *nruns,
+    uint64_t *run_interval_ns) {
+	mp_mutex_lock(&bg_mtx);
+	*nthreads = bg_running ? 1 : 0;
+	mp_mutex_unlock(&bg_mtx);
+	uint64_t runs = atomic_load(&bg_runs);
+	*nruns = runs;
+	*run_interval_ns = runs > 1 ? (atomic_load(&bg_last_ns) -
+	    atomic_load(&bg_first_ns)) / (runs - 1) : 0;
+}
+
+void background_thread_prefork(void) {
+	pthread_mutex_lock(&bg_mtx.lock);
+}
+
+void background_thread_postfork_parent(void) {
+	pthread_mutex_unlock(&bg_mtx.lock);
+}
+
+void background_thread_postfork_child(void) {
+	mp_mutex_postfork_child(&bg_mtx);
+	bg_cond_init();
+	bg_running = false;
+	atomic_store(&bg_idle, false);
+	atomic_store(&bg_start_pending, bg_enabled);
+}
