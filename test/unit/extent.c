@@ -586,6 +586,29 @@ static void test_mappings_stay_apart(void **state) {
 	check_arena(a);
 }
 
+/* A request bigger than the next chunk gets a chunk of the next doubling
+ * that holds it, which later blocks share: freed, they coalesce. */
+static void test_big_request_shares_chunk(void **state) {
+	(void)state;
+	arena_t *a = new_arena();
+	const size_t big = (size_t)20 << 20, small = (size_t)3 << 20;
+	char *p = alloc_large(a, big, PAGE, false);
+	assert_int_equal(stats(a).mapped, (size_t)32 << 20);
+	assert_int_equal(a->grow_next, (size_t)64 << 20);
+	char *q = alloc_large(a, small, PAGE, false);
+	assert_int_equal(stats(a).mapped, (size_t)32 << 20);
+	assert_ptr_equal(pagemap_lookup(q)->map_addr,
+	    pagemap_lookup(p)->map_addr);
+	free_large(p);
+	free_large(q);
+	check_arena(a);
+	/* The two dirty blocks merge; the never-used tail is clean. */
+	assert_int_equal(free_at(p)->size, big + small);
+	arena_decay(a, true);
+	check_arena(a);
+	assert_int_equal(free_at(p)->size, (size_t)32 << 20);
+}
+
 /* Whether this kernel takes MADV_FREE (else lazy purging is forced). */
 static bool madv_free_works(void) {
 #ifdef MADV_FREE
@@ -932,6 +955,7 @@ int main(void) {
 		T(test_alignment),
 		T(test_resize_in_place),
 		T(test_mappings_stay_apart),
+		T(test_big_request_shares_chunk),
 		T(test_decay),
 		T(test_decay_purges_by_age),
 		T(test_slab_extents),
