@@ -1102,10 +1102,14 @@ mp_dump_list(const char *dir, const char *base, long pid, char kind,
 static char mp_msgs[16384] MP_UNUSED;
 static volatile size_t mp_msgs_len MP_UNUSED;
 static volatile unsigned mp_msgs_lines MP_UNUSED;
+static volatile unsigned mp_msgs_calls MP_UNUSED;     /* hook calls */
+static volatile unsigned mp_msgs_opaque MP_UNUSED;    /* with non-NULL
+							 * cbopaque */
 
 static inline void
 mp_msgs_hook(void *cbopaque, const char *s) {
-	(void)cbopaque;
+	mp_msgs_calls++;
+	mp_msgs_opaque += cbopaque != NULL;
 	size_t n = strlen(s);
 	size_t len = mp_msgs_len;
 	if (len + n < sizeof(mp_msgs)) {
@@ -1122,6 +1126,8 @@ mp_msgs_start(void) {
 	mp_msgs[0] = '\0';
 	mp_msgs_len = 0;
 	mp_msgs_lines = 0;
+	mp_msgs_calls = 0;
+	mp_msgs_opaque = 0;
 	malloc_message = mp_msgs_hook;
 }
 

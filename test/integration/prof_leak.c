@@ -224,6 +224,16 @@ find_line(const child_t *c, const char *prefix, char *out, size_t size) {
 	"leaks were detected"
 
 /* The file named by the "Run jeprof" line, checked and parsed. */
+/* The child printed the summary of its NLEAK leaked KiB. */
+static void
+check_summary(const child_t *c) {
+	char line[1024];
+	MP_ASSERT(find_line(c, SUMMARY, line, sizeof(line)), "no summary in "
+	    "\"%s\"", c->err);
+	assert_string_equal(line, SUMMARY "~10240 bytes, ~10 objects, >= 1 "
+	    "context");
+}
+
 static void
 check_final_dump(const child_t *c, const char *base, mp_heap_t *h) {
 	char line[1024];
@@ -258,11 +268,7 @@ test_leak_summary(void **state) {
 	child_t c;
 	run_child("leak", conf, &c);
 	assert_true(exited_with(&c, 0));
-	char line[1024];
-	MP_ASSERT(find_line(&c, SUMMARY, line, sizeof(line)), "no summary in "
-	    "\"%s\"", c.err);
-	assert_string_equal(line, SUMMARY "~10240 bytes, ~10 objects, >= 1 "
-	    "context");
+	check_summary(&c);
 	assert_int_equal(c.nlines, 2);
 	mp_heap_t h;
 	check_final_dump(&c, "leak", &h);
@@ -286,11 +292,7 @@ test_leak_implies_prof(void **state) {
 	child_t c;
 	run_child("leak", conf, &c);
 	assert_true(exited_with(&c, 0));
-	char line[1024];
-	MP_ASSERT(find_line(&c, SUMMARY, line, sizeof(line)), "no summary in "
-	    "\"%s\"", c.err);
-	assert_string_equal(line, SUMMARY "~10240 bytes, ~10 objects, >= 1 "
-	    "context");
+	check_summary(&c);
 	mp_heap_t h;
 	check_final_dump(&c, "alone", &h);
 	assert_non_null(child_site(&c, &h));
@@ -307,10 +309,8 @@ test_leak_error(void **state) {
 	child_t c;
 	run_child("leak", conf, &c);
 	MP_ASSERT(exited_with(&c, 1), "status %#x", c.status);
+	check_summary(&c);
 	char line[1024];
-	assert_true(find_line(&c, SUMMARY, line, sizeof(line)));
-	assert_string_equal(line, SUMMARY "~10240 bytes, ~10 objects, >= 1 "
-	    "context");
 	assert_true(find_line(&c, EXITING, line, sizeof(line)));
 	assert_string_equal(line, EXITING);
 	assert_int_equal(c.nlines, 3);
@@ -412,10 +412,8 @@ test_empty_prefix(void **state) {
 	child_t c;
 	run_child("leak", "prof_leak:true,lg_prof_sample:0,prof_prefix:", &c);
 	assert_true(exited_with(&c, 0));
+	check_summary(&c);
 	char line[1024];
-	assert_true(find_line(&c, SUMMARY, line, sizeof(line)));
-	assert_string_equal(line, SUMMARY "~10240 bytes, ~10 objects, >= 1 "
-	    "context");
 	assert_false(find_line(&c, RUN_JEPROF, line, sizeof(line)));
 	assert_true(find_line(&c, "<malloc_prof>: No heap profile was written "
 	    "for leak detail: prof_prefix is empty", line, sizeof(line)));

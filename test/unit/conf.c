@@ -21,45 +21,12 @@
 
 const char *malloc_conf = "narenas:5,dirty_decay_ms:1234";
 
-/* --------------------------------------------------- the message hook */
-
-static char cap_buf[16384];
-static size_t cap_len;
-static unsigned cap_calls;
-
-static void capture(void *cbopaque, const char *s) {
-	(void)cbopaque;
-	size_t n = strlen(s);
-	if (cap_len + n >= sizeof(cap_buf))
-		n = sizeof(cap_buf) - 1 - cap_len;
-	memcpy(cap_buf + cap_len, s, n);
-	cap_len += n;
-	cap_buf[cap_len] = '\0';
-	cap_calls++;
-}
-
-static void cap_start(void) {
-	cap_len = 0;
-	cap_buf[0] = '\0';
-	cap_calls = 0;
-	malloc_message = capture;
-}
-
-static void cap_stop(void) {
-	malloc_message = NULL;
-}
-
-static unsigned count_lines(const char *s) {
-	unsigned n = 0;
-	for (; *s != '\0'; s++)
-		n += *s == '\n';
-	return n;
-}
+/* Messages are captured with test_util.h's mp_msgs_*. */
 
 /* Every test starts from the defaults and leaves them behind. */
 static int reset(void **state) {
 	(void)state;
-	cap_stop();
+	mp_msgs_stop();
 	conf_reset_defaults();
 	return 0;
 }
@@ -70,17 +37,17 @@ static int reset(void **state) {
  * `want` piece (NULL-terminated list).
  */
 static void expect_one_error(const char *conf, const char *const *want) {
-	cap_start();
+	mp_msgs_start();
 	bool err = conf_parse("MALLOC_CONF", conf);
-	cap_stop();
+	mp_msgs_stop();
 	MP_ASSERT(err, "conf \"%s\" was accepted", conf);
-	MP_ASSERT(cap_calls == 1 && count_lines(cap_buf) == 1,
-	    "conf \"%s\": %u calls, output \"%s\"", conf, cap_calls, cap_buf);
-	MP_ASSERT(strncmp(cap_buf, "<malloc_prof>: MALLOC_CONF: ", 28) == 0,
-	    "conf \"%s\": bad prefix: \"%s\"", conf, cap_buf);
+	MP_ASSERT(mp_msgs_calls == 1 && mp_msgs_lines == 1,
+	    "conf \"%s\": %u calls, output \"%s\"", conf, mp_msgs_calls, mp_msgs);
+	MP_ASSERT(strncmp(mp_msgs, "<malloc_prof>: MALLOC_CONF: ", 28) == 0,
+	    "conf \"%s\": bad prefix: \"%s\"", conf, mp_msgs);
 	for (; *want != NULL; want++) {
-		MP_ASSERT(strstr(cap_buf, *want) != NULL,
-		    "conf \"%s\": \"%s\" not in \"%s\"", conf, *want, cap_buf);
+		MP_ASSERT(strstr(mp_msgs, *want) != NULL,
+		    "conf \"%s\": \"%s\" not in \"%s\"", conf, *want, mp_msgs);
 	}
 }
 
@@ -140,15 +107,15 @@ static void test_app_malloc_conf_applied_at_init(void **state) {
 
 static void test_good_values(void **state) {
 	(void)state;
-	cap_start();
+	mp_msgs_start();
 	bool err = conf_parse("MALLOC_CONF",
 	    "abort:true,narenas:0x10,tcache:false,tcache_max:4096,"
 	    "dirty_decay_ms:-1,muzzy_decay_ms:2147483647000,retain:false,"
 	    "junk:alloc,zero:true,zero_realloc:abort,stats_print:true,"
 	    "stats_print_opts:Jgm");
-	cap_stop();
+	mp_msgs_stop();
 	assert_false(err);
-	assert_int_equal(cap_len, 0);
+	assert_int_equal(mp_msgs_len, 0);
 	assert_true(opt_abort);
 	assert_int_equal(opt_narenas, 16);
 	assert_false(opt_tcache);
@@ -200,9 +167,9 @@ static void test_unknown_key(void **state) {
 	EXPECT_ERROR("stats:true", "did you mean \"stats_print\"");
 	/* Nothing close: no suggestion at all. */
 	EXPECT_ERROR("xyzzyplugh:1", "unknown option \"xyzzyplugh\"");
-	assert_null(strstr(cap_buf, "did you mean"));
+	assert_null(strstr(mp_msgs, "did you mean"));
 	EXPECT_ERROR("q:1", "unknown option \"q\"");
-	assert_null(strstr(cap_buf, "did you mean"));
+	assert_null(strstr(mp_msgs, "did you mean"));
 }
 
 static void test_bad_bool(void **state) {
@@ -320,25 +287,25 @@ static void test_quoting_keeps_one_line(void **state) {
 
 static void test_parsing_continues_after_errors(void **state) {
 	(void)state;
-	cap_start();
+	mp_msgs_start();
 	bool err = conf_parse("MALLOC_CONF", "narenas:abc,tcache_max:4096,"
 	    "bogus:1,dirty_decay_ms:77,tcache=0,retain:false,:x,zero:true");
-	cap_stop();
+	mp_msgs_stop();
 	assert_true(err);
 	/* Four errors, four lines, four calls. */
-	assert_int_equal(cap_calls, 4);
-	assert_int_equal(count_lines(cap_buf), 4);
+	assert_int_equal(mp_msgs_calls, 4);
+	assert_int_equal(mp_msgs_lines, 4);
 	assert_int_equal(opt_narenas, 0);
 	assert_int_equal(opt_tcache_max, 4096);
 	assert_int_equal(opt_dirty_decay_ms, 77);
 	assert_false(opt_retain);
 	assert_true(opt_zero);
 	/* A double comma costs the empty piece only. */
-	cap_start();
+	mp_msgs_start();
 	err = conf_parse("MALLOC_CONF", "narenas:3,,narenas:6");
-	cap_stop();
+	mp_msgs_stop();
 	assert_true(err);
-	assert_int_equal(cap_calls, 1);
+	assert_int_equal(mp_msgs_calls, 1);
 	assert_int_equal(opt_narenas, 6);
 }
 
@@ -354,27 +321,27 @@ static void test_later_sources_override(void **state) {
 	assert_false(conf_parse("MALLOC_CONF", "narenas:1,narenas:9"));
 	assert_int_equal(opt_narenas, 9);
 	/* The message names the source it came from. */
-	cap_start();
+	mp_msgs_start();
 	conf_parse("/etc/malloc.conf", "narenas:z");
-	cap_stop();
-	assert_non_null(strstr(cap_buf,
+	mp_msgs_stop();
+	assert_non_null(strstr(mp_msgs,
 	    "<malloc_prof>: /etc/malloc.conf: invalid value \"z\""));
 }
 
 static void test_confirm_conf(void **state) {
 	(void)state;
-	cap_start();
+	mp_msgs_start();
 	assert_false(conf_parse("MALLOC_CONF", "confirm_conf:true,narenas:4,"
 	    "junk:free"));
-	assert_non_null(strstr(cap_buf, "<malloc_prof>: set option "
+	assert_non_null(strstr(mp_msgs, "<malloc_prof>: set option "
 	    "narenas:4\n"));
-	assert_non_null(strstr(cap_buf, "<malloc_prof>: set option "
+	assert_non_null(strstr(mp_msgs, "<malloc_prof>: set option "
 	    "junk:free\n"));
 	/* With confirm_conf already on, the source is printed first. */
-	cap_start();
+	mp_msgs_start();
 	assert_false(conf_parse("MALLOC_CONF", "narenas:2"));
-	cap_stop();
-	assert_string_equal(cap_buf,
+	mp_msgs_stop();
+	assert_string_equal(mp_msgs,
 	    "<malloc_prof>: conf from MALLOC_CONF: \"narenas:2\"\n"
 	    "<malloc_prof>: set option narenas:2\n");
 }
@@ -419,12 +386,12 @@ static void test_boot_source_order(void **state) {
 	env_save();
 	make_conf_link("narenas:6,muzzy_decay_ms:77");
 	setenv(MP_CONF_ENV, "narenas:7", 1);
-	cap_start();
+	mp_msgs_start();
 	conf_boot();
-	cap_stop();
+	mp_msgs_stop();
 	drop_conf_link();
 	env_restore();
-	assert_int_equal(cap_len, 0);
+	assert_int_equal(mp_msgs_len, 0);
 	/* malloc_conf < symlink < environment. */
 	assert_int_equal(opt_narenas, 7);
 	assert_int_equal(opt_muzzy_decay_ms, 77);
@@ -438,12 +405,12 @@ static void test_boot_without_env_or_link(void **state) {
 	env_save();
 	unsetenv(MP_CONF_ENV);
 	conf_file_path = "/nonexistent/malloc_prof.conf";
-	cap_start();
+	mp_msgs_start();
 	conf_boot();
-	cap_stop();
+	mp_msgs_stop();
 	conf_file_path = MP_CONF_FILE;
 	env_restore();
-	assert_int_equal(cap_len, 0);
+	assert_int_equal(mp_msgs_len, 0);
 	assert_int_equal(opt_narenas, 5);
 	assert_int_equal(opt_dirty_decay_ms, 1234);
 }
@@ -453,19 +420,19 @@ static void test_boot_names_sources(void **state) {
 	env_save();
 	make_conf_link("narenas:q");
 	setenv(MP_CONF_ENV, "tcache:maybe", 1);
-	cap_start();
+	mp_msgs_start();
 	conf_boot();
-	cap_stop();
+	mp_msgs_stop();
 	drop_conf_link();
 	env_restore();
 	char want[128];
 	snprintf(want, sizeof(want), "<malloc_prof>: %s: invalid value "
 	    "\"q\"", link_path);
-	assert_non_null(strstr(cap_buf, want));
+	assert_non_null(strstr(mp_msgs, want));
 	snprintf(want, sizeof(want), "<malloc_prof>: %s: invalid value "
 	    "\"maybe\"", MP_CONF_ENV);
-	assert_non_null(strstr(cap_buf, want));
-	assert_int_equal(count_lines(cap_buf), 2);
+	assert_non_null(strstr(mp_msgs, want));
+	assert_int_equal(mp_msgs_lines, 2);
 }
 
 /* confirm_conf set late in the last source still covers every source. */
@@ -474,21 +441,21 @@ static void test_boot_confirm_conf_early(void **state) {
 	env_save();
 	conf_file_path = "/nonexistent/malloc_prof.conf";
 	setenv(MP_CONF_ENV, "narenas:3,confirm_conf:true", 1);
-	cap_start();
+	mp_msgs_start();
 	conf_boot();
-	cap_stop();
+	mp_msgs_stop();
 	conf_file_path = MP_CONF_FILE;
 	env_restore();
 	char want[256];
 	snprintf(want, sizeof(want), "<malloc_prof>: conf from "
 	    "%smalloc_conf: \"narenas:5,dirty_decay_ms:1234\"\n",
 	    MP_PREFIX_STR);
-	assert_non_null(strstr(cap_buf, want));
+	assert_non_null(strstr(mp_msgs, want));
 	snprintf(want, sizeof(want), "<malloc_prof>: conf from %s: "
 	    "\"narenas:3,confirm_conf:true\"\n", MP_CONF_ENV);
-	assert_non_null(strstr(cap_buf, want));
-	assert_non_null(strstr(cap_buf, "set option narenas:5\n"));
-	assert_non_null(strstr(cap_buf, "set option narenas:3\n"));
+	assert_non_null(strstr(mp_msgs, want));
+	assert_non_null(strstr(mp_msgs, "set option narenas:5\n"));
+	assert_non_null(strstr(mp_msgs, "set option narenas:3\n"));
 }
 
 /* Run conf_boot in a child with `env` as the conf variable; return its
@@ -560,9 +527,9 @@ static void test_prefixed_build_warns_about_malloc_conf(void **state) {
 	unsetenv(MP_CONF_ENV);
 	setenv("MALLOC_CONF", "narenas:2", 1);
 	conf_file_path = "/nonexistent/malloc_prof.conf";
-	cap_start();
+	mp_msgs_start();
 	conf_boot();
-	cap_stop();
+	mp_msgs_stop();
 	conf_file_path = MP_CONF_FILE;
 	if (plain != NULL)
 		setenv("MALLOC_CONF", saved_plain, 1);
@@ -574,7 +541,7 @@ static void test_prefixed_build_warns_about_malloc_conf(void **state) {
 	    "this build (prefix \"%s\") reads %s; MALLOC_CONF is ignored\n",
 	    MP_PREFIX_STR, MP_CONF_ENV);
 	if (plain == NULL)
-		assert_string_equal(cap_buf, want);
+		assert_string_equal(mp_msgs, want);
 	assert_int_equal(opt_narenas, 5);
 }
 

@@ -13,33 +13,7 @@
 
 #include "malloc_prof/internal/internal.h"
 
-/* --------------------------------------------------- the message hook */
-
-static char cap_buf[8192];
-static size_t cap_len;
-static unsigned cap_calls;
-
-static void capture(void *cbopaque, const char *s) {
-	assert_null(cbopaque);
-	size_t n = strlen(s);
-	if (cap_len + n >= sizeof(cap_buf))
-		n = sizeof(cap_buf) - 1 - cap_len;
-	memcpy(cap_buf + cap_len, s, n);
-	cap_len += n;
-	cap_buf[cap_len] = '\0';
-	cap_calls++;
-}
-
-static void cap_start(void) {
-	cap_len = 0;
-	cap_buf[0] = '\0';
-	cap_calls = 0;
-	malloc_message = capture;
-}
-
-static void cap_stop(void) {
-	malloc_message = NULL;
-}
+/* Messages are captured with test_util.h's mp_msgs_*. */
 
 /* ------------------------------------------------------- the formatter */
 
@@ -180,11 +154,12 @@ static void test_vsnprintf(void **state) {
 
 static void test_error_one_line_via_hook(void **state) {
 	(void)state;
-	cap_start();
+	mp_msgs_start();
 	mp_error("hello %d %s", 42, "world");
-	cap_stop();
-	assert_int_equal(cap_calls, 1);
-	assert_string_equal(cap_buf, "<malloc_prof>: hello 42 world\n");
+	mp_msgs_stop();
+	assert_int_equal(mp_msgs_calls, 1);
+	assert_int_equal(mp_msgs_opaque, 0);
+	assert_string_equal(mp_msgs, "<malloc_prof>: hello 42 world\n");
 }
 
 static void test_error_long_message_is_cut(void **state) {
@@ -192,24 +167,25 @@ static void test_error_long_message_is_cut(void **state) {
 	char big[3000];
 	memset(big, 'y', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	cap_start();
+	mp_msgs_start();
 	mp_error("%s", big);
-	cap_stop();
-	assert_int_equal(cap_calls, 1);
-	assert_true(strncmp(cap_buf, "<malloc_prof>: yyy", 18) == 0);
-	assert_true(cap_len <= 1023);
-	assert_int_equal(cap_buf[cap_len - 1], '\n');
+	mp_msgs_stop();
+	assert_int_equal(mp_msgs_calls, 1);
+	assert_int_equal(mp_msgs_opaque, 0);
+	assert_true(strncmp(mp_msgs, "<malloc_prof>: yyy", 18) == 0);
+	assert_true(mp_msgs_len <= 1023);
+	assert_int_equal(mp_msgs[mp_msgs_len - 1], '\n');
 	/* ... and it is the only one. */
-	assert_ptr_equal(strchr(cap_buf, '\n'), cap_buf + cap_len - 1);
+	assert_ptr_equal(strchr(mp_msgs, '\n'), mp_msgs + mp_msgs_len - 1);
 }
 
 static void test_error_keeps_errno(void **state) {
 	(void)state;
-	cap_start();
+	mp_msgs_start();
 	errno = ERANGE;
 	mp_error("x");
 	assert_int_equal(errno, ERANGE);
-	cap_stop();
+	mp_msgs_stop();
 }
 
 /* Run fn with fd 2 redirected to a pipe; return what was written. */
