@@ -119,10 +119,12 @@ bool pagemap_prepare(const void *addr, size_t size);
 
 MP_INLINE extent_t *pagemap_lookup(const void *p) {
 	uintptr_t key = (uintptr_t)p >> LG_PAGE;
-	if (unlikely(key >> PAGEMAP_KEY_BITS))
+	/* One shift serves the bound and the root index. */
+	uintptr_t root_ind = key >> PAGEMAP_LEAF_BITS;
+	if (unlikely(root_ind >= PAGEMAP_ROOT_LEN))
 		return NULL;
-	pagemap_leaf_t *leaf = atomic_load_explicit(
-	    &pagemap_root[key >> PAGEMAP_LEAF_BITS], memory_order_acquire);
+	pagemap_leaf_t *leaf = atomic_load_explicit(&pagemap_root[root_ind],
+	    memory_order_acquire);
 	if (unlikely(leaf == NULL))
 		return NULL;
 	return atomic_load_explicit(&(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)],
