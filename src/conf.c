@@ -29,7 +29,7 @@ bool opt_abort_conf = false;
 bool opt_confirm_conf = false;
 unsigned opt_narenas = 0;
 bool opt_tcache = true;
-size_t opt_tcache_max = 32768;
+size_t opt_tcache_max = 65536;
 ssize_t opt_dirty_decay_ms = 10000;
 ssize_t opt_muzzy_decay_ms = 0;
 bool opt_retain = true;
@@ -96,7 +96,7 @@ const conf_opt_t conf_opts[] = {
 	  .def = "true",
 	  .doc = "give each thread a cache of slabs and large blocks" },
 	{ .name = "tcache_max", .type = CONF_SIZE_T, .var = &opt_tcache_max,
-	  .def = "32768", .min = 0, .max = 8388608,
+	  .def = "65536", .min = 0, .max = 8388608,
 	  .doc = "largest size kept in thread caches (bytes)" },
 	{ .name = "dirty_decay_ms", .type = CONF_SSIZE_T,
 	  .var = &opt_dirty_decay_ms, .def = "10000", .min = -1,

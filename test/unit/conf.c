@@ -66,7 +66,7 @@ static void test_defaults(void **state) {
 	assert_false(opt_confirm_conf);
 	assert_int_equal(opt_narenas, 0);
 	assert_true(opt_tcache);
-	assert_int_equal(opt_tcache_max, 32768);
+	assert_int_equal(opt_tcache_max, 65536);
 	assert_int_equal(opt_dirty_decay_ms, 10000);
 	assert_int_equal(opt_muzzy_decay_ms, 0);
 	assert_true(opt_retain);
@@ -205,7 +205,7 @@ static void test_negative_unsigned(void **state) {
 	    "\"narenas\": expected an unsigned integer");
 	EXPECT_ERROR("tcache_max:-4096", "\"-4096\"", "unsigned integer");
 	assert_int_equal(opt_narenas, 0);
-	assert_int_equal(opt_tcache_max, 32768);
+	assert_int_equal(opt_tcache_max, 65536);
 }
 
 static void test_out_of_range(void **state) {
@@ -225,7 +225,7 @@ static void test_out_of_range(void **state) {
 	    "\"99999999999999999999999999\"", "out of range");
 	EXPECT_ERROR("dirty_decay_ms:-99999999999999999999999999",
 	    "out of range");
-	assert_int_equal(opt_tcache_max, 32768);
+	assert_int_equal(opt_tcache_max, 65536);
 	assert_int_equal(opt_dirty_decay_ms, 10000);
 	assert_int_equal(opt_muzzy_decay_ms, 0);
 }
@@ -397,7 +397,7 @@ static void test_boot_source_order(void **state) {
 	assert_int_equal(opt_muzzy_decay_ms, 77);
 	assert_int_equal(opt_dirty_decay_ms, 1234);
 	/* Everything else is back to its default. */
-	assert_int_equal(opt_tcache_max, 32768);
+	assert_int_equal(opt_tcache_max, 65536);
 }
 
 static void test_boot_without_env_or_link(void **state) {

@@ -301,7 +301,7 @@ static void test_every_opt_readable(void **state) {
 	assert_string_equal(zr, "free");
 	size_t tm = 0;
 	MALLCTL_READ("opt.tcache_max", tm);
-	assert_int_equal(tm, 32768);
+	assert_int_equal(tm, 65536);
 }
 
 /* ------------------------------------------------------------ arenas.* */
