@@ -12,11 +12,11 @@
  * background_thread_notify).  One thread serves all arenas: purging is a
  * few madvise calls per period.
  *
- * It is started lazily, from a thread's first slow-path allocation after
- * the option asked for it (or at once by the mallctl) (never inside malloc_init, where creating a
- * thread would allocate), runs with every signal blocked, and holds no
- * lock while it sleeps.  After fork the child has no such thread: it is
- * started again at the child's next event.
+ * The option starts it lazily, at a thread's first slow-path allocation
+ * (never inside malloc_init, where creating a thread would allocate); the
+ * mallctl starts it at once.  It runs with every signal blocked and holds
+ * no lock while it sleeps.  After fork the child has no such thread: it is
+ * started again at the child's first slow-path allocation.
  */
 #include "malloc_prof/internal/internal.h"
 

@@ -17,8 +17,8 @@
  * counters, and keeps a prof_sample_t for the object: in extent->prof for
  * a large block, in the sharded sample table for a small one.  A small
  * object about to be sampled is taken from arena 0's prof_cache (one for
- * all threads), whose slabs no thread owns: it keeps its size class, and its free misses the
- * fast path's owner compare and finds the record.  Unsampled objects pay
+ * all threads), whose slabs no thread owns: it keeps its size class, and
+ * its free misses the fast path's owner compare and finds the record.  Unsampled objects pay
  * nothing, on malloc or on free, wherever they live.
  */
 #include "malloc_prof/internal/internal.h"
@@ -43,8 +43,8 @@ _Atomic bool prof_thread_active_init;
 _Atomic bool prof_gdump_enabled;
 _Atomic size_t prof_lg_sample;
 _Atomic uint64_t prof_dropped;
-/* Bumped by prof.reset: samples taken before it no longer count, and
- * threads redraw their sampling wait at their next event. */
+/* Bumped by prof.reset: samples taken before it no longer count.  (The
+ * redraw of waits goes by prof_wait_gen, which prof.reset bumps too.) */
 _Atomic uint64_t prof_epoch;
 _Atomic uint64_t prof_wait_gen;
 

@@ -22,10 +22,12 @@ extern void *__libc_stack_end;
 /*
  * Stack bounds of the calling thread.  For the main thread they come from
  * __libc_stack_end: pthread_getattr_np would parse /proc/self/maps with
- * stdio, which costs ~250 KiB of resident memory (libc's pages and the
- * buffers) in a process that never touched them, and allocates.  Other
- * threads' bounds come from their descriptor (no allocation, no file);
- * so do the main thread's when its stack has no limit.
+ * stdio, which cost ~140 KiB of resident memory (libc's pages and the
+ * buffers; bench churn's peak RSS) in a process that never touched them.
+ * Other threads' bounds come from their descriptor (no file); so do the
+ * main thread's when its stack has no limit.  pthread_getattr_np may
+ * still allocate (a cpuset buffer): the caller raises tsd->reentrancy, so
+ * such allocations are never sampled.
  */
 static bool on_main_stack(uintptr_t here) {
 	/* The thread that forked is its child's main thread, on a stack of

@@ -101,7 +101,7 @@ size_t sz_sa2u(size_t size, size_t alignment) {
  * Slabs of the profiler's cache hold sampled objects, one per 512 KiB
  * allocated by default: a big slab would pin pages for one or two of them.
  * The smallest run of pages that wastes at most 1/8 of itself (a 14 KiB
- * class: 7 pages, 2 regions; 16 B: one page).
+ * class: 4 pages, 1 region; 16 B: one page).
  */
 static size_t prof_slab_pages(size_t size) {
 	for (size_t pages = 1; pages < SZ_SLAB_MAX_PAGES; pages++) {

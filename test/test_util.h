@@ -284,9 +284,9 @@ mp_env_prefix(void) {
 	return p != NULL ? p : "";
 }
 
-/* The value of this build's MALLOC_CONF variable, or NULL. */
+/* The name of this build's MALLOC_CONF variable. */
 static inline const char *
-mp_env_conf(void) {
+mp_env_conf_name(void) {
 	const char *var = getenv("MALLOC_PROF_CONF_ENV");
 	if (var == NULL || var[0] == '\0') {
 #ifdef MALLOC_PROF_CONF_ENV
@@ -295,7 +295,13 @@ mp_env_conf(void) {
 		var = "MALLOC_CONF";
 #endif
 	}
-	return getenv(var);
+	return var;
+}
+
+/* The value of this build's MALLOC_CONF variable, or NULL. */
+static inline const char *
+mp_env_conf(void) {
+	return getenv(mp_env_conf_name());
 }
 
 /* True when run by the test harness (make check), false when run by hand. */

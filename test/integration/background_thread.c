@@ -6,10 +6,12 @@
  * start-up; freed pages go back to the OS while the program sleeps and
  * makes no call at all (without the thread nothing would purge them: decay
  * otherwise runs on allocation events); the mallctl stops and restarts it;
- * a child of fork() gets a thread of its own.
+ * a child of fork() gets a thread of its own; when the thread cannot be
+ * created the mallctl says EAGAIN and why.
  */
 #include "../test_util.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #define NBLOCKS 16
@@ -135,14 +137,76 @@ test_fork_child(void **state) {
 	assert_int_equal(bg_threads(), 1);
 }
 
+/*
+ * The child mode of test_create_fails: with the address space capped just
+ * above what the process uses, the thread's stack cannot be mapped; the
+ * mallctl must say EAGAIN with one line naming the cause, and leave the
+ * switch off.  A fresh process: glibc would reuse a cached stack of an
+ * earlier thread.  Exit status 0 when all holds.
+ */
+static int
+create_fails_child(void) {
+	struct rlimit rl;
+	size_t vm = 0;
+	char buf[4096];
+	int fd = open("/proc/self/statm", O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 2;
+	buf[n] = '\0';
+	vm = (size_t)strtoull(buf, NULL, 10) * mp_page_size();
+	rl.rlim_cur = rl.rlim_max = vm + 2 * MP_MiB;
+	if (setrlimit(RLIMIT_AS, &rl) != 0)
+		return 3;
+	bool on = true, now = true;
+	size_t sz = sizeof(now), nthreads = 1;
+	mp_msgs_start();
+	int r = mallctl("background_thread", NULL, NULL, &on, sizeof(on));
+	mp_msgs_stop();
+	if (r != EAGAIN)
+		return 4;
+	if (mp_msgs_lines != 1 || strstr(mp_msgs, "<malloc_prof>: "
+	    "background_thread: cannot create the thread: ") != mp_msgs)
+		return 5;
+	if (mallctl("background_thread", &now, &sz, NULL, 0) != 0 || now)
+		return 6;
+	sz = sizeof(nthreads);
+	if (mallctl("stats.background_thread.num_threads", &nthreads, &sz,
+	    NULL, 0) != 0 || nthreads != 0)
+		return 7;
+	return 0;
+}
+
+static void
+test_create_fails(void **state) {
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char *argv[] = {"background_thread", "create_fails", NULL};
+		setenv(mp_env_conf_name(), "background_thread:false", 1);
+		execv("/proc/self/exe", argv);
+		_exit(126);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child "
+	    "status %#x (exit code = the check that failed)", status);
+}
+
 int
-main(void) {
+main(int argc, char **argv) {
+	if (argc == 2 && strcmp(argv[1], "create_fails") == 0)
+		return create_fails_child();
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_purges_while_sleeping),
 		cmocka_unit_test(test_mallctl_switch),
 		cmocka_unit_test(test_fork_child),
+		cmocka_unit_test(test_create_fails),
 	};
 	return mp_run_tests(tests);
 }

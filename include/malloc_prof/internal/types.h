@@ -195,7 +195,7 @@ struct extent_s {
 	bool zeroed;                     /* free/large: pages known to be zero */
 	void *prof;                      /* large: its sample record, if any */
 	_Atomic uint32_t nsampled;       /* slab: live sampled regions (only
-	                                  * slabs of arena->prof_cache) */
+	                                  * slabs of arena 0's prof_cache) */
 };
 
 /* One size class of a thread cache. */
