@@ -21,22 +21,8 @@ void extent_set_init(extent_set_t *set) {
 	memset(set, 0, sizeof(*set));
 }
 
-static void set_insert(extent_set_t *set, extent_t *e) {
-	unsigned ind = sz_psz_floor(e->size >> LG_PAGE);
-	e->prev = NULL;
-	e->next = set->heads[ind];
-	if (e->next != NULL)
-		e->next->prev = e;
-	set->heads[ind] = e;
-	set->nonempty[ind / 64] |= (uint64_t)1 << (ind % 64);
-	set->npages += e->size >> LG_PAGE;
-	/* The decay list is ordered by free_ns, oldest first, so decay can
-	 * stop at the first extent not yet due.  Most inserts are the newest
-	 * (freed now) and land at the tail at once; split remainders and
-	 * merges keep an older time and walk back a little. */
-	extent_t *after = set->lru_tail;
-	while (after != NULL && after->free_ns > e->free_ns)
-		after = after->lru_prev;
+/* Link e after `after` in the set's decay list (NULL: at the head). */
+static void lru_link(extent_set_t *set, extent_t *e, extent_t *after) {
 	e->lru_prev = after;
 	e->lru_next = after != NULL ? after->lru_next : set->lru_head;
 	if (e->lru_next != NULL)
@@ -47,6 +33,37 @@ static void set_insert(extent_set_t *set, extent_t *e) {
 		after->lru_next = e;
 	else
 		set->lru_head = e;
+}
+
+/*
+ * Insert e in its size bucket and in the decay list after `after`, which
+ * the caller knows to be the right place (a split remainder or a merge
+ * result takes the place of the piece whose free time it kept).  The
+ * decay list is ordered by free_ns, oldest first, so decay can stop at
+ * the first extent not yet due.
+ */
+static void set_insert_after(extent_set_t *set, extent_t *e,
+    extent_t *after) {
+	unsigned ind = sz_psz_floor(e->size >> LG_PAGE);
+	e->prev = NULL;
+	e->next = set->heads[ind];
+	if (e->next != NULL)
+		e->next->prev = e;
+	set->heads[ind] = e;
+	set->nonempty[ind / 64] |= (uint64_t)1 << (ind % 64);
+	set->npages += e->size >> LG_PAGE;
+	lru_link(set, e, after);
+}
+
+/* Insert e where its free time belongs: at the tail for what was freed
+ * now, the common case; older times walk back.  Callers that know the
+ * place use set_insert_after: walking back from the tail over a long
+ * list on every split or merge cost logsizes 4% of its time. */
+static void set_insert(extent_set_t *set, extent_t *e) {
+	extent_t *after = set->lru_tail;
+	while (after != NULL && after->free_ns > e->free_ns)
+		after = after->lru_prev;
+	set_insert_after(set, e, after);
 }
 
 static void set_remove(extent_set_t *set, extent_t *e) {
@@ -139,12 +156,24 @@ static void merge(extent_t *a, extent_t *b) {
 	base_extent_free(b);
 }
 
-/* Put a free extent (kind already set) in its set, merging neighbours. */
+/*
+ * Put a free extent (kind already set) in its set, merging neighbours.
+ * The merged extent keeps the oldest free time of its pieces (merge), so
+ * it takes the decay-list place of the oldest piece already in the set.
+ */
 static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
 	extent_set_t *set = &arena->sets[e->kind];
+	extent_t *place = NULL;          /* decay-list predecessor to use */
+	bool have_place = false;
+	uint64_t oldest = e->free_ns;
 	if (e->addr != e->map_addr) {
 		extent_t *prev = pagemap_lookup(e->addr - 1);
 		if (mergeable(prev, e)) {
+			if (prev->free_ns <= oldest) {
+				oldest = prev->free_ns;
+				place = prev->lru_prev;
+				have_place = true;
+			}
 			set_remove(set, prev);
 			merge(prev, e);
 			e = prev;
@@ -153,11 +182,20 @@ static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
 	if (e->addr + e->size != e->map_addr + e->map_size) {
 		extent_t *next = pagemap_lookup(e->addr + e->size);
 		if (mergeable(e, next)) {
+			if (have_place && place == next)
+				place = next->lru_prev;
+			if (next->free_ns <= oldest) {
+				place = next->lru_prev;
+				have_place = true;
+			}
 			set_remove(set, next);
 			merge(e, next);
 		}
 	}
-	set_insert(set, e);
+	if (have_place)
+		set_insert_after(set, e, place);
+	else
+		set_insert(set, e);
 	return e;
 }
 
@@ -209,9 +247,14 @@ static extent_t *grow(arena_t *arena, size_t size, size_t align) {
 	return e;
 }
 
-/* Give the unused head and tail of a carved extent back to its set. */
+/*
+ * Give the unused head and tail of a carved extent back to its set.  They
+ * keep the extent's free time, so they go where it was in the decay list:
+ * after *place, when the extent came from a set (have_place).
+ */
 static bool trim(arena_t *arena, extent_t *e, size_t size, size_t align,
-    extent_t **out) {
+    bool have_place, extent_t *place, extent_t **out) {
+	extent_set_t *set = &arena->sets[e->kind];
 	size_t lead = ALIGNMENT_CEILING((uintptr_t)e->addr, align) -
 	    (uintptr_t)e->addr;
 	if (lead != 0) {
@@ -220,7 +263,10 @@ static bool trim(arena_t *arena, extent_t *e, size_t size, size_t align,
 			*out = e;
 			return true;
 		}
-		set_insert(&arena->sets[e->kind], e);
+		if (have_place)
+			set_insert_after(set, e, place);
+		else
+			set_insert(set, e);
 		e = rest;
 	}
 	if (e->size > size) {
@@ -229,7 +275,10 @@ static bool trim(arena_t *arena, extent_t *e, size_t size, size_t align,
 			*out = e;
 			return true;
 		}
-		set_insert(&arena->sets[tail->kind], tail);
+		if (have_place)
+			set_insert_after(set, tail, place);
+		else
+			set_insert(set, tail);
 	}
 	*out = e;
 	return false;
@@ -240,17 +289,20 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t align,
 	mp_assert(size % PAGE == 0 && size > 0);
 	if (align < PAGE)
 		align = PAGE;
-	extent_t *e = NULL;
+	extent_t *e = NULL, *place = NULL;
 	for (unsigned kind = 0; kind < EXTENT_NFREE_KINDS && e == NULL;
 	    kind++) {
 		e = set_fit(&arena->sets[kind], size, align);
-		if (e != NULL)
+		if (e != NULL) {
+			place = e->lru_prev;
 			set_remove(&arena->sets[kind], e);
+		}
 	}
+	bool have_place = e != NULL;
 	if (e == NULL && (e = grow(arena, size, align)) == NULL)
 		return NULL;
 	extent_t *got;
-	if (trim(arena, e, size, align, &got)) {
+	if (trim(arena, e, size, align, have_place, place, &got)) {
 		/* Out of metadata: put back what we hold. */
 		insert_coalesce(arena, got);
 		return NULL;
@@ -319,14 +371,16 @@ bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
 	    next->arena != arena || next->map_addr != e->map_addr ||
 	    next->addr != e->addr + e->size || next->size < need)
 		return true;
-	set_remove(&arena->sets[next->kind], next);
+	extent_set_t *set = &arena->sets[next->kind];
+	extent_t *place = next->lru_prev;
+	set_remove(set, next);
 	if (next->size > need) {
 		extent_t *rest = split(next, need);
 		if (rest == NULL) {
-			set_insert(&arena->sets[next->kind], next);
+			set_insert_after(set, next, place);
 			return true;
 		}
-		set_insert(&arena->sets[rest->kind], rest);
+		set_insert_after(set, rest, place);
 	}
 	*zeroed_tail = next->kind == EXTENT_FREE_CLEAN && next->zeroed;
 	pagemap_set_range(e->addr + e->size - PAGE, PAGE, NULL);

@@ -124,6 +124,11 @@ static void slab_list_set(extent_t *slab, uint8_t list) {
 
 /* Move the regions other threads freed onto the local list. */
 static bool slab_collect_remote(extent_t *slab) {
+	/* A plain load first: the exchange is a locked instruction, and the
+	 * cache GC asks every partial slab of a bin, most with nothing. */
+	if (atomic_load_explicit(&slab->remote_free,
+	    memory_order_relaxed) == NULL)
+		return false;
 	void *list = atomic_exchange_explicit(&slab->remote_free, NULL,
 	    memory_order_acquire);
 	if (list == NULL)

@@ -155,9 +155,21 @@ static void check_arena_at(arena_t *a, int line) {
 				}
 			}
 		}
+		/* The decay list: every free extent once, oldest first (decay
+		 * stops at the first one not yet due), linked both ways. */
 		for (extent_t *e = set->lru_head; e != NULL && nlru <= n;
-		    e = e->lru_next)
+		    e = e->lru_next) {
 			nlru++;
+			WALK_CHECK(e->lru_next == NULL ||
+			    e->lru_next->free_ns >= e->free_ns, "kind %u: "
+			    "decay list out of order at %p (%" PRIu64 " ns "
+			    "before %" PRIu64 ")", k, (void *)e->addr,
+			    e->free_ns, e->lru_next->free_ns);
+			WALK_CHECK((e->lru_next == NULL) ==
+			    (set->lru_tail == e) && (e->lru_next == NULL ||
+			    e->lru_next->lru_prev == e), "kind %u: decay "
+			    "list links broken at %p", k, (void *)e->addr);
+		}
 		WALK_CHECK(npages == set->npages, "kind %u: %zu pages listed, "
 		    "npages %zu", k, npages, set->npages);
 		WALK_CHECK(nlru == n, "kind %u: %zu extents, %zu on the LRU",
