@@ -131,7 +131,10 @@ bool arena_create(unsigned *ind) {
 	return a == NULL;
 }
 
-/* (Re)start an empty slab as a slab of class ind, regions untouched. */
+/* (Re)start an empty slab as a slab of class ind, regions untouched.
+ * Every page maps to it with the class tag, so that an interior pointer
+ * finds the slab and realloc finds the class.  The leaves exist already
+ * (the mapping prepared them). */
 void arena_slab_init(extent_t *slab, unsigned ind) {
 	slab->szind = (uint8_t)ind;
 	slab->usize = (uint32_t)sz_index2size(ind);
@@ -140,6 +143,7 @@ void arena_slab_init(extent_t *slab, unsigned ind) {
 	slab->free = NULL;
 	slab->bump = slab->addr;
 	slab->bump_end = slab->addr + (size_t)slab->nregs * slab->usize;
+	pagemap_set_class(slab->addr, slab->size, slab);
 }
 
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size) {
@@ -156,14 +160,11 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size) {
 	if (slab == NULL)
 		return NULL;
 	active_grew(size >> LG_PAGE);
-	arena_slab_init(slab, ind);
 	slab->list = SLAB_LIST_NONE;
 	slab->prof = NULL;
 	atomic_store_explicit(&slab->full, 0, memory_order_relaxed);
 	atomic_store_explicit(&slab->remote_free, NULL, memory_order_relaxed);
-	/* Every page, so that an interior pointer finds the slab.  The
-	 * leaves exist already (the mapping prepared them). */
-	pagemap_set_range(slab->addr, slab->size, slab);
+	arena_slab_init(slab, ind);
 	return slab;
 }
 
@@ -192,6 +193,7 @@ void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
 		e->prof = NULL;
 		atomic_store_explicit(&e->owner, &extent_large_owner,
 		    memory_order_relaxed);
+		pagemap_set_class(e->addr, PAGE, e);
 	}
 	mp_mutex_unlock(&arena->mtx);
 	if (e == NULL)
@@ -231,6 +233,8 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 		arena->stats.large_allocated += usize - old;
 		e->szind = (uint8_t)sz_size2index(usize);
 	}
+	/* The resize rewrote the bounds untagged; tag the (new) class. */
+	pagemap_set_class(e->addr, PAGE, e);
 	mp_mutex_unlock(&arena->mtx);
 	if (!err && usize > old)
 		active_grew((usize - old) >> LG_PAGE);

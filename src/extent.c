@@ -346,9 +346,11 @@ static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy) {
 void extent_dalloc_locked(arena_t *arena, extent_t *e) {
 	if (e->kind == EXTENT_SLAB) {
 		/* Interior pages of a slab point at it; free extents keep
-		 * only their bounds. */
+		 * only their bounds, untagged. */
 		pagemap_set_range(e->addr, e->size, NULL);
 		pagemap_set_bounds(e);
+	} else {
+		pagemap_set_range(e->addr, PAGE, e);  /* drop the class tag */
 	}
 	atomic_store_explicit(&e->owner, &extent_large_owner,
 	    memory_order_relaxed);

@@ -727,30 +727,27 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	return q;
 }
 
-/* Whether `size` falls in the size class of the block p (of extent e):
- * then realloc has nothing to do.  False for anything but a slab region
- * or the start of a large block (ralloc_impl reports those). */
-static bool realloc_same_class(const extent_t *e, const void *p,
-    size_t size) {
-	size_t usize;
-	if (e->kind == EXTENT_SLAB)
-		usize = e->usize;
-	else if (e->kind == EXTENT_LARGE && (const char *)p == e->addr)
-		usize = e->size;
-	else
-		return false;
-	return size <= usize && (e->szind == 0 ||
-	    size > sz_index2size_tab[e->szind - 1]);
+/*
+ * Whether `size` falls in size class `szind` of the block p, whose page
+ * entry carries that class (pagemap.c): then realloc has nothing to do.
+ * A tagged large block's entry is its first page, so a page-aligned p
+ * there is the block's start; any other p goes to ralloc_impl, which
+ * reports it.
+ */
+static bool realloc_same_class(unsigned szind, const void *p, size_t size) {
+	return size <= sz_index2size_tab[szind] && (szind == 0 ||
+	    size > sz_index2size_tab[szind - 1]) && (szind < SC_NBINS ||
+	    ((uintptr_t)p & PAGE_MASK) == 0);
 }
 
 MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	if (p == NULL)
 		return MP_PUBLIC(malloc)(size);
 	/* A buffer grown a little at a time mostly stays in its class: one
-	 * page-map lookup and two compares, no decoding of flags or sizes. */
-	extent_t *e = pagemap_lookup(p);
-	if (likely(e != NULL && size != 0 && !opt_junk_alloc) &&
-	    realloc_same_class(e, p, size))
+	 * page-map lookup and two compares, without touching the extent. */
+	uintptr_t tag = pagemap_lookup_entry(p) & PAGEMAP_TAG_MASK;
+	if (likely(tag != 0 && size != 0 && !opt_junk_alloc) &&
+	    realloc_same_class((unsigned)tag - 1, p, size))
 		return p;
 	if (size == 0) {
 		switch (opt_zero_realloc) {

@@ -7,7 +7,9 @@
  *
  * Invariants: every page of a slab maps to the slab; the first and last
  * page of every other extent (large or free) map to it; a page inside a
- * free or large extent maps to NULL or to that extent.
+ * free or large extent maps to NULL or to that extent.  Entries of slab
+ * pages and of a large block's first page carry its size class in their
+ * low bits (internal.h, PAGEMAP_TAG_MASK); all others carry none.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -31,7 +33,7 @@ static pagemap_leaf_t *leaf_get(uintptr_t key) {
 	return expected;
 }
 
-bool pagemap_set_range(const void *addr, size_t size, extent_t *e) {
+static bool set_entries(const void *addr, size_t size, uintptr_t entry) {
 	uintptr_t key = (uintptr_t)addr >> LG_PAGE;
 	uintptr_t end = key + (size >> LG_PAGE);
 	if (end > ((uintptr_t)1 << PAGEMAP_KEY_BITS))
@@ -42,12 +44,23 @@ bool pagemap_set_range(const void *addr, size_t size, extent_t *e) {
 			return true;
 		do {
 			atomic_store_explicit(
-			    &(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)], e,
-			    memory_order_release);
+			    &(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)],
+			    (extent_t *)entry, memory_order_release);
 			key++;
 		} while (key < end && (key & (PAGEMAP_LEAF_LEN - 1)) != 0);
 	}
 	return false;
+}
+
+bool pagemap_set_range(const void *addr, size_t size, extent_t *e) {
+	return set_entries(addr, size, (uintptr_t)e);
+}
+
+bool pagemap_set_class(const void *addr, size_t size, extent_t *e) {
+	uintptr_t tag = (uintptr_t)e->szind + 1;
+	if (tag > PAGEMAP_TAG_MASK)
+		tag = 0;
+	return set_entries(addr, size, (uintptr_t)e | tag);
 }
 
 bool pagemap_set_bounds(extent_t *e) {

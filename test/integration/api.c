@@ -415,6 +415,59 @@ test_realloc_64m_to_128m(void **state) {
 	free(q);
 }
 
+/*
+ * realloc within a block's size class keeps the block where it is, for
+ * small classes and large ones (whose class the page map carries up to
+ * about 1.75 MiB, and the extent beyond); a size one class up moves it
+ * or grows it, and the contents come along.  With junk filling on (debug
+ * builds) every realloc moves, so only contents are checked there.
+ */
+static void
+test_realloc_within_class(void **state) {
+	(void)state;
+	const char *junk = NULL;
+	size_t len = sizeof(junk);
+	assert_int_equal(mallctl("opt.junk", &junk, &len, NULL, 0), 0);
+	bool in_place = strcmp(junk, "false") == 0;
+	size_t prev = 0;
+	for (size_t want = 1; want <= 4 * MP_MiB; ) {
+		size_t c = nallocx(want, 0);
+		unsigned char *p = LAUNDER((unsigned char *)malloc(c));
+		assert_non_null(p);
+		memset(p, 0x5c, c);
+		size_t sizes[3] = {c, prev + 1, c - (c - prev) / 2};
+		size_t keep = c;        /* bytes realloc must have kept */
+		for (unsigned i = 0; i < 3; i++) {
+			if (sizes[i] < keep)
+				keep = sizes[i];
+			unsigned char *q = LAUNDER((unsigned char *)realloc(p,
+			    opaque_size(sizes[i])));
+			assert_non_null(q);
+			MP_ASSERT(!in_place || q == p, "realloc(%zu-byte block, "
+			    "%zu) moved it to %p from %p", c, sizes[i],
+			    (void *)q, (void *)p);
+			MP_ASSERT(malloc_usable_size(q) == c, "realloc(%zu-byte "
+			    "block, %zu): usable size %zu", c, sizes[i],
+			    malloc_usable_size(q));
+			MP_ASSERT(q[0] == 0x5c && q[keep - 1] == 0x5c, "realloc("
+			    "%zu-byte block, %zu) lost its contents", c,
+			    sizes[i]);
+			p = q;
+		}
+		unsigned char *q = LAUNDER((unsigned char *)realloc(p,
+		    opaque_size(c + 1)));
+		assert_non_null(q);
+		MP_ASSERT(malloc_usable_size(q) == nallocx(c + 1, 0),
+		    "realloc(%zu-byte block, %zu): usable size %zu", c, c + 1,
+		    malloc_usable_size(q));
+		MP_ASSERT(q[0] == 0x5c && q[keep - 1] == 0x5c, "realloc(%zu-"
+		    "byte block, %zu) lost its contents", c, c + 1);
+		free(q);
+		prev = c;
+		want = c + 1;
+	}
+}
+
 static void
 test_size_class_values(void **state) {
 	(void)state;
@@ -806,6 +859,7 @@ main(void) {
 		cmocka_unit_test(test_realloc_zero_frees),
 		cmocka_unit_test(test_realloc_content),
 		cmocka_unit_test(test_realloc_64m_to_128m),
+		cmocka_unit_test(test_realloc_within_class),
 		cmocka_unit_test(test_size_class_values),
 		cmocka_unit_test(test_size_class_sweep),
 		cmocka_unit_test(test_usable_size_writable_many_live),

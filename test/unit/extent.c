@@ -68,6 +68,16 @@ static arena_stats_t stats(arena_t *a) {
 static char why[512];
 static bool walk_ok;
 
+/* The size-class tag of p's page-map entry: szind + 1, or 0. */
+static unsigned page_tag(const void *p) {
+	return (unsigned)(pagemap_lookup_entry(p) & PAGEMAP_TAG_MASK);
+}
+
+/* The tag a block of class szind carries on its first page. */
+static unsigned class_tag(unsigned szind) {
+	return szind + 1 <= PAGEMAP_TAG_MASK ? szind + 1 : 0;
+}
+
 #define WALK_CHECK(cond, ...) do {					\
 	if (walk_ok && !(cond)) {					\
 		walk_ok = false;					\
@@ -122,6 +132,13 @@ static void check_arena_at(arena_t *a, int line) {
 				    pagemap_lookup(e->addr + e->size - 1) == e,
 				    "bounds of %p+%zu", (void *)e->addr,
 				    e->size);
+				/* A free extent's pages carry no size class
+				 * (realloc would take them for a block). */
+				WALK_CHECK(page_tag(e->addr) == 0 &&
+				    page_tag(e->addr + e->size - 1) == 0,
+				    "free %p+%zu tagged %u/%u", (void *)e->addr,
+				    e->size, page_tag(e->addr),
+				    page_tag(e->addr + e->size - 1));
 				if (e->addr != e->map_addr)
 					WALK_CHECK(!same_kind_neighbour(e,
 					    pagemap_lookup(e->addr - 1), true),
@@ -201,6 +218,12 @@ static extent_t *large_of(arena_t *a, void *p, size_t usize) {
 	assert_ptr_equal(atomic_load(&e->owner), &extent_large_owner);
 	assert_ptr_equal(pagemap_lookup((char *)p + usize - PAGE), e);
 	assert_ptr_equal(pagemap_lookup((char *)p + usize - 1), e);
+	/* The first page says the class, the last one nothing: realloc
+	 * trusts a tag only at the block's start. */
+	MP_ASSERT(page_tag(p) == class_tag(e->szind), "%p (class %u): tag %u",
+	    p, e->szind, page_tag(p));
+	MP_ASSERT(page_tag((char *)p + usize - 1) == 0, "%p+%zu: last page "
+	    "tagged %u", p, usize, page_tag((char *)p + usize - 1));
 	return e;
 }
 
@@ -813,9 +836,11 @@ static void test_slab_extents(void **state) {
 		assert_ptr_equal(s[i]->bump_end, s[i]->addr +
 		    (size_t)s[i]->nregs * s[i]->usize);
 		assert_true(mp_is_aligned(s[i]->addr, PAGE));
-		/* Every page maps to the slab. */
-		for (size_t off = 0; off < s[i]->size; off += PAGE)
+		/* Every page maps to the slab, with its class. */
+		for (size_t off = 0; off < s[i]->size; off += PAGE) {
 			assert_ptr_equal(pagemap_lookup(s[i]->addr + off), s[i]);
+			assert_int_equal(page_tag(s[i]->addr + off), i + 1);
+		}
 		pages += s[i]->size / PAGE;
 		arena_stats_t st = stats(a);
 		assert_int_equal(st.pactive, pages);
@@ -824,6 +849,14 @@ static void test_slab_extents(void **state) {
 		assert_int_equal(st.large_allocated, 0);
 	}
 	check_arena(a);
+	/* A kept empty slab restarted for another class (tcache's slab_get)
+	 * carries the new class on every page. */
+	arena_slab_init(s[1], 3);
+	for (size_t off = 0; off < s[1]->size; off += PAGE)
+		assert_int_equal(page_tag(s[1]->addr + off), 3 + 1);
+	arena_slab_init(s[1], 1);
+	for (size_t off = 0; off < s[1]->size; off += PAGE)
+		assert_int_equal(page_tag(s[1]->addr + off), 1 + 1);
 	for (unsigned i = 0; i < SC_NBINS; i += 2) {
 		char *addr = s[i]->addr;
 		size_t size = s[i]->size;
@@ -835,6 +868,9 @@ static void test_slab_extents(void **state) {
 			extent_t *x = pagemap_lookup(addr + off);
 			MP_ASSERT(x == NULL || x == f, "page %zu of freed slab "
 			    "%u -> %p", off / PAGE, i, (void *)x);
+			MP_ASSERT(page_tag(addr + off) == 0, "page %zu of "
+			    "freed slab %u tagged %u", off / PAGE, i,
+			    page_tag(addr + off));
 		}
 	}
 	check_arena(a);
