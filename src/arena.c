@@ -163,7 +163,7 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size) {
 	slab->list = SLAB_LIST_NONE;
 	slab->prof = NULL;
 	atomic_store_explicit(&slab->full, 0, memory_order_relaxed);
-	atomic_store_explicit(&slab->remote_free, NULL, memory_order_relaxed);
+	atomic_store_explicit(&slab->remote_free, 0, memory_order_relaxed);
 	arena_slab_init(slab, ind);
 	return slab;
 }

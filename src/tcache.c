@@ -122,24 +122,31 @@ static void slab_list_set(extent_t *slab, uint8_t list) {
 	slab->list = list;
 }
 
-/* Move the regions other threads freed onto the local list. */
+/* Move the regions other threads freed onto the local list.  The count
+ * comes with the list (REMOTE_COUNT_SHIFT), so only a slab that still has
+ * local free regions walks the remote ones to link them in front. */
 static bool slab_collect_remote(extent_t *slab) {
 	/* A plain load first: the exchange is a locked instruction, and the
 	 * cache GC asks every partial slab of a bin, most with nothing. */
 	if (atomic_load_explicit(&slab->remote_free,
-	    memory_order_relaxed) == NULL)
+	    memory_order_relaxed) == 0)
 		return false;
-	void *list = atomic_exchange_explicit(&slab->remote_free, NULL,
+	uintptr_t word = atomic_exchange_explicit(&slab->remote_free, 0,
 	    memory_order_acquire);
-	if (list == NULL)
+	if (word == 0)
 		return false;
-	uint32_t n = 1;
-	void *tail = list;
-	while (*(void **)tail != NULL) {
-		tail = *(void **)tail;
-		n++;
+	void *list = (void *)(word & REMOTE_HEAD_MASK);
+	uint32_t n = (uint32_t)(word >> REMOTE_COUNT_SHIFT);
+	if (slab->free != NULL || config_debug) {
+		uint32_t len = 1;
+		void *tail = list;
+		while (*(void **)tail != NULL) {
+			tail = *(void **)tail;
+			len++;
+		}
+		mp_assert(len == n);
+		*(void **)tail = slab->free;
 	}
-	*(void **)tail = slab->free;
 	slab->free = list;
 	mp_assert(slab->used >= n);
 	slab->used -= n;
@@ -227,7 +234,7 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	slab_list_set(slab, SLAB_LIST_FULL);
 	list_push(&bin->full, slab);
 	atomic_store(&slab->full, 1);
-	if (atomic_load(&slab->remote_free) == NULL)
+	if (atomic_load(&slab->remote_free) == 0)
 		return false;
 	uint8_t one = 1;
 	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
@@ -301,11 +308,13 @@ void tcache_free_small_full(tcache_t *tc, extent_t *slab, void *p) {
 }
 
 void tcache_free_remote(extent_t *slab, void *p) {
-	void *head = atomic_load_explicit(&slab->remote_free,
-	    memory_order_relaxed);
+	uintptr_t top = atomic_load_explicit(&slab->remote_free,
+	    memory_order_relaxed), next;
 	do {
-		*(void **)p = head;
-	} while (!atomic_compare_exchange_weak(&slab->remote_free, &head, p));
+		*(void **)p = (void *)(top & REMOTE_HEAD_MASK);
+		next = (uintptr_t)p | ((top & ~REMOTE_HEAD_MASK) + REMOTE_ONE);
+	} while (!atomic_compare_exchange_weak(&slab->remote_free, &top,
+	    next));
 	if (atomic_load(&slab->full) == 0)
 		return;
 	uint8_t one = 1;
@@ -314,11 +323,11 @@ void tcache_free_remote(extent_t *slab, void *p) {
 	tcache_t *owner = slab_owner(slab);
 	if (owner == NULL || owner == &extent_large_owner)
 		return;
-	extent_t *top = atomic_load_explicit(&owner->inbox,
+	extent_t *first = atomic_load_explicit(&owner->inbox,
 	    memory_order_relaxed);
 	do {
-		slab->inbox_next = top;
-	} while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &top,
+		slab->inbox_next = first;
+	} while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &first,
 	    slab, memory_order_release, memory_order_relaxed));
 }
 
@@ -373,7 +382,7 @@ static void bin_flush(tcache_t *tc, unsigned ind) {
 	while (s != NULL) {
 		extent_t *next = s->next;
 		uint8_t one = 1;
-		if (atomic_load(&s->remote_free) != NULL &&
+		if (atomic_load(&s->remote_free) != 0 &&
 		    atomic_compare_exchange_strong(&s->full, &one, 0)) {
 			list_remove(&bin->full, s);
 			slab_list_set(s, SLAB_LIST_PARTIAL);

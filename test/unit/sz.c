@@ -269,8 +269,11 @@ static void test_slab_geometry(void **state) {
 			    "pages would waste only %zu, slab is %zu", i,
 			    pages, bytes % size, slab);
 		}
-		/* uint32 fields hold the geometry. */
+		/* uint32 fields hold the geometry, and a slab's remote list
+		 * counts its regions in 64 - REMOTE_COUNT_SHIFT bits. */
 		MP_ASSERT(nregs * size < ((size_t)1 << 32), "bin %u", i);
+		MP_ASSERT(nregs < ((uintptr_t)1 << (64 - REMOTE_COUNT_SHIFT)),
+		    "bin %u: %zu regions overflow the remote count", i, nregs);
 	}
 }
 

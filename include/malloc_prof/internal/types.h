@@ -145,7 +145,12 @@ typedef enum {
  *   common malloc/free ping-pong on the current slab.
  * `free`, `used`, `bump` and `list` are touched only by the owner (for the
  * arena's shared cache: under arena->shared_mtx).  `remote_free` is pushed
- * by anyone (CAS) and taken whole by the owner (exchange).
+ * by anyone (CAS) and taken whole by the owner (exchange).  It packs the
+ * list's head (bits 0-47: addresses are below 2^48, as the page map
+ * requires) with the number of regions on the list (bits 48-63; a slab
+ * has fewer than 2^16 regions), so the owner takes the list without
+ * walking it: that walk, a cache miss per region another thread had
+ * written, was 19% of larson's time.
  * `full` is set to 1 by the owner when it parks the slab on its full list;
  * whoever flips it 1 -> 0 first (a remote freer, or the owner on a local
  * free) becomes responsible for making the owner see the slab again: the
@@ -161,6 +166,9 @@ typedef enum {
  * writes; the second starts with what remote freers write.
  */
 #define SLAB_CURRENT_BIAS ((uint32_t)1 << 31)
+#define REMOTE_COUNT_SHIFT 48
+#define REMOTE_HEAD_MASK (((uintptr_t)1 << REMOTE_COUNT_SHIFT) - 1)
+#define REMOTE_ONE ((uintptr_t)1 << REMOTE_COUNT_SHIFT)
 #define SLAB_TAG_FULL ((uintptr_t)1)
 #define SLAB_TAGS SLAB_TAG_FULL
 
@@ -179,8 +187,8 @@ struct extent_s {
 	/* What other threads write, on a line of its own: next to `free` and
 	 * `used`, every remote free's CAS took the line from the owner's
 	 * fast path (larson: 94% of tcache_free_remote on the CAS). */
-	_Alignas(CACHELINE) _Atomic(void *) remote_free; /* slab: frees from
-	                                  * other threads */
+	_Alignas(CACHELINE) _Atomic uintptr_t remote_free; /* slab: frees
+	                                  * from other threads, counted */
 	_Atomic uint8_t full;            /* slab: see invariant */
 	extent_t *inbox_next;            /* slab: link on owner->inbox */
 
