@@ -163,6 +163,10 @@ const conf_opt_t conf_opts[] = {
 	  .nnames = PROF_FORMAT_COUNT, .prof = true,
 	  .doc = "format of every dump: heap_v2 (jeprof) or pprof "
 	  "(gzipped profile.proto, for go tool pprof)" },
+	{ .name = "prof_symbolize", .type = CONF_BOOL,
+	  .var = &opt_prof_symbolize, .def = "false", .prof = true,
+	  .doc = "name the functions of pprof profiles from the symbol "
+	  "tables of the mapped files" },
 	{ .name = "prof_accum", .type = CONF_BOOL, .var = &opt_prof_accum,
 	  .def = "false", .prof = true,
 	  .doc = "also count freed samples (the [accum] column of dumps)" },

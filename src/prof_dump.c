@@ -801,10 +801,12 @@ void prof_final_dump(void) {
 	char path[DUMP_PATH_MAX];
 	char err[DUMP_ERR_MAX];
 	bool wrote = false, failed = false, named;
+	prof_format_t format;
 	dump_snap_t s;
 	const char *why = NULL;
 
 	dump_enter();
+	format = dump_format_locked();
 	named = dump_name_locked(DUMP_F, path, sizeof(path));
 	if (!named && !opt_prof_leak) {
 		dump_leave();
@@ -818,7 +820,7 @@ void prof_final_dump(void) {
 			failed = true;
 		}
 	} else if (named) {
-		failed = snap_write(&s, path, dump_format_locked(), err,
+		failed = snap_write(&s, path, format, err,
 		    sizeof(err));
 		wrote = !failed;
 	}
@@ -846,7 +848,9 @@ void prof_final_dump(void) {
 	    " object%s, >= %zu context%s", bytes, plural(bytes), objs,
 	    plural(objs), ncontexts, plural(ncontexts));
 	if (wrote) {
-		mp_error("Run jeprof on \"%s\" for leak detail", path);
+		mp_error("Run %s on \"%s\" for leak detail",
+		    format == PROF_FORMAT_PPROF ? "go tool pprof" : "jeprof",
+		    path);
 	} else if (!named) {
 		mp_error("No heap profile was written for leak detail: "
 		    "prof_prefix is empty");

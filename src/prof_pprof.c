@@ -2,11 +2,13 @@
  * prof_pprof.c: heap profiles in pprof's format (profile.proto, gzipped),
  * written from the same snapshot as heap_v2 dumps (prof_dump.c).
  *
- * Three small pieces, none of them a library: a protobuf encoder that
+ * Four small pieces, none of them a library: a protobuf encoder that
  * appends to growable byte buffers, the profile builder (string table,
  * mappings from /proc/self/maps with GNU build IDs read from each ELF
- * file's notes, locations, samples), and a gzip writer with its own
- * deflate (LZ77 over a hash chain, one fixed-Huffman block).
+ * file's notes, locations, samples), the optional symbolizer
+ * (prof_symbolize: function names from each file's .symtab or .dynsym),
+ * and a gzip writer with its own deflate (LZ77 over a hash chain, one
+ * fixed-Huffman block).
  *
  * Everything runs under prof_dump_mtx with the thread's reentrancy
  * raised, so nothing here may call malloc or stdio: buffers come from
@@ -20,6 +22,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +34,8 @@
 /* Mappings kept (executable ones only); more are dropped. */
 #define PPROF_MAPS_MAX 1024
 #define PPROF_PATH_MAX 4096
+
+bool opt_prof_symbolize = false;
 
 /* ------------------------------------------------------------ buffers */
 
@@ -119,6 +125,8 @@ typedef struct pprof_str_s {
 	uint32_t off, len;
 } pprof_str_t;
 
+typedef struct sym_file_s sym_file_t;
+
 /* One executable mapping of /proc/self/maps.  Sorted by start (the file
  * is); `id` is its 1-based pprof id (the main program's is 1). */
 typedef struct pprof_map_s {
@@ -127,6 +135,9 @@ typedef struct pprof_map_s {
 	uint64_t build_id;       /* string index; 0 if none */
 	uint64_t id;
 	bool self;               /* the file holding the allocator */
+	bool sym_tried;          /* prof_symbolize: symf looked up */
+	bool has_functions;      /* some location of it was named */
+	const sym_file_t *symf;  /* its symbols, or NULL */
 } pprof_map_t;
 
 /*
@@ -146,6 +157,9 @@ typedef struct pprof_state_s {
 	pprof_buf_t lhash;       /* pprof_loc_slot_t */
 	size_t lhash_n;
 	pprof_buf_t locs;        /* uintptr_t address, by location id - 1 */
+	pprof_buf_t fhash;       /* pprof_loc_slot_t: function key -> id */
+	size_t fhash_n;
+	pprof_buf_t funcs;       /* uint64_t name string index, by id - 1 */
 	pprof_buf_t text;        /* /proc/self/maps */
 	/* deflate */
 	uint32_t *head;          /* hash -> position + 1 */
@@ -158,7 +172,7 @@ static pprof_state_t pprof_state;
 static bool pprof_any_oom(const pprof_state_t *st) {
 	return st->prof.oom || st->sub.oom || st->packed.oom || st->strs.oom ||
 	    st->stab.oom || st->shash.oom || st->maps.oom || st->lhash.oom ||
-	    st->locs.oom || st->text.oom;
+	    st->locs.oom || st->text.oom || st->fhash.oom || st->funcs.oom;
 }
 
 /* -------------------------------------------------------- string table */
@@ -314,6 +328,262 @@ static void pprof_build_id(const char *path, char *hex, size_t hexsize) {
 	close(fd);
 }
 
+/* ----------------------------------------------------------- symbolizer */
+
+/*
+ * prof_symbolize: function names from the ELF symbol tables of the mapped
+ * files.  Each file is mapped read-only once (its pages are the page
+ * cache's, shared with the process's own mapping) and its function
+ * symbols are copied, sorted by address, into an anonymous mapping of
+ * their own; both are kept for every later dump.  Nothing here comes
+ * from the profiled heap.  Bounded: at most SYM_FILES_MAX files and
+ * SYM_BYTES_MAX bytes of tables; files past either are left unnamed.
+ */
+#define SYM_FILES_MAX 256
+#define SYM_BYTES_MAX ((size_t)64 << 20)
+#define SYM_FILE_SIZE_MAX ((size_t)2 << 30)
+#define SYM_LOADS_MAX 16
+
+typedef struct sym_ent_s {
+	uint64_t value;
+	uint32_t size;
+	uint32_t name;           /* offset in the file's string table */
+} sym_ent_t;
+
+/* One file, built once (under prof_dump_mtx) and then only read.  A file
+ * that could not be read is kept too (nsyms 0), so that it is not tried
+ * again at every dump. */
+struct sym_file_s {
+	uint64_t hash;           /* of the path */
+	const char *path;        /* in block */
+	const uint8_t *image;    /* the file, mapped read-only */
+	size_t image_size;
+	const char *strtab;
+	size_t strtab_size;
+	sym_ent_t *syms;         /* in block, by value */
+	size_t nsyms;
+	void *block;
+	size_t block_size;
+	Elf64_Phdr loads[SYM_LOADS_MAX];
+	unsigned nloads;
+};
+
+static sym_file_t sym_files[SYM_FILES_MAX];
+static size_t sym_nfiles;
+static size_t sym_bytes;
+
+static bool sym_ent_less(const sym_ent_t *a, const sym_ent_t *b) {
+	return a->value < b->value;
+}
+
+/* In-place heapsort: libc's qsort may allocate. */
+static void sym_sift(sym_ent_t *v, size_t root, size_t n) {
+	for (;;) {
+		size_t c = 2 * root + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && sym_ent_less(&v[c], &v[c + 1]))
+			c++;
+		if (!sym_ent_less(&v[root], &v[c]))
+			return;
+		sym_ent_t t = v[root];
+		v[root] = v[c];
+		v[c] = t;
+		root = c;
+	}
+}
+
+static void sym_sort(sym_ent_t *v, size_t n) {
+	for (size_t i = n / 2; i-- > 0;)
+		sym_sift(v, i, n);
+	for (size_t end = n; end > 1; end--) {
+		sym_ent_t t = v[0];
+		v[0] = v[end - 1];
+		v[end - 1] = t;
+		sym_sift(v, 0, end - 1);
+	}
+}
+
+static bool sym_is_func(const Elf64_Sym *s, size_t strtab_size) {
+	unsigned type = ELF64_ST_TYPE(s->st_info);
+	return (type == STT_FUNC || type == STT_GNU_IFUNC) &&
+	    s->st_shndx != SHN_UNDEF && s->st_value != 0 &&
+	    s->st_name != 0 && s->st_name < strtab_size;
+}
+
+/* The function symbols of section `symsec` (SHT_SYMTAB or SHT_DYNSYM)
+ * into f; false if there is no such section or it has none. */
+static bool sym_load_table(sym_file_t *f, const Elf64_Ehdr *eh,
+    const Elf64_Shdr *sh, uint32_t symsec, size_t pathlen) {
+	const Elf64_Shdr *ss = NULL;
+	for (unsigned i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type == symsec) {
+			ss = &sh[i];
+			break;
+		}
+	}
+	if (ss == NULL || ss->sh_link >= eh->e_shnum ||
+	    ss->sh_entsize != sizeof(Elf64_Sym) ||
+	    ss->sh_offset > f->image_size ||
+	    ss->sh_size > f->image_size - ss->sh_offset)
+		return false;
+	const Elf64_Shdr *st = &sh[ss->sh_link];
+	if (st->sh_offset > f->image_size ||
+	    st->sh_size > f->image_size - st->sh_offset)
+		return false;
+	const Elf64_Sym *syms = (const Elf64_Sym *)(f->image + ss->sh_offset);
+	size_t n = ss->sh_size / sizeof(Elf64_Sym);
+	size_t cnt = 0;
+	for (size_t i = 0; i < n; i++)
+		cnt += sym_is_func(&syms[i], st->sh_size);
+	if (cnt == 0)
+		return false;
+	size_t bytes = PAGE_CEILING(cnt * sizeof(sym_ent_t) + pathlen + 1);
+	if (bytes > SYM_BYTES_MAX - sym_bytes)
+		return false;
+	void *block = os_map(bytes, PAGE);
+	if (block == NULL)
+		return false;
+	sym_bytes += bytes;
+	f->block = block;
+	f->block_size = bytes;
+	f->syms = block;
+	f->strtab = (const char *)(f->image + st->sh_offset);
+	f->strtab_size = st->sh_size;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!sym_is_func(&syms[i], st->sh_size))
+			continue;
+		f->syms[k].value = syms[i].st_value;
+		f->syms[k].size = syms[i].st_size > UINT32_MAX ? UINT32_MAX :
+		    (uint32_t)syms[i].st_size;
+		f->syms[k].name = syms[i].st_name;
+		k++;
+	}
+	f->nsyms = cnt;
+	sym_sort(f->syms, cnt);
+	return true;
+}
+
+/* Map path and read its function symbols into f (f->nsyms stays 0 on
+ * any failure). */
+static void sym_file_build(sym_file_t *f, const char *path, size_t pathlen) {
+	int fd;
+	do {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return;
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof(Elf64_Ehdr) ||
+	    (uint64_t)sb.st_size > SYM_FILE_SIZE_MAX) {
+		close(fd);
+		return;
+	}
+	void *img = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE,
+	    fd, 0);
+	close(fd);
+	if (img == MAP_FAILED)
+		return;
+	f->image = img;
+	f->image_size = (size_t)sb.st_size;
+	const Elf64_Ehdr *eh = img;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shentsize != sizeof(Elf64_Shdr) ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh->e_shoff > f->image_size ||
+	    (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) >
+	    f->image_size - eh->e_shoff ||
+	    eh->e_phoff > f->image_size ||
+	    (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) >
+	    f->image_size - eh->e_phoff)
+		goto fail;
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)(f->image + eh->e_phoff);
+	for (unsigned i = 0; i < eh->e_phnum && f->nloads < SYM_LOADS_MAX;
+	    i++) {
+		if (ph[i].p_type == PT_LOAD)
+			f->loads[f->nloads++] = ph[i];
+	}
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f->image + eh->e_shoff);
+	if (!sym_load_table(f, eh, sh, SHT_SYMTAB, pathlen) &&
+	    !sym_load_table(f, eh, sh, SHT_DYNSYM, pathlen))
+		goto fail;
+	char *p = (char *)f->block + f->nsyms * sizeof(sym_ent_t);
+	memcpy(p, path, pathlen);
+	p[pathlen] = '\0';
+	f->path = p;
+	return;
+fail:
+	munmap((void *)f->image, f->image_size);
+	f->image = NULL;
+	f->image_size = 0;
+	f->nsyms = 0;
+}
+
+/* The symbol tables of path, built at the first call; NULL if the file
+ * has none or the bounds are reached. */
+static const sym_file_t *sym_file_get(const char *path, size_t pathlen) {
+	uint64_t h = pprof_hash_bytes(path, pathlen);
+	for (size_t i = 0; i < sym_nfiles; i++) {
+		sym_file_t *f = &sym_files[i];
+		if (f->hash != h)
+			continue;
+		/* A failed file keeps no path: same hash is taken as the
+		 * same file then (a collision only loses names). */
+		if (f->nsyms == 0)
+			return NULL;
+		if (strlen(f->path) == pathlen &&
+		    memcmp(f->path, path, pathlen) == 0)
+			return f;
+	}
+	if (sym_nfiles == SYM_FILES_MAX)
+		return NULL;
+	sym_file_t *f = &sym_files[sym_nfiles++];
+	memset(f, 0, sizeof(*f));
+	f->hash = h;
+	sym_file_build(f, path, pathlen);
+	return f->nsyms != 0 ? f : NULL;
+}
+
+/* The function containing the file offset `off` of f: its name (in the
+ * file's string table) and length; NULL if no symbol covers it. */
+static const char *sym_lookup(const sym_file_t *f, uint64_t off,
+    size_t *lenp) {
+	uint64_t vaddr = 0;
+	bool found = false;
+	for (unsigned i = 0; i < f->nloads; i++) {
+		const Elf64_Phdr *l = &f->loads[i];
+		if (off >= l->p_offset && off - l->p_offset < l->p_filesz) {
+			vaddr = off - l->p_offset + l->p_vaddr;
+			found = true;
+			break;
+		}
+	}
+	if (!found)
+		return NULL;
+	/* The last symbol at or below vaddr. */
+	size_t lo = 0, hi = f->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->syms[mid].value <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Aliases share a value, and a symbol of size 0 may sit inside a
+	 * function: look at the few symbols below for one that covers. */
+	for (size_t i = lo; i-- > 0 && lo - i <= 8;) {
+		const sym_ent_t *s = &f->syms[i];
+		if (vaddr - s->value < s->size) {
+			const char *name = f->strtab + s->name;
+			*lenp = strnlen(name, f->strtab_size - s->name);
+			return name;
+		}
+	}
+	return NULL;
+}
+
 /* ------------------------------------------------------------- mappings */
 
 static bool pprof_read_file(pprof_buf_t *b, const char *path) {
@@ -441,9 +711,9 @@ static void pprof_collect_maps(pprof_state_t *st) {
 	}
 }
 
-static const pprof_map_t *pprof_find_map(const pprof_state_t *st,
+static pprof_map_t *pprof_find_map(const pprof_state_t *st,
     uintptr_t addr) {
-	const pprof_map_t *maps = (const pprof_map_t *)st->maps.p;
+	pprof_map_t *maps = (pprof_map_t *)st->maps.p;
 	size_t lo = 0, hi = st->maps.len / sizeof(pprof_map_t);
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -472,6 +742,7 @@ static void pprof_emit_maps(pprof_state_t *st) {
 			pb_uint(&st->sub, 4, maps[i].offset);
 			pb_uint(&st->sub, 5, maps[i].name);
 			pb_uint(&st->sub, 6, maps[i].build_id);
+			pb_uint(&st->sub, 7, maps[i].has_functions);
 			pb_bytes(&st->prof, 3, st->sub.p, st->sub.len);
 			break;
 		}
@@ -515,16 +786,96 @@ static uint64_t loc_id(pprof_state_t *st, uintptr_t addr) {
 	return slots[h].id;
 }
 
+/* prof_symbolize: the function id of the symbol covering addr in m,
+ * made if new; 0 if none.  Functions are keyed by (name, file). */
+static uint64_t pprof_function(pprof_state_t *st, pprof_map_t *m,
+    uintptr_t addr) {
+	if (!m->sym_tried) {
+		const pprof_str_t *e = (const pprof_str_t *)st->stab.p +
+		    m->name;
+		char path[PPROF_PATH_MAX];
+		if (e->len < sizeof(path)) {
+			memcpy(path, st->strs.p + e->off, e->len);
+			path[e->len] = '\0';
+			m->symf = sym_file_get(path, e->len);
+		}
+		/* Every mapping of the file shares its symbols. */
+		pprof_map_t *maps = (pprof_map_t *)st->maps.p;
+		size_t n = st->maps.len / sizeof(pprof_map_t);
+		for (size_t i = 0; i < n; i++) {
+			if (maps[i].name == m->name) {
+				maps[i].symf = m->symf;
+				maps[i].sym_tried = true;
+			}
+		}
+	}
+	if (m->symf == NULL)
+		return 0;
+	size_t len;
+	const char *name = sym_lookup(m->symf, addr - m->start + m->offset,
+	    &len);
+	if (name == NULL)
+		return 0;
+	uint64_t sidx = str_index_n(st, name, len);
+	if (sidx == 0)
+		return 0;
+	uintptr_t key = (uintptr_t)(sidx | (m->name << 32));
+	pprof_loc_slot_t *slots = (pprof_loc_slot_t *)st->fhash.p;
+	size_t mask = st->fhash_n - 1;
+	size_t h = (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 20) & mask;
+	while (slots[h].id != 0) {
+		if (slots[h].addr == key)
+			return slots[h].id;
+		h = (h + 1) & mask;
+	}
+	pbuf_put(&st->funcs, &sidx, sizeof(sidx));
+	if (st->funcs.oom)
+		return 0;
+	slots[h].addr = key;
+	slots[h].id = st->funcs.len / sizeof(uint64_t);
+	m->has_functions = true;
+	return slots[h].id;
+}
+
 static void pprof_emit_locations(pprof_state_t *st) {
 	const uintptr_t *addrs = (const uintptr_t *)st->locs.p;
 	size_t n = st->locs.len / sizeof(uintptr_t);
+	bool sym = opt_prof_symbolize;
+	if (sym) {
+		/* At most one function per location. */
+		size_t fn = 64;
+		while (fn < n * 2)
+			fn *= 2;
+		if (pbuf_reserve(&st->fhash, fn * sizeof(pprof_loc_slot_t)))
+			return;
+		memset(st->fhash.p, 0, fn * sizeof(pprof_loc_slot_t));
+		st->fhash.len = fn * sizeof(pprof_loc_slot_t);
+		st->fhash_n = fn;
+	}
 	for (size_t i = 0; i < n; i++) {
-		const pprof_map_t *m = pprof_find_map(st, addrs[i]);
+		pprof_map_t *m = pprof_find_map(st, addrs[i]);
+		uint64_t fid = sym && m != NULL ?
+		    pprof_function(st, m, addrs[i]) : 0;
 		st->sub.len = 0;
 		pb_uint(&st->sub, 1, i + 1);
 		pb_uint(&st->sub, 2, m != NULL ? m->id : 0);
 		pb_uint(&st->sub, 3, addrs[i]);
+		if (fid != 0) {
+			uint8_t line[12];
+			line[0] = (1 << 3) | 0;
+			size_t ln = 1 + prof_pb_varint(line + 1, fid);
+			pb_bytes(&st->sub, 4, line, ln);
+		}
 		pb_bytes(&st->prof, 4, st->sub.p, st->sub.len);
+	}
+	const uint64_t *names = (const uint64_t *)st->funcs.p;
+	size_t nf = st->funcs.len / sizeof(uint64_t);
+	for (size_t i = 0; i < nf; i++) {
+		st->sub.len = 0;
+		pb_uint(&st->sub, 1, i + 1);
+		pb_uint(&st->sub, 2, names[i]);
+		pb_uint(&st->sub, 3, names[i]);
+		pb_bytes(&st->prof, 5, st->sub.p, st->sub.len);
 	}
 }
 
@@ -647,13 +998,14 @@ static void pprof_value_type(pprof_state_t *st, unsigned field,
 static void pprof_reset(pprof_state_t *st) {
 	pprof_buf_t *bufs[] = {&st->prof, &st->sub, &st->packed, &st->strs,
 	    &st->stab, &st->shash, &st->maps, &st->lhash, &st->locs,
-	    &st->text};
+	    &st->text, &st->fhash, &st->funcs};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
 		bufs[i]->len = 0;
 		bufs[i]->oom = false;
 	}
 	st->shash_n = 0;
 	st->lhash_n = 0;
+	st->fhash_n = 0;
 }
 
 /* Encode the whole Profile message into st->prof; true on OOM. */
@@ -679,8 +1031,10 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s) {
 		pprof_value_type(st, 1, "alloc_space", "bytes");
 	}
 	pprof_emit_samples(st, s, str_index(st, "thread_name"));
-	pprof_emit_maps(st);
+	/* Locations first: symbolizing them marks the mappings that have
+	 * functions. */
 	pprof_emit_locations(st);
+	pprof_emit_maps(st);
 
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);

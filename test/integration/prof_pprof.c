@@ -3,15 +3,18 @@
  * prof.format), read back with the gzip + protobuf reader of
  * test/test_util.h.
  *
- * prof_pprof.conf: prof:true,lg_prof_sample:0,prof_format:pprof, so the
- * counts are exact.  A named thread and the main thread allocate at two
+ * prof_pprof.conf: prof:true,lg_prof_sample:0,prof_format:pprof,
+ * prof_symbolize:true, so the counts are exact and functions are named.  A named thread and the main thread allocate at two
  * known sites; a pprof dump and a heap_v2 dump are taken back to back
  * (prof.format switched in between) and must agree: the same inuse
  * totals, the same stacks.  The profile's sample types, period,
  * default sample type, time, the leaf locations of the two sites (no
  * allocator frame left), the mappings of the program and of
  * libmalloc_prof with the GNU build IDs that dl_iterate_phdr finds in
- * memory, and the thread_name label are checked.  prof.format rejects
+ * memory, the thread_name label, and the function names of the
+ * in-process symbolizer (the sites by name; every named location of the
+ * program agrees with dladdr1 where its symbol covers the address) are
+ * checked.  prof.format rejects
  * unknown names with EINVAL and one message line; automatic names end
  * in .pb.gz.
  */
@@ -127,6 +130,20 @@ site_sample(const mp_pprof_t *pp, const void *fn) {
 		}
 	}
 	return NULL;
+}
+
+/* The function name of a location's first line, "" if none. */
+static const char *
+fn_name(const mp_pprof_t *pp, const mp_pp_loc_t *l) {
+	if (l == NULL || l->nlines == 0) {
+		return "";
+	}
+	for (size_t i = 0; i < pp->nfns; i++) {
+		if (pp->fns[i].id == l->function_id) {
+			return pp->fns[i].name;
+		}
+	}
+	return "";
 }
 
 static pthread_barrier_t bar;
@@ -277,6 +294,42 @@ test_profile(void **state) {
 	/* The site's leaf is in the program's mapping. */
 	const mp_pp_loc_t *leaf = mp_pprof_loc(&pp, sm->locs[0]);
 	assert_int_equal(leaf->mapping_id, 1);
+
+	/* prof_symbolize: the leaves are named after the sites. */
+	assert_string_equal(fn_name(&pp, leaf), "pp_site_main");
+	assert_string_equal(fn_name(&pp, mp_pprof_loc(&pp, st->locs[0])),
+	    "pp_site_thread");
+	size_t named = 0, compared = 0;
+	for (size_t i = 0; i < pp.nlocs; i++) {
+		const char *name = fn_name(&pp, &pp.locs[i]);
+		if (name[0] == '\0') {
+			continue;
+		}
+		named++;
+		assert_int_equal(pp.locs[i].nlines, 1);
+		Dl_info di;
+		const ElfW(Sym) *sym = NULL;
+		void *a = (void *)(uintptr_t)pp.locs[i].address;
+		if (dladdr1(a, &di, (void **)&sym, RTLD_DL_SYMENT) != 0 &&
+		    sym != NULL && di.dli_sname != NULL &&
+		    (uintptr_t)a >= (uintptr_t)di.dli_saddr &&
+		    (uintptr_t)a < (uintptr_t)di.dli_saddr + sym->st_size) {
+			MP_ASSERT(strcmp(di.dli_sname, name) == 0, "location "
+			    "0x%" PRIx64 ": \"%s\", dladdr1 says \"%s\"",
+			    pp.locs[i].address, name, di.dli_sname);
+			compared++;
+		}
+	}
+	assert_true(named >= 2);
+	assert_true(compared >= 2);
+	/* Function ids are unique and every name is set. */
+	for (size_t i = 0; i < pp.nfns; i++) {
+		assert_true(pp.fns[i].name[0] != '\0');
+		assert_string_equal(pp.fns[i].name, pp.fns[i].system_name);
+		for (size_t k = 0; k < i; k++) {
+			assert_true(pp.fns[i].id != pp.fns[k].id);
+		}
+	}
 
 	mp_pprof_free(&pp);
 	mp_heap_free(&h);

@@ -123,6 +123,8 @@ test_pipe_matches_heap_v2(void **state) {
 	assert_int_equal(pp.period, 1024);
 	assert_int_equal(h.rate, 1024);
 	assert_string_equal(pp.default_type, "inuse_space");
+	/* No prof_symbolize: no function table, pprof names them. */
+	assert_int_equal(pp.nfns, 0);
 
 	int64_t want[4], got[4] = {0, 0, 0, 0};
 	jeprof_totals(&h, want);

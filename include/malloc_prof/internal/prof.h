@@ -263,6 +263,8 @@ void prof_dump_postfork_parent(void);
 void prof_dump_postfork_child(void);
 
 /* ------------------------------------------------------ prof_pprof.c */
+/* prof_symbolize: function names in pprof profiles. */
+extern bool opt_prof_symbolize;
 /* Write the snapshot to fd as a gzipped pprof profile.proto.  Called
  * with prof_dump_mtx held (its buffers are kept for the next dump).
  * true on error: *errp is the errno of a failed write, or 0 with *whyp
