@@ -436,7 +436,7 @@ static int snap_write_fd(const dump_snap_t *s, int fd, prof_format_t format,
 	*whyp = NULL;
 	if (format == PROF_FORMAT_PPROF) {
 		int e = 0;
-		if (prof_pprof_write(s, fd, &e, whyp))
+		if (prof_pprof_write(s, fd, NULL, &e, whyp))
 			return e != 0 ? e : ENOMEM;
 		return 0;
 	}
@@ -614,7 +614,7 @@ prof_format_t prof_dump_format_get(void) {
 }
 
 void prof_dump_format_set(prof_format_t format) {
-	mp_assert(format < PROF_FORMAT_COUNT);
+	mp_assert(format >= 0 && format < PROF_FORMAT_COUNT);
 	dump_enter();
 	dump_format = format;
 	dump_format_set = true;
@@ -622,25 +622,34 @@ void prof_dump_format_set(prof_format_t format) {
 }
 
 /*
- * prof.dump_fd.  The descriptor is checked before the snapshot is taken,
- * so that a closed or read-only one costs nothing.  SIGPIPE is blocked in
- * this thread while writing: a pipe or socket whose reader went away
- * fails the call with EPIPE instead of killing the process.  A SIGPIPE
- * that the write raised is taken back; one that was already pending is
- * left for the program.
+ * A dump to an open descriptor (prof.dump_fd, and the entry point for an
+ * HTTP endpoint).  The descriptor and the request are checked before the
+ * snapshot is taken, so that a closed or read-only one costs nothing.
+ * SIGPIPE is blocked in this thread while writing: a pipe or socket whose
+ * reader went away fails the call with EPIPE instead of killing the
+ * process.  A SIGPIPE that the write raised is taken back; one that was
+ * already pending is left for the program.  Prints nothing: the caller
+ * reports err[] its own way.
  */
-bool prof_dump_fd(int fd) {
-	char err[DUMP_ERR_MAX];
+bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
+    char *err, size_t errsize) {
 	char ebuf[128];
 	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
 	if (fl < 0) {
-		mp_error("prof.dump_fd: cannot write to fd %d: %s", fd,
+		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd,
 		    prof_dump_strerror(EBADF, ebuf, sizeof(ebuf)));
 		return true;
 	}
 	if ((fl & O_ACCMODE) == O_RDONLY) {
-		mp_error("prof.dump_fd: cannot write to fd %d: it is open "
+		mp_snprintf(err, errsize, "cannot write to fd %d: it is open "
 		    "read-only", fd);
+		return true;
+	}
+	if (sample_type != NULL && !prof_pprof_sample_type_ok(sample_type)) {
+		mp_snprintf(err, errsize, "\"%s\" is not a sample type of "
+		    "this profile: expected inuse_objects, inuse_space%s",
+		    sample_type, opt_prof_accum ? ", alloc_objects, "
+		    "alloc_space" : " (alloc_* need prof_accum:true)");
 		return true;
 	}
 	sigset_t pipe_set, old_set, pending;
@@ -651,22 +660,30 @@ bool prof_dump_fd(int fd) {
 	sigpending(&pending);
 	bool was_pending = sigismember(&pending, SIGPIPE) == 1;
 
-	err[0] = '\0';
 	dump_enter();
+	if (format == PROF_FORMAT_CURRENT)
+		format = dump_format_locked();
 	dump_snap_t s;
 	const char *why = NULL;
 	bool fail = snap_collect(&s, &why);
 	if (fail) {
-		mp_snprintf(err, sizeof(err), "cannot write to fd %d: %s", fd,
-		    why);
+		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd, why);
 	} else {
-		int e = snap_write_fd(&s, fd, dump_format_locked(), &why);
+		int e;
+		if (format == PROF_FORMAT_PPROF) {
+			e = 0;
+			if (prof_pprof_write(&s, fd, sample_type, &e, &why) &&
+			    e == 0)
+				e = ENOMEM;
+		} else {
+			e = snap_write_fd(&s, fd, format, &why);
+		}
 		snap_release(&s);
 		if (e != 0) {
 			fail = true;
-			mp_snprintf(err, sizeof(err), "cannot write to fd %d: "
-			    "%s", fd, why != NULL ? why :
-			    prof_dump_strerror(e, ebuf, sizeof(ebuf)));
+			mp_snprintf(err, errsize, "cannot write to fd %d: %s",
+			    fd, why != NULL ? why : prof_dump_strerror(e, ebuf,
+			    sizeof(ebuf)));
 		}
 	}
 	dump_leave();
@@ -678,6 +695,13 @@ bool prof_dump_fd(int fd) {
 			(void)sigtimedwait(&pipe_set, NULL, &zero);
 	}
 	pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+	return fail;
+}
+
+bool prof_dump_fd(int fd) {
+	char err[DUMP_ERR_MAX];
+	bool fail = prof_dump_to_fd(fd, PROF_FORMAT_CURRENT, NULL, err,
+	    sizeof(err));
 	if (fail)
 		mp_error("prof.dump_fd: %s", err);
 	return fail;

@@ -1008,8 +1008,16 @@ static void pprof_reset(pprof_state_t *st) {
 	st->fhash_n = 0;
 }
 
+bool prof_pprof_sample_type_ok(const char *name) {
+	return strcmp(name, "inuse_objects") == 0 ||
+	    strcmp(name, "inuse_space") == 0 || (opt_prof_accum &&
+	    (strcmp(name, "alloc_objects") == 0 ||
+	    strcmp(name, "alloc_space") == 0));
+}
+
 /* Encode the whole Profile message into st->prof; true on OOM. */
-static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s) {
+static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
+    const char *sample_type) {
 	pprof_reset(st);
 	(void)str_index(st, "");        /* string 0 is always "" */
 	size_t nframes = 0;
@@ -1042,7 +1050,8 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s) {
 	    (uint64_t)ts.tv_nsec);
 	pprof_value_type(st, 11, "space", "bytes");
 	pb_uint(&st->prof, 12, (uint64_t)1 << s->lg_sample);
-	pb_uint(&st->prof, 14, str_index(st, "inuse_space"));
+	pb_uint(&st->prof, 14, str_index(st, sample_type != NULL ?
+	    sample_type : "inuse_space"));
 
 	/* The string table last: every index above is assigned by now. */
 	size_t cnt = pprof_nstrings(st);
@@ -1053,13 +1062,13 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s) {
 	return pprof_any_oom(st);
 }
 
-bool prof_pprof_write(const dump_snap_t *s, int fd, int *errp,
-    const char **whyp) {
+bool prof_pprof_write(const dump_snap_t *s, int fd,
+    const char *sample_type, int *errp, const char **whyp) {
 	pprof_state_t *st = &pprof_state;
 	*errp = 0;
 	*whyp = NULL;
 	bool fail = false;
-	if (pprof_encode(st, s)) {
+	if (pprof_encode(st, s, sample_type)) {
 		*whyp = "out of memory for the pprof encoder (or the profile "
 		    "is larger than 256 MiB)";
 		fail = true;

@@ -1,7 +1,9 @@
 /*
  * test/unit/prof_pprof.c - the building blocks of pprof output
  * (src/prof_pprof.c): protobuf varints, CRC-32 and the gzip/deflate
- * writer.
+ * writer; and prof_dump_to_fd (src/prof_dump.c), the silent entry point
+ * meant for an HTTP endpoint (prof_pprof.conf: prof:true,
+ * lg_prof_sample:0).
  *
  * Everything written is read back with the independent inflater of
  * test/test_util.h (mp_gunzip, which also checks the CRC-32 and ISIZE
@@ -220,6 +222,82 @@ test_gzip_write_error(void **state) {
 	roundtrip("after errors", (const uint8_t *)"hello hello hello", 17);
 }
 
+/* ------------------------------------------------------ prof_dump_to_fd */
+
+void unit_pp_site(void **objs, size_t n);
+
+MP_SITE void
+unit_pp_site(void **objs, size_t n) {
+	for (size_t i = 0; i < n; i++) {
+		objs[i] = malloc(opaque_size(200));
+	}
+	__asm__ volatile("" : : : "memory");
+}
+
+static void
+test_dump_to_fd(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof) {
+		MP_SKIP("no profiler in this build");
+	}
+	void *objs[10];
+	unit_pp_site(objs, 10);
+	char err[512];
+	mp_msgs_start();
+	/* pprof with another default sample type. */
+	int m = memfd_create("mp_to_fd", MFD_CLOEXEC);
+	assert_true(m >= 0);
+	bool f1 = prof_dump_to_fd(m, PROF_FORMAT_PPROF, "inuse_objects", err,
+	    sizeof(err));
+	/* heap_v2 on request, whatever prof.format says. */
+	int h = memfd_create("mp_to_fd_heap", MFD_CLOEXEC);
+	assert_true(h >= 0);
+	bool f2 = prof_dump_to_fd(h, PROF_FORMAT_HEAP_V2, NULL, err,
+	    sizeof(err));
+	/* Errors: reported in err[], never printed. */
+	char e3[512], e4[512];
+	bool f3 = prof_dump_to_fd(m, PROF_FORMAT_PPROF, "alloc_space", e3,
+	    sizeof(e3));
+	int closed = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	close(closed);
+	bool f4 = prof_dump_to_fd(closed, PROF_FORMAT_CURRENT, NULL, e4,
+	    sizeof(e4));
+	mp_msgs_stop();
+	assert_false(f1);
+	assert_false(f2);
+	assert_true(f3);
+	assert_true(f4);
+	MP_ASSERT(mp_msgs_lines == 0, "printed: %s", mp_msgs);
+	MP_ASSERT(strstr(e3, "\"alloc_space\" is not a sample type") != NULL
+	    && strstr(e3, "prof_accum") != NULL, "%s", e3);
+	char want[128];
+	snprintf(want, sizeof(want), "cannot write to fd %d: Bad file "
+	    "descriptor", closed);
+	assert_string_equal(e4, want);
+
+	assert_true(lseek(m, 0, SEEK_SET) == 0);
+	size_t n;
+	uint8_t *b = mp_read_fd_all(m, &n);
+	mp_pprof_t pp;
+	bool ok = mp_pprof_decode(b, n, &pp);
+	MP_ASSERT(ok, "%s", pp.err);
+	assert_string_equal(pp.default_type, "inuse_objects");
+	assert_true(pp.nsamples >= 1);
+	mp_pprof_free(&pp);
+	free(b);
+	close(m);
+
+	assert_true(lseek(h, 0, SEEK_SET) == 0);
+	b = mp_read_fd_all(h, &n);
+	assert_true(n > 10);
+	assert_memory_equal(b, "heap_v2/1\n", 10);
+	free(b);
+	close(h);
+	for (size_t i = 0; i < 10; i++) {
+		free(objs[i]);
+	}
+}
+
 int
 main(void) {
 	mp_test_init(300);
@@ -230,6 +308,7 @@ main(void) {
 		cmocka_unit_test(test_gzip_random),
 		cmocka_unit_test(test_gzip_repetitive),
 		cmocka_unit_test(test_gzip_write_error),
+		cmocka_unit_test(test_dump_to_fd),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL) == 0 ? 0 : 1;
 }

@@ -217,6 +217,7 @@ static inline size_t dump_frames_size(unsigned nframes) {
 /* The formats of dumps: opt.prof_format / prof.format (indexes of
  * prof_format_names). */
 typedef enum {
+	PROF_FORMAT_CURRENT = -1,        /* prof_dump_to_fd: prof.format's */
 	PROF_FORMAT_HEAP_V2,
 	PROF_FORMAT_PPROF,
 	PROF_FORMAT_COUNT
@@ -242,6 +243,17 @@ void prof_dump_format_set(prof_format_t format);
  * open descriptor (no file is created).  true on error, after printing
  * the cause on stderr. */
 bool prof_dump_fd(int fd);
+/*
+ * The same, for callers that report errors their own way (the planned
+ * HTTP endpoint): the profile of this moment to fd in `format`
+ * (PROF_FORMAT_CURRENT: prof.format's), and for pprof with `sample_type`
+ * as its default sample type (NULL: inuse_space).  Prints nothing; true
+ * on error with err[] naming the fd and the cause (closed, read-only,
+ * EPIPE, ENOSPC, an unknown sample type, out of memory).  Safe from any
+ * thread; serialized with every other dump.
+ */
+bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
+    char *err, size_t errsize);
 /* Write a heap_v2 dump to `filename` (NULL: an automatic name of kind
  * 'm').  true on error, after printing the cause on stderr. */
 bool prof_dump_file(const char *filename);
@@ -267,10 +279,15 @@ void prof_dump_postfork_child(void);
 extern bool opt_prof_symbolize;
 /* Write the snapshot to fd as a gzipped pprof profile.proto.  Called
  * with prof_dump_mtx held (its buffers are kept for the next dump).
+ * sample_type is the default sample type (NULL: inuse_space; checked
+ * with prof_pprof_sample_type_ok by the caller).
  * true on error: *errp is the errno of a failed write, or 0 with *whyp
  * naming the cause (out of memory). */
-bool prof_pprof_write(const dump_snap_t *s, int fd, int *errp,
-    const char **whyp);
+bool prof_pprof_write(const dump_snap_t *s, int fd,
+    const char *sample_type, int *errp, const char **whyp);
+/* Whether name is a sample type of the profiles written now
+ * (inuse_objects, inuse_space; alloc_* with prof_accum). */
+bool prof_pprof_sample_type_ok(const char *name);
 /* Building blocks, exposed for the unit tests.  prof_pb_varint writes v
  * as a protobuf base-128 varint to out (room for 10 bytes) and returns
  * its length.  prof_gzip_write compresses len bytes of data (deflate with
