@@ -16,6 +16,9 @@ mp_install_deps build-essential autoconf automake libtool pkg-config \
 # jeprof (with perl) for test/integration/prof_jeprof.sh, which skips
 # without it.
 mp_try_install_deps libjemalloc-dev
+# go tool pprof for test/integration/prof_pprof_fd, which skips without it
+# (apt-get install golang-go takes about 10 s).
+mp_try_install_deps golang-go
 
 total_pass=0
 total_fail=0

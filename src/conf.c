@@ -158,6 +158,15 @@ const conf_opt_t conf_opts[] = {
 	  .var = &opt_lg_prof_sample, .def = "19", .min = 0, .max = 63,
 	  .prof = true,
 	  .doc = "mean bytes between samples, log2 (0: sample everything)" },
+	{ .name = "prof_format", .type = CONF_ENUM, .var = &opt_prof_format,
+	  .def = "heap_v2", .names = prof_format_names,
+	  .nnames = PROF_FORMAT_COUNT, .prof = true,
+	  .doc = "format of every dump: heap_v2 (jeprof) or pprof "
+	  "(gzipped profile.proto, for go tool pprof)" },
+	{ .name = "prof_symbolize", .type = CONF_BOOL,
+	  .var = &opt_prof_symbolize, .def = "false", .prof = true,
+	  .doc = "name the functions of pprof profiles from the symbol "
+	  "tables of the mapped files" },
 	{ .name = "prof_accum", .type = CONF_BOOL, .var = &opt_prof_accum,
 	  .def = "false", .prof = true,
 	  .doc = "also count freed samples (the [accum] column of dumps)" },

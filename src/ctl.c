@@ -536,6 +536,70 @@ static int ctl_prof_dump(const ctl_node_t *node, const size_t *mib,
 	return prof_dump_file(filename) ? EFAULT : 0;
 }
 
+/* -w: write the current profile, in the current format, to an open file
+ * descriptor (an int). */
+static int ctl_prof_dump_fd(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof) {
+		mp_error("prof.dump_fd: " CTL_PROF_NONE_HINT);
+		return ENOENT;
+	}
+	if (!opt_prof) {
+		mp_error("prof.dump_fd: " CTL_PROF_OFF_HINT);
+		return ENOENT;
+	}
+	if (ctl_reads(oldp, oldlenp)) {
+		mp_error("prof.dump_fd: write-only: pass the value in newp, "
+		    "with oldp and oldlenp NULL");
+		return EPERM;
+	}
+	if (newp == NULL || newlen != sizeof(int)) {
+		mp_error("prof.dump_fd: newlen is %zu: the value is an int "
+		    "file descriptor (newlen %zu)", newp == NULL ? (size_t)0 :
+		    newlen, sizeof(int));
+		return EINVAL;
+	}
+	return prof_dump_fd(*(const int *)newp) ? EFAULT : 0;
+}
+
+/* rw: the format of every dump from now on, as a const char *:
+ * "heap_v2" or "pprof". */
+static int ctl_prof_format(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof) {
+		mp_error("prof.format: " CTL_PROF_NONE_HINT);
+		return ENOENT;
+	}
+	if (!opt_prof) {
+		mp_error("prof.format: " CTL_PROF_OFF_HINT);
+		return ENOENT;
+	}
+	const char *old = prof_format_names[prof_dump_format_get()];
+	if (ctl_writes(newp, newlen)) {
+		const char *name;
+		if (newp == NULL || newlen != sizeof(name)) {
+			mp_error("prof.format: newlen is %zu: the value is a "
+			    "const char * (newlen %zu)", newlen, sizeof(name));
+			return EINVAL;
+		}
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		name = *(const char *const *)newp;
+		unsigned f = 0;
+		while (f < PROF_FORMAT_COUNT && (name == NULL ||
+		    strcmp(name, prof_format_names[f]) != 0))
+			f++;
+		if (f == PROF_FORMAT_COUNT) {
+			mp_error("prof.format: \"%s\" is not a format: expected "
+			    "\"heap_v2\" or \"pprof\"", name != NULL ? name :
+			    "(null)");
+			return EINVAL;
+		}
+		prof_dump_format_set((prof_format_t)f);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
 /* -w: the prefix of automatic dump names from now on. */
 static int ctl_prof_prefix(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
@@ -877,6 +941,8 @@ static const ctl_node_t ctl_prof_children[] = {
 	  .ptr = &prof_thread_active_init },
 	{ .name = "active", .handler = ctl_prof_switch, .ptr = &prof_active },
 	{ .name = "dump", .handler = ctl_prof_dump },
+	{ .name = "dump_fd", .handler = ctl_prof_dump_fd },
+	{ .name = "format", .handler = ctl_prof_format },
 	{ .name = "gdump", .handler = ctl_prof_switch,
 	  .ptr = &prof_gdump_enabled },
 	{ .name = "prefix", .handler = ctl_prof_prefix },

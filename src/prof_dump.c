@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <unistd.h>
 
 #define DUMP_WBUF_SIZE ((size_t)64 << 10)
@@ -54,41 +55,6 @@ typedef enum {
 } dump_kind_t;
 
 /* ----------------------------------------------------------- snapshot */
-
-/* A backtrace in the snapshot buffer: this header, nframes frames
- * (padded to 8 bytes), then ntctx dump_tctx_t. */
-typedef struct dump_gctx_s {
-	prof_cnt_t cnt;          /* sum over all its tctxs */
-	uint32_t nframes;
-	uint32_t ntctx;          /* tctxs copied (those with counts) */
-} dump_gctx_t;
-
-typedef struct dump_tctx_s {
-	uint64_t uid;
-	prof_cnt_t cnt;
-} dump_tctx_t;
-
-typedef struct dump_thread_s {
-	uint64_t uid;
-	prof_cnt_t cnt;          /* sum over its tctxs */
-	char name[PROF_THREAD_NAME_MAX];
-} dump_thread_t;
-
-/* What one dump prints, copied out of the profiler's tables. */
-typedef struct dump_snap_s {
-	char *gbuf;              /* dump_gctx_t records, base_malloc'd */
-	size_t gcap, glen;
-	size_t ngctx;            /* records in gbuf */
-	size_t ncontexts;        /* backtraces with curobjs != 0 */
-	prof_cnt_t total;        /* the t* aggregate */
-	dump_thread_t *threads;  /* by uid, base_malloc'd */
-	size_t nthreads, tcap;
-	size_t lg_sample;        /* in effect when the dump started */
-} dump_snap_t;
-
-static size_t dump_frames_size(unsigned nframes) {
-	return ALIGNMENT_CEILING(nframes * sizeof(void *), (size_t)8);
-}
 
 static void cnt_add(prof_cnt_t *acc, const prof_cnt_t *c) {
 	acc->curobjs += c->curobjs;
@@ -197,7 +163,8 @@ static int dump_thread_cmp_uid(const dump_thread_t *a, uint64_t uid) {
 	return a->uid < uid ? -1 : a->uid > uid;
 }
 
-static dump_thread_t *snap_thread_find(dump_snap_t *s, uint64_t uid) {
+static dump_thread_t *snap_thread_find(const dump_snap_t *s,
+    uint64_t uid) {
 	size_t lo = 0, hi = s->nthreads;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -210,6 +177,11 @@ static dump_thread_t *snap_thread_find(dump_snap_t *s, uint64_t uid) {
 			hi = mid;
 	}
 	return NULL;
+}
+
+const dump_thread_t *prof_dump_thread_find(const dump_snap_t *s,
+    uint64_t uid) {
+	return snap_thread_find(s, uid);
 }
 
 /*
@@ -364,7 +336,7 @@ static uint64_t dump_round(double v) {
  * the (count, bytes) that jeprof's per-line scaling 1/(1 - e^(-x/R))
  * turns back into (c, s).
  */
-static void dump_unbias(uint64_t shifted, uint64_t bytes, double R,
+void prof_dump_unbias(uint64_t shifted, uint64_t bytes, double R,
     uint64_t *n_out, uint64_t *s_out) {
 	if (shifted == 0 || bytes == 0) {
 		*n_out = 0;
@@ -380,10 +352,10 @@ static void dump_unbias(uint64_t shifted, uint64_t bytes, double R,
 
 static void w_cnts(dump_writer_t *w, const prof_cnt_t *c, double R) {
 	uint64_t cn, cs, an = 0, as = 0;
-	dump_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
+	prof_dump_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
 	    &cn, &cs);
 	if (opt_prof_accum) {
-		dump_unbias(c->accumobjs_shifted_unbiased,
+		prof_dump_unbias(c->accumobjs_shifted_unbiased,
 		    c->accumbytes_unbiased, R, &an, &as);
 	}
 	w_printf(w, "%" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]",
@@ -451,47 +423,82 @@ static void w_profile(dump_writer_t *w, const dump_snap_t *s) {
 }
 
 /* The OS error text, without allocating (GNU strerror_r). */
-static const char *dump_strerror(int err, char *buf, size_t size) {
+const char *prof_dump_strerror(int err, char *buf, size_t size) {
 	return strerror_r(err, buf, size);
 }
 
-/* Write the snapshot to path; true with err[] filled on failure. */
-static bool snap_write(const dump_snap_t *s, const char *path, char *err,
-    size_t errsize) {
-	char ebuf[128];
-	dump_writer_t w = {-1, NULL, 0, 0};
+/*
+ * Write the snapshot to an open fd in `format`; 0, or the errno of the
+ * first failed write (*whyp names a failure that has no errno).
+ */
+static int snap_write_fd(const dump_snap_t *s, int fd, prof_format_t format,
+    const char **whyp) {
+	*whyp = NULL;
+	if (format == PROF_FORMAT_PPROF) {
+		int e = 0;
+		if (prof_pprof_write(s, fd, NULL, &e, whyp))
+			return e != 0 ? e : ENOMEM;
+		return 0;
+	}
+	dump_writer_t w = {fd, NULL, 0, 0};
 	w.buf = base_malloc(DUMP_WBUF_SIZE);
 	if (w.buf == NULL) {
-		mp_snprintf(err, errsize, "cannot write \"%s\": out of memory "
-		    "for the dump buffer", path);
-		return true;
-	}
-	do {
-		w.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		    0600);
-	} while (w.fd < 0 && errno == EINTR);
-	if (w.fd < 0) {
-		int e = errno;
-		mp_snprintf(err, errsize, "cannot open \"%s\": %s", path,
-		    dump_strerror(e, ebuf, sizeof(ebuf)));
-		base_free(w.buf, DUMP_WBUF_SIZE);
-		return true;
+		*whyp = "out of memory for the dump buffer";
+		return ENOMEM;
 	}
 	w_profile(&w, s);
+	base_free(w.buf, DUMP_WBUF_SIZE);
+	return w.err;
+}
+
+/* Write the snapshot to path; true with err[] filled on failure. */
+static bool snap_write(const dump_snap_t *s, const char *path,
+    prof_format_t format, char *err, size_t errsize) {
+	char ebuf[128];
+	int fd;
+	do {
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		    0600);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0) {
+		int e = errno;
+		mp_snprintf(err, errsize, "cannot open \"%s\": %s", path,
+		    prof_dump_strerror(e, ebuf, sizeof(ebuf)));
+		return true;
+	}
+	const char *why;
+	int werr = snap_write_fd(s, fd, format, &why);
 	/* close can report a delayed write error (NFS, quota); EINTR still
 	 * closes the descriptor on Linux. */
-	if (close(w.fd) != 0 && errno != EINTR && w.err == 0)
-		w.err = errno;
-	base_free(w.buf, DUMP_WBUF_SIZE);
-	if (w.err != 0) {
+	if (close(fd) != 0 && errno != EINTR && werr == 0)
+		werr = errno;
+	if (werr != 0) {
 		mp_snprintf(err, errsize, "cannot write \"%s\": %s", path,
-		    dump_strerror(w.err, ebuf, sizeof(ebuf)));
+		    why != NULL ? why : prof_dump_strerror(werr, ebuf,
+		    sizeof(ebuf)));
 		return true;
 	}
 	return false;
 }
 
 /* ------------------------------------------------------------- naming */
+
+/* Indexed by prof_format_t. */
+const char *const prof_format_names[PROF_FORMAT_COUNT] = {
+	"heap_v2", "pprof",
+};
+unsigned opt_prof_format = PROF_FORMAT_HEAP_V2;
+/* prof.format, once written; until then opt_prof_format is used. */
+static prof_format_t dump_format;
+static bool dump_format_set;
+
+static prof_format_t dump_format_locked(void) {
+	return dump_format_set ? dump_format : (prof_format_t)opt_prof_format;
+}
+
+static const char *dump_suffix_locked(void) {
+	return dump_format_locked() == PROF_FORMAT_PPROF ? "pb.gz" : "heap";
+}
 
 static const char *dump_prefix_locked(void) {
 	return dump_prefix_set ? dump_prefix : opt_prof_prefix;
@@ -504,24 +511,25 @@ static bool dump_name_locked(dump_kind_t kind, char *path, size_t size) {
 	const char *prefix = dump_prefix_locked();
 	if (prefix[0] == '\0')
 		return false;
+	const char *sfx = dump_suffix_locked();
 	uint64_t pid = (uint64_t)getpid();
 	uint64_t seq = dump_seq++;
 	switch (kind) {
 	case DUMP_M:
 		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".m%" PRIu64
-		    ".heap", prefix, pid, seq, dump_mseq++);
+		    ".%s", prefix, pid, seq, dump_mseq++, sfx);
 		break;
 	case DUMP_I:
 		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".i%" PRIu64
-		    ".heap", prefix, pid, seq, dump_iseq++);
+		    ".%s", prefix, pid, seq, dump_iseq++, sfx);
 		break;
 	case DUMP_U:
 		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".u%" PRIu64
-		    ".heap", prefix, pid, seq, dump_useq++);
+		    ".%s", prefix, pid, seq, dump_useq++, sfx);
 		break;
 	case DUMP_F:
-		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".f.heap",
-		    prefix, pid, seq);
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".f.%s",
+		    prefix, pid, seq, sfx);
 		break;
 	case DUMP_NAMED:
 		mp_not_reached();
@@ -567,7 +575,8 @@ static bool dump_locked(dump_kind_t kind, const char *filename,
 		    why);
 		return true;
 	}
-	bool fail = snap_write(&s, *pathp, err, errsize);
+	bool fail = snap_write(&s, *pathp, dump_format_locked(), err,
+	    errsize);
 	snap_release(&s);
 	return fail;
 }
@@ -594,6 +603,107 @@ bool prof_dump_file(const char *filename) {
 	}
 	if (fail)
 		mp_error("prof.dump: %s", err);
+	return fail;
+}
+
+prof_format_t prof_dump_format_get(void) {
+	dump_enter();
+	prof_format_t f = dump_format_locked();
+	dump_leave();
+	return f;
+}
+
+void prof_dump_format_set(prof_format_t format) {
+	mp_assert(format >= 0 && format < PROF_FORMAT_COUNT);
+	dump_enter();
+	dump_format = format;
+	dump_format_set = true;
+	dump_leave();
+}
+
+/*
+ * A dump to an open descriptor (prof.dump_fd, and the entry point for an
+ * HTTP endpoint).  The descriptor and the request are checked before the
+ * snapshot is taken, so that a closed or read-only one costs nothing.
+ * SIGPIPE is blocked in this thread while writing: a pipe or socket whose
+ * reader went away fails the call with EPIPE instead of killing the
+ * process.  A SIGPIPE that the write raised is taken back; one that was
+ * already pending is left for the program.  Prints nothing: the caller
+ * reports err[] its own way.
+ */
+bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
+    char *err, size_t errsize) {
+	char ebuf[128];
+	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	if (fl < 0) {
+		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd,
+		    prof_dump_strerror(EBADF, ebuf, sizeof(ebuf)));
+		return true;
+	}
+	if ((fl & O_ACCMODE) == O_RDONLY) {
+		mp_snprintf(err, errsize, "cannot write to fd %d: it is open "
+		    "read-only", fd);
+		return true;
+	}
+	if (sample_type != NULL && !prof_pprof_sample_type_ok(sample_type)) {
+		mp_snprintf(err, errsize, "\"%s\" is not a sample type of "
+		    "this profile: expected inuse_objects, inuse_space%s",
+		    sample_type, opt_prof_accum ? ", alloc_objects, "
+		    "alloc_space" : " (alloc_* need prof_accum:true)");
+		return true;
+	}
+	sigset_t pipe_set, old_set, pending;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sigemptyset(&pending);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+	sigpending(&pending);
+	bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+
+	dump_enter();
+	if (format == PROF_FORMAT_CURRENT)
+		format = dump_format_locked();
+	dump_snap_t s;
+	const char *why = NULL;
+	bool fail = snap_collect(&s, &why);
+	if (fail) {
+		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd, why);
+	} else {
+		int e;
+		if (format == PROF_FORMAT_PPROF) {
+			e = 0;
+			if (prof_pprof_write(&s, fd, sample_type, &e, &why) &&
+			    e == 0)
+				e = ENOMEM;
+		} else {
+			e = snap_write_fd(&s, fd, format, &why);
+		}
+		snap_release(&s);
+		if (e != 0) {
+			fail = true;
+			mp_snprintf(err, errsize, "cannot write to fd %d: %s",
+			    fd, why != NULL ? why : prof_dump_strerror(e, ebuf,
+			    sizeof(ebuf)));
+		}
+	}
+	dump_leave();
+
+	if (!was_pending) {
+		struct timespec zero = {0, 0};
+		sigpending(&pending);
+		if (sigismember(&pending, SIGPIPE) == 1)
+			(void)sigtimedwait(&pipe_set, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+	return fail;
+}
+
+bool prof_dump_fd(int fd) {
+	char err[DUMP_ERR_MAX];
+	bool fail = prof_dump_to_fd(fd, PROF_FORMAT_CURRENT, NULL, err,
+	    sizeof(err));
+	if (fail)
+		mp_error("prof.dump_fd: %s", err);
 	return fail;
 }
 
@@ -715,10 +825,12 @@ void prof_final_dump(void) {
 	char path[DUMP_PATH_MAX];
 	char err[DUMP_ERR_MAX];
 	bool wrote = false, failed = false, named;
+	prof_format_t format;
 	dump_snap_t s;
 	const char *why = NULL;
 
 	dump_enter();
+	format = dump_format_locked();
 	named = dump_name_locked(DUMP_F, path, sizeof(path));
 	if (!named && !opt_prof_leak) {
 		dump_leave();
@@ -732,7 +844,8 @@ void prof_final_dump(void) {
 			failed = true;
 		}
 	} else if (named) {
-		failed = snap_write(&s, path, err, sizeof(err));
+		failed = snap_write(&s, path, format, err,
+		    sizeof(err));
 		wrote = !failed;
 	}
 	dump_leave();
@@ -759,7 +872,9 @@ void prof_final_dump(void) {
 	    " object%s, >= %zu context%s", bytes, plural(bytes), objs,
 	    plural(objs), ncontexts, plural(ncontexts));
 	if (wrote) {
-		mp_error("Run jeprof on \"%s\" for leak detail", path);
+		mp_error("Run %s on \"%s\" for leak detail",
+		    format == PROF_FORMAT_PPROF ? "go tool pprof" : "jeprof",
+		    path);
 	} else if (!named) {
 		mp_error("No heap profile was written for leak detail: "
 		    "prof_prefix is empty");

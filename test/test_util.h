@@ -1144,6 +1144,615 @@ mp_msgs_stop(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* pprof reader: gzip + inflate, then profile.proto, written from RFC 1951, */
+/* RFC 1952 and pprof's profile.proto, independently of src/prof_pprof.c.   */
+/*
+ * mp_gunzip checks the gzip header, inflates (stored and fixed-Huffman
+ * blocks: what the library writes; a dynamic block is reported as not
+ * understood) and checks the CRC-32 and ISIZE trailer.  mp_pprof_parse
+ * decodes the Profile message into mp_pprof_t (unknown fields skipped,
+ * packed and unpacked repeated numbers both accepted).
+ */
+
+/* CRC-32 (IEEE, reflected), bit by bit: slow and obviously right. */
+static inline uint32_t
+mp_crc32(const uint8_t *p, size_t n) {
+	uint32_t c = 0xffffffffu;
+	for (size_t i = 0; i < n; i++) {
+		c ^= p[i];
+		for (int k = 0; k < 8; k++) {
+			c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+		}
+	}
+	return ~c;
+}
+
+typedef struct {
+	const uint8_t *in;
+	size_t len, pos;	/* pos in bits */
+	bool err;
+} mp_bits_t;
+
+static inline unsigned
+mp_bit(mp_bits_t *b) {
+	if (b->pos >= b->len * 8) {
+		b->err = true;
+		return 0;
+	}
+	unsigned v = (b->in[b->pos / 8] >> (b->pos % 8)) & 1;
+	b->pos++;
+	return v;
+}
+
+/* n bits, least significant first (extra bits, header fields). */
+static inline unsigned
+mp_bits(mp_bits_t *b, unsigned n) {
+	unsigned v = 0;
+	for (unsigned i = 0; i < n; i++) {
+		v |= mp_bit(b) << i;
+	}
+	return v;
+}
+
+/* The next fixed-code literal/length symbol (RFC 1951 3.2.6). */
+static inline unsigned
+mp_fixed_sym(mp_bits_t *b) {
+	unsigned c = 0;
+	for (int i = 0; i < 7; i++) {
+		c = (c << 1) | mp_bit(b);
+	}
+	if (c <= 0x17) {
+		return 256 + c;
+	}
+	c = (c << 1) | mp_bit(b);
+	if (c >= 0x30 && c <= 0xbf) {
+		return c - 0x30;
+	}
+	if (c >= 0xc0 && c <= 0xc7) {
+		return 280 + (c - 0xc0);
+	}
+	c = (c << 1) | mp_bit(b);
+	return 144 + (c - 0x190);
+}
+
+typedef struct {
+	uint8_t *p;
+	size_t len, cap;
+} mp_bytes_t;
+
+static inline void
+mp_bytes_put(mp_bytes_t *o, uint8_t c) {
+	if (o->len == o->cap) {
+		o->cap = o->cap ? o->cap * 2 : 4096;
+		o->p = realloc(o->p, o->cap);
+		if (o->p == NULL) {
+			abort();
+		}
+	}
+	o->p[o->len++] = c;
+}
+
+/*
+ * Inflate gz[0..n) into *out (malloc'd, caller frees).  false with err[]
+ * filled on any problem.  *nblocks / *nfixed count the blocks.
+ */
+static inline bool
+mp_gunzip(const uint8_t *gz, size_t n, mp_bytes_t *out, char *err,
+    size_t errsize) {
+	static const uint16_t lbase[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13,
+	    15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163,
+	    195, 227, 258};
+	static const uint16_t dbase[30] = {1, 2, 3, 4, 5, 7, 9, 13, 17, 25,
+	    33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049,
+	    3073, 4097, 6145, 8193, 12289, 16385, 24577};
+	memset(out, 0, sizeof(*out));
+	if (n < 18 || gz[0] != 0x1f || gz[1] != 0x8b || gz[2] != 8) {
+		snprintf(err, errsize, "not a gzip stream (%zu bytes)", n);
+		return false;
+	}
+	unsigned flg = gz[3];
+	size_t pos = 10;
+	if (flg & 4) {
+		pos += 2 + (size_t)(gz[pos] | (gz[pos + 1] << 8));
+	}
+	if (flg & 8) {
+		while (pos < n && gz[pos] != 0) pos++;
+		pos++;
+	}
+	if (flg & 16) {
+		while (pos < n && gz[pos] != 0) pos++;
+		pos++;
+	}
+	if (flg & 2) {
+		pos += 2;
+	}
+	if (pos + 8 > n) {
+		snprintf(err, errsize, "truncated gzip header");
+		return false;
+	}
+	mp_bits_t b = {gz + pos, n - 8 - pos, 0, false};
+	bool last = false;
+	while (!last && !b.err) {
+		last = mp_bits(&b, 1);
+		unsigned type = mp_bits(&b, 2);
+		if (type == 0) {
+			b.pos = (b.pos + 7) / 8 * 8;
+			unsigned l = mp_bits(&b, 16), nl = mp_bits(&b, 16);
+			if ((l ^ 0xffff) != nl) {
+				snprintf(err, errsize, "stored block: bad LEN");
+				free(out->p);
+				return false;
+			}
+			for (unsigned i = 0; i < l && !b.err; i++) {
+				mp_bytes_put(out, (uint8_t)mp_bits(&b, 8));
+			}
+		} else if (type == 1) {
+			for (;;) {
+				unsigned sym = mp_fixed_sym(&b);
+				if (b.err || sym == 256) {
+					break;
+				}
+				if (sym < 256) {
+					mp_bytes_put(out, (uint8_t)sym);
+					continue;
+				}
+				if (sym > 285) {
+					b.err = true;
+					break;
+				}
+				unsigned li = sym - 257;
+				unsigned le = li < 8 || li == 28 ? 0 :
+				    (li - 4) / 4;
+				unsigned len = lbase[li] + mp_bits(&b, le);
+				unsigned dc = 0;
+				for (int i = 0; i < 5; i++) {
+					dc = (dc << 1) | mp_bit(&b);
+				}
+				if (dc > 29) {
+					b.err = true;
+					break;
+				}
+				unsigned de = dc < 4 ? 0 : (dc - 2) / 2;
+				size_t dist = dbase[dc] + mp_bits(&b, de);
+				if (dist > out->len) {
+					snprintf(err, errsize, "distance %zu "
+					    "before the start", dist);
+					free(out->p);
+					return false;
+				}
+				for (unsigned i = 0; i < len; i++) {
+					mp_bytes_put(out,
+					    out->p[out->len - dist]);
+				}
+			}
+		} else {
+			snprintf(err, errsize, "block type %u not understood "
+			    "by this reader", type);
+			free(out->p);
+			return false;
+		}
+	}
+	if (b.err) {
+		snprintf(err, errsize, "deflate stream truncated or corrupt");
+		free(out->p);
+		return false;
+	}
+	size_t end = pos + (b.pos + 7) / 8;
+	if (end + 8 != n) {
+		snprintf(err, errsize, "%zu bytes after the deflate stream, "
+		    "want the 8-byte trailer", n - end);
+		free(out->p);
+		return false;
+	}
+	uint32_t crc = (uint32_t)gz[end] | (uint32_t)gz[end + 1] << 8 |
+	    (uint32_t)gz[end + 2] << 16 | (uint32_t)gz[end + 3] << 24;
+	uint32_t isize = (uint32_t)gz[end + 4] | (uint32_t)gz[end + 5] << 8 |
+	    (uint32_t)gz[end + 6] << 16 | (uint32_t)gz[end + 7] << 24;
+	if (crc != mp_crc32(out->p, out->len)) {
+		snprintf(err, errsize, "CRC-32 mismatch");
+		free(out->p);
+		return false;
+	}
+	if (isize != (uint32_t)out->len) {
+		snprintf(err, errsize, "ISIZE %u != %zu", isize, out->len);
+		free(out->p);
+		return false;
+	}
+	return true;
+}
+
+/* ---- profile.proto */
+
+typedef struct {
+	size_t nlocs;
+	uint64_t locs[256];
+	size_t nvals;
+	int64_t vals[8];
+	const char *label_key, *label_str;	/* the first string label */
+	size_t nlabels;
+} mp_pp_sample_t;
+
+typedef struct {
+	uint64_t id, mapping_id, address;
+	size_t nlines;
+	uint64_t function_id;			/* of the first line */
+} mp_pp_loc_t;
+
+typedef struct {
+	uint64_t id, start, limit, offset;
+	const char *file, *build_id;
+} mp_pp_map_t;
+
+typedef struct {
+	uint64_t id;
+	const char *name, *system_name, *file;
+} mp_pp_fn_t;
+
+typedef struct {
+	size_t ntypes;
+	const char *type[8], *unit[8];
+	size_t nsamples, nlocs, nmaps, nfns, nstrs;
+	mp_pp_sample_t *samples;
+	mp_pp_loc_t *locs;
+	mp_pp_map_t *maps;
+	mp_pp_fn_t *fns;
+	char **strs;
+	int64_t time_nanos, period;
+	const char *period_type, *period_unit, *default_type;
+	char err[256];
+	/* indices as read, resolved once the string table is known */
+	uint64_t raw_type[8], raw_unit[8], raw_ptype, raw_punit, raw_default;
+} mp_pprof_t;
+
+typedef struct {
+	const uint8_t *p, *end;
+	bool err;
+} mp_pb_t;
+
+static inline uint64_t
+mp_pb_varint(mp_pb_t *r) {
+	uint64_t v = 0;
+	for (int shift = 0; shift < 70; shift += 7) {
+		if (r->p >= r->end) {
+			r->err = true;
+			return 0;
+		}
+		uint8_t c = *r->p++;
+		v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80)) {
+			return v;
+		}
+	}
+	r->err = true;
+	return 0;
+}
+
+/* The next field: *field, *wire, and for wire type 2 the sub-reader;
+ * for 0 the value.  false at the end or on error. */
+static inline bool
+mp_pb_next(mp_pb_t *r, unsigned *field, unsigned *wire, uint64_t *v,
+    mp_pb_t *sub) {
+	if (r->p >= r->end || r->err) {
+		return false;
+	}
+	uint64_t key = mp_pb_varint(r);
+	*field = (unsigned)(key >> 3);
+	*wire = (unsigned)(key & 7);
+	switch (*wire) {
+	case 0:
+		*v = mp_pb_varint(r);
+		break;
+	case 1:
+		if (r->end - r->p < 8) r->err = true; else r->p += 8;
+		break;
+	case 5:
+		if (r->end - r->p < 4) r->err = true; else r->p += 4;
+		break;
+	case 2: {
+		uint64_t len = mp_pb_varint(r);
+		if (len > (uint64_t)(r->end - r->p)) {
+			r->err = true;
+			break;
+		}
+		sub->p = r->p;
+		sub->end = r->p + len;
+		sub->err = false;
+		r->p += len;
+		*v = len;
+		break;
+	}
+	default:
+		r->err = true;
+	}
+	return !r->err;
+}
+
+/* Appends the numbers of a repeated field (packed or not) to out. */
+static inline void
+mp_pb_repeated(unsigned wire, uint64_t v, mp_pb_t *sub, uint64_t *out,
+    size_t *n, size_t max) {
+	if (wire == 0) {
+		if (*n < max) out[(*n)++] = v;
+		return;
+	}
+	while (sub->p < sub->end && !sub->err) {
+		uint64_t x = mp_pb_varint(sub);
+		if (*n < max) out[(*n)++] = x;
+	}
+}
+
+#define MP_GROW(arr, n) do {						\
+	(arr) = realloc((arr), ((n) + 1) * sizeof(*(arr)));		\
+	if ((arr) == NULL) abort();					\
+	memset(&(arr)[(n)], 0, sizeof(*(arr)));				\
+} while (0)
+
+static inline void
+mp_pprof_free(mp_pprof_t *pp) {
+	for (size_t i = 0; i < pp->nstrs; i++) {
+		free(pp->strs[i]);
+	}
+	free(pp->strs);
+	free(pp->samples);
+	free(pp->locs);
+	free(pp->maps);
+	free(pp->fns);
+	memset(pp, 0, sizeof(*pp));
+}
+
+/* Parse a decompressed Profile.  false with pp->err filled. */
+static inline bool
+mp_pprof_parse(const uint8_t *data, size_t len, mp_pprof_t *pp) {
+	memset(pp, 0, sizeof(*pp));
+	mp_pb_t r = {data, data + len, false}, sub, s2;
+	unsigned f, w, f2, w2;
+	uint64_t v, v2;
+	/* Label indices, resolved at the end. */
+	uint64_t (*lab)[2] = NULL;
+	/* Mapping/function string indices, resolved at the end. */
+	uint64_t (*mstr)[2] = NULL, (*fstr)[3] = NULL;
+	while (mp_pb_next(&r, &f, &w, &v, &sub)) {
+		switch (f) {
+		case 1:
+		case 11: {	/* ValueType */
+			uint64_t t = 0, u = 0;
+			while (mp_pb_next(&sub, &f2, &w2, &v2, &s2)) {
+				if (f2 == 1) t = v2;
+				if (f2 == 2) u = v2;
+			}
+			if (f == 11) {
+				pp->raw_ptype = t;
+				pp->raw_punit = u;
+			} else if (pp->ntypes < 8) {
+				pp->raw_type[pp->ntypes] = t;
+				pp->raw_unit[pp->ntypes++] = u;
+			}
+			break;
+		}
+		case 2: {	/* Sample */
+			MP_GROW(pp->samples, pp->nsamples);
+			lab = realloc(lab, (pp->nsamples + 1) * sizeof(*lab));
+			if (lab == NULL) abort();
+			lab[pp->nsamples][0] = lab[pp->nsamples][1] = 0;
+			mp_pp_sample_t *s = &pp->samples[pp->nsamples++];
+			while (mp_pb_next(&sub, &f2, &w2, &v2, &s2)) {
+				if (f2 == 1) {
+					mp_pb_repeated(w2, v2, &s2, s->locs,
+					    &s->nlocs, 256);
+				} else if (f2 == 2) {
+					uint64_t vals[8];
+					size_t nv = 0;
+					mp_pb_repeated(w2, v2, &s2, vals, &nv,
+					    8);
+					for (size_t k = 0; k < nv &&
+					    s->nvals < 8; k++) {
+						s->vals[s->nvals++] =
+						    (int64_t)vals[k];
+					}
+				} else if (f2 == 3) {
+					mp_pb_t s3;
+					unsigned f3, w3;
+					uint64_t v3, key = 0, str = 0;
+					while (mp_pb_next(&s2, &f3, &w3, &v3,
+					    &s3)) {
+						if (f3 == 1) key = v3;
+						if (f3 == 2) str = v3;
+					}
+					if (s->nlabels++ == 0) {
+						lab[pp->nsamples - 1][0] = key;
+						lab[pp->nsamples - 1][1] = str;
+					}
+				}
+			}
+			break;
+		}
+		case 3: {	/* Mapping */
+			MP_GROW(pp->maps, pp->nmaps);
+			mstr = realloc(mstr, (pp->nmaps + 1) * sizeof(*mstr));
+			if (mstr == NULL) abort();
+			mstr[pp->nmaps][0] = mstr[pp->nmaps][1] = 0;
+			mp_pp_map_t *m = &pp->maps[pp->nmaps++];
+			while (mp_pb_next(&sub, &f2, &w2, &v2, &s2)) {
+				if (f2 == 1) m->id = v2;
+				if (f2 == 2) m->start = v2;
+				if (f2 == 3) m->limit = v2;
+				if (f2 == 4) m->offset = v2;
+				if (f2 == 5) mstr[pp->nmaps - 1][0] = v2;
+				if (f2 == 6) mstr[pp->nmaps - 1][1] = v2;
+			}
+			break;
+		}
+		case 4: {	/* Location */
+			MP_GROW(pp->locs, pp->nlocs);
+			mp_pp_loc_t *l = &pp->locs[pp->nlocs++];
+			while (mp_pb_next(&sub, &f2, &w2, &v2, &s2)) {
+				if (f2 == 1) l->id = v2;
+				if (f2 == 2) l->mapping_id = v2;
+				if (f2 == 3) l->address = v2;
+				if (f2 == 4) {
+					mp_pb_t s3;
+					unsigned f3, w3;
+					uint64_t v3;
+					while (mp_pb_next(&s2, &f3, &w3, &v3,
+					    &s3)) {
+						if (f3 == 1 && l->nlines == 0)
+							l->function_id = v3;
+					}
+					l->nlines++;
+				}
+			}
+			break;
+		}
+		case 5: {	/* Function */
+			MP_GROW(pp->fns, pp->nfns);
+			fstr = realloc(fstr, (pp->nfns + 1) * sizeof(*fstr));
+			if (fstr == NULL) abort();
+			memset(fstr[pp->nfns], 0, sizeof(fstr[0]));
+			mp_pp_fn_t *fn = &pp->fns[pp->nfns++];
+			while (mp_pb_next(&sub, &f2, &w2, &v2, &s2)) {
+				if (f2 == 1) fn->id = v2;
+				if (f2 >= 2 && f2 <= 4)
+					fstr[pp->nfns - 1][f2 - 2] = v2;
+			}
+			break;
+		}
+		case 6: {	/* string_table */
+			MP_GROW(pp->strs, pp->nstrs);
+			char *str = malloc(v + 1);
+			if (str == NULL) abort();
+			memcpy(str, sub.p, v);
+			str[v] = '\0';
+			pp->strs[pp->nstrs++] = str;
+			break;
+		}
+		case 9: pp->time_nanos = (int64_t)v; break;
+		case 12: pp->period = (int64_t)v; break;
+		case 14: pp->raw_default = v; break;
+		default: break;
+		}
+	}
+	bool ok = !r.err;
+	if (!ok) {
+		snprintf(pp->err, sizeof(pp->err), "malformed protobuf");
+	}
+	if (ok && (pp->nstrs == 0 || pp->strs[0][0] != '\0')) {
+		snprintf(pp->err, sizeof(pp->err), "string_table[0] is not "
+		    "\"\"");
+		ok = false;
+	}
+#define MP_STR(i) ((i) < pp->nstrs ? pp->strs[(i)] : (ok = false,	\
+	snprintf(pp->err, sizeof(pp->err), "string index %" PRIu64	\
+	" out of range", (uint64_t)(i)), ""))
+	for (size_t i = 0; ok && i < pp->ntypes; i++) {
+		pp->type[i] = MP_STR(pp->raw_type[i]);
+		pp->unit[i] = MP_STR(pp->raw_unit[i]);
+	}
+	if (ok) {
+		pp->period_type = MP_STR(pp->raw_ptype);
+		pp->period_unit = MP_STR(pp->raw_punit);
+		pp->default_type = MP_STR(pp->raw_default);
+	}
+	for (size_t i = 0; ok && i < pp->nsamples; i++) {
+		if (pp->samples[i].nlabels != 0) {
+			pp->samples[i].label_key = MP_STR(lab[i][0]);
+			pp->samples[i].label_str = MP_STR(lab[i][1]);
+		}
+	}
+	for (size_t i = 0; ok && i < pp->nmaps; i++) {
+		pp->maps[i].file = MP_STR(mstr[i][0]);
+		pp->maps[i].build_id = MP_STR(mstr[i][1]);
+	}
+	for (size_t i = 0; ok && i < pp->nfns; i++) {
+		pp->fns[i].name = MP_STR(fstr[i][0]);
+		pp->fns[i].system_name = MP_STR(fstr[i][1]);
+		pp->fns[i].file = MP_STR(fstr[i][2]);
+	}
+#undef MP_STR
+	free(lab);
+	free(mstr);
+	free(fstr);
+	return ok;
+}
+
+static inline const mp_pp_loc_t *
+mp_pprof_loc(const mp_pprof_t *pp, uint64_t id) {
+	for (size_t i = 0; i < pp->nlocs; i++) {
+		if (pp->locs[i].id == id) {
+			return &pp->locs[i];
+		}
+	}
+	return NULL;
+}
+
+static inline const mp_pp_map_t *
+mp_pprof_map(const mp_pprof_t *pp, uint64_t id) {
+	for (size_t i = 0; i < pp->nmaps; i++) {
+		if (pp->maps[i].id == id) {
+			return &pp->maps[i];
+		}
+	}
+	return NULL;
+}
+
+/* The index of the sample type named `type`, or -1. */
+static inline int
+mp_pprof_type(const mp_pprof_t *pp, const char *type) {
+	for (size_t i = 0; i < pp->ntypes; i++) {
+		if (strcmp(pp->type[i], type) == 0) {
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* Decode a whole .pb.gz held in memory; false with err[] filled. */
+static inline bool
+mp_pprof_decode(const uint8_t *gz, size_t n, mp_pprof_t *pp) {
+	mp_bytes_t raw;
+	char err[200];
+	if (!mp_gunzip(gz, n, &raw, err, sizeof(err))) {
+		memset(pp, 0, sizeof(*pp));
+		snprintf(pp->err, sizeof(pp->err), "gzip: %s", err);
+		return false;
+	}
+	bool ok = mp_pprof_parse(raw.p, raw.len, pp);
+	free(raw.p);
+	return ok;
+}
+
+/* Read a whole file (or the rest of an fd); malloc'd, *n its size. */
+static inline uint8_t *
+mp_read_fd_all(int fd, size_t *n) {
+	mp_bytes_t b = {NULL, 0, 0};
+	uint8_t buf[65536];
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof(buf));
+		if (r < 0 && errno == EINTR) continue;
+		if (r <= 0) break;
+		for (ssize_t i = 0; i < r; i++) mp_bytes_put(&b, buf[i]);
+	}
+	*n = b.len;
+	if (b.p == NULL) {
+		b.p = malloc(1);
+	}
+	return b.p;
+}
+
+/* Decode the .pb.gz at path, failing the current test on error. */
+#define MP_PPROF_LOAD(path, pp) do {					\
+	int mp_fd_ = open((path), O_RDONLY | O_CLOEXEC);		\
+	MP_ASSERT(mp_fd_ >= 0, "open %s: %s", (path), strerror(errno));	\
+	size_t mp_n_;							\
+	uint8_t *mp_b_ = mp_read_fd_all(mp_fd_, &mp_n_);		\
+	close(mp_fd_);							\
+	bool mp_ok_ = mp_pprof_decode(mp_b_, mp_n_, (pp));		\
+	free(mp_b_);							\
+	if (!mp_ok_) {							\
+		MP_FAIL("%s: %s", (path), (pp)->err);			\
+	}								\
+} while (0)
+
+/* ------------------------------------------------------------------------ */
 /* Program entry.                                                           */
 
 static void

@@ -173,6 +173,87 @@ unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp);
 void prof_sys_thread_init(tsd_t *tsd);
 
 /* ------------------------------------------------------- prof_dump.c */
+/*
+ * A dump's snapshot, copied out of the profiler's tables by prof_dump.c
+ * and read by the writers of both formats (heap_v2 there, pprof in
+ * prof_pprof.c).  Records are only read while prof_dump_mtx is held.
+ */
+/* A backtrace in the snapshot buffer: this header, nframes frames
+ * (padded to 8 bytes), then ntctx dump_tctx_t. */
+typedef struct dump_gctx_s {
+	prof_cnt_t cnt;          /* sum over all its tctxs */
+	uint32_t nframes;
+	uint32_t ntctx;          /* tctxs copied (those with counts) */
+} dump_gctx_t;
+
+typedef struct dump_tctx_s {
+	uint64_t uid;
+	prof_cnt_t cnt;
+} dump_tctx_t;
+
+typedef struct dump_thread_s {
+	uint64_t uid;
+	prof_cnt_t cnt;          /* sum over its tctxs */
+	char name[PROF_THREAD_NAME_MAX];
+} dump_thread_t;
+
+/* What one dump prints, copied out of the profiler's tables. */
+typedef struct dump_snap_s {
+	char *gbuf;              /* dump_gctx_t records, base_malloc'd */
+	size_t gcap, glen;
+	size_t ngctx;            /* records in gbuf */
+	size_t ncontexts;        /* backtraces with curobjs != 0 */
+	prof_cnt_t total;        /* the t* aggregate */
+	dump_thread_t *threads;  /* by uid, base_malloc'd */
+	size_t nthreads, tcap;
+	size_t lg_sample;        /* in effect when the dump started */
+} dump_snap_t;
+
+
+static inline size_t dump_frames_size(unsigned nframes) {
+	return ALIGNMENT_CEILING(nframes * sizeof(void *), (size_t)8);
+}
+
+/* The formats of dumps: opt.prof_format / prof.format (indexes of
+ * prof_format_names). */
+typedef enum {
+	PROF_FORMAT_CURRENT = -1,        /* prof_dump_to_fd: prof.format's */
+	PROF_FORMAT_HEAP_V2,
+	PROF_FORMAT_PPROF,
+	PROF_FORMAT_COUNT
+} prof_format_t;
+extern const char *const prof_format_names[PROF_FORMAT_COUNT];
+extern unsigned opt_prof_format;
+
+/* What jemalloc prints for a pair of unbiased sums at rate R (see
+ * prof_dump.c); the pprof writer starts from the same numbers. */
+void prof_dump_unbias(uint64_t shifted, uint64_t bytes, double R,
+    uint64_t *n_out, uint64_t *s_out);
+/* The snapshot's thread of this uid, or NULL. */
+const dump_thread_t *prof_dump_thread_find(const dump_snap_t *s,
+    uint64_t uid);
+/* The OS error text, without allocating. */
+const char *prof_dump_strerror(int err, char *buf, size_t size);
+
+/* prof.format: the format of every dump from now on (under
+ * prof_dump_mtx, so a dump in progress keeps its format). */
+prof_format_t prof_dump_format_get(void);
+void prof_dump_format_set(prof_format_t format);
+/* prof.dump_fd: write the current profile, in the current format, to an
+ * open descriptor (no file is created).  true on error, after printing
+ * the cause on stderr. */
+bool prof_dump_fd(int fd);
+/*
+ * The same, for callers that report errors their own way (the planned
+ * HTTP endpoint): the profile of this moment to fd in `format`
+ * (PROF_FORMAT_CURRENT: prof.format's), and for pprof with `sample_type`
+ * as its default sample type (NULL: inuse_space).  Prints nothing; true
+ * on error with err[] naming the fd and the cause (closed, read-only,
+ * EPIPE, ENOSPC, an unknown sample type, out of memory).  Safe from any
+ * thread; serialized with every other dump.
+ */
+bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
+    char *err, size_t errsize);
 /* Write a heap_v2 dump to `filename` (NULL: an automatic name of kind
  * 'm').  true on error, after printing the cause on stderr. */
 bool prof_dump_file(const char *filename);
@@ -192,5 +273,28 @@ bool prof_dump_prefix_set(const char *prefix);
 void prof_dump_prefork(void);
 void prof_dump_postfork_parent(void);
 void prof_dump_postfork_child(void);
+
+/* ------------------------------------------------------ prof_pprof.c */
+/* prof_symbolize: function names in pprof profiles. */
+extern bool opt_prof_symbolize;
+/* Write the snapshot to fd as a gzipped pprof profile.proto.  Called
+ * with prof_dump_mtx held (its buffers are kept for the next dump).
+ * sample_type is the default sample type (NULL: inuse_space; checked
+ * with prof_pprof_sample_type_ok by the caller).
+ * true on error: *errp is the errno of a failed write, or 0 with *whyp
+ * naming the cause (out of memory). */
+bool prof_pprof_write(const dump_snap_t *s, int fd,
+    const char *sample_type, int *errp, const char **whyp);
+/* Whether name is a sample type of the profiles written now
+ * (inuse_objects, inuse_space; alloc_* with prof_accum). */
+bool prof_pprof_sample_type_ok(const char *name);
+/* Building blocks, exposed for the unit tests.  prof_pb_varint writes v
+ * as a protobuf base-128 varint to out (room for 10 bytes) and returns
+ * its length.  prof_gzip_write compresses len bytes of data (deflate with
+ * fixed Huffman codes and LZ77 matches, gzip header, CRC-32 and size
+ * trailer) to fd; true on error with *errp set (an errno, or ENOMEM). */
+size_t prof_pb_varint(uint8_t *out, uint64_t v);
+bool prof_gzip_write(int fd, const void *data, size_t len, int *errp);
+uint32_t prof_crc32(uint32_t crc, const void *data, size_t len);
 
 #endif /* MP_INTERNAL_PROF_H */

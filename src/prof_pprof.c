@@ -1,0 +1,1314 @@
+/*
+ * prof_pprof.c: heap profiles in pprof's format (profile.proto, gzipped),
+ * written from the same snapshot as heap_v2 dumps (prof_dump.c).
+ *
+ * Four small pieces, none of them a library: a protobuf encoder that
+ * appends to growable byte buffers, the profile builder (string table,
+ * mappings from /proc/self/maps with GNU build IDs read from each ELF
+ * file's notes, locations, samples), the optional symbolizer
+ * (prof_symbolize: function names from each file's .symtab or .dynsym),
+ * and a gzip writer with its own deflate (LZ77 over a hash chain, one
+ * fixed-Huffman block).
+ *
+ * Everything runs under prof_dump_mtx with the thread's reentrancy
+ * raised, so nothing here may call malloc or stdio: buffers come from
+ * base_malloc, files are read with open/pread/read.  The buffers are kept
+ * in `pprof_state` and reused by the next dump; each grows to what the
+ * largest profile needed and never past PPROF_MAX_BYTES.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* No buffer of the encoder grows past this: a profile this large is a
+ * bug or a runaway, not something to write. */
+#define PPROF_MAX_BYTES ((size_t)256 << 20)
+#define PPROF_OUT_SIZE ((size_t)64 << 10)
+/* Mappings kept (executable ones only); more are dropped. */
+#define PPROF_MAPS_MAX 1024
+#define PPROF_PATH_MAX 4096
+
+bool opt_prof_symbolize = false;
+
+/* ------------------------------------------------------------ buffers */
+
+/* A growable byte buffer from base_malloc.  `oom` sticks: once set, the
+ * profile is abandoned and appends are no-ops. */
+typedef struct pprof_buf_s {
+	uint8_t *p;
+	size_t len, cap;
+	bool oom;
+} pprof_buf_t;
+
+static bool pbuf_reserve(pprof_buf_t *b, size_t more) {
+	if (b->oom)
+		return true;
+	if (b->len + more <= b->cap)
+		return false;
+	size_t cap = b->cap < 4096 ? 4096 : b->cap;
+	while (cap < b->len + more) {
+		cap *= 2;
+		if (cap > PPROF_MAX_BYTES) {
+			b->oom = true;
+			return true;
+		}
+	}
+	uint8_t *p = base_malloc(cap);
+	if (p == NULL) {
+		b->oom = true;
+		return true;
+	}
+	if (b->len != 0)
+		memcpy(p, b->p, b->len);
+	if (b->p != NULL)
+		base_free(b->p, b->cap);
+	b->p = p;
+	b->cap = cap;
+	return false;
+}
+
+static void pbuf_put(pprof_buf_t *b, const void *data, size_t len) {
+	if (len == 0 || pbuf_reserve(b, len))
+		return;
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+}
+
+/* ------------------------------------------------------------ protobuf */
+
+size_t prof_pb_varint(uint8_t *out, uint64_t v) {
+	size_t n = 0;
+	while (v >= 0x80) {
+		out[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	out[n++] = (uint8_t)v;
+	return n;
+}
+
+static void pb_raw_varint(pprof_buf_t *b, uint64_t v) {
+	uint8_t tmp[10];
+	pbuf_put(b, tmp, prof_pb_varint(tmp, v));
+}
+
+/* Wire types: 0 varint, 2 length-delimited. */
+static void pb_tag(pprof_buf_t *b, unsigned field, unsigned wire) {
+	pb_raw_varint(b, ((uint64_t)field << 3) | wire);
+}
+
+/* A varint field; zero is the default and is left out (proto3). */
+static void pb_uint(pprof_buf_t *b, unsigned field, uint64_t v) {
+	if (v == 0)
+		return;
+	pb_tag(b, field, 0);
+	pb_raw_varint(b, v);
+}
+
+static void pb_bytes(pprof_buf_t *b, unsigned field, const void *data,
+    size_t len) {
+	pb_tag(b, field, 2);
+	pb_raw_varint(b, len);
+	pbuf_put(b, data, len);
+}
+
+/* ---------------------------------------------------------------- state */
+
+/* One string of the string table: its bytes in `strs` at off. */
+typedef struct pprof_str_s {
+	uint32_t off, len;
+} pprof_str_t;
+
+typedef struct sym_file_s sym_file_t;
+
+/* One executable mapping of /proc/self/maps.  Sorted by start (the file
+ * is); `id` is its 1-based pprof id (the main program's is 1). */
+typedef struct pprof_map_s {
+	uintptr_t start, limit, offset;
+	uint64_t name;           /* string index of the file name */
+	uint64_t build_id;       /* string index; 0 if none */
+	uint64_t id;
+	bool self;               /* the file holding the allocator */
+	bool sym_tried;          /* prof_symbolize: symf looked up */
+	bool has_functions;      /* some location of it was named */
+	const sym_file_t *symf;  /* its symbols, or NULL */
+} pprof_map_t;
+
+/*
+ * Everything the writer keeps between dumps (prof_dump_mtx).  Invariant
+ * outside prof_pprof_write: every len is 0; caps and pointers are what
+ * earlier dumps grew them to.
+ */
+typedef struct pprof_state_s {
+	pprof_buf_t prof;        /* the encoded Profile */
+	pprof_buf_t sub;         /* one nested message being built */
+	pprof_buf_t packed;      /* a packed repeated field being built */
+	pprof_buf_t strs;        /* string bytes */
+	pprof_buf_t stab;        /* pprof_str_t, by string index */
+	pprof_buf_t shash;       /* uint32_t: index + 1 (0 empty) */
+	size_t shash_n;          /* slots in shash */
+	pprof_buf_t maps;        /* pprof_map_t */
+	pprof_buf_t lhash;       /* pprof_loc_slot_t */
+	size_t lhash_n;
+	pprof_buf_t locs;        /* uintptr_t address, by location id - 1 */
+	pprof_buf_t fhash;       /* pprof_loc_slot_t: function key -> id */
+	size_t fhash_n;
+	pprof_buf_t funcs;       /* uint64_t name string index, by id - 1 */
+	pprof_buf_t text;        /* /proc/self/maps */
+	/* deflate */
+	uint32_t *head;          /* hash -> position + 1 */
+	uint32_t *prev;          /* position & window mask -> previous + 1 */
+	uint8_t *out;            /* PPROF_OUT_SIZE bytes of output */
+} pprof_state_t;
+
+static pprof_state_t pprof_state;
+
+static bool pprof_any_oom(const pprof_state_t *st) {
+	return st->prof.oom || st->sub.oom || st->packed.oom || st->strs.oom ||
+	    st->stab.oom || st->shash.oom || st->maps.oom || st->lhash.oom ||
+	    st->locs.oom || st->text.oom || st->fhash.oom || st->funcs.oom;
+}
+
+/* -------------------------------------------------------- string table */
+
+static uint64_t pprof_hash_bytes(const void *data, size_t len) {
+	const uint8_t *p = data;
+	uint64_t h = 0xcbf29ce484222325ULL;     /* FNV-1a */
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static size_t pprof_nstrings(const pprof_state_t *st) {
+	return st->stab.len / sizeof(pprof_str_t);
+}
+
+static bool str_eq(const pprof_state_t *st, uint32_t idx, const char *s,
+    size_t len) {
+	const pprof_str_t *e = (const pprof_str_t *)st->stab.p + idx;
+	return e->len == len && memcmp(st->strs.p + e->off, s, len) == 0;
+}
+
+/* Re-hash every string into a table of n slots (a power of 2). */
+static bool str_rehash(pprof_state_t *st, size_t n) {
+	st->shash.len = 0;
+	if (pbuf_reserve(&st->shash, n * sizeof(uint32_t)))
+		return true;
+	uint32_t *slots = (uint32_t *)st->shash.p;
+	memset(slots, 0, n * sizeof(uint32_t));
+	st->shash.len = n * sizeof(uint32_t);
+	st->shash_n = n;
+	size_t cnt = pprof_nstrings(st);
+	for (size_t i = 0; i < cnt; i++) {
+		const pprof_str_t *e = (const pprof_str_t *)st->stab.p + i;
+		size_t h = (size_t)pprof_hash_bytes(st->strs.p + e->off,
+		    e->len) & (n - 1);
+		while (slots[h] != 0)
+			h = (h + 1) & (n - 1);
+		slots[h] = (uint32_t)i + 1;
+	}
+	return false;
+}
+
+/* The index of string s[0..len) in the string table, added if new.
+ * 0 (the empty string) on OOM, which pprof_any_oom reports later. */
+static uint64_t str_index_n(pprof_state_t *st, const char *s, size_t len) {
+	size_t cnt = pprof_nstrings(st);
+	if ((cnt + 1) * 2 > st->shash_n &&
+	    str_rehash(st, st->shash_n == 0 ? 256 : st->shash_n * 2))
+		return 0;
+	uint32_t *slots = (uint32_t *)st->shash.p;
+	size_t mask = st->shash_n - 1;
+	size_t h = (size_t)pprof_hash_bytes(s, len) & mask;
+	while (slots[h] != 0) {
+		if (str_eq(st, slots[h] - 1, s, len))
+			return slots[h] - 1;
+		h = (h + 1) & mask;
+	}
+	pprof_str_t e = {(uint32_t)st->strs.len, (uint32_t)len};
+	pbuf_put(&st->strs, s, len);
+	pbuf_put(&st->stab, &e, sizeof(e));
+	if (pprof_any_oom(st))
+		return 0;
+	slots[h] = (uint32_t)cnt + 1;
+	return cnt;
+}
+
+static uint64_t str_index(pprof_state_t *st, const char *s) {
+	return str_index_n(st, s, strlen(s));
+}
+
+/* ------------------------------------------------------------ build IDs */
+
+static bool pprof_pread_all(int fd, void *buf, size_t len, uint64_t off) {
+	uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return true;
+}
+
+/*
+ * The GNU build ID of the 64-bit ELF file at path, as lower-case hex in
+ * hex[] (NUL-terminated, "" if none): the NT_GNU_BUILD_ID note of a
+ * PT_NOTE segment.  Read with pread only; a file that is not ELF, or is
+ * unreadable, simply has none.
+ */
+static void pprof_build_id(const char *path, char *hex, size_t hexsize) {
+	hex[0] = '\0';
+	int fd;
+	do {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return;
+	Elf64_Ehdr eh;
+	if (!pprof_pread_all(fd, &eh, sizeof(eh), 0) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 256) {
+		close(fd);
+		return;
+	}
+	for (unsigned i = 0; i < eh.e_phnum && hex[0] == '\0'; i++) {
+		Elf64_Phdr ph;
+		if (!pprof_pread_all(fd, &ph, sizeof(ph),
+		    eh.e_phoff + (uint64_t)i * sizeof(ph)))
+			break;
+		if (ph.p_type != PT_NOTE)
+			continue;
+		uint8_t notes[4096];
+		size_t size = ph.p_filesz < sizeof(notes) ?
+		    (size_t)ph.p_filesz : sizeof(notes);
+		if (!pprof_pread_all(fd, notes, size, ph.p_offset))
+			continue;
+		size_t align = ph.p_align == 8 ? 8 : 4;
+		size_t off = 0;
+		while (off + sizeof(Elf64_Nhdr) <= size) {
+			Elf64_Nhdr nh;
+			memcpy(&nh, notes + off, sizeof(nh));
+			size_t name_at = off + sizeof(nh);
+			size_t desc_at = name_at +
+			    ALIGNMENT_CEILING((size_t)nh.n_namesz, align);
+			size_t next = desc_at +
+			    ALIGNMENT_CEILING((size_t)nh.n_descsz, align);
+			if (nh.n_namesz > size || nh.n_descsz > size ||
+			    next > size)
+				break;
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    memcmp(notes + name_at, "GNU", 4) == 0 &&
+			    nh.n_descsz * 2 < hexsize) {
+				static const char digits[] = "0123456789abcdef";
+				for (size_t k = 0; k < nh.n_descsz; k++) {
+					uint8_t c = notes[desc_at + k];
+					hex[2 * k] = digits[c >> 4];
+					hex[2 * k + 1] = digits[c & 15];
+				}
+				hex[2 * nh.n_descsz] = '\0';
+				break;
+			}
+			off = next;
+		}
+	}
+	close(fd);
+}
+
+/* ----------------------------------------------------------- symbolizer */
+
+/*
+ * prof_symbolize: function names from the ELF symbol tables of the mapped
+ * files.  Each file is mapped read-only once (its pages are the page
+ * cache's, shared with the process's own mapping) and its function
+ * symbols are copied, sorted by address, into an anonymous mapping of
+ * their own; both are kept for every later dump.  Nothing here comes
+ * from the profiled heap.  Bounded: at most SYM_FILES_MAX files and
+ * SYM_BYTES_MAX bytes of tables; files past either are left unnamed.
+ */
+#define SYM_FILES_MAX 256
+#define SYM_BYTES_MAX ((size_t)64 << 20)
+#define SYM_FILE_SIZE_MAX ((size_t)2 << 30)
+#define SYM_LOADS_MAX 16
+
+typedef struct sym_ent_s {
+	uint64_t value;
+	uint32_t size;
+	uint32_t name;           /* offset in the file's string table */
+} sym_ent_t;
+
+/* One file, built once (under prof_dump_mtx) and then only read.  A file
+ * that could not be read is kept too (nsyms 0), so that it is not tried
+ * again at every dump. */
+struct sym_file_s {
+	uint64_t hash;           /* of the path */
+	const char *path;        /* in block */
+	const uint8_t *image;    /* the file, mapped read-only */
+	size_t image_size;
+	const char *strtab;
+	size_t strtab_size;
+	sym_ent_t *syms;         /* in block, by value */
+	size_t nsyms;
+	void *block;
+	size_t block_size;
+	Elf64_Phdr loads[SYM_LOADS_MAX];
+	unsigned nloads;
+};
+
+static sym_file_t sym_files[SYM_FILES_MAX];
+static size_t sym_nfiles;
+static size_t sym_bytes;
+
+static bool sym_ent_less(const sym_ent_t *a, const sym_ent_t *b) {
+	return a->value < b->value;
+}
+
+/* In-place heapsort: libc's qsort may allocate. */
+static void sym_sift(sym_ent_t *v, size_t root, size_t n) {
+	for (;;) {
+		size_t c = 2 * root + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && sym_ent_less(&v[c], &v[c + 1]))
+			c++;
+		if (!sym_ent_less(&v[root], &v[c]))
+			return;
+		sym_ent_t t = v[root];
+		v[root] = v[c];
+		v[c] = t;
+		root = c;
+	}
+}
+
+static void sym_sort(sym_ent_t *v, size_t n) {
+	for (size_t i = n / 2; i-- > 0;)
+		sym_sift(v, i, n);
+	for (size_t end = n; end > 1; end--) {
+		sym_ent_t t = v[0];
+		v[0] = v[end - 1];
+		v[end - 1] = t;
+		sym_sift(v, 0, end - 1);
+	}
+}
+
+static bool sym_is_func(const Elf64_Sym *s, size_t strtab_size) {
+	unsigned type = ELF64_ST_TYPE(s->st_info);
+	return (type == STT_FUNC || type == STT_GNU_IFUNC) &&
+	    s->st_shndx != SHN_UNDEF && s->st_value != 0 &&
+	    s->st_name != 0 && s->st_name < strtab_size;
+}
+
+/* The function symbols of section `symsec` (SHT_SYMTAB or SHT_DYNSYM)
+ * into f; false if there is no such section or it has none. */
+static bool sym_load_table(sym_file_t *f, const Elf64_Ehdr *eh,
+    const Elf64_Shdr *sh, uint32_t symsec, size_t pathlen) {
+	const Elf64_Shdr *ss = NULL;
+	for (unsigned i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type == symsec) {
+			ss = &sh[i];
+			break;
+		}
+	}
+	if (ss == NULL || ss->sh_link >= eh->e_shnum ||
+	    ss->sh_entsize != sizeof(Elf64_Sym) ||
+	    ss->sh_offset > f->image_size ||
+	    ss->sh_size > f->image_size - ss->sh_offset)
+		return false;
+	const Elf64_Shdr *st = &sh[ss->sh_link];
+	if (st->sh_offset > f->image_size ||
+	    st->sh_size > f->image_size - st->sh_offset)
+		return false;
+	const Elf64_Sym *syms = (const Elf64_Sym *)(f->image + ss->sh_offset);
+	size_t n = ss->sh_size / sizeof(Elf64_Sym);
+	size_t cnt = 0;
+	for (size_t i = 0; i < n; i++)
+		cnt += sym_is_func(&syms[i], st->sh_size);
+	if (cnt == 0)
+		return false;
+	size_t bytes = PAGE_CEILING(cnt * sizeof(sym_ent_t) + pathlen + 1);
+	if (bytes > SYM_BYTES_MAX - sym_bytes)
+		return false;
+	void *block = os_map(bytes, PAGE);
+	if (block == NULL)
+		return false;
+	sym_bytes += bytes;
+	f->block = block;
+	f->block_size = bytes;
+	f->syms = block;
+	f->strtab = (const char *)(f->image + st->sh_offset);
+	f->strtab_size = st->sh_size;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!sym_is_func(&syms[i], st->sh_size))
+			continue;
+		f->syms[k].value = syms[i].st_value;
+		f->syms[k].size = syms[i].st_size > UINT32_MAX ? UINT32_MAX :
+		    (uint32_t)syms[i].st_size;
+		f->syms[k].name = syms[i].st_name;
+		k++;
+	}
+	f->nsyms = cnt;
+	sym_sort(f->syms, cnt);
+	return true;
+}
+
+/* Map path and read its function symbols into f (f->nsyms stays 0 on
+ * any failure). */
+static void sym_file_build(sym_file_t *f, const char *path, size_t pathlen) {
+	int fd;
+	do {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return;
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof(Elf64_Ehdr) ||
+	    (uint64_t)sb.st_size > SYM_FILE_SIZE_MAX) {
+		close(fd);
+		return;
+	}
+	void *img = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE,
+	    fd, 0);
+	close(fd);
+	if (img == MAP_FAILED)
+		return;
+	f->image = img;
+	f->image_size = (size_t)sb.st_size;
+	const Elf64_Ehdr *eh = img;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shentsize != sizeof(Elf64_Shdr) ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh->e_shoff > f->image_size ||
+	    (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) >
+	    f->image_size - eh->e_shoff ||
+	    eh->e_phoff > f->image_size ||
+	    (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) >
+	    f->image_size - eh->e_phoff)
+		goto fail;
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)(f->image + eh->e_phoff);
+	for (unsigned i = 0; i < eh->e_phnum && f->nloads < SYM_LOADS_MAX;
+	    i++) {
+		if (ph[i].p_type == PT_LOAD)
+			f->loads[f->nloads++] = ph[i];
+	}
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f->image + eh->e_shoff);
+	if (!sym_load_table(f, eh, sh, SHT_SYMTAB, pathlen) &&
+	    !sym_load_table(f, eh, sh, SHT_DYNSYM, pathlen))
+		goto fail;
+	char *p = (char *)f->block + f->nsyms * sizeof(sym_ent_t);
+	memcpy(p, path, pathlen);
+	p[pathlen] = '\0';
+	f->path = p;
+	return;
+fail:
+	munmap((void *)f->image, f->image_size);
+	f->image = NULL;
+	f->image_size = 0;
+	f->nsyms = 0;
+}
+
+/* The symbol tables of path, built at the first call; NULL if the file
+ * has none or the bounds are reached. */
+static const sym_file_t *sym_file_get(const char *path, size_t pathlen) {
+	uint64_t h = pprof_hash_bytes(path, pathlen);
+	for (size_t i = 0; i < sym_nfiles; i++) {
+		sym_file_t *f = &sym_files[i];
+		if (f->hash != h)
+			continue;
+		/* A failed file keeps no path: same hash is taken as the
+		 * same file then (a collision only loses names). */
+		if (f->nsyms == 0)
+			return NULL;
+		if (strlen(f->path) == pathlen &&
+		    memcmp(f->path, path, pathlen) == 0)
+			return f;
+	}
+	if (sym_nfiles == SYM_FILES_MAX)
+		return NULL;
+	sym_file_t *f = &sym_files[sym_nfiles++];
+	memset(f, 0, sizeof(*f));
+	f->hash = h;
+	sym_file_build(f, path, pathlen);
+	return f->nsyms != 0 ? f : NULL;
+}
+
+/* The function containing the file offset `off` of f: its name (in the
+ * file's string table) and length; NULL if no symbol covers it. */
+static const char *sym_lookup(const sym_file_t *f, uint64_t off,
+    size_t *lenp) {
+	uint64_t vaddr = 0;
+	bool found = false;
+	for (unsigned i = 0; i < f->nloads; i++) {
+		const Elf64_Phdr *l = &f->loads[i];
+		if (off >= l->p_offset && off - l->p_offset < l->p_filesz) {
+			vaddr = off - l->p_offset + l->p_vaddr;
+			found = true;
+			break;
+		}
+	}
+	if (!found)
+		return NULL;
+	/* The last symbol at or below vaddr. */
+	size_t lo = 0, hi = f->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->syms[mid].value <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Aliases share a value, and a symbol of size 0 may sit inside a
+	 * function: look at the few symbols below for one that covers. */
+	for (size_t i = lo; i-- > 0 && lo - i <= 8;) {
+		const sym_ent_t *s = &f->syms[i];
+		if (vaddr - s->value < s->size) {
+			const char *name = f->strtab + s->name;
+			*lenp = strnlen(name, f->strtab_size - s->name);
+			return name;
+		}
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------- mappings */
+
+static bool pprof_read_file(pprof_buf_t *b, const char *path) {
+	b->len = 0;
+	int fd;
+	do {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return true;
+	for (;;) {
+		if (pbuf_reserve(b, 16384))
+			break;
+		ssize_t n = read(fd, b->p + b->len, b->cap - b->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		b->len += (size_t)n;
+	}
+	close(fd);
+	return b->oom;
+}
+
+static uintptr_t pprof_hex(const char **pp, const char *end) {
+	uintptr_t v = 0;
+	const char *p = *pp;
+	for (; p < end; p++) {
+		char c = *p;
+		unsigned d;
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else
+			break;
+		v = (v << 4) | d;
+	}
+	*pp = p;
+	return v;
+}
+
+static const char *pprof_skip_field(const char *p, const char *end) {
+	while (p < end && *p != ' ')
+		p++;
+	while (p < end && *p == ' ')
+		p++;
+	return p;
+}
+
+/*
+ * The executable file mappings of /proc/self/maps, with their build IDs.
+ * The main program's first mapping gets id 1 (pprof takes the first
+ * mapping as the main binary); the file holding this code is marked
+ * `self`.  A process whose maps cannot be read gets no mappings.
+ */
+static void pprof_collect_maps(pprof_state_t *st) {
+	char exe[PPROF_PATH_MAX];
+	ssize_t elen = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[elen > 0 ? elen : 0] = '\0';
+	if (pprof_read_file(&st->text, "/proc/self/maps"))
+		return;
+	uintptr_t here = (uintptr_t)(void *)pprof_collect_maps;
+	const char *p = (const char *)st->text.p;
+	const char *end = p + st->text.len;
+	size_t n = 0;
+	uint64_t self_name = 0, exe_name = 0;
+	uint64_t last_name = 0, last_build = 0;
+	char path[PPROF_PATH_MAX];
+	char hex[256];
+	while (p < end && n < PPROF_MAPS_MAX) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (eol == NULL)
+			eol = end;
+		const char *q = p;
+		pprof_map_t m;
+		memset(&m, 0, sizeof(m));
+		m.start = pprof_hex(&q, eol);
+		if (q < eol && *q == '-')
+			q++;
+		m.limit = pprof_hex(&q, eol);
+		q = pprof_skip_field(q, eol);
+		bool exec = eol - q >= 4 && q[2] == 'x';
+		q = pprof_skip_field(q, eol);
+		m.offset = pprof_hex(&q, eol);
+		q = pprof_skip_field(q, eol);          /* past offset */
+		q = pprof_skip_field(q, eol);          /* past dev */
+		q = pprof_skip_field(q, eol);          /* past inode */
+		size_t plen = (size_t)(eol - q);
+		p = eol + 1;
+		if (!exec || plen == 0 || q[0] != '/' ||
+		    plen >= sizeof(path))
+			continue;
+		memcpy(path, q, plen);
+		path[plen] = '\0';
+		m.name = str_index_n(st, path, plen);
+		if (m.name != last_name) {
+			pprof_build_id(path, hex, sizeof(hex));
+			last_build = hex[0] != '\0' ? str_index(st, hex) : 0;
+			last_name = m.name;
+		}
+		m.build_id = last_build;
+		if (here >= m.start && here < m.limit)
+			self_name = m.name;
+		if (exe_name == 0 && strcmp(path, exe) == 0)
+			exe_name = m.name;
+		pbuf_put(&st->maps, &m, sizeof(m));
+		n++;
+	}
+	/* Ids: the main program first, then the others in address order. */
+	pprof_map_t *maps = (pprof_map_t *)st->maps.p;
+	n = st->maps.len / sizeof(pprof_map_t);
+	uint64_t id = 1;
+	for (size_t i = 0; i < n; i++) {
+		if (exe_name != 0 && maps[i].name == exe_name)
+			maps[i].id = id++;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (maps[i].id == 0)
+			maps[i].id = id++;
+		/* Linked into the program itself, the allocator shares its
+		 * file: only frame 0 is known to be ours then. */
+		maps[i].self = self_name != 0 && self_name != exe_name &&
+		    maps[i].name == self_name;
+	}
+}
+
+static pprof_map_t *pprof_find_map(const pprof_state_t *st,
+    uintptr_t addr) {
+	pprof_map_t *maps = (pprof_map_t *)st->maps.p;
+	size_t lo = 0, hi = st->maps.len / sizeof(pprof_map_t);
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (addr < maps[mid].start)
+			hi = mid;
+		else if (addr >= maps[mid].limit)
+			lo = mid + 1;
+		else
+			return &maps[mid];
+	}
+	return NULL;
+}
+
+static void pprof_emit_maps(pprof_state_t *st) {
+	const pprof_map_t *maps = (const pprof_map_t *)st->maps.p;
+	size_t n = st->maps.len / sizeof(pprof_map_t);
+	/* By id, so that the main program comes first. */
+	for (uint64_t id = 1; id <= n; id++) {
+		for (size_t i = 0; i < n; i++) {
+			if (maps[i].id != id)
+				continue;
+			st->sub.len = 0;
+			pb_uint(&st->sub, 1, maps[i].id);
+			pb_uint(&st->sub, 2, maps[i].start);
+			pb_uint(&st->sub, 3, maps[i].limit);
+			pb_uint(&st->sub, 4, maps[i].offset);
+			pb_uint(&st->sub, 5, maps[i].name);
+			pb_uint(&st->sub, 6, maps[i].build_id);
+			pb_uint(&st->sub, 7, maps[i].has_functions);
+			pb_bytes(&st->prof, 3, st->sub.p, st->sub.len);
+			break;
+		}
+	}
+}
+
+/* ------------------------------------------------------------ locations */
+
+typedef struct pprof_loc_slot_s {
+	uintptr_t addr;
+	uint64_t id;             /* 0: empty */
+} pprof_loc_slot_t;
+
+static bool loc_table_init(pprof_state_t *st, size_t nframes) {
+	size_t n = 64;
+	while (n < nframes * 2)
+		n *= 2;
+	st->lhash.len = 0;
+	if (pbuf_reserve(&st->lhash, n * sizeof(pprof_loc_slot_t)))
+		return true;
+	memset(st->lhash.p, 0, n * sizeof(pprof_loc_slot_t));
+	st->lhash.len = n * sizeof(pprof_loc_slot_t);
+	st->lhash_n = n;
+	return false;
+}
+
+/* The location id of addr, made if new (the table has room: it holds at
+ * most half as many entries as slots). */
+static uint64_t loc_id(pprof_state_t *st, uintptr_t addr) {
+	pprof_loc_slot_t *slots = (pprof_loc_slot_t *)st->lhash.p;
+	size_t mask = st->lhash_n - 1;
+	size_t h = (size_t)((addr * 0x9e3779b97f4a7c15ULL) >> 20) & mask;
+	while (slots[h].id != 0) {
+		if (slots[h].addr == addr)
+			return slots[h].id;
+		h = (h + 1) & mask;
+	}
+	pbuf_put(&st->locs, &addr, sizeof(addr));
+	slots[h].addr = addr;
+	slots[h].id = st->locs.len / sizeof(uintptr_t);
+	return slots[h].id;
+}
+
+/* prof_symbolize: the function id of the symbol covering addr in m,
+ * made if new; 0 if none.  Functions are keyed by (name, file). */
+static uint64_t pprof_function(pprof_state_t *st, pprof_map_t *m,
+    uintptr_t addr) {
+	if (!m->sym_tried) {
+		const pprof_str_t *e = (const pprof_str_t *)st->stab.p +
+		    m->name;
+		char path[PPROF_PATH_MAX];
+		if (e->len < sizeof(path)) {
+			memcpy(path, st->strs.p + e->off, e->len);
+			path[e->len] = '\0';
+			m->symf = sym_file_get(path, e->len);
+		}
+		/* Every mapping of the file shares its symbols. */
+		pprof_map_t *maps = (pprof_map_t *)st->maps.p;
+		size_t n = st->maps.len / sizeof(pprof_map_t);
+		for (size_t i = 0; i < n; i++) {
+			if (maps[i].name == m->name) {
+				maps[i].symf = m->symf;
+				maps[i].sym_tried = true;
+			}
+		}
+	}
+	if (m->symf == NULL)
+		return 0;
+	size_t len;
+	const char *name = sym_lookup(m->symf, addr - m->start + m->offset,
+	    &len);
+	if (name == NULL)
+		return 0;
+	uint64_t sidx = str_index_n(st, name, len);
+	if (sidx == 0)
+		return 0;
+	uintptr_t key = (uintptr_t)(sidx | (m->name << 32));
+	pprof_loc_slot_t *slots = (pprof_loc_slot_t *)st->fhash.p;
+	size_t mask = st->fhash_n - 1;
+	size_t h = (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 20) & mask;
+	while (slots[h].id != 0) {
+		if (slots[h].addr == key)
+			return slots[h].id;
+		h = (h + 1) & mask;
+	}
+	pbuf_put(&st->funcs, &sidx, sizeof(sidx));
+	if (st->funcs.oom)
+		return 0;
+	slots[h].addr = key;
+	slots[h].id = st->funcs.len / sizeof(uint64_t);
+	m->has_functions = true;
+	return slots[h].id;
+}
+
+static void pprof_emit_locations(pprof_state_t *st) {
+	const uintptr_t *addrs = (const uintptr_t *)st->locs.p;
+	size_t n = st->locs.len / sizeof(uintptr_t);
+	bool sym = opt_prof_symbolize;
+	if (sym) {
+		/* At most one function per location. */
+		size_t fn = 64;
+		while (fn < n * 2)
+			fn *= 2;
+		if (pbuf_reserve(&st->fhash, fn * sizeof(pprof_loc_slot_t)))
+			return;
+		memset(st->fhash.p, 0, fn * sizeof(pprof_loc_slot_t));
+		st->fhash.len = fn * sizeof(pprof_loc_slot_t);
+		st->fhash_n = fn;
+	}
+	for (size_t i = 0; i < n; i++) {
+		pprof_map_t *m = pprof_find_map(st, addrs[i]);
+		uint64_t fid = sym && m != NULL ?
+		    pprof_function(st, m, addrs[i]) : 0;
+		st->sub.len = 0;
+		pb_uint(&st->sub, 1, i + 1);
+		pb_uint(&st->sub, 2, m != NULL ? m->id : 0);
+		pb_uint(&st->sub, 3, addrs[i]);
+		if (fid != 0) {
+			uint8_t line[12];
+			line[0] = (1 << 3) | 0;
+			size_t ln = 1 + prof_pb_varint(line + 1, fid);
+			pb_bytes(&st->sub, 4, line, ln);
+		}
+		pb_bytes(&st->prof, 4, st->sub.p, st->sub.len);
+	}
+	const uint64_t *names = (const uint64_t *)st->funcs.p;
+	size_t nf = st->funcs.len / sizeof(uint64_t);
+	for (size_t i = 0; i < nf; i++) {
+		st->sub.len = 0;
+		pb_uint(&st->sub, 1, i + 1);
+		pb_uint(&st->sub, 2, names[i]);
+		pb_uint(&st->sub, 3, names[i]);
+		pb_bytes(&st->prof, 5, st->sub.p, st->sub.len);
+	}
+}
+
+/* -------------------------------------------------------------- samples */
+
+static uint64_t pprof_round(double v) {
+	if (!(v > 0.0))
+		return 0;
+	if (v >= 9223372036854775807.0)
+		return INT64_MAX;
+	return (uint64_t)llround(v);
+}
+
+/*
+ * What jeprof computes for one stack of a heap_v2 dump at rate R: the
+ * printed (count, bytes) of prof_dump_unbias scaled by 1/(1 - e^(-x/R)),
+ * x the average size (no scaling at R = 1, as in jeprof).  Starting from
+ * the printed numbers makes a pprof dump and a heap_v2 dump of the same
+ * moment agree to the byte.
+ */
+static void pprof_values(uint64_t shifted, uint64_t bytes, double R,
+    uint64_t *objs, uint64_t *space) {
+	uint64_t n, s;
+	prof_dump_unbias(shifted, bytes, R, &n, &s);
+	if (n == 0 || R <= 1.0) {
+		*objs = n;
+		*space = s;
+		return;
+	}
+	double scale = 1.0 / (1.0 - exp(-(((double)s / (double)n) / R)));
+	*objs = pprof_round((double)n * scale);
+	*space = pprof_round((double)s * scale);
+}
+
+/* The first frame to keep: frame 0 is the allocator entry the program
+ * called; frames after it in the allocator's own file (none are expected)
+ * go too.  Frames are return addresses: the location is the byte before,
+ * inside the call instruction, so that it symbolises to the caller. */
+static uint32_t pprof_first_frame(const pprof_state_t *st,
+    void *const *frames, uint32_t nframes) {
+	uint32_t k = 1;
+	while (k + 1 < nframes) {
+		const pprof_map_t *m = pprof_find_map(st,
+		    (uintptr_t)frames[k] - 1);
+		if (m == NULL || !m->self)
+			break;
+		k++;
+	}
+	return k < nframes ? k : nframes;
+}
+
+static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
+    uint64_t thread_name_key) {
+	double R = (double)((uint64_t)1 << s->lg_sample);
+	const char *p = s->gbuf;
+	for (size_t i = 0; i < s->ngctx; i++) {
+		const dump_gctx_t *g = (const dump_gctx_t *)p;
+		p += sizeof(*g);
+		void *const *frames = (void *const *)p;
+		p += dump_frames_size(g->nframes);
+		const dump_tctx_t *tr = (const dump_tctx_t *)p;
+		p += g->ntctx * sizeof(dump_tctx_t);
+
+		st->sub.len = 0;
+		st->packed.len = 0;
+		uint32_t first = pprof_first_frame(st, frames, g->nframes);
+		if (first == g->nframes && g->nframes > 0)
+			first = g->nframes - 1;
+		for (uint32_t k = first; k < g->nframes; k++) {
+			uintptr_t a = (uintptr_t)frames[k];
+			pb_raw_varint(&st->packed, loc_id(st, k == 0 ? a :
+			    a - 1));
+		}
+		pb_bytes(&st->sub, 1, st->packed.p, st->packed.len);
+
+		uint64_t v[4];
+		pprof_values(g->cnt.curobjs_shifted_unbiased,
+		    g->cnt.curbytes_unbiased, R, &v[0], &v[1]);
+		unsigned nv = 2;
+		if (opt_prof_accum) {
+			pprof_values(g->cnt.accumobjs_shifted_unbiased,
+			    g->cnt.accumbytes_unbiased, R, &v[2], &v[3]);
+			nv = 4;
+		}
+		st->packed.len = 0;
+		for (unsigned k = 0; k < nv; k++)
+			pb_raw_varint(&st->packed, v[k]);
+		pb_bytes(&st->sub, 2, st->packed.p, st->packed.len);
+
+		/* One allocating thread with a name: label the sample. */
+		const dump_thread_t *t = g->ntctx == 1 ?
+		    prof_dump_thread_find(s, tr[0].uid) : NULL;
+		if (t != NULL && t->name[0] != '\0') {
+			uint8_t label[24];
+			size_t n = 0;
+			label[n++] = (1 << 3) | 0;
+			n += prof_pb_varint(label + n, thread_name_key);
+			label[n++] = (2 << 3) | 0;
+			n += prof_pb_varint(label + n, str_index_n(st, t->name,
+			    strnlen(t->name, PROF_THREAD_NAME_MAX)));
+			pb_bytes(&st->sub, 3, label, n);
+		}
+		pb_bytes(&st->prof, 2, st->sub.p, st->sub.len);
+	}
+}
+
+static void pprof_value_type(pprof_state_t *st, unsigned field,
+    const char *type, const char *unit) {
+	uint8_t vt[24];
+	size_t n = 0;
+	vt[n++] = (1 << 3) | 0;
+	n += prof_pb_varint(vt + n, str_index(st, type));
+	vt[n++] = (2 << 3) | 0;
+	n += prof_pb_varint(vt + n, str_index(st, unit));
+	pb_bytes(&st->prof, field, vt, n);
+}
+
+/* ------------------------------------------------------------- profile */
+
+static void pprof_reset(pprof_state_t *st) {
+	pprof_buf_t *bufs[] = {&st->prof, &st->sub, &st->packed, &st->strs,
+	    &st->stab, &st->shash, &st->maps, &st->lhash, &st->locs,
+	    &st->text, &st->fhash, &st->funcs};
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
+		bufs[i]->len = 0;
+		bufs[i]->oom = false;
+	}
+	st->shash_n = 0;
+	st->lhash_n = 0;
+	st->fhash_n = 0;
+}
+
+bool prof_pprof_sample_type_ok(const char *name) {
+	return strcmp(name, "inuse_objects") == 0 ||
+	    strcmp(name, "inuse_space") == 0 || (opt_prof_accum &&
+	    (strcmp(name, "alloc_objects") == 0 ||
+	    strcmp(name, "alloc_space") == 0));
+}
+
+/* Encode the whole Profile message into st->prof; true on OOM. */
+static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
+    const char *sample_type) {
+	pprof_reset(st);
+	(void)str_index(st, "");        /* string 0 is always "" */
+	size_t nframes = 0;
+	const char *p = s->gbuf;
+	for (size_t i = 0; i < s->ngctx; i++) {
+		const dump_gctx_t *g = (const dump_gctx_t *)p;
+		nframes += g->nframes;
+		p += sizeof(*g) + dump_frames_size(g->nframes) +
+		    g->ntctx * sizeof(dump_tctx_t);
+	}
+	if (loc_table_init(st, nframes))
+		return true;
+	pprof_collect_maps(st);
+
+	pprof_value_type(st, 1, "inuse_objects", "count");
+	pprof_value_type(st, 1, "inuse_space", "bytes");
+	if (opt_prof_accum) {
+		pprof_value_type(st, 1, "alloc_objects", "count");
+		pprof_value_type(st, 1, "alloc_space", "bytes");
+	}
+	pprof_emit_samples(st, s, str_index(st, "thread_name"));
+	/* Locations first: symbolizing them marks the mappings that have
+	 * functions. */
+	pprof_emit_locations(st);
+	pprof_emit_maps(st);
+
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	pb_uint(&st->prof, 9, (uint64_t)ts.tv_sec * 1000000000u +
+	    (uint64_t)ts.tv_nsec);
+	pprof_value_type(st, 11, "space", "bytes");
+	pb_uint(&st->prof, 12, (uint64_t)1 << s->lg_sample);
+	pb_uint(&st->prof, 14, str_index(st, sample_type != NULL ?
+	    sample_type : "inuse_space"));
+
+	/* The string table last: every index above is assigned by now. */
+	size_t cnt = pprof_nstrings(st);
+	for (size_t i = 0; i < cnt && !pprof_any_oom(st); i++) {
+		const pprof_str_t *e = (const pprof_str_t *)st->stab.p + i;
+		pb_bytes(&st->prof, 6, st->strs.p + e->off, e->len);
+	}
+	return pprof_any_oom(st);
+}
+
+bool prof_pprof_write(const dump_snap_t *s, int fd,
+    const char *sample_type, int *errp, const char **whyp) {
+	pprof_state_t *st = &pprof_state;
+	*errp = 0;
+	*whyp = NULL;
+	bool fail = false;
+	if (pprof_encode(st, s, sample_type)) {
+		*whyp = "out of memory for the pprof encoder (or the profile "
+		    "is larger than 256 MiB)";
+		fail = true;
+	} else if (prof_gzip_write(fd, st->prof.p, st->prof.len, errp)) {
+		if (*errp == ENOMEM)
+			*whyp = "out of memory for the gzip writer";
+		fail = true;
+	}
+	pprof_reset(st);
+	return fail;
+}
+
+/* ----------------------------------------------------------------- gzip */
+
+static uint32_t crc_table[256];
+static bool crc_table_ready;
+
+uint32_t prof_crc32(uint32_t crc, const void *data, size_t len) {
+	/* Racy first fill: every thread computes the same values. */
+	if (!__atomic_load_n(&crc_table_ready, __ATOMIC_ACQUIRE)) {
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = i;
+			for (int k = 0; k < 8; k++)
+				c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+			crc_table[i] = c;
+		}
+		__atomic_store_n(&crc_table_ready, true, __ATOMIC_RELEASE);
+	}
+	const uint8_t *p = data;
+	crc = ~crc;
+	for (size_t i = 0; i < len; i++)
+		crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+#define DEFL_WBITS 15
+#define DEFL_WSIZE ((size_t)1 << DEFL_WBITS)
+#define DEFL_HBITS 15
+#define DEFL_HSIZE ((size_t)1 << DEFL_HBITS)
+#define DEFL_MIN_MATCH 3
+#define DEFL_MAX_MATCH 258
+/* Candidates tried per position: enough for profiles, whose repeats are
+ * varint-encoded ids and addresses, and bounded for any input. */
+#define DEFL_MAX_CHAIN 48
+
+static const uint16_t defl_len_base[29] = {
+	3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51,
+	59, 67, 83, 99, 115, 131, 163, 195, 227, 258,
+};
+static const uint8_t defl_len_extra[29] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4,
+	4, 5, 5, 5, 5, 0,
+};
+static const uint16_t defl_dist_base[30] = {
+	1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385,
+	513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385,
+	24577,
+};
+static const uint8_t defl_dist_extra[30] = {
+	0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10,
+	10, 11, 11, 12, 12, 13, 13,
+};
+
+/* Bits go out least significant first; whole bytes into `out`, written
+ * to fd when it fills. */
+typedef struct defl_out_s {
+	int fd;
+	uint8_t *out;
+	size_t len;
+	uint64_t bits;
+	unsigned nbits;
+	int err;
+} defl_out_t;
+
+static void defl_flush(defl_out_t *o) {
+	const uint8_t *p = o->out;
+	size_t left = o->len;
+	o->len = 0;
+	while (left > 0 && o->err == 0) {
+		ssize_t n = write(o->fd, p, left);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			o->err = errno;
+		} else if (n == 0) {
+			o->err = EIO;
+		} else {
+			p += n;
+			left -= (size_t)n;
+		}
+	}
+}
+
+static void defl_byte(defl_out_t *o, uint8_t b) {
+	if (o->len == PPROF_OUT_SIZE)
+		defl_flush(o);
+	o->out[o->len++] = b;
+}
+
+static void defl_bits(defl_out_t *o, uint32_t v, unsigned n) {
+	o->bits |= (uint64_t)v << o->nbits;
+	o->nbits += n;
+	while (o->nbits >= 8) {
+		defl_byte(o, (uint8_t)o->bits);
+		o->bits >>= 8;
+		o->nbits -= 8;
+	}
+}
+
+/* A Huffman code goes out most significant bit first. */
+static void defl_code(defl_out_t *o, uint32_t code, unsigned len) {
+	uint32_t r = 0;
+	for (unsigned i = 0; i < len; i++)
+		r |= ((code >> i) & 1) << (len - 1 - i);
+	defl_bits(o, r, len);
+}
+
+/* A literal/length symbol in the fixed code of RFC 1951, 3.2.6. */
+static void defl_sym(defl_out_t *o, unsigned sym) {
+	if (sym < 144)
+		defl_code(o, 0x30 + sym, 8);
+	else if (sym < 256)
+		defl_code(o, 0x190 + (sym - 144), 9);
+	else if (sym < 280)
+		defl_code(o, sym - 256, 7);
+	else
+		defl_code(o, 0xc0 + (sym - 280), 8);
+}
+
+static void defl_match(defl_out_t *o, unsigned len, unsigned dist) {
+	unsigned i = 28;
+	while (defl_len_base[i] > len)
+		i--;
+	defl_sym(o, 257 + i);
+	defl_bits(o, len - defl_len_base[i], defl_len_extra[i]);
+	unsigned d = 29;
+	while (defl_dist_base[d] > dist)
+		d--;
+	defl_code(o, d, 5);
+	defl_bits(o, dist - defl_dist_base[d], defl_dist_extra[d]);
+}
+
+static uint32_t defl_hash(const uint8_t *p) {
+	uint32_t v = ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2];
+	return (v * 2654435761u) >> (32 - DEFL_HBITS);
+}
+
+/*
+ * One final fixed-Huffman block over the whole input.  Greedy LZ77: at
+ * each position the longest match among the last DEFL_MAX_CHAIN earlier
+ * positions with the same 3-byte hash, within the 32 KiB window.  head
+ * and prev hold positions + 1 (0: none); a chain ends when it leaves the
+ * window or stops going backwards (a slot reused by a newer position).
+ */
+static void defl_block(defl_out_t *o, const uint8_t *in, size_t n,
+    uint32_t *head, uint32_t *prev) {
+	memset(head, 0, DEFL_HSIZE * sizeof(uint32_t));
+	defl_bits(o, 1, 1);             /* BFINAL */
+	defl_bits(o, 1, 2);             /* BTYPE 01: fixed codes */
+	size_t i = 0;
+	while (i < n) {
+		size_t best = 0, best_dist = 0;
+		if (i + DEFL_MIN_MATCH <= n) {
+			uint32_t h = defl_hash(in + i);
+			size_t maxlen = n - i < DEFL_MAX_MATCH ? n - i :
+			    DEFL_MAX_MATCH;
+			uint32_t c = head[h];
+			for (unsigned tries = 0; c != 0 &&
+			    tries < DEFL_MAX_CHAIN; tries++) {
+				size_t cand = c - 1;
+				if (cand >= i || i - cand > DEFL_WSIZE)
+					break;
+				if (in[cand + best] == in[i + best]) {
+					size_t l = 0;
+					while (l < maxlen &&
+					    in[cand + l] == in[i + l])
+						l++;
+					if (l > best) {
+						best = l;
+						best_dist = i - cand;
+						if (l == maxlen)
+							break;
+					}
+				}
+				uint32_t nc = prev[cand & (DEFL_WSIZE - 1)];
+				if (nc == 0 || nc - 1 >= cand)
+					break;
+				c = nc;
+			}
+		}
+		size_t step = best >= DEFL_MIN_MATCH ? best : 1;
+		if (best >= DEFL_MIN_MATCH)
+			defl_match(o, (unsigned)best, (unsigned)best_dist);
+		else
+			defl_sym(o, in[i]);
+		/* Insert every position the step covers. */
+		for (size_t k = i; k < i + step; k++) {
+			if (k + DEFL_MIN_MATCH > n)
+				break;
+			uint32_t h = defl_hash(in + k);
+			prev[k & (DEFL_WSIZE - 1)] = head[h];
+			head[h] = (uint32_t)(k + 1);
+		}
+		i += step;
+	}
+	defl_sym(o, 256);               /* end of block */
+	if (o->nbits > 0)
+		defl_bits(o, 0, 8 - o->nbits);
+}
+
+static void defl_le32(defl_out_t *o, uint32_t v) {
+	for (int i = 0; i < 4; i++)
+		defl_byte(o, (uint8_t)(v >> (8 * i)));
+}
+
+bool prof_gzip_write(int fd, const void *data, size_t len, int *errp) {
+	pprof_state_t *st = &pprof_state;
+	*errp = 0;
+	/* The window tables and the output buffer are made once. */
+	if (st->head == NULL)
+		st->head = base_malloc(DEFL_HSIZE * sizeof(uint32_t));
+	if (st->prev == NULL)
+		st->prev = base_malloc(DEFL_WSIZE * sizeof(uint32_t));
+	if (st->out == NULL)
+		st->out = base_malloc(PPROF_OUT_SIZE);
+	if (st->head == NULL || st->prev == NULL || st->out == NULL ||
+	    len > UINT32_MAX) {
+		*errp = ENOMEM;
+		return true;
+	}
+	defl_out_t o = {fd, st->out, 0, 0, 0, 0};
+	/* Header (RFC 1952): magic, CM 8 (deflate), no flags, no time,
+	 * XFL 0, OS 3 (Unix). */
+	static const uint8_t hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+	for (size_t i = 0; i < sizeof(hdr); i++)
+		defl_byte(&o, hdr[i]);
+	defl_block(&o, data, len, st->head, st->prev);
+	defl_le32(&o, prof_crc32(0, data, len));
+	defl_le32(&o, (uint32_t)len);
+	defl_flush(&o);
+	*errp = o.err;
+	return o.err != 0;
+}
