@@ -344,6 +344,10 @@ static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy) {
 }
 
 void extent_dalloc_locked(arena_t *arena, extent_t *e) {
+	extent_dalloc_at_locked(arena, e, os_now_ns());
+}
+
+void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	if (e->kind == EXTENT_SLAB) {
 		/* Interior pages of a slab point at it; free extents keep
 		 * only their bounds, untagged. */
@@ -357,7 +361,7 @@ void extent_dalloc_locked(arena_t *arena, extent_t *e) {
 	e->kind = EXTENT_FREE_DIRTY;
 	e->zeroed = false;
 	e->prof = NULL;
-	e->free_ns = os_now_ns();
+	e->free_ns = now;
 	e = insert_coalesce(arena, e);
 	if (opt_dirty_decay_ms == 0)
 		purge_one(arena, e, opt_muzzy_decay_ms != 0);

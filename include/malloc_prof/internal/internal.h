@@ -165,6 +165,8 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t align,
     bool *zeroed);
 /* Return an extent to the free sets (dirty), coalescing with neighbours. */
 void extent_dalloc_locked(arena_t *arena, extent_t *e);
+/* The same, with the caller's reading of os_now_ns() as its free time. */
+void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now);
 /* Grow e in place to new_size from the free extent right after it. */
 bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
     bool *zeroed_tail);
