@@ -769,21 +769,32 @@ static bool loc_table_init(pprof_state_t *st, size_t nframes) {
 	return false;
 }
 
-/* The location id of addr, made if new (the table has room: it holds at
- * most half as many entries as slots). */
-static uint64_t loc_id(pprof_state_t *st, uintptr_t addr) {
-	pprof_loc_slot_t *slots = (pprof_loc_slot_t *)st->lhash.p;
-	size_t mask = st->lhash_n - 1;
-	size_t h = (size_t)((addr * 0x9e3779b97f4a7c15ULL) >> 20) & mask;
+/*
+ * The id of `key` in an open-addressed table of mask + 1 slots (at most
+ * half full, so a free slot is always found), made if new: the 8-byte
+ * `value` is appended to `out`, and the id is its 1-based index there.  0
+ * when `out` ran out of memory (the profile is then abandoned).
+ */
+static uint64_t id_get(pprof_buf_t *table, size_t mask, uintptr_t key,
+    pprof_buf_t *out, uint64_t value) {
+	pprof_loc_slot_t *slots = (pprof_loc_slot_t *)table->p;
+	size_t h = (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 20) & mask;
 	while (slots[h].id != 0) {
-		if (slots[h].addr == addr)
+		if (slots[h].addr == key)
 			return slots[h].id;
 		h = (h + 1) & mask;
 	}
-	pbuf_put(&st->locs, &addr, sizeof(addr));
-	slots[h].addr = addr;
-	slots[h].id = st->locs.len / sizeof(uintptr_t);
+	pbuf_put(out, &value, sizeof(value));
+	if (out->oom)
+		return 0;
+	slots[h].addr = key;
+	slots[h].id = out->len / sizeof(value);
 	return slots[h].id;
+}
+
+/* The location id of addr, made if new. */
+static uint64_t loc_id(pprof_state_t *st, uintptr_t addr) {
+	return id_get(&st->lhash, st->lhash_n - 1, addr, &st->locs, addr);
 }
 
 /* prof_symbolize: the function id of the symbol covering addr in m,
@@ -820,21 +831,11 @@ static uint64_t pprof_function(pprof_state_t *st, pprof_map_t *m,
 	if (sidx == 0)
 		return 0;
 	uintptr_t key = (uintptr_t)(sidx | (m->name << 32));
-	pprof_loc_slot_t *slots = (pprof_loc_slot_t *)st->fhash.p;
-	size_t mask = st->fhash_n - 1;
-	size_t h = (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 20) & mask;
-	while (slots[h].id != 0) {
-		if (slots[h].addr == key)
-			return slots[h].id;
-		h = (h + 1) & mask;
-	}
-	pbuf_put(&st->funcs, &sidx, sizeof(sidx));
-	if (st->funcs.oom)
-		return 0;
-	slots[h].addr = key;
-	slots[h].id = st->funcs.len / sizeof(uint64_t);
-	m->has_functions = true;
-	return slots[h].id;
+	uint64_t id = id_get(&st->fhash, st->fhash_n - 1, key, &st->funcs,
+	    sidx);
+	if (id != 0)
+		m->has_functions = true;
+	return id;
 }
 
 static void pprof_emit_locations(pprof_state_t *st) {
