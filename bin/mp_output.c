@@ -511,9 +511,26 @@ mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,
 		    bytes ? "bytes" : "objects", mp_pct(node[i].value, total));
 		fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
 		    "height=\"%d\" rx=\"2\" fill=\"rgb(%d,%d,%d)\" "
-		    "data-fill=\"rgb(%d,%d,%d)\"/><text x=\"%.2f\" y=\"%d\">"
-		    "</text></g>\n", x, y, w, fh - 1, r, g, b, r, g, b, x + 3,
-		    y + fh - 4);
+		    "data-fill=\"rgb(%d,%d,%d)\"/><text x=\"%.2f\" y=\"%d\">",
+		    x, y, w, fh - 1, r, g, b, r, g, b, x + 3, y + fh - 4);
+		/* The label as it fits (about 7 pixels a character), also
+		 * for viewers that do not run the script (which redoes it
+		 * when zooming). */
+		long fit = (long)((w - 6) / 7);
+		size_t len = strlen(name);
+		if (fit >= 3) {
+			char label[256];
+			if ((size_t)fit >= len && len < sizeof(label)) {
+				snprintf(label, sizeof(label), "%s", name);
+			} else {
+				if (fit > (long)sizeof(label) - 3)
+					fit = (long)sizeof(label) - 3;
+				snprintf(label, sizeof(label), "%.*s..",
+				    (int)(fit - 2), name);
+			}
+			mp_xml(f, label);
+		}
+		fprintf(f, "</text></g>\n");
 	}
 	fprintf(f, "</g>\n<script type=\"text/ecmascript\"><![CDATA[\n%s]]>"
 	    "</script>\n</svg>\n", mp_flame_js);
