@@ -129,6 +129,8 @@ typedef struct {
 	long limit;		/* -n: rows, stacks or nodes; -1: all */
 	const char *focus, *ignore, *base, *output, *title;
 	const char *debug_dir;
+	bool lines;		/* --lines: "function file:line" */
+	bool demangle;		/* c++filt, unless --no-demangle */
 	uint64_t max_bytes;
 	const char *program;
 	const char **profiles;
@@ -179,6 +181,11 @@ mp_cmd_help(mp_cmd_t cmd) {
 			printf("  --base BASE       subtract the profile BASE "
 			    "first (what grew since)\n");
 	}
+	printf("  --lines           name frames \"function file:line\" (DWARF "
+	    ".debug_line)\n"
+	    "  --functions       function names only (default)\n"
+	    "  --no-demangle     leave C++ names mangled (default: c++filt "
+	    "when installed)\n");
 	printf("  --debug-dir DIR   where separate debug files are looked "
 	    "for\n"
 	    "                    (default /usr/lib/debug: .build-id/xx/"
@@ -221,7 +228,7 @@ mp_parse_count(const char *s, uint64_t *out) {
 enum {
 	OPT_INUSE_SPACE = 256, OPT_INUSE_OBJECTS, OPT_ALLOC_SPACE,
 	OPT_ALLOC_OBJECTS, OPT_FOCUS, OPT_IGNORE, OPT_BASE, OPT_MAX_BYTES,
-	OPT_DEBUG_DIR, OPT_TITLE
+	OPT_DEBUG_DIR, OPT_TITLE, OPT_LINES, OPT_FUNCTIONS, OPT_NO_DEMANGLE
 };
 
 static const struct option mp_long_opts[] = {
@@ -242,6 +249,9 @@ static const struct option mp_long_opts[] = {
 	{ "max-bytes", required_argument, NULL, OPT_MAX_BYTES },
 	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 	{ "title", required_argument, NULL, OPT_TITLE },
+	{ "lines", no_argument, NULL, OPT_LINES },
+	{ "functions", no_argument, NULL, OPT_FUNCTIONS },
+	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -251,6 +261,7 @@ mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 	o->which = MP_INUSE_SPACE;
 	o->limit = -1;
 	o->debug_dir = "/usr/lib/debug";
+	o->demangle = true;
 	optind = 1;
 	opterr = 0;
 	int c;
@@ -277,6 +288,9 @@ mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 		case OPT_BASE: o->base = optarg; break;
 		case OPT_DEBUG_DIR: o->debug_dir = optarg; break;
 		case OPT_TITLE: o->title = optarg; break;
+		case OPT_LINES: o->lines = true; break;
+		case OPT_FUNCTIONS: o->lines = false; break;
+		case OPT_NO_DEMANGLE: o->demangle = false; break;
 		case OPT_MAX_BYTES:
 			if (!mp_parse_count(optarg, &o->max_bytes))
 				return mp_usage_error(o, "--max-bytes needs a "
@@ -454,6 +468,85 @@ mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
 	free(pm.key);
 	free(pm.id);
 	free(pm.alloc);
+}
+
+/* ---- C++ names: c++filt, when installed, turns _Z... into source names.
+ * One run for all the names; without c++filt they stay mangled. */
+static void
+mp_demangle(mp_report_t *rep) {
+	size_t n = mp_report_nnames(rep), count = 0;
+	for (size_t i = 0; i < n; i++)
+		count += strncmp(mp_report_name(rep, (uint32_t)i), "_Z", 2) == 0;
+	if (count == 0)
+		return;
+	/* The names go through a file, not a pipe both ways: c++filt
+	 * writes as it reads, and a full pipe each way would deadlock. */
+	const char *tmpdir = getenv("TMPDIR");
+	char inpath[4096];
+	snprintf(inpath, sizeof(inpath), "%s/malloc-prof.XXXXXX",
+	    tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+	int fd = mkstemp(inpath);
+	if (fd < 0)
+		return;
+	unlink(inpath);
+	FILE *f = fdopen(fd, "w+");
+	if (f == NULL) {
+		close(fd);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *name = mp_report_name(rep, (uint32_t)i);
+		if (strncmp(name, "_Z", 2) == 0)	/* up to " file:line" */
+			fprintf(f, "%.*s\n", (int)strcspn(name, " "), name);
+	}
+	if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return;
+	}
+	int out[2];
+	if (pipe(out) != 0) {
+		fclose(f);
+		return;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fileno(f), 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_addclose(&fa, out[0]);
+	char *args[] = { "c++filt", NULL };
+	pid_t pid;
+	int r = posix_spawnp(&pid, "c++filt", &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(out[1]);
+	fclose(f);
+	if (r != 0) {
+		close(out[0]);
+		return;
+	}
+	FILE *res = fdopen(out[0], "r");
+	char *line = NULL;
+	size_t cap = 0;
+	for (size_t i = 0; res != NULL && i < n; i++) {
+		const char *name = mp_report_name(rep, (uint32_t)i);
+		if (strncmp(name, "_Z", 2) != 0)
+			continue;
+		ssize_t len = getline(&line, &cap, res);
+		if (len <= 0)
+			break;
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		const char *rest = name + strcspn(name, " ");
+		char *full = mp_xmalloc((size_t)len + strlen(rest) + 1);
+		sprintf(full, "%s%s", line, rest);
+		mp_report_rename(rep, (uint32_t)i, full);
+		free(full);
+	}
+	free(line);
+	if (res != NULL)
+		fclose(res);
+	else
+		close(out[0]);
+	waitpid(pid, NULL, 0);
 }
 
 /* ---- info */
@@ -645,7 +738,7 @@ mp_run(mp_opts_t *o) {
 		if (!mp_profile_read(file, &profs[nread]))
 			goto out;
 	}
-	sym = mp_sym_new(o->program, o->debug_dir);
+	sym = mp_sym_new(o->program, o->debug_dir, o->lines);
 	if (o->cmd == CMD_INFO) {
 		mp_cmd_info(o, sym, profs);
 		status = MP_EXIT_OK;
@@ -654,6 +747,8 @@ mp_run(mp_opts_t *o) {
 	rep = mp_report_new();
 	for (int i = 0; i < nprof; i++)
 		mp_add_profile(rep, sym, &profs[i], i < o->nprofiles ? 1 : -1);
+	if (o->demangle)
+		mp_demangle(rep);
 	mp_report_finish(rep, o->which, have_focus ? &focus : NULL,
 	    have_ignore ? &ignore : NULL);
 	bool bytes = o->which == MP_INUSE_SPACE || o->which == MP_ALLOC_SPACE;

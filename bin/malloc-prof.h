@@ -84,12 +84,24 @@ const mp_mapping_t *mp_profile_mapping(const mp_profile_t *prof, uint64_t pc);
 /* Whether the file starts like an ELF file (PROGRAM rather than PROFILE). */
 bool mp_file_is_elf(const char *file);
 
+/* ---- mp_dwarf.c: DWARF line tables */
+typedef struct mp_lines mp_lines_t;
+/* The line table of the ELF image IMG, or NULL if it has none or it
+ * cannot be read (*why then says why, else NULL). */
+mp_lines_t *mp_lines_load(const uint8_t *img, size_t size, const char **why);
+/* File and line of the instruction at ADDR (the file's own addresses). */
+bool mp_lines_find(const mp_lines_t *l, uint64_t addr, const char **file,
+    unsigned *line);
+void mp_lines_free(mp_lines_t *l);
+
 /* ---- mp_symbolize.c: ELF symbol tables */
 typedef struct mp_symbolizer mp_symbolizer_t;
 typedef struct mp_elf mp_elf_t;
 /* PROGRAM (or NULL) replaces the mapped file of the same base name;
- * DEBUG_DIR is where separate debug files are looked for. */
-mp_symbolizer_t *mp_sym_new(const char *program, const char *debug_dir);
+ * DEBUG_DIR is where separate debug files are looked for; LINES adds
+ * " file:line" to the names of functions. */
+mp_symbolizer_t *mp_sym_new(const char *program, const char *debug_dir,
+    bool lines);
 void mp_sym_free(mp_symbolizer_t *sym);
 /* The name of the frame at PC of PROF (innermost frame: LEAF), in a buffer
  * valid until the next call.  Warns once per file that cannot name it. */
@@ -124,6 +136,9 @@ mp_report_t *mp_report_new(void);
 void mp_report_free(mp_report_t *rep);
 uint32_t mp_report_intern(mp_report_t *rep, const char *name);
 const char *mp_report_name(const mp_report_t *rep, uint32_t id);
+size_t mp_report_nnames(const mp_report_t *rep);
+/* Renames name ID (demangling): only after the last mp_report_intern. */
+void mp_report_rename(mp_report_t *rep, uint32_t id, const char *name);
 /* Adds SIGN times VAL to the stack FRAMES (root first). */
 void mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
     const double *val, int sign);

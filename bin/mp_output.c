@@ -139,6 +139,17 @@ mp_report_name(const mp_report_t *rep, uint32_t id) {
 	return rep->names[id];
 }
 
+size_t
+mp_report_nnames(const mp_report_t *rep) {
+	return rep->nnames;
+}
+
+void
+mp_report_rename(mp_report_t *rep, uint32_t id, const char *name) {
+	free(rep->names[id]);
+	rep->names[id] = mp_xstrdup(name);
+}
+
 void
 mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
     const double *val, int sign) {

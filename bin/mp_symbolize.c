@@ -59,12 +59,15 @@ struct mp_elf {
 	char *debug_file;
 	char *debug_note;	/* why no debug file was used, for warnings */
 	bool warned;
+	mp_lines_t *lines;	/* --lines: loaded at the first lookup */
+	bool lines_tried;
 };
 
 struct mp_symbolizer {
 	char *program;		/* PROGRAM, or NULL */
 	const char *program_base;
 	char *debug_dir;
+	bool lines;		/* --lines */
 	mp_elf_t **elves;
 	size_t nelves, cap;
 	mp_elf_t *last;		/* the file of the previous lookup */
@@ -375,7 +378,13 @@ mp_elf_load(mp_symbolizer_t *sym, mp_elf_t *e) {
 	for (size_t i = 0; i < nsh; i++)
 		if (sh[i].sh_type == SHT_DYNSYM)
 			mp_add_syms(e, b, sh, nsh, &sh[i], &cap);
-	if (!e->has_symtab)
+	/* The debug file has the symbols a stripped file lacks, and the
+	 * line table when --lines asks for one the file does not have. */
+	bool has_lines = false;
+	for (size_t i = 0; i < nsh; i++)
+		has_lines |= sh[i].sh_type == SHT_PROGBITS &&
+		    strcmp(mp_shname(b, eh, sh, nsh, &sh[i]), ".debug_line") == 0;
+	if (!e->has_symtab || (sym->lines && !has_lines))
 		mp_find_debug(sym, e, b, eh, sh, nsh);
 	/* A shared library (ET_DYN without an interpreter, unlike a PIE
 	 * executable) that defines malloc is an allocator: see
@@ -396,8 +405,9 @@ mp_elf_load(mp_symbolizer_t *sym, mp_elf_t *e) {
 }
 
 mp_symbolizer_t *
-mp_sym_new(const char *program, const char *debug_dir) {
+mp_sym_new(const char *program, const char *debug_dir, bool lines) {
 	mp_symbolizer_t *sym = mp_xcalloc(1, sizeof(*sym));
+	sym->lines = lines;
 	if (program != NULL) {
 		sym->program = mp_xstrdup(program);
 		sym->program_base = mp_basename(sym->program);
@@ -418,6 +428,7 @@ mp_sym_free(mp_symbolizer_t *sym) {
 		free(e->syms);
 		free(e->debug_file);
 		free(e->debug_note);
+		mp_lines_free(e->lines);
 		free(e);
 	}
 	free(sym->elves);
@@ -492,6 +503,23 @@ mp_warn_file(mp_symbolizer_t *sym, mp_elf_t *e, const char *base) {
 	}
 }
 
+/* The line table of E: its own, else its debug file's; one warning if
+ * it cannot be read. */
+static const mp_lines_t *
+mp_elf_lines(mp_elf_t *e) {
+	if (e->lines_tried)
+		return e->lines;
+	e->lines_tried = true;
+	const char *why = NULL, *why2 = NULL;
+	e->lines = mp_lines_load(e->file.data, e->file.size, &why);
+	if (e->lines == NULL && e->debug.data != NULL)
+		e->lines = mp_lines_load(e->debug.data, e->debug.size, &why2);
+	if (e->lines == NULL && (why != NULL || why2 != NULL))
+		mp_warn("warning: no line numbers for \"%s\": %s", e->debug_file ?
+		    e->debug_file : e->path, why2 ? why2 : why);
+	return e->lines;
+}
+
 const char *
 mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
     bool leaf) {
@@ -545,7 +573,14 @@ mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
 	uint64_t vaddr = off - ld->offset + ld->vaddr;
 	const mp_sym_t *s = mp_sym_lookup(e, vaddr);
 	if (s != NULL) {
-		snprintf(sym->buf, sizeof(sym->buf), "%s", s->name);
+		const char *file;
+		unsigned line;
+		if (sym->lines && mp_elf_lines(e) != NULL &&
+		    mp_lines_find(e->lines, vaddr, &file, &line))
+			snprintf(sym->buf, sizeof(sym->buf), "%s %s:%u",
+			    s->name, file, line);
+		else
+			snprintf(sym->buf, sizeof(sym->buf), "%s", s->name);
 		return sym->buf;
 	}
 	if (!e->has_symtab)

@@ -9,6 +9,10 @@
  *   middle() alloc_c() keeps  16 x 4 KiB    =  65536 bytes
  *   mp_cs_in_lib()     keeps  16 x 2 KiB    =  32768 bytes (in the shared
  *                      library test/bin/libmpcallee.la)
+ *   mp::callee::keep() keeps   1 x 4 KiB    =   4096 bytes (a C function
+ *                      under a mangled name, in the library)
+ *                      (both allocate through cs_alloc, which is then the
+ *                      leaf of their stacks)
  *   churn()            allocates and frees 10 x 64 KiB (nothing left)
  *   grow()             keeps  10 x 4 KiB    =  40960 bytes, after the
  *                      dump to the file named by argv[1], if any
@@ -35,6 +39,7 @@
 #include <string.h>
 
 void mp_cs_in_lib(void *(*alloc)(size_t));
+void mp_cs_keep(void *(*alloc)(size_t)) __asm__("_ZN2mp6callee4keepEv");
 
 static void *keep_a[100], *keep_b[40], *keep_c[16], *keep_g[10];
 
@@ -105,6 +110,7 @@ main(int argc, char **argv) {
 	alloc_b();
 	middle();
 	mp_cs_in_lib(cs_alloc);
+	mp_cs_keep(cs_alloc);
 	churn();
 #ifdef MP_CS_WITH_LIB
 	if (argc == 2) {

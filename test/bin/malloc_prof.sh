@@ -38,7 +38,7 @@ expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
 # show FILE...: a failed check's evidence, as TAP comments.
 show() { sed 's/^/# /' "$@" | head -n 40; }
 
-echo "1..41"
+echo "1..44"
 for f in "$mp" "$cs" "$plain"; do
 	if [ ! -x "$f" ]; then
 		echo "Bail out! $f is missing"
@@ -57,9 +57,15 @@ else
 fi
 unset MALLOC_CONF MP_MALLOC_CONF 2>/dev/null || :
 
-# value FILE NAME: the flat column of NAME's row in top output FILE.
-flat() { awk -v f="$2" '$6 == f { print $1; exit }' "$1"; }
-cum() { awk -v f="$2" '$6 == f { print $4; exit }' "$1"; }
+# flat FILE NAME, cum FILE NAME: the flat or cum column of NAME's row in
+# top output FILE (names may hold spaces: --lines, C++).
+row() {
+	awk -v f="$2" -v c="$3" '{ n = $0
+		sub(/^ *[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ /, "", n)
+		if (n == f) { print $c; exit } }' "$1"
+}
+flat() { row "$1" "$2" 1; }
+cum() { row "$1" "$2" 4; }
 total() { sed -n 's/^Total: \(-\{0,1\}[0-9]*\) .*/\1/p' "$1"; }
 
 # ---- 1-3: the jemalloc-format fixture (hand-checked: 5: 240 at
@@ -201,7 +207,7 @@ if [ "$have_prof" = 1 ]; then
 	for f in "$tmp"/cs.*.f.heap; do [ -f "$f" ] && final=$f; done
 fi
 if [ "$have_prof" != 1 ]; then
-	while [ "$n" -lt 41 ]; do
+	while [ "$n" -lt 44 ]; do
 		skip "built with --disable-prof: no dumps of our own"
 	done
 	exit 0
@@ -222,7 +228,7 @@ l=$(cum "$tmp/top" mp_cs_in_lib)
 # The library's function allocates through cs_alloc (a pointer): cs_alloc
 # is flat, mp_cs_in_lib cumulative.
 if [ "$rc" = 0 ] && [ "$a/$b/$c/$g/$l" = 102400/327680/65536/40960/32768 ] &&
-    [ "$(flat "$tmp/top" cs_alloc)" = 32768 ]; then
+    [ "$(flat "$tmp/top" cs_alloc)" = 36864 ]; then
 	ok "top: flat bytes of alloc_a/b/c, grow, cs_alloc; mp_cs_in_lib's cum"
 else
 	fail "top: status $rc, got $a/$b/$c/$g/$l"
@@ -402,6 +408,32 @@ sed "s|$libpath\$|$libpath (deleted)|" "$final" >"$tmp/deleted.heap"
 [ "$(grep -c 'was deleted or replaced' "$tmp/de.err")" = 1 ] &&
     grep -q 'libmpcallee.so+0x' "$tmp/de.top"
 expect $? "a deleted library: the warning says it was deleted, once"
+
+# --lines: DWARF 5 (the program) and DWARF 4 (the library) line tables.
+"$mp" top --lines "$final" >"$tmp/lines" 2>"$tmp/lines.err"
+la=$(grep -n 'keep_a\[i\] = malloc(1024)' "$srcdir/test/bin/callsites.c" | cut -d: -f1)
+ll=$(grep -n 'keep\[i\] = alloc(2048)' "$srcdir/test/bin/callee.c" | cut -d: -f1)
+if awk -v l="callsites.c:$la" '$1 == 102400 && $6 == "alloc_a" && $7 ~ ("/test/bin/" l "$") { k++ } END { exit !k }' "$tmp/lines"; then
+	ok "--lines: alloc_a at test/bin/callsites.c:$la (DWARF 5)"
+else
+	fail "--lines: no 'alloc_a .../test/bin/callsites.c:$la' row"
+	show "$tmp/lines" "$tmp/lines.err"
+fi
+dv=$(readelf --debug-dump=rawline "$(dirname "$cs")/.libs/libmpcallee.so" 2>/dev/null |
+    sed -n 's/.*DWARF Version: *\([0-9]*\).*/\1/p' | sort -u | tr '\n' ' ')
+if awk -v l="callee.c:$ll" '$4 == 32768 && $6 == "mp_cs_in_lib" && $7 ~ ("/test/bin/" l "$") { k++ } END { exit !k }' "$tmp/lines"; then
+	ok "--lines: mp_cs_in_lib at test/bin/callee.c:$ll (DWARF versions: $dv)"
+else
+	fail "--lines: no 'mp_cs_in_lib .../test/bin/callee.c:$ll' row (DWARF versions: $dv)"
+	show "$tmp/lines" "$tmp/lines.err"
+fi
+# C++ names: c++filt when installed, else as they are.
+if command -v c++filt >/dev/null 2>&1; then
+	want='mp::callee::keep()'
+else
+	want=_ZN2mp6callee4keepEv
+fi
+check "C++ name: $want (4096 bytes cumulative)" [ "$(cum "$tmp/top" "$want")" = 4096 ]
 
 # 38: two profiles add up.
 "$mp" top "$final" "$final" >"$tmp/two" 2>/dev/null
