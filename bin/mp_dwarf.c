@@ -498,7 +498,7 @@ mp_lines_load(const uint8_t *img, size_t size, const char **why) {
 	if (size < sizeof(Elf64_Ehdr))
 		return NULL;
 	const Elf64_Ehdr *eh = (const void *)img;
-	if (eh->e_shoff == 0 || eh->e_shoff > size ||
+	if (eh->e_shoff == 0 || eh->e_shoff % 8 != 0 || eh->e_shoff > size ||
 	    (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > size - eh->e_shoff ||
 	    eh->e_shstrndx >= eh->e_shnum)
 		return NULL;
@@ -551,7 +551,8 @@ mp_lines_load(const uint8_t *img, size_t size, const char **why) {
 	free(sl.owned);
 	free(ss.owned);
 	free(sls.owned);
-	qsort(l->rows, l->nrows, sizeof(*l->rows), mp_lrow_cmp);
+	if (l->nrows > 0)
+		qsort(l->rows, l->nrows, sizeof(*l->rows), mp_lrow_cmp);
 	return l;
 }
 

@@ -325,7 +325,8 @@ mp_sample_name_cmp(const void *a, const void *b) {
 void
 mp_out_collapsed(const mp_report_t *rep, FILE *f) {
 	mp_sample_t *s = mp_xmalloc((rep->nsamples + 1) * sizeof(*s));
-	memcpy(s, rep->samples, rep->nsamples * sizeof(*s));
+	if (rep->nsamples > 0)
+		memcpy(s, rep->samples, rep->nsamples * sizeof(*s));
 	mp_sort_rep = rep;
 	qsort(s, rep->nsamples, sizeof(*s), mp_sample_name_cmp);
 	for (size_t i = 0; i < rep->nsamples; i++) {
@@ -349,7 +350,8 @@ mp_sample_v_cmp(const void *a, const void *b) {
 void
 mp_out_leaks(const mp_report_t *rep, FILE *f, long limit) {
 	mp_sample_t *s = mp_xmalloc((rep->nsamples + 1) * sizeof(*s));
-	memcpy(s, rep->samples, rep->nsamples * sizeof(*s));
+	if (rep->nsamples > 0)
+		memcpy(s, rep->samples, rep->nsamples * sizeof(*s));
 	mp_sort_rep = rep;
 	qsort(s, rep->nsamples, sizeof(*s), mp_sample_v_cmp);
 	for (size_t i = 0; i < rep->nsamples && (limit < 0 || (long)i < limit);
@@ -615,7 +617,8 @@ mp_out_dot(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
 			edges[nedges++] = (mp_edge_t){ a, b, s->v };
 		}
 	}
-	qsort(edges, nedges, sizeof(*edges), mp_edge_cmp);
+	if (nedges > 0)
+		qsort(edges, nedges, sizeof(*edges), mp_edge_cmp);
 	size_t m = 0;
 	for (size_t i = 0; i < nedges; i++) {
 		if (m > 0 && edges[m - 1].from == edges[i].from &&

@@ -385,7 +385,8 @@ mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 		    "again", c->file);
 		return false;
 	}
-	qsort(prof->maps, prof->nmaps, sizeof(*prof->maps), mp_map_cmp);
+	if (prof->nmaps > 0)
+		qsort(prof->maps, prof->nmaps, sizeof(*prof->maps), mp_map_cmp);
 	return true;
 
 not_heap:

@@ -149,7 +149,8 @@ mp_ehdr(const mp_blob_t *b, const char **why) {
 static const Elf64_Shdr *
 mp_shdrs(const mp_blob_t *b, const Elf64_Ehdr *eh, size_t *n) {
 	*n = 0;
-	if (eh->e_shoff == 0 || !mp_in(b, eh->e_shoff,
+	/* Misaligned tables are not from a linker: damaged, not read. */
+	if (eh->e_shoff == 0 || eh->e_shoff % 8 != 0 || !mp_in(b, eh->e_shoff,
 	    (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)))
 		return NULL;
 	*n = eh->e_shnum;
@@ -178,7 +179,7 @@ mp_build_id(const mp_blob_t *b, const Elf64_Ehdr *eh, char *out) {
 	size_t nsh;
 	const Elf64_Shdr *sh = mp_shdrs(b, eh, &nsh);
 	for (size_t i = 0; i < nsh; i++) {
-		if (sh[i].sh_type != SHT_NOTE ||
+		if (sh[i].sh_type != SHT_NOTE || sh[i].sh_offset % 4 != 0 ||
 		    !mp_in(b, sh[i].sh_offset, sh[i].sh_size))
 			continue;
 		const uint8_t *p = b->data + sh[i].sh_offset;
@@ -208,7 +209,7 @@ static void
 mp_add_syms(mp_elf_t *e, const mp_blob_t *b, const Elf64_Shdr *sh, size_t nsh,
     const Elf64_Shdr *s, size_t *cap) {
 	if (s->sh_entsize != sizeof(Elf64_Sym) || s->sh_link >= nsh ||
-	    !mp_in(b, s->sh_offset, s->sh_size))
+	    s->sh_offset % 8 != 0 || !mp_in(b, s->sh_offset, s->sh_size))
 		return;
 	const Elf64_Shdr *str = &sh[s->sh_link];
 	if (!mp_in(b, str->sh_offset, str->sh_size) || str->sh_size == 0)
@@ -350,7 +351,7 @@ mp_elf_load(mp_symbolizer_t *sym, mp_elf_t *e) {
 	const Elf64_Ehdr *eh = mp_ehdr(b, &e->bad);
 	if (eh == NULL)
 		return;
-	if (eh->e_phnum == 0 || !mp_in(b, eh->e_phoff,
+	if (eh->e_phnum == 0 || eh->e_phoff % 8 != 0 || !mp_in(b, eh->e_phoff,
 	    (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr))) {
 		e->bad = "no program headers (not a loadable ELF file)";
 		return;
@@ -395,7 +396,8 @@ mp_elf_load(mp_symbolizer_t *sym, mp_elf_t *e) {
 			    strcmp(e->syms[i].name, "mp_malloc") == 0 ||
 			    strcmp(e->syms[i].name, "je_malloc") == 0;
 	}
-	qsort(e->syms, e->nsyms, sizeof(*e->syms), mp_sym_cmp);
+	if (e->nsyms > 0)
+		qsort(e->syms, e->nsyms, sizeof(*e->syms), mp_sym_cmp);
 	/* One entry per address: the best-ranked name, sorted first. */
 	size_t n = 0;
 	for (size_t i = 0; i < e->nsyms; i++)
