@@ -158,8 +158,7 @@ mp_cmd_help(mp_cmd_t cmd) {
 	if (cmd == CMD_LEAKS)
 		printf("  --max-bytes N     allowed bytes in use (default 0); "
 		    "more: exit status 1\n");
-	if (cmd == CMD_FLAMEGRAPH || cmd == CMD_SVG || cmd == CMD_DOT ||
-	    cmd == CMD_COLLAPSED || cmd == CMD_TOP || cmd == CMD_DIFF)
+	if (cmd != CMD_INFO)
 		printf("  -o, --output FILE write there instead of standard "
 		    "output\n");
 	if (cmd == CMD_FLAMEGRAPH)

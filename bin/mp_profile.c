@@ -179,7 +179,6 @@ mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
 static bool
 mp_parse_map(const mp_cursor_t *c, mp_mapping_t *m) {
 	const char *p = c->line, *e = c->eol;
-	uint64_t dummy;
 	if (!mp_parse_u64(&p, e, true, &m->start) || !mp_expect(&p, e, "-") ||
 	    !mp_parse_u64(&p, e, true, &m->end) || m->end < m->start)
 		return false;
@@ -195,7 +194,7 @@ mp_parse_map(const mp_cursor_t *c, mp_mapping_t *m) {
 	while (p < e && *p != ' ' && *p != '\t')	/* device */
 		p++;
 	p = mp_skip_spaces(p, e);
-	if (!mp_parse_u64(&p, e, false, &dummy))	/* inode */
+	if (!mp_parse_u64(&p, e, false, &m->inode))
 		return false;
 	p = mp_skip_spaces(p, e);
 	size_t len = (size_t)(e - p);

@@ -41,6 +41,7 @@ typedef struct {
 typedef struct {
 	const uint8_t *data;
 	size_t size;
+	uint64_t inode;
 } mp_blob_t;
 
 struct mp_elf {
@@ -59,6 +60,7 @@ struct mp_elf {
 	char *debug_file;
 	char *debug_note;	/* why no debug file was used, for warnings */
 	bool warned;
+	bool inode_checked;
 	mp_lines_t *lines;	/* --lines: loaded at the first lookup */
 	bool lines_tried;
 };
@@ -102,6 +104,7 @@ mp_blob_open(const char *path, mp_blob_t *b, int *err) {
 	}
 	b->data = p;
 	b->size = (size_t)st.st_size;
+	b->inode = (uint64_t)st.st_ino;
 	return true;
 }
 
@@ -439,6 +442,24 @@ mp_sym_free(mp_symbolizer_t *sym) {
 	free(sym);
 }
 
+/* Our dumps carry no build IDs yet, but the memory map has each file's
+ * inode: a different one at the same path means the file was rebuilt or
+ * replaced since (or this is another machine), and names may be wrong.
+ * Not checked for PROGRAM, which the user chose. */
+static void
+mp_check_inode(mp_elf_t *e, const mp_mapping_t *m) {
+	if (e->inode_checked || e->file.data == NULL || m->inode == 0 ||
+	    strcmp(e->path, e->key) != 0)
+		return;
+	e->inode_checked = true;
+	if (e->file.inode != m->inode)
+		mp_warn("warning: \"%s\" is not the file the program mapped "
+		    "(inode %" PRIu64 " in the profile, %" PRIu64 " now): it "
+		    "was rebuilt or replaced since, or this is another "
+		    "machine; its names are right only if it is the same "
+		    "build", e->path, m->inode, e->file.inode);
+}
+
 static mp_elf_t *
 mp_elf_get(mp_symbolizer_t *sym, const char *key) {
 	if (sym->last != NULL && strcmp(sym->last->key, key) == 0)
@@ -555,6 +576,7 @@ mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
 		return sym->buf;
 	}
 	mp_elf_t *e = mp_elf_get(sym, m->path);
+	mp_check_inode(e, m);
 	if (e->err != 0 || e->bad != NULL) {
 		mp_warn_file(sym, e, base);
 		snprintf(sym->buf, sizeof(sym->buf), "%s+0x%" PRIx64, base, off);
@@ -608,6 +630,7 @@ mp_sym_file(mp_symbolizer_t *sym, const mp_mapping_t *map, const char **why) {
 		return NULL;
 	}
 	mp_elf_t *e = mp_elf_get(sym, map->path);
+	mp_check_inode(e, map);
 	if (e->err != 0) {
 		*why = strerror(e->err);
 		return NULL;

@@ -38,7 +38,7 @@ expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
 # show FILE...: a failed check's evidence, as TAP comments.
 show() { sed 's/^/# /' "$@" | head -n 40; }
 
-echo "1..44"
+echo "1..45"
 for f in "$mp" "$cs" "$plain"; do
 	if [ ! -x "$f" ]; then
 		echo "Bail out! $f is missing"
@@ -207,7 +207,7 @@ if [ "$have_prof" = 1 ]; then
 	for f in "$tmp"/cs.*.f.heap; do [ -f "$f" ] && final=$f; done
 fi
 if [ "$have_prof" != 1 ]; then
-	while [ "$n" -lt 44 ]; do
+	while [ "$n" -lt 45 ]; do
 		skip "built with --disable-prof: no dumps of our own"
 	done
 	exit 0
@@ -434,6 +434,14 @@ else
 	want=_ZN2mp6callee4keepEv
 fi
 check "C++ name: $want (4096 bytes cumulative)" [ "$(cum "$tmp/top" "$want")" = 4096 ]
+
+# A file replaced since the dump (another inode in the memory map): one
+# warning, and the names still come from the file found.
+awk -v lib="$libpath" '$NF == lib { $5 = $5 + 1 } { print }' "$final" >"$tmp/inode.heap"
+"$mp" top "$tmp/inode.heap" >"$tmp/in.top" 2>"$tmp/in.err"
+[ "$(grep -c 'libmpcallee.so" is not the file the program mapped (inode' "$tmp/in.err")" = 1 ] &&
+    [ "$(cum "$tmp/in.top" mp_cs_in_lib)" = 32768 ]
+expect $? "a replaced library (another inode): one warning, still named"
 
 # 38: two profiles add up.
 "$mp" top "$final" "$final" >"$tmp/two" 2>/dev/null
