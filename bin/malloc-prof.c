@@ -130,6 +130,7 @@ typedef struct {
 	const char *focus, *ignore, *base, *output, *title;
 	const char *debug_dir;
 	bool lines;		/* --lines: "function file:line" */
+	int64_t thread;		/* --thread N, or -1: all threads */
 	bool demangle;		/* c++filt, unless --no-demangle */
 	uint64_t max_bytes;
 	const char *program;
@@ -175,7 +176,9 @@ mp_cmd_help(mp_cmd_t cmd) {
 		    "  --focus REGEX     only stacks with a function matching "
 		    "REGEX (POSIX ERE)\n"
 		    "  --ignore REGEX    leave out stacks with a function "
-		    "matching REGEX\n");
+		    "matching REGEX\n"
+		    "  --thread N        only what thread tN allocated (the "
+		    "uids of `info`)\n");
 		if (cmd != CMD_DIFF)
 			printf("  --base BASE       subtract the profile BASE "
 			    "first (what grew since)\n");
@@ -227,7 +230,8 @@ mp_parse_count(const char *s, uint64_t *out) {
 enum {
 	OPT_INUSE_SPACE = 256, OPT_INUSE_OBJECTS, OPT_ALLOC_SPACE,
 	OPT_ALLOC_OBJECTS, OPT_FOCUS, OPT_IGNORE, OPT_BASE, OPT_MAX_BYTES,
-	OPT_DEBUG_DIR, OPT_TITLE, OPT_LINES, OPT_FUNCTIONS, OPT_NO_DEMANGLE
+	OPT_DEBUG_DIR, OPT_TITLE, OPT_LINES, OPT_FUNCTIONS, OPT_NO_DEMANGLE,
+	OPT_THREAD
 };
 
 static const struct option mp_long_opts[] = {
@@ -249,6 +253,7 @@ static const struct option mp_long_opts[] = {
 	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 	{ "title", required_argument, NULL, OPT_TITLE },
 	{ "lines", no_argument, NULL, OPT_LINES },
+	{ "thread", required_argument, NULL, OPT_THREAD },
 	{ "functions", no_argument, NULL, OPT_FUNCTIONS },
 	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
 	{ NULL, 0, NULL, 0 },
@@ -261,6 +266,7 @@ mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 	o->limit = -1;
 	o->debug_dir = "/usr/lib/debug";
 	o->demangle = true;
+	o->thread = -1;
 	optind = 1;
 	opterr = 0;
 	int c;
@@ -288,6 +294,12 @@ mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 		case OPT_DEBUG_DIR: o->debug_dir = optarg; break;
 		case OPT_TITLE: o->title = optarg; break;
 		case OPT_LINES: o->lines = true; break;
+		case OPT_THREAD:
+			if (!mp_parse_count(optarg, &v) || v > INT64_MAX)
+				return mp_usage_error(o, "--thread needs a thread "
+				    "number (N of a tN line), got \"%s\"", optarg);
+			o->thread = (int64_t)v;
+			break;
 		case OPT_FUNCTIONS: o->lines = false; break;
 		case OPT_NO_DEMANGLE: o->demangle = false; break;
 		case OPT_MAX_BYTES:
@@ -417,14 +429,28 @@ mp_pc_name(mp_pcmap_t *pm, mp_symbolizer_t *sym, mp_report_t *rep,
 	return pm->id[j];
 }
 
+/* THREAD >= 0: only what thread tTHREAD allocated (its lines of each
+ * stack, unbiased the same way), as jeprof's --thread. */
 static void
 mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
-    const mp_profile_t *prof, int sign) {
+    const mp_profile_t *prof, int sign, int64_t thread) {
 	mp_pcmap_t pm = { 0 };
 	uint32_t *frames = NULL;
 	uint32_t cap = 0;
 	for (size_t i = 0; i < prof->nstacks; i++) {
 		const mp_stack_t *s = &prof->stacks[i];
+		double tval[MP_NVALUES];
+		const double *val = s->val;
+		if (thread >= 0) {
+			uint32_t t = 0;
+			while (t < s->nthreads &&
+			    s->threads[t].uid != (uint64_t)thread)
+				t++;
+			if (t == s->nthreads)
+				continue;
+			mp_unbias_cnt(prof->period, &s->threads[t].cnt, tval);
+			val = tval;
+		}
 		if (s->npcs > cap) {
 			cap = s->npcs;
 			frames = mp_xrealloc(frames, cap * sizeof(*frames));
@@ -461,7 +487,7 @@ mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
 			frames[a] = frames[b];
 			frames[b] = t;
 		}
-		mp_report_add(rep, frames + cut, n, s->val, sign);
+		mp_report_add(rep, frames + cut, n, val, sign);
 	}
 	free(frames);
 	free(pm.key);
@@ -745,7 +771,8 @@ mp_run(mp_opts_t *o) {
 	}
 	rep = mp_report_new();
 	for (int i = 0; i < nprof; i++)
-		mp_add_profile(rep, sym, &profs[i], i < o->nprofiles ? 1 : -1);
+		mp_add_profile(rep, sym, &profs[i], i < o->nprofiles ? 1 : -1,
+		    o->thread);
 	if (o->demangle)
 		mp_demangle(rep);
 	mp_report_finish(rep, o->which, have_focus ? &focus : NULL,

@@ -35,10 +35,17 @@ typedef struct {
 } mp_thread_t;
 
 typedef struct {
+	uint64_t uid;
+	mp_cnt_t cnt;
+} mp_tcnt_t;
+
+typedef struct {
 	uint64_t *pcs;		/* frame 0 innermost, as in the file */
 	uint32_t npcs;
 	mp_cnt_t raw;		/* the stack's t* line */
 	double val[MP_NVALUES];	/* unbiased as jeprof scales heap_v2 lines */
+	mp_tcnt_t *threads;	/* its tN lines, for --thread */
+	uint32_t nthreads;
 } mp_stack_t;
 
 typedef struct {
@@ -80,6 +87,8 @@ void mp_profile_free(mp_profile_t *prof);
 /* jeprof's AdjustSamples for one (objects, bytes) pair. */
 void mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
     double *ubytes);
+/* The four unbiased values of counter line CNT. */
+void mp_unbias_cnt(uint64_t period, const mp_cnt_t *cnt, double *val);
 /* The mapping holding PC, or NULL. */
 const mp_mapping_t *mp_profile_mapping(const mp_profile_t *prof, uint64_t pc);
 /* Whether the file starts like an ELF file (PROGRAM rather than PROFILE). */
@@ -144,7 +153,7 @@ void mp_report_rename(mp_report_t *rep, uint32_t id, const char *name);
 void mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
     const double *val, int sign);
 /* Keeps the stacks passing FOCUS/IGNORE (compiled regexes or NULL), rounds
- * the selected value, drops zeros.  Returns false on a regex error. */
+ * the selected value WHICH, drops zeros.  No mp_report_add after it. */
 void mp_report_finish(mp_report_t *rep, int which, const void *focus,
     const void *ignore);
 size_t mp_report_samples(const mp_report_t *rep, const mp_sample_t **out);

@@ -175,6 +175,14 @@ mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
 	*ubytes = s;
 }
 
+void
+mp_unbias_cnt(uint64_t period, const mp_cnt_t *cnt, double *val) {
+	mp_unbias(period, cnt->v[MP_INUSE_OBJECTS], cnt->v[MP_INUSE_SPACE],
+	    &val[MP_INUSE_OBJECTS], &val[MP_INUSE_SPACE]);
+	mp_unbias(period, cnt->v[MP_ALLOC_OBJECTS], cnt->v[MP_ALLOC_SPACE],
+	    &val[MP_ALLOC_OBJECTS], &val[MP_ALLOC_SPACE]);
+}
+
 /* One /proc/PID/maps line: "start-end perms offset dev inode   path". */
 static bool
 mp_parse_map(const mp_cursor_t *c, mp_mapping_t *m) {
@@ -363,18 +371,17 @@ mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 				return false;
 			}
 			cur->raw = cnt;
-			mp_unbias(prof->period, cnt.v[MP_INUSE_OBJECTS],
-			    cnt.v[MP_INUSE_SPACE], &cur->val[MP_INUSE_OBJECTS],
-			    &cur->val[MP_INUSE_SPACE]);
-			mp_unbias(prof->period, cnt.v[MP_ALLOC_OBJECTS],
-			    cnt.v[MP_ALLOC_SPACE], &cur->val[MP_ALLOC_OBJECTS],
-			    &cur->val[MP_ALLOC_SPACE]);
+			mp_unbias_cnt(prof->period, &cnt, cur->val);
 		} else if (cur->raw.v[0] == UINT64_MAX) {
 			mp_bad_line(c, "the stack's \"t*:\" line first");
 			return false;
 		}
-		/* Per-thread lines of a stack are only needed for
-		 * per-thread reports, which the tool does not make yet. */
+		if (uid != UINT64_MAX) {
+			/* Kept for --thread: most stacks have one or two. */
+			cur->threads = mp_xrealloc(cur->threads,
+			    (cur->nthreads + 1) * sizeof(*cur->threads));
+			cur->threads[cur->nthreads++] = (mp_tcnt_t){ uid, cnt };
+		}
 	}
 	if (cur != NULL && cur->raw.v[0] == UINT64_MAX)
 		goto truncated;
@@ -454,8 +461,10 @@ void
 mp_profile_free(mp_profile_t *prof) {
 	for (size_t i = 0; i < prof->nthreads; i++)
 		free(prof->threads[i].name);
-	for (size_t i = 0; i < prof->nstacks; i++)
+	for (size_t i = 0; i < prof->nstacks; i++) {
 		free(prof->stacks[i].pcs);
+		free(prof->stacks[i].threads);
+	}
 	for (size_t i = 0; i < prof->nmaps; i++)
 		free(prof->maps[i].path);
 	free(prof->threads);

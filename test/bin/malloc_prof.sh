@@ -38,7 +38,7 @@ expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
 # show FILE...: a failed check's evidence, as TAP comments.
 show() { sed 's/^/# /' "$@" | head -n 40; }
 
-echo "1..45"
+echo "1..46"
 for f in "$mp" "$cs" "$plain"; do
 	if [ ! -x "$f" ]; then
 		echo "Bail out! $f is missing"
@@ -99,6 +99,11 @@ else
 	fail "fixture: info"
 	show "$tmp/fx.info"
 fi
+
+# --thread 1: the fixture's second stack only (its t1 line, 1: 112).
+"$mp" collapsed --thread 1 "$fixture" >"$tmp/fx.t1" 2>/dev/null
+check "fixture: collapsed --thread 1 is the t1 stack, 524344 bytes" \
+    [ "$(cat "$tmp/fx.t1")" = "$(sed -n 2p "$golden")" ]
 
 # ---- 4-8: errors and usage (exit status 2, one line naming the cause).
 "$mp" top "$tmp/no-such.heap" >/dev/null 2>"$tmp/e1"
@@ -207,7 +212,7 @@ if [ "$have_prof" = 1 ]; then
 	for f in "$tmp"/cs.*.f.heap; do [ -f "$f" ] && final=$f; done
 fi
 if [ "$have_prof" != 1 ]; then
-	while [ "$n" -lt 45 ]; do
+	while [ "$n" -lt 46 ]; do
 		skip "built with --disable-prof: no dumps of our own"
 	done
 	exit 0
