@@ -442,7 +442,11 @@ mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,
 		node[0].value += s->v;
 		for (uint32_t k = 0; k < s->nframes; k++) {
 			uint64_t key = ((uint64_t)cur << 32) | s->frames[k];
-			uint64_t h = key * 0x9e3779b97f4a7c15ull;
+			/* The high half of the product mixes both the parent
+			 * and the name into the low bits the index uses. */
+			uint64_t h = (key * 0x9e3779b97f4a7c15ull) >> 32 ^ key;
+			h *= 0xff51afd7ed558ccdull;
+			h ^= h >> 33;
 			size_t j = mp_index_first(&ix, h);
 			uint32_t found = UINT32_MAX;
 			for (; ix.slot[j] != UINT32_MAX; j = mp_index_next(&ix, j)) {
