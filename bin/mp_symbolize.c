@@ -551,6 +551,21 @@ mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
 	 * one (jeprof's FixCallerAddresses).  Frame 0 is an exact PC. */
 	uint64_t addr = leaf || pc == 0 ? pc : pc - 1;
 	const mp_mapping_t *m = mp_profile_mapping(prof, addr);
+	if (m == NULL && sym->program != NULL) {
+		/* No mapping holds it (a profile without MAPPED_LIBRARIES):
+		 * as jeprof, take it as an address of PROGRAM, which is
+		 * right for a program that is not position-independent. */
+		mp_elf_t *e = mp_elf_get(sym, sym->program);
+		bool loaded = false;
+		for (size_t i = 0; i < e->nloads && !loaded; i++)
+			loaded = addr >= e->loads[i].vaddr &&
+			    addr - e->loads[i].vaddr < e->loads[i].filesz;
+		const mp_sym_t *s = loaded ? mp_sym_lookup(e, addr) : NULL;
+		if (s != NULL) {
+			snprintf(sym->buf, sizeof(sym->buf), "%s", s->name);
+			return sym->buf;
+		}
+	}
 	if (m == NULL || m->path[0] == '\0' || m->path[0] == '[') {
 		/* Anonymous memory (JIT code), [vdso], or an address the map
 		 * does not cover: nothing to read names from. */

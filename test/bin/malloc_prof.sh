@@ -38,7 +38,7 @@ expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
 # show FILE...: a failed check's evidence, as TAP comments.
 show() { sed 's/^/# /' "$@" | head -n 40; }
 
-echo "1..46"
+echo "1..47"
 for f in "$mp" "$cs" "$plain"; do
 	if [ ! -x "$f" ]; then
 		echo "Bail out! $f is missing"
@@ -212,7 +212,7 @@ if [ "$have_prof" = 1 ]; then
 	for f in "$tmp"/cs.*.f.heap; do [ -f "$f" ] && final=$f; done
 fi
 if [ "$have_prof" != 1 ]; then
-	while [ "$n" -lt 46 ]; do
+	while [ "$n" -lt 47 ]; do
 		skip "built with --disable-prof: no dumps of our own"
 	done
 	exit 0
@@ -439,6 +439,22 @@ else
 	want=_ZN2mp6callee4keepEv
 fi
 check "C++ name: $want (4096 bytes cumulative)" [ "$(cum "$tmp/top" "$want")" = 4096 ]
+
+# No MAPPED_LIBRARIES: addresses are taken as PROGRAM's own (jeprof's
+# rule for programs that are not position-independent).  A hand-made
+# profile with frame 0 at 0x1 (named by nothing) and return addresses
+# inside alloc_a and main names those two.
+aa=$(nm "$cs" 2>/dev/null | awk '$3 == "alloc_a" { print $1 }')
+am=$(nm "$cs" 2>/dev/null | awk '$3 == "main" { print $1 }')
+if [ -n "$aa" ] && [ -n "$am" ]; then
+	printf 'heap_v2/1\n  t*: 1: 64 [0: 0]\n@ 0x1 0x%x 0x%x\n  t*: 1: 64 [0: 0]\n' \
+	    $((0x$aa + 9)) $((0x$am + 9)) >"$tmp/nomaps.heap"
+	"$mp" collapsed "$cs" "$tmp/nomaps.heap" >"$tmp/nomaps.col" 2>/dev/null
+	check "no memory map: addresses named from PROGRAM (main;alloc_a;0x1)" \
+	    grep -q '^main;alloc_a;0x1 64$' "$tmp/nomaps.col"
+else
+	skip "nm is not installed"
+fi
 
 # A file replaced since the dump (another inode in the memory map): one
 # warning, and the names still come from the file found.
