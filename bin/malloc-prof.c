@@ -1,0 +1,881 @@
+/*
+ * bin/malloc-prof.c - the malloc-prof command: reads heap profiles
+ * (heap_v2, ours and jemalloc's), names their frames from the mapped ELF
+ * files, and prints one report per command.  It replaces jeprof for our
+ * users (doc/malloc-prof.md): no perl, no binutils, no graphviz needed
+ * except to render `svg`.
+ *
+ *   malloc-prof COMMAND [options] [PROGRAM] PROFILE...
+ *
+ * This file holds the command line, the messages and the pipeline shared
+ * by the commands: read the profiles, symbolize every stack once per
+ * distinct address, drop the allocator's own frames as jeprof does, merge
+ * the stacks by name (subtracting --base), then print.
+ */
+#include "malloc-prof.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <regex.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+const char *mp_progname = "malloc-prof";
+
+/* ---- messages: one line, "malloc-prof: " first */
+static void
+mp_vmsg(const char *fmt, va_list ap) {
+	fflush(stdout);
+	fprintf(stderr, "%s: ", mp_progname);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void
+mp_err(const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	mp_vmsg(fmt, ap);
+	va_end(ap);
+}
+
+void
+mp_warn(const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	mp_vmsg(fmt, ap);
+	va_end(ap);
+}
+
+/* ---- memory: running out is reported and ends the run */
+static void *
+mp_oom(size_t n) {
+	mp_err("out of memory (%zu bytes): the profile or the symbol tables "
+	    "are too large for this machine", n);
+	exit(MP_EXIT_USAGE);
+}
+
+void *
+mp_xmalloc(size_t n) {
+	void *p = malloc(n ? n : 1);
+	return p ? p : mp_oom(n);
+}
+
+void *
+mp_xcalloc(size_t n, size_t size) {
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	return p ? p : mp_oom(n * size);
+}
+
+void *
+mp_xrealloc(void *p, size_t n) {
+	void *q = realloc(p, n ? n : 1);
+	return q ? q : mp_oom(n);
+}
+
+char *
+mp_xstrdup(const char *s) {
+	return mp_xstrndup(s, strlen(s));
+}
+
+char *
+mp_xstrndup(const char *s, size_t n) {
+	char *p = mp_xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+/* ---- commands and options */
+typedef enum {
+	CMD_TOP, CMD_DIFF, CMD_COLLAPSED, CMD_FLAMEGRAPH, CMD_DOT, CMD_SVG,
+	CMD_LEAKS, CMD_INFO
+} mp_cmd_t;
+
+static const struct {
+	const char *name;
+	const char *args;
+	const char *what;
+} mp_cmds[] = {
+	[CMD_TOP] = { "top", "[PROGRAM] PROFILE...",
+	    "the functions holding the most memory (jeprof --text's table)" },
+	[CMD_DIFF] = { "diff", "[PROGRAM] BASE PROFILE",
+	    "what grew (or shrank) from BASE to PROFILE, as top" },
+	[CMD_COLLAPSED] = { "collapsed", "[PROGRAM] PROFILE...",
+	    "folded stacks, \"root;...;leaf value\" (flamegraph.pl input)" },
+	[CMD_FLAMEGRAPH] = { "flamegraph", "[-o FILE.svg] [PROGRAM] PROFILE...",
+	    "an interactive flame graph, one self-contained SVG file" },
+	[CMD_DOT] = { "dot", "[PROGRAM] PROFILE...",
+	    "the call graph in Graphviz DOT" },
+	[CMD_SVG] = { "svg", "[-o FILE.svg] [PROGRAM] PROFILE...",
+	    "the call graph drawn by Graphviz's dot -Tsvg" },
+	[CMD_LEAKS] = { "leaks", "[--max-bytes N] [PROGRAM] PROFILE...",
+	    "exit 1 if more than N bytes (default 0) are in use; lists them" },
+	[CMD_INFO] = { "info", "[PROGRAM] PROFILE...",
+	    "the sample period, totals, threads and mapped files" },
+};
+#define MP_NCMDS (sizeof(mp_cmds) / sizeof(mp_cmds[0]))
+
+typedef struct {
+	mp_cmd_t cmd;
+	int which;		/* MP_INUSE_SPACE, ... */
+	long limit;		/* -n: rows, stacks or nodes; -1: all */
+	const char *focus, *ignore, *base, *output, *title;
+	const char *debug_dir;
+	bool lines;		/* --lines: "function file:line" */
+	int64_t thread;		/* --thread N, or -1: all threads */
+	bool demangle;		/* c++filt, unless --no-demangle */
+	uint64_t max_bytes;
+	const char *program;
+	const char **profiles;
+	int nprofiles;
+} mp_opts_t;
+
+static void
+mp_usage(FILE *f) {
+	fprintf(f, "usage: malloc-prof COMMAND [options] [PROGRAM] PROFILE...\n"
+	    "Reads heap profiles (heap_v2 dumps of malloc_prof or jemalloc) "
+	    "and\nnames their frames from the files in MAPPED_LIBRARIES "
+	    "(PROGRAM, if given,\nreplaces the mapped file of the same name).\n"
+	    "\nCommands:\n");
+	for (size_t i = 0; i < MP_NCMDS; i++)
+		fprintf(f, "  %-11s %s\n", mp_cmds[i].name, mp_cmds[i].what);
+	fprintf(f, "\n`malloc-prof COMMAND --help` describes a command's "
+	    "options.  Exit status:\n0 ok, 1 leaks over the limit, 2 usage or "
+	    "input errors.\n");
+}
+
+static void
+mp_cmd_help(mp_cmd_t cmd) {
+	printf("usage: malloc-prof %s [options] %s\n%s.\n\nOptions:\n",
+	    mp_cmds[cmd].name, mp_cmds[cmd].args, mp_cmds[cmd].what);
+	if (cmd == CMD_LEAKS)
+		printf("  --max-bytes N     allowed bytes in use (default 0); "
+		    "more: exit status 1\n");
+	if (cmd != CMD_INFO)
+		printf("  -o, --output FILE write there instead of standard "
+		    "output\n");
+	if (cmd == CMD_FLAMEGRAPH)
+		printf("  --title TEXT      the title line of the graph\n");
+	if (cmd != CMD_INFO) {
+		printf("  -n, --nodecount N show at most N rows (top, diff), "
+		    "stacks (leaks) or\n"
+		    "                    functions (dot, svg)\n"
+		    "  --inuse_space     bytes in use (default)\n"
+		    "  --inuse_objects   objects in use\n"
+		    "  --alloc_space     bytes ever allocated (needs prof_accum)\n"
+		    "  --alloc_objects   objects ever allocated (needs "
+		    "prof_accum)\n"
+		    "  --focus REGEX     only stacks with a function matching "
+		    "REGEX (POSIX ERE)\n"
+		    "  --ignore REGEX    leave out stacks with a function "
+		    "matching REGEX\n"
+		    "  --thread N        only what thread tN allocated (the "
+		    "uids of `info`)\n");
+		if (cmd != CMD_DIFF)
+			printf("  --base BASE       subtract the profile BASE "
+			    "first (what grew since)\n");
+	}
+	printf("  --lines           name frames \"function file:line\" (DWARF "
+	    ".debug_line)\n"
+	    "  --functions       function names only (default)\n"
+	    "  --no-demangle     leave C++ names mangled (default: c++filt "
+	    "when installed)\n");
+	printf("  --debug-dir DIR   where separate debug files are looked "
+	    "for\n"
+	    "                    (default /usr/lib/debug: .build-id/xx/"
+	    "yyyy.debug,\n"
+	    "                    or the .gnu_debuglink name)\n"
+	    "  -h, --help        this text\n");
+}
+
+static int
+mp_usage_error(const mp_opts_t *o, const char *fmt, ...) {
+	va_list ap;
+	fflush(stdout);
+	fprintf(stderr, "%s: ", mp_progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (o != NULL)
+		fprintf(stderr, ": usage: malloc-prof %s [options] %s (see "
+		    "malloc-prof %s --help)\n", mp_cmds[o->cmd].name,
+		    mp_cmds[o->cmd].args, mp_cmds[o->cmd].name);
+	else
+		fprintf(stderr, ": usage: malloc-prof COMMAND [options] "
+		    "[PROGRAM] PROFILE... (see malloc-prof --help)\n");
+	return MP_EXIT_USAGE;
+}
+
+static bool
+mp_parse_count(const char *s, uint64_t *out) {
+	char *end;
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return false;
+	*out = v;
+	return true;
+}
+
+enum {
+	OPT_INUSE_SPACE = 256, OPT_INUSE_OBJECTS, OPT_ALLOC_SPACE,
+	OPT_ALLOC_OBJECTS, OPT_FOCUS, OPT_IGNORE, OPT_BASE, OPT_MAX_BYTES,
+	OPT_DEBUG_DIR, OPT_TITLE, OPT_LINES, OPT_FUNCTIONS, OPT_NO_DEMANGLE,
+	OPT_THREAD
+};
+
+static const struct option mp_long_opts[] = {
+	{ "help", no_argument, NULL, 'h' },
+	{ "nodecount", required_argument, NULL, 'n' },
+	{ "output", required_argument, NULL, 'o' },
+	{ "inuse_space", no_argument, NULL, OPT_INUSE_SPACE },
+	{ "inuse-space", no_argument, NULL, OPT_INUSE_SPACE },
+	{ "inuse_objects", no_argument, NULL, OPT_INUSE_OBJECTS },
+	{ "inuse-objects", no_argument, NULL, OPT_INUSE_OBJECTS },
+	{ "alloc_space", no_argument, NULL, OPT_ALLOC_SPACE },
+	{ "alloc-space", no_argument, NULL, OPT_ALLOC_SPACE },
+	{ "alloc_objects", no_argument, NULL, OPT_ALLOC_OBJECTS },
+	{ "alloc-objects", no_argument, NULL, OPT_ALLOC_OBJECTS },
+	{ "focus", required_argument, NULL, OPT_FOCUS },
+	{ "ignore", required_argument, NULL, OPT_IGNORE },
+	{ "base", required_argument, NULL, OPT_BASE },
+	{ "max-bytes", required_argument, NULL, OPT_MAX_BYTES },
+	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
+	{ "title", required_argument, NULL, OPT_TITLE },
+	{ "lines", no_argument, NULL, OPT_LINES },
+	{ "thread", required_argument, NULL, OPT_THREAD },
+	{ "functions", no_argument, NULL, OPT_FUNCTIONS },
+	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Returns -1 to go on, or the exit status. */
+static int
+mp_parse_args(int argc, char **argv, mp_opts_t *o) {
+	o->which = MP_INUSE_SPACE;
+	o->limit = -1;
+	o->debug_dir = "/usr/lib/debug";
+	o->demangle = true;
+	o->thread = -1;
+	optind = 1;
+	opterr = 0;
+	int c;
+	uint64_t v;
+	/* ":" first: a missing argument is reported as ':' not '?'. */
+	while ((c = getopt_long(argc, argv, ":hn:o:", mp_long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			mp_cmd_help(o->cmd);
+			return MP_EXIT_OK;
+		case 'n':
+			if (!mp_parse_count(optarg, &v) || v > (uint64_t)LONG_MAX)
+				return mp_usage_error(o, "-n needs a number of "
+				    "rows, got \"%s\"", optarg);
+			o->limit = (long)v;
+			break;
+		case 'o': o->output = optarg; break;
+		case OPT_INUSE_SPACE: o->which = MP_INUSE_SPACE; break;
+		case OPT_INUSE_OBJECTS: o->which = MP_INUSE_OBJECTS; break;
+		case OPT_ALLOC_SPACE: o->which = MP_ALLOC_SPACE; break;
+		case OPT_ALLOC_OBJECTS: o->which = MP_ALLOC_OBJECTS; break;
+		case OPT_FOCUS: o->focus = optarg; break;
+		case OPT_IGNORE: o->ignore = optarg; break;
+		case OPT_BASE: o->base = optarg; break;
+		case OPT_DEBUG_DIR: o->debug_dir = optarg; break;
+		case OPT_TITLE: o->title = optarg; break;
+		case OPT_LINES: o->lines = true; break;
+		case OPT_THREAD:
+			if (!mp_parse_count(optarg, &v) || v > INT64_MAX)
+				return mp_usage_error(o, "--thread needs a thread "
+				    "number (N of a tN line), got \"%s\"", optarg);
+			o->thread = (int64_t)v;
+			break;
+		case OPT_FUNCTIONS: o->lines = false; break;
+		case OPT_NO_DEMANGLE: o->demangle = false; break;
+		case OPT_MAX_BYTES:
+			if (!mp_parse_count(optarg, &o->max_bytes))
+				return mp_usage_error(o, "--max-bytes needs a "
+				    "number of bytes, got \"%s\"", optarg);
+			break;
+		case ':':
+			return mp_usage_error(o, "option \"%s\" needs a value",
+			    argv[optind - 1]);
+		default:
+			return mp_usage_error(o, "unknown option \"%s\"",
+			    argv[optind - 1]);
+		}
+	}
+	if (o->cmd == CMD_LEAKS && o->which != MP_INUSE_SPACE)
+		return mp_usage_error(o, "leaks counts bytes in use: "
+		    "--inuse_objects, --alloc_space and --alloc_objects do not "
+		    "apply");
+	if (o->cmd == CMD_DIFF && o->base != NULL)
+		return mp_usage_error(o, "diff takes its base as the first "
+		    "profile, not --base");
+	int i = optind;
+	/* An ELF file first is the PROGRAM; profiles are text. */
+	if (i < argc && mp_file_is_elf(argv[i]))
+		o->program = argv[i++];
+	o->profiles = (const char **)argv + i;
+	o->nprofiles = argc - i;
+	if (o->nprofiles == 0)
+		return mp_usage_error(o, "no profile given");
+	if (o->cmd == CMD_DIFF) {
+		if (o->nprofiles != 2)
+			return mp_usage_error(o, "diff needs two profiles, "
+			    "BASE then PROFILE (got %d)", o->nprofiles);
+		o->base = o->profiles[0];
+		o->profiles++;
+		o->nprofiles--;
+	}
+	return -1;
+}
+
+/* ---- symbolizing stacks */
+
+/* jeprof's list of allocator entry points: a stack is cut at the
+ * outermost of these (with everything inside it), so that it starts at
+ * the program's own frame.  Prefixed names (mp_malloc of a
+ * --with-prefix=mp_ build, jemalloc's je_ names, "_" variants) count. */
+static const char *const mp_alloc_fns[] = {
+	"malloc", "calloc", "free", "realloc", "memalign", "posix_memalign",
+	"aligned_alloc", "valloc", "pvalloc", "cfree", "mallocx", "rallocx",
+	"xallocx", "dallocx", "sdallocx", "sdallocx_noflags",
+	"malloc_default", "imalloc", "imalloc_body", "prof_alloc_prep",
+	"prof_backtrace_impl", "prof_backtrace", "prof_tctx_create",
+	"irallocx_prof", "do_rallocx", "ixallocx_prof", "newImpl",
+	"fallbackNewImpl", "fallback_impl",
+};
+
+static bool
+mp_is_alloc_fn(const char *name) {
+	static const char *const prefixes[] = { "", "_", "je_", "_je_", "mp_",
+		"_mp_", "__libc_" };
+	for (size_t p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++) {
+		size_t pl = strlen(prefixes[p]);
+		if (strncmp(name, prefixes[p], pl) != 0)
+			continue;
+		for (size_t i = 0; i < sizeof(mp_alloc_fns) /
+		    sizeof(mp_alloc_fns[0]); i++)
+			if (strcmp(name + pl, mp_alloc_fns[i]) == 0)
+				return true;
+	}
+	return false;
+}
+
+/* Name ids of one profile's addresses: each distinct PC is looked up once
+ * (stacks share most of their frames).  Frame 0 and the others differ
+ * (pc vs pc - 1), hence the leaf bit in the key. */
+typedef struct {
+	uint64_t *key;
+	uint32_t *id;
+	uint8_t *alloc;		/* the name is an allocator entry point */
+	size_t cap, n;
+} mp_pcmap_t;
+
+static uint32_t
+mp_pc_name(mp_pcmap_t *pm, mp_symbolizer_t *sym, mp_report_t *rep,
+    const mp_profile_t *prof, uint64_t pc, bool leaf, bool *alloc) {
+	if (2 * (pm->n + 1) > pm->cap) {
+		size_t cap = pm->cap ? 2 * pm->cap : 4096;
+		uint64_t *key = mp_xmalloc(cap * sizeof(*key));
+		uint32_t *id = mp_xmalloc(cap * sizeof(*id));
+		uint8_t *al = mp_xmalloc(cap);
+		memset(id, 0xff, cap * sizeof(*id));
+		for (size_t i = 0; i < pm->cap; i++) {
+			if (pm->id[i] == UINT32_MAX)
+				continue;
+			size_t j = (pm->key[i] * 0x9e3779b97f4a7c15ull) >> 20 &
+			    (cap - 1);
+			while (id[j] != UINT32_MAX)
+				j = (j + 1) & (cap - 1);
+			key[j] = pm->key[i];
+			id[j] = pm->id[i];
+			al[j] = pm->alloc[i];
+		}
+		free(pm->key);
+		free(pm->id);
+		free(pm->alloc);
+		pm->key = key;
+		pm->id = id;
+		pm->alloc = al;
+		pm->cap = cap;
+	}
+	/* Addresses are at most 2^63 in practice: the top bit is free. */
+	uint64_t k = pc ^ ((uint64_t)leaf << 63);
+	size_t j = (k * 0x9e3779b97f4a7c15ull) >> 20 & (pm->cap - 1);
+	for (; pm->id[j] != UINT32_MAX; j = (j + 1) & (pm->cap - 1)) {
+		if (pm->key[j] == k) {
+			*alloc = pm->alloc[j];
+			return pm->id[j];
+		}
+	}
+	const char *name = mp_sym_frame(sym, prof, pc, leaf);
+	pm->key[j] = k;
+	pm->id[j] = mp_report_intern(rep, name);
+	pm->alloc[j] = mp_is_alloc_fn(name);
+	pm->n++;
+	*alloc = pm->alloc[j];
+	return pm->id[j];
+}
+
+/* THREAD >= 0: only what thread tTHREAD allocated (its lines of each
+ * stack, unbiased the same way), as jeprof's --thread. */
+static void
+mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
+    const mp_profile_t *prof, int sign, int64_t thread) {
+	mp_pcmap_t pm = { 0 };
+	uint32_t *frames = NULL;
+	uint32_t cap = 0;
+	for (size_t i = 0; i < prof->nstacks; i++) {
+		const mp_stack_t *s = &prof->stacks[i];
+		double tval[MP_NVALUES];
+		const double *val = s->val;
+		if (thread >= 0) {
+			uint32_t t = 0;
+			while (t < s->nthreads &&
+			    s->threads[t].uid != (uint64_t)thread)
+				t++;
+			if (t == s->nthreads)
+				continue;
+			mp_unbias_cnt(prof->period, &s->threads[t].cnt, tval);
+			val = tval;
+		}
+		if (s->npcs > cap) {
+			cap = s->npcs;
+			frames = mp_xrealloc(frames, cap * sizeof(*frames));
+		}
+		/* Leaf first as read; cut = frames belonging to the
+		 * allocator (up to and including the outermost entry
+		 * point). */
+		uint32_t cut = 0;
+		for (uint32_t k = 0; k < s->npcs; k++) {
+			bool alloc;
+			frames[k] = mp_pc_name(&pm, sym, rep, prof, s->pcs[k],
+			    k == 0, &alloc);
+			if (alloc)
+				cut = k + 1;
+		}
+		/* The frames of an allocator library, innermost first, go
+		 * too: unnamed internals of a stripped jemalloc would
+		 * otherwise top every table. */
+		const mp_elf_t *lib = mp_sym_in_alloc_lib(sym, prof, s->pcs[0]);
+		if (lib != NULL) {
+			uint32_t k = 1;
+			while (k < s->npcs && mp_sym_in_alloc_lib(sym, prof,
+			    s->pcs[k] - 1) == lib)
+				k++;
+			if (k > cut)
+				cut = k;
+		}
+		if (cut == s->npcs)
+			cut = 0;	/* nothing else: keep what there is */
+		/* Root first. */
+		uint32_t n = s->npcs - cut;
+		for (uint32_t a = cut, b = s->npcs - 1; a < b; a++, b--) {
+			uint32_t t = frames[a];
+			frames[a] = frames[b];
+			frames[b] = t;
+		}
+		mp_report_add(rep, frames + cut, n, val, sign);
+	}
+	free(frames);
+	free(pm.key);
+	free(pm.id);
+	free(pm.alloc);
+}
+
+/* ---- C++ names: c++filt, when installed, turns _Z... into source names.
+ * One run for all the names; without c++filt they stay mangled. */
+static void
+mp_demangle(mp_report_t *rep) {
+	size_t n = mp_report_nnames(rep), count = 0;
+	for (size_t i = 0; i < n; i++)
+		count += strncmp(mp_report_name(rep, (uint32_t)i), "_Z", 2) == 0;
+	if (count == 0)
+		return;
+	/* The names go through a file, not a pipe both ways: c++filt
+	 * writes as it reads, and a full pipe each way would deadlock. */
+	const char *tmpdir = getenv("TMPDIR");
+	char inpath[4096];
+	snprintf(inpath, sizeof(inpath), "%s/malloc-prof.XXXXXX",
+	    tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+	int fd = mkstemp(inpath);
+	if (fd < 0)
+		return;
+	unlink(inpath);
+	FILE *f = fdopen(fd, "w+");
+	if (f == NULL) {
+		close(fd);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *name = mp_report_name(rep, (uint32_t)i);
+		if (strncmp(name, "_Z", 2) == 0)	/* up to " file:line" */
+			fprintf(f, "%.*s\n", (int)strcspn(name, " "), name);
+	}
+	if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return;
+	}
+	int out[2];
+	if (pipe(out) != 0) {
+		fclose(f);
+		return;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fileno(f), 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_addclose(&fa, out[0]);
+	char *args[] = { "c++filt", NULL };
+	pid_t pid;
+	int r = posix_spawnp(&pid, "c++filt", &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(out[1]);
+	fclose(f);
+	if (r != 0) {
+		close(out[0]);
+		return;
+	}
+	FILE *res = fdopen(out[0], "r");
+	char *line = NULL;
+	size_t cap = 0;
+	for (size_t i = 0; res != NULL && i < n; i++) {
+		const char *name = mp_report_name(rep, (uint32_t)i);
+		if (strncmp(name, "_Z", 2) != 0)
+			continue;
+		ssize_t len = getline(&line, &cap, res);
+		if (len <= 0)
+			break;
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		const char *rest = name + strcspn(name, " ");
+		char *full = mp_xmalloc((size_t)len + strlen(rest) + 1);
+		sprintf(full, "%s%s", line, rest);
+		mp_report_rename(rep, (uint32_t)i, full);
+		free(full);
+	}
+	free(line);
+	if (res != NULL)
+		fclose(res);
+	else
+		close(out[0]);
+	waitpid(pid, NULL, 0);
+}
+
+/* ---- info */
+static void
+mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
+	for (int p = 0; p < o->nprofiles; p++) {
+		const mp_profile_t *pr = &profs[p];
+		int lg = -1;
+		for (int b = 0; b < 64; b++)
+			if (pr->period == (uint64_t)1 << b)
+				lg = b;
+		printf("%s:\n  format: heap_v2, sample period %" PRIu64
+		    " bytes", pr->file, pr->period);
+		if (lg >= 0)
+			printf(" (lg_prof_sample %d)", lg);
+		printf("\n  header t* (as printed): %" PRIu64 " objects, %"
+		    PRIu64 " bytes in use; %" PRIu64 " objects, %" PRIu64
+		    " bytes allocated\n", pr->total.v[MP_INUSE_OBJECTS],
+		    pr->total.v[MP_INUSE_SPACE], pr->total.v[MP_ALLOC_OBJECTS],
+		    pr->total.v[MP_ALLOC_SPACE]);
+		double u[MP_NVALUES] = { 0 };
+		mp_cnt_t raw = { { 0 } };
+		for (size_t i = 0; i < pr->nstacks; i++) {
+			for (int k = 0; k < MP_NVALUES; k++) {
+				u[k] += pr->stacks[i].val[k];
+				raw.v[k] += pr->stacks[i].raw.v[k];
+			}
+		}
+		printf("  stacks: %zu; as printed: %" PRIu64 " objects, %" PRIu64
+		    " bytes in use\n", pr->nstacks, raw.v[MP_INUSE_OBJECTS],
+		    raw.v[MP_INUSE_SPACE]);
+		printf("  unbiased (jeprof's scaling): %.0f objects, %.0f bytes "
+		    "in use; %.0f objects, %.0f bytes allocated\n",
+		    u[MP_INUSE_OBJECTS], u[MP_INUSE_SPACE], u[MP_ALLOC_OBJECTS],
+		    u[MP_ALLOC_SPACE]);
+		printf("  threads: %zu\n", pr->nthreads);
+		for (size_t i = 0; i < pr->nthreads; i++) {
+			const mp_thread_t *t = &pr->threads[i];
+			printf("    t%" PRIu64 ": %" PRIu64 " objects, %" PRIu64
+			    " bytes in use%s%s%s\n", t->uid,
+			    t->cnt.v[MP_INUSE_OBJECTS], t->cnt.v[MP_INUSE_SPACE],
+			    t->name[0] ? " \"" : "", t->name,
+			    t->name[0] ? "\"" : "");
+		}
+		if (!pr->have_maps) {
+			printf("  mapped files: none (no MAPPED_LIBRARIES "
+			    "section: frames cannot be named)\n");
+			continue;
+		}
+		printf("  mapped files (executable mappings):\n");
+		for (size_t i = 0; i < pr->nmaps; i++) {
+			const mp_mapping_t *m = &pr->maps[i];
+			if (m->perms[2] != 'x' || m->path[0] != '/')
+				continue;
+			bool dup = false;
+			for (size_t j = 0; j < i && !dup; j++)
+				dup = pr->maps[j].perms[2] == 'x' &&
+				    strcmp(pr->maps[j].path, m->path) == 0;
+			if (dup)
+				continue;
+			const char *why = NULL;
+			const mp_elf_t *e = mp_sym_file(sym, m, &why);
+			if (e == NULL) {
+				printf("    %s%s: not read: %s\n", m->path,
+				    m->deleted ? " (deleted)" : "", why);
+				continue;
+			}
+			printf("    %s: found", m->path);
+			if (strcmp(mp_elf_path(e), m->path) != 0)
+				printf(" as %s", mp_elf_path(e));
+			printf(", build ID %s, %zu functions",
+			    mp_elf_build_id(e)[0] ? mp_elf_build_id(e) : "none",
+			    mp_elf_nsyms(e));
+			if (mp_elf_debug_file(e) != NULL)
+				printf(", debug file %s", mp_elf_debug_file(e));
+			printf("\n");
+		}
+	}
+}
+
+/* ---- output files */
+static FILE *
+mp_open_output(const char *path) {
+	if (path == NULL || strcmp(path, "-") == 0)
+		return stdout;
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		mp_err("cannot create \"%s\": %s", path, strerror(errno));
+	return f;
+}
+
+static bool
+mp_close_output(FILE *f, const char *path) {
+	bool ok = !ferror(f);
+	if (f == stdout)
+		ok = fflush(f) == 0 && ok;
+	else
+		ok = fclose(f) == 0 && ok;
+	if (!ok)
+		mp_err("cannot write \"%s\": %s", path ? path : "standard output",
+		    strerror(errno));
+	return ok;
+}
+
+/* Runs `dot -Tsvg [-o OUT]` on the call graph. */
+static int
+mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
+	int fds[2];
+	if (pipe(fds) != 0) {
+		mp_err("cannot create a pipe: %s", strerror(errno));
+		return MP_EXIT_USAGE;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+	posix_spawn_file_actions_addclose(&fa, fds[0]);
+	posix_spawn_file_actions_addclose(&fa, fds[1]);
+	char *args[] = { "dot", "-Tsvg", "-o", (char *)o->output, NULL };
+	if (o->output == NULL)
+		args[2] = NULL;
+	pid_t pid;
+	int r = posix_spawnp(&pid, "dot", &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[0]);
+	if (r != 0) {
+		close(fds[1]);
+		mp_err("cannot run \"dot\": %s: svg needs Graphviz (Debian: "
+		    "apt-get install graphviz); without it use `malloc-prof "
+		    "flamegraph` or `malloc-prof dot`", strerror(r));
+		return MP_EXIT_USAGE;
+	}
+	FILE *f = fdopen(fds[1], "w");
+	if (f == NULL) {
+		close(fds[1]);
+		waitpid(pid, NULL, 0);
+		mp_err("cannot write to dot: %s", strerror(errno));
+		return MP_EXIT_USAGE;
+	}
+	mp_out_dot(rep, f, o->limit < 0 ? 80 : o->limit, bytes);
+	fclose(f);
+	int st;
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 0) {
+		mp_err("dot failed (status %d): see its message above",
+		    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		return MP_EXIT_USAGE;
+	}
+	return MP_EXIT_OK;
+}
+
+static bool
+mp_compile(const char *opt, const char *re, regex_t *out) {
+	int r = regcomp(out, re, REG_EXTENDED | REG_NOSUB);
+	if (r != 0) {
+		char buf[256];
+		regerror(r, out, buf, sizeof(buf));
+		mp_err("%s \"%s\": bad regular expression: %s", opt, re, buf);
+		return false;
+	}
+	return true;
+}
+
+static int
+mp_run(mp_opts_t *o) {
+	regex_t focus, ignore;
+	bool have_focus = false, have_ignore = false;
+	if (o->focus != NULL) {
+		if (!mp_compile("--focus", o->focus, &focus))
+			return MP_EXIT_USAGE;
+		have_focus = true;
+	}
+	if (o->ignore != NULL) {
+		if (!mp_compile("--ignore", o->ignore, &ignore)) {
+			if (have_focus)
+				regfree(&focus);
+			return MP_EXIT_USAGE;
+		}
+		have_ignore = true;
+	}
+	int status = MP_EXIT_USAGE;
+	int nprof = o->nprofiles + (o->base != NULL);
+	mp_profile_t *profs = mp_xcalloc((size_t)nprof, sizeof(*profs));
+	int nread = 0;
+	mp_symbolizer_t *sym = NULL;
+	mp_report_t *rep = NULL;
+	for (; nread < nprof; nread++) {
+		const char *file = nread < o->nprofiles ?
+		    o->profiles[nread] : o->base;
+		if (!mp_profile_read(file, &profs[nread]))
+			goto out;
+	}
+	sym = mp_sym_new(o->program, o->debug_dir, o->lines);
+	if (o->cmd == CMD_INFO) {
+		mp_cmd_info(o, sym, profs);
+		status = MP_EXIT_OK;
+		goto out;
+	}
+	rep = mp_report_new();
+	for (int i = 0; i < nprof; i++)
+		mp_add_profile(rep, sym, &profs[i], i < o->nprofiles ? 1 : -1,
+		    o->thread);
+	if (o->demangle)
+		mp_demangle(rep);
+	mp_report_finish(rep, o->which, have_focus ? &focus : NULL,
+	    have_ignore ? &ignore : NULL);
+	bool bytes = o->which == MP_INUSE_SPACE || o->which == MP_ALLOC_SPACE;
+
+	if (o->cmd == CMD_SVG) {
+		status = mp_run_dot(o, rep, bytes);
+		goto out;
+	}
+	FILE *f = mp_open_output(o->output);
+	if (f == NULL)
+		goto out;
+	status = MP_EXIT_OK;
+	switch (o->cmd) {
+	case CMD_TOP:
+	case CMD_DIFF:
+		mp_out_top(rep, f, o->limit, bytes);
+		break;
+	case CMD_COLLAPSED:
+		mp_out_collapsed(rep, f);
+		break;
+	case CMD_FLAMEGRAPH: {
+		char title[512];
+		if (o->title == NULL) {
+			snprintf(title, sizeof(title), "%s: %s%s%s",
+			    o->profiles[0],
+			    o->which == MP_INUSE_SPACE ? "bytes in use" :
+			    o->which == MP_INUSE_OBJECTS ? "objects in use" :
+			    o->which == MP_ALLOC_SPACE ? "bytes allocated" :
+			    "objects allocated", o->base ? ", growth since " :
+			    "", o->base ? o->base : "");
+		}
+		mp_out_flamegraph(rep, f, o->title ? o->title : title, bytes);
+		break;
+	}
+	case CMD_DOT:
+		mp_out_dot(rep, f, o->limit < 0 ? 80 : o->limit, bytes);
+		break;
+	case CMD_LEAKS: {
+		int64_t total = mp_report_total(rep);
+		const mp_sample_t *s;
+		size_t n = mp_report_samples(rep, &s);
+		if (total > 0 && (uint64_t)total > o->max_bytes) {
+			fprintf(f, "%" PRId64 " bytes in use in %zu stacks, "
+			    "more than the %" PRIu64 " allowed (--max-bytes):\n",
+			    total, n, o->max_bytes);
+			mp_out_leaks(rep, f, o->limit);
+			status = MP_EXIT_LEAKS;
+		} else {
+			fprintf(f, "%" PRId64 " bytes in use, within the %"
+			    PRIu64 " allowed (--max-bytes)\n", total > 0 ?
+			    total : 0, o->max_bytes);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	if (!mp_close_output(f, o->output))
+		status = MP_EXIT_USAGE;
+out:
+	if (rep != NULL)
+		mp_report_free(rep);
+	if (sym != NULL)
+		mp_sym_free(sym);
+	for (int i = 0; i < nread; i++)
+		mp_profile_free(&profs[i]);
+	free(profs);
+	if (have_focus)
+		regfree(&focus);
+	if (have_ignore)
+		regfree(&ignore);
+	return status;
+}
+
+int
+main(int argc, char **argv) {
+	if (argc < 2)
+		return mp_usage_error(NULL, "no command given");
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 ||
+	    strcmp(cmd, "help") == 0) {
+		mp_usage(stdout);
+		return MP_EXIT_OK;
+	}
+	mp_opts_t o;
+	memset(&o, 0, sizeof(o));
+	size_t i;
+	for (i = 0; i < MP_NCMDS; i++)
+		if (strcmp(cmd, mp_cmds[i].name) == 0)
+			break;
+	if (i == MP_NCMDS) {
+		if (strcmp(cmd, "pprof") == 0) {
+			mp_err("pprof: converting to pprof is not available yet "
+			    "(issue 6); use flamegraph, collapsed or dot");
+			return MP_EXIT_USAGE;
+		}
+		return mp_usage_error(NULL, "unknown command \"%s\"", cmd);
+	}
+	o.cmd = (mp_cmd_t)i;
+	int r = mp_parse_args(argc - 1, argv + 1, &o);
+	if (r >= 0)
+		return r;
+	return mp_run(&o);
+}

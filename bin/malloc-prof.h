@@ -1,0 +1,169 @@
+/*
+ * bin/malloc-prof.h - internal header of the malloc-prof command-line tool:
+ * the types shared by its files and every cross-file prototype, grouped by
+ * the file that defines them.  The tool reads profiles and ELF files only:
+ * it never links libmalloc_prof, so it builds (and works) in every
+ * configuration, --disable-prof included.
+ */
+#ifndef MALLOC_PROF_BIN_H
+#define MALLOC_PROF_BIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit statuses: 1 is reserved for `leaks` finding more than allowed. */
+#define MP_EXIT_OK 0
+#define MP_EXIT_LEAKS 1
+#define MP_EXIT_USAGE 2
+
+/* The four numbers of a counter line, `objs: bytes [aobjs: abytes]`, and
+ * the sample types the commands choose between (the jeprof options). */
+enum { MP_INUSE_OBJECTS, MP_INUSE_SPACE, MP_ALLOC_OBJECTS, MP_ALLOC_SPACE,
+	MP_NVALUES };
+
+typedef struct {
+	uint64_t v[MP_NVALUES];	/* as printed in the file */
+} mp_cnt_t;
+
+typedef struct {
+	uint64_t uid;
+	mp_cnt_t cnt;
+	char *name;		/* "" when the thread has none */
+} mp_thread_t;
+
+typedef struct {
+	uint64_t uid;
+	mp_cnt_t cnt;
+} mp_tcnt_t;
+
+typedef struct {
+	uint64_t *pcs;		/* frame 0 innermost, as in the file */
+	uint32_t npcs;
+	mp_cnt_t raw;		/* the stack's t* line */
+	double val[MP_NVALUES];	/* unbiased as jeprof scales heap_v2 lines */
+	mp_tcnt_t *threads;	/* its tN lines, for --thread */
+	uint32_t nthreads;
+} mp_stack_t;
+
+typedef struct {
+	uint64_t start, end, offset;
+	uint64_t inode;		/* of the file the program mapped; 0: none */
+	char perms[5];
+	char *path;		/* without " (deleted)"; "" for anonymous */
+	bool deleted;
+} mp_mapping_t;
+
+typedef struct {
+	const char *file;	/* as named on the command line */
+	uint64_t period;	/* R of heap_v2/R: mean bytes between samples */
+	mp_cnt_t total;		/* the header's t* line */
+	bool have_total;
+	mp_thread_t *threads;
+	size_t nthreads;
+	mp_stack_t *stacks;
+	size_t nstacks;
+	mp_mapping_t *maps;	/* sorted by start */
+	size_t nmaps;
+	bool have_maps;		/* MAPPED_LIBRARIES: was present */
+} mp_profile_t;
+
+/* ---- malloc-prof.c: messages and memory */
+extern const char *mp_progname;
+void mp_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void *mp_xmalloc(size_t n);
+void *mp_xcalloc(size_t n, size_t size);
+void *mp_xrealloc(void *p, size_t n);
+char *mp_xstrdup(const char *s);
+char *mp_xstrndup(const char *s, size_t n);
+
+/* ---- mp_profile.c: the heap_v2 reader */
+/* Reads FILE; on error prints one line and returns false. */
+bool mp_profile_read(const char *file, mp_profile_t *prof);
+void mp_profile_free(mp_profile_t *prof);
+/* jeprof's AdjustSamples for one (objects, bytes) pair. */
+void mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
+    double *ubytes);
+/* The four unbiased values of counter line CNT. */
+void mp_unbias_cnt(uint64_t period, const mp_cnt_t *cnt, double *val);
+/* The mapping holding PC, or NULL. */
+const mp_mapping_t *mp_profile_mapping(const mp_profile_t *prof, uint64_t pc);
+/* Whether the file starts like an ELF file (PROGRAM rather than PROFILE). */
+bool mp_file_is_elf(const char *file);
+
+/* ---- mp_dwarf.c: DWARF line tables */
+typedef struct mp_lines mp_lines_t;
+/* The line table of the ELF image IMG, or NULL if it has none or it
+ * cannot be read (*why then says why, else NULL). */
+mp_lines_t *mp_lines_load(const uint8_t *img, size_t size, const char **why);
+/* File and line of the instruction at ADDR (the file's own addresses). */
+bool mp_lines_find(const mp_lines_t *l, uint64_t addr, const char **file,
+    unsigned *line);
+void mp_lines_free(mp_lines_t *l);
+
+/* ---- mp_symbolize.c: ELF symbol tables */
+typedef struct mp_symbolizer mp_symbolizer_t;
+typedef struct mp_elf mp_elf_t;
+/* PROGRAM (or NULL) replaces the mapped file of the same base name;
+ * DEBUG_DIR is where separate debug files are looked for; LINES adds
+ * " file:line" to the names of functions. */
+mp_symbolizer_t *mp_sym_new(const char *program, const char *debug_dir,
+    bool lines);
+void mp_sym_free(mp_symbolizer_t *sym);
+/* The name of the frame at PC of PROF (innermost frame: LEAF), in a buffer
+ * valid until the next call.  Warns once per file that cannot name it. */
+const char *mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof,
+    uint64_t pc, bool leaf);
+/* The allocator library holding PC (a shared library defining malloc),
+ * or NULL.  Its frames at the inner end of a stack are the allocator's own
+ * even when they cannot be named (jemalloc's libjemalloc.so.2 is
+ * stripped: only its exported functions have names). */
+const mp_elf_t *mp_sym_in_alloc_lib(mp_symbolizer_t *sym,
+    const mp_profile_t *prof, uint64_t pc);
+/* For `info`: the file used for MAPPING (PROGRAM may replace it), or NULL if
+ * it cannot be read (*why says why), with its build ID (hex, "" if none),
+ * symbol count and the debug file used (or NULL). */
+const mp_elf_t *mp_sym_file(mp_symbolizer_t *sym, const mp_mapping_t *map,
+    const char **why);
+const char *mp_elf_path(const mp_elf_t *elf);
+const char *mp_elf_build_id(const mp_elf_t *elf);
+size_t mp_elf_nsyms(const mp_elf_t *elf);
+const char *mp_elf_debug_file(const mp_elf_t *elf);
+
+/* ---- mp_output.c: merged stacks and the reports */
+typedef struct {
+	uint32_t *frames;	/* name ids, root first */
+	uint32_t nframes;
+	double val[MP_NVALUES];
+	int64_t v;		/* val[selected], rounded */
+} mp_sample_t;
+
+typedef struct mp_report mp_report_t;
+mp_report_t *mp_report_new(void);
+void mp_report_free(mp_report_t *rep);
+uint32_t mp_report_intern(mp_report_t *rep, const char *name);
+const char *mp_report_name(const mp_report_t *rep, uint32_t id);
+size_t mp_report_nnames(const mp_report_t *rep);
+/* Renames name ID (demangling): only after the last mp_report_intern. */
+void mp_report_rename(mp_report_t *rep, uint32_t id, const char *name);
+/* Adds SIGN times VAL to the stack FRAMES (root first). */
+void mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
+    const double *val, int sign);
+/* Keeps the stacks passing FOCUS/IGNORE (compiled regexes or NULL), rounds
+ * the selected value WHICH, drops zeros.  No mp_report_add after it. */
+void mp_report_finish(mp_report_t *rep, int which, const void *focus,
+    const void *ignore);
+size_t mp_report_samples(const mp_report_t *rep, const mp_sample_t **out);
+int64_t mp_report_total(const mp_report_t *rep);
+
+void mp_out_top(const mp_report_t *rep, FILE *f, long limit, bool bytes);
+void mp_out_collapsed(const mp_report_t *rep, FILE *f);
+void mp_out_leaks(const mp_report_t *rep, FILE *f, long limit);
+bool mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,
+    bool bytes);
+void mp_out_dot(const mp_report_t *rep, FILE *f, long limit, bool bytes);
+
+#endif /* MALLOC_PROF_BIN_H */

@@ -1,0 +1,492 @@
+#!/bin/sh
+# test/bin/malloc_prof.sh: the malloc-prof tool on real and hand-made
+# profiles (TAP).
+#
+# test/bin/callsites (see its comment for the call sites and their bytes)
+# runs with prof:true,prof_final:true,lg_prof_sample:0 so that every count
+# is exact, and writes a dump in the middle (BASE) and one at exit (FINAL);
+# every command is checked on them: top's rows and order, collapsed's
+# total against top's, leaks' exit statuses, diff, the flame graph's XML
+# and its rect count, a stripped copy, a debug file found by build ID, a
+# PIE and a shared library, a missing and a deleted file.  Those SKIP in a
+# --disable-prof build; the jemalloc fixture, jemalloc's own dump (when
+# libjemalloc.so.2 is installed) and the error messages run everywhere.
+# jeprof's --text agrees on the top functions when jeprof is installed.
+set -u
+
+builddir=${top_builddir:-.}
+srcdir=${srcdir:-.}
+var=${MALLOC_PROF_CONF_ENV:-MALLOC_CONF}
+mp=$builddir/bin/malloc-prof
+cs=$builddir/test/bin/callsites
+plain=$builddir/test/bin/callsites_plain
+fixture=$srcdir/test/bin/jemalloc.heap
+golden=$srcdir/test/bin/jemalloc.collapsed
+
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+fail() { n=$((n + 1)); echo "not ok $n - $1"; }
+skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+# check DESCRIPTION COMMAND...: ok if the command succeeds.
+check() {
+	d=$1
+	shift
+	if "$@"; then ok "$d"; else fail "$d"; fi
+}
+# expect STATUS DESCRIPTION: ok if STATUS (of a compound test) is 0.
+expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
+# show FILE...: a failed check's evidence, as TAP comments.
+show() { sed 's/^/# /' "$@" | head -n 40; }
+
+echo "1..47"
+for f in "$mp" "$cs" "$plain"; do
+	if [ ! -x "$f" ]; then
+		echo "Bail out! $f is missing"
+		exit 1
+	fi
+done
+case $mp in /*) ;; *) mp=$(pwd)/$mp;; esac
+case $cs in /*) ;; *) cs=$(pwd)/$cs;; esac
+case $plain in /*) ;; *) plain=$(pwd)/$plain;; esac
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mp-tool.XXXXXX") || exit 99
+if [ -z "${MP_KEEP_DUMPS-}" ]; then
+	trap 'rm -rf "$tmp"' EXIT
+else
+	echo "# files kept in $tmp"
+fi
+unset MALLOC_CONF MP_MALLOC_CONF 2>/dev/null || :
+
+# flat FILE NAME, cum FILE NAME: the flat or cum column of NAME's row in
+# top output FILE (names may hold spaces: --lines, C++).
+row() {
+	awk -v f="$2" -v c="$3" '{ n = $0
+		sub(/^ *[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ /, "", n)
+		if (n == f) { print $c; exit } }' "$1"
+}
+flat() { row "$1" "$2" 1; }
+cum() { row "$1" "$2" 4; }
+total() { sed -n 's/^Total: \(-\{0,1\}[0-9]*\) .*/\1/p' "$1"; }
+
+# ---- 1-3: the jemalloc-format fixture (hand-checked: 5: 240 at
+# R = 2^19 scales by 1/(1 - e^(-48/R)) = 10923.17 to 2621560 bytes,
+# 1: 112 by 4681.64 to 524344).  Its files do not exist: every frame is
+# FILE+0xOFFSET, with one warning per file.
+"$mp" collapsed "$fixture" >"$tmp/fx.col" 2>"$tmp/fx.err"
+rc=$?
+if [ "$rc" = 0 ] && cmp -s "$tmp/fx.col" "$golden"; then
+	ok "fixture: collapsed matches the hand-checked golden output"
+else
+	fail "fixture: collapsed (status $rc) differs from $golden"
+	show "$tmp/fx.col" "$tmp/fx.err"
+fi
+nw=$(grep -c '^malloc-prof: warning: cannot open "/nonexistent/mp-fixture/' "$tmp/fx.err")
+nall=$(wc -l <"$tmp/fx.err")
+if [ "$nw" = 3 ] && [ "$nall" = 3 ] &&
+    [ "$(grep -c 'libjemalloc.so.2"' "$tmp/fx.err")" = 1 ]; then
+	ok "fixture: one warning per missing file (3)"
+else
+	fail "fixture: $nw 'cannot open' warnings of $nall lines, want 3 of 3"
+	show "$tmp/fx.err"
+fi
+"$mp" info "$fixture" >"$tmp/fx.info" 2>&1
+if grep -q 'sample period 524288 bytes (lg_prof_sample 19)' "$tmp/fx.info" &&
+    grep -q 'unbiased (jeprof.s scaling): 59297 objects, 3145904 bytes in use' "$tmp/fx.info" &&
+    grep -q 't1: 1 objects, 112 bytes in use "worker"' "$tmp/fx.info" &&
+    grep -q '/nonexistent/mp-fixture/app: not read: No such file or directory' "$tmp/fx.info"; then
+	ok "fixture: info gives the period, unbiased totals, threads, files"
+else
+	fail "fixture: info"
+	show "$tmp/fx.info"
+fi
+
+# --thread 1: the fixture's second stack only (its t1 line, 1: 112).
+"$mp" collapsed --thread 1 "$fixture" >"$tmp/fx.t1" 2>/dev/null
+check "fixture: collapsed --thread 1 is the t1 stack, 524344 bytes" \
+    [ "$(cat "$tmp/fx.t1")" = "$(sed -n 2p "$golden")" ]
+
+# ---- 4-8: errors and usage (exit status 2, one line naming the cause).
+"$mp" top "$tmp/no-such.heap" >/dev/null 2>"$tmp/e1"
+rc=$?
+if [ "$rc" = 2 ] && [ "$(cat "$tmp/e1")" = "malloc-prof: cannot open \"$tmp/no-such.heap\": No such file or directory" ]; then
+	ok "a missing profile: status 2, 'cannot open'"
+else
+	fail "a missing profile: status $rc"
+	show "$tmp/e1"
+fi
+printf 'GIF89a garbage\n' >"$tmp/garbage.heap"
+"$mp" top "$tmp/garbage.heap" >/dev/null 2>"$tmp/e2"
+rc=$?
+if [ "$rc" = 2 ] && grep -q '^malloc-prof: ".*garbage.heap" is not a heap profile' "$tmp/e2" &&
+    [ "$(wc -l <"$tmp/e2")" = 1 ]; then
+	ok "a garbage file: status 2, 'is not a heap profile'"
+else
+	fail "a garbage file: status $rc"
+	show "$tmp/e2"
+fi
+# Cut in the middle of a stack line.
+head -c 180 "$fixture" >"$tmp/trunc.heap"
+"$mp" top "$tmp/trunc.heap" >/dev/null 2>"$tmp/e3"
+rc=$?
+if [ "$rc" = 2 ] && grep -q '^malloc-prof: ".*trunc.heap" is truncated at line 7' "$tmp/e3"; then
+	ok "a truncated file: status 2, 'is truncated at line 7'"
+else
+	fail "a truncated file: status $rc"
+	show "$tmp/e3"
+fi
+"$mp" >/dev/null 2>"$tmp/e4"
+rc1=$?
+"$mp" frobnicate x >/dev/null 2>>"$tmp/e4"
+rc2=$?
+"$mp" top --no-such-option "$fixture" >/dev/null 2>>"$tmp/e4"
+rc3=$?
+"$mp" leaks --max-bytes lots "$fixture" >/dev/null 2>>"$tmp/e4"
+rc4=$?
+if [ "$rc1$rc2$rc3$rc4" = 2222 ] && [ "$(grep -c 'usage: malloc-prof' "$tmp/e4")" = 4 ]; then
+	ok "usage errors: status 2 and a usage line"
+else
+	fail "usage errors: statuses $rc1 $rc2 $rc3 $rc4"
+	show "$tmp/e4"
+fi
+hb=0
+for c in top diff collapsed flamegraph dot svg leaks info; do
+	"$mp" "$c" --help >"$tmp/help" 2>&1 && grep -q "^usage: malloc-prof $c" "$tmp/help" ||
+	    hb=$((hb + 1))
+done
+check "--help on every command" [ "$hb" = 0 ]
+
+# ---- 9-11: jemalloc's own dump of callsites_plain.
+jelib=
+for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib; do
+	[ -f "$d/libjemalloc.so.2" ] && { jelib=$d/libjemalloc.so.2; break; }
+done
+jedump=
+if [ -n "$jelib" ]; then
+	LD_PRELOAD=$jelib MALLOC_CONF="prof:true,prof_final:true,lg_prof_sample:0,prof_prefix:$tmp/je" \
+	    "$plain" >/dev/null 2>"$tmp/je.err"
+	for f in "$tmp"/je.*.f.heap; do [ -f "$f" ] && jedump=$f; done
+fi
+if [ -z "$jelib" ]; then
+	skip "jemalloc is not installed (Debian: apt-get install libjemalloc2)"
+	skip "jemalloc is not installed"
+	skip "jemalloc is not installed"
+elif [ -z "$jedump" ]; then
+	skip "this jemalloc ($jelib) wrote no profile (built without --enable-prof?)"
+	skip "no jemalloc profile"
+	skip "no jemalloc profile"
+else
+	"$mp" top "$jedump" >"$tmp/je.top" 2>"$tmp/je.top.err"
+	rc=$?
+	a=$(flat "$tmp/je.top" alloc_a); b=$(flat "$tmp/je.top" alloc_b)
+	c=$(flat "$tmp/je.top" alloc_c); l=$(cum "$tmp/je.top" mp_cs_in_lib)
+	if [ "$rc" = 0 ] && [ "$a/$b/$c/$l" = 102400/327680/65536/32768 ]; then
+		ok "jemalloc dump: alloc_a/b/c flat, mp_cs_in_lib cum exact ($a/$b/$c/$l)"
+	else
+		fail "jemalloc dump: status $rc, got $a/$b/$c/$l, want 102400/327680/65536/32768"
+		show "$tmp/je.top" "$tmp/je.top.err"
+	fi
+	# libjemalloc.so.2 is stripped: its internal frames must not show.
+	if ! grep -q 'libjemalloc' "$tmp/je.top"; then
+		ok "jemalloc dump: the allocator's own frames are dropped"
+	else
+		fail "jemalloc dump: allocator frames left in the table"
+		show "$tmp/je.top"
+	fi
+	"$mp" collapsed "$jedump" >"$tmp/je.col" 2>/dev/null
+	if grep -q ';main;middle;alloc_c 65536$' "$tmp/je.col"; then
+		ok "jemalloc dump: collapsed stack ...;main;middle;alloc_c 65536"
+	else
+		fail "jemalloc dump: no ...;main;middle;alloc_c 65536 line"
+		show "$tmp/je.col"
+	fi
+fi
+
+# ---- our own dumps
+have_prof=$("$cs" --config 2>/dev/null)
+base=$tmp/base.heap
+final=
+if [ "$have_prof" = 1 ]; then
+	env "$var=prof:true,prof_final:true,lg_prof_sample:0,prof_prefix:$tmp/cs" \
+	    "$cs" "$base" >"$tmp/cs.out" 2>"$tmp/cs.err"
+	rc=$?
+	for f in "$tmp"/cs.*.f.heap; do [ -f "$f" ] && final=$f; done
+fi
+if [ "$have_prof" != 1 ]; then
+	while [ "$n" -lt 47 ]; do
+		skip "built with --disable-prof: no dumps of our own"
+	done
+	exit 0
+fi
+if [ "$rc" = 0 ] && [ -s "$base" ] && [ -n "$final" ]; then
+	ok "callsites wrote its two dumps"
+else
+	fail "callsites (status $rc) wrote no dumps"
+	show "$tmp/cs.err"
+fi
+
+# 13-16: top
+"$mp" top "$final" >"$tmp/top" 2>"$tmp/top.err"
+rc=$?
+a=$(flat "$tmp/top" alloc_a); b=$(flat "$tmp/top" alloc_b)
+c=$(flat "$tmp/top" alloc_c); g=$(flat "$tmp/top" grow)
+l=$(cum "$tmp/top" mp_cs_in_lib)
+# The library's function allocates through cs_alloc (a pointer): cs_alloc
+# is flat, mp_cs_in_lib cumulative.
+if [ "$rc" = 0 ] && [ "$a/$b/$c/$g/$l" = 102400/327680/65536/40960/32768 ] &&
+    [ "$(flat "$tmp/top" cs_alloc)" = 36864 ]; then
+	ok "top: flat bytes of alloc_a/b/c, grow, cs_alloc; mp_cs_in_lib's cum"
+else
+	fail "top: status $rc, got $a/$b/$c/$g/$l"
+	show "$tmp/top" "$tmp/top.err"
+fi
+order=$(awk '$6 ~ /^(alloc_[abc]|grow|cs_alloc)$/ { printf "%s ", $6 }' "$tmp/top")
+check "top: rows in order of flat bytes ($order)" \
+    [ "$order" = "alloc_b alloc_a alloc_c grow cs_alloc " ]
+m=$(cum "$tmp/top" middle); mf=$(flat "$tmp/top" middle)
+mc=$(cum "$tmp/top" main)
+[ "$mf/$m" = 0/65536 ] && [ "${mc:-0}" -ge 569344 ]
+expect $? "top: middle is 0 flat, 65536 cum; main's cum holds all five ($mc)"
+# The percentages: alloc_b is 327680 / total.
+t=$(total "$tmp/top")
+pct=$(awk -v t="$t" 'BEGIN { printf "%.1f%%", 100 * 327680 / t }')
+check "top: alloc_b's flat% is $pct of $t" \
+    [ "$(awk '$6 == "alloc_b" { print $2 }' "$tmp/top")" = "$pct" ]
+
+# 17: the stderr of a clean run is empty except for the system
+# libraries' own warnings (stripped libc without debug symbols).
+if ! grep -q 'callsites\|libmpcallee\|libmalloc_prof' "$tmp/top.err"; then
+	ok "top: no warning about the test's own files"
+else
+	fail "top: warnings about the test's own files"
+	show "$tmp/top.err"
+fi
+
+# 18-19: collapsed
+"$mp" collapsed "$final" >"$tmp/col" 2>/dev/null
+ct=$(awk '{ s += $NF } END { print s }' "$tmp/col")
+check "collapsed: total $ct equals top's $t" [ "$ct" = "$t" ]
+check "collapsed: root first, ...;main;middle;alloc_c 65536" \
+    grep -q ';main;middle;alloc_c 65536$' "$tmp/col"
+check "collapsed: the library's stack ...;main;mp_cs_in_lib;cs_alloc 32768" \
+    grep -q ';main;mp_cs_in_lib;cs_alloc 32768$' "$tmp/col"
+
+# 20-22: --inuse_objects, --focus, --ignore
+"$mp" top --inuse_objects "$final" >"$tmp/obj" 2>/dev/null
+check "top --inuse_objects: alloc_a 100, alloc_b 40 objects" \
+    [ "$(flat "$tmp/obj" alloc_a)/$(flat "$tmp/obj" alloc_b)" = 100/40 ]
+"$mp" top --focus '^middle$' "$final" >"$tmp/foc" 2>/dev/null
+check "top --focus ^middle\$: total 65536, in alloc_c" \
+    [ "$(total "$tmp/foc")/$(flat "$tmp/foc" alloc_c)" = 65536/65536 ]
+"$mp" top --ignore 'alloc_[ab]' "$final" >"$tmp/ign" 2>/dev/null
+[ "$(total "$tmp/ign")" = $((t - 430080)) ] && ! grep -q 'alloc_[ab]' "$tmp/ign"
+expect $? "top --ignore 'alloc_[ab]': total drops by 430080"
+
+# 23-26: leaks
+"$mp" leaks "$final" >"$tmp/leaks" 2>/dev/null
+rc=$?
+[ "$rc" = 1 ] && [ "$(sed -n 3p "$tmp/leaks")" = "    alloc_b" ] &&
+    grep -q '^327680 bytes in 40 objects' "$tmp/leaks"
+expect $? "leaks: status 1 and alloc_b's stack first"
+"$mp" leaks --max-bytes "$t" "$final" >/dev/null 2>&1
+rc1=$?
+"$mp" leaks --max-bytes $((t - 1)) "$final" >/dev/null 2>&1
+rc2=$?
+check "leaks --max-bytes: $t (the total) gives 0, one less gives 1" [ "$rc1/$rc2" = 0/1 ]
+"$mp" leaks --base "$final" "$final" >"$tmp/noleak" 2>/dev/null
+rc=$?
+[ "$rc" = 0 ] && grep -q '^0 bytes in use' "$tmp/noleak"
+expect $? "leaks --base with itself: nothing, status 0"
+"$mp" leaks -n 1 "$final" >"$tmp/leak1" 2>/dev/null
+check "leaks -n 1: one stack listed" [ "$(grep -c 'allocated at:' "$tmp/leak1")" = 1 ]
+
+# 27-28: diff and --base: exactly grow's 40960 bytes.
+"$mp" diff "$base" "$final" >"$tmp/diff" 2>/dev/null
+rc=$?
+if [ "$rc" = 0 ] && [ "$(total "$tmp/diff")" = 40960 ] &&
+    [ "$(flat "$tmp/diff" grow)" = 40960 ] &&
+    [ "$(awk '$1 != 0 { k++ } END { print k }' "$tmp/diff")" = 2 ]; then
+	ok "diff BASE FINAL: only grow, 40960 bytes"
+else
+	fail "diff (status $rc)"
+	show "$tmp/diff"
+fi
+"$mp" collapsed --base "$base" "$final" >"$tmp/bcol" 2>/dev/null
+[ "$(wc -l <"$tmp/bcol")" = 1 ] && grep -q ';main;grow 40960$' "$tmp/bcol"
+expect $? "collapsed --base: one stack, ending in grow 40960"
+
+# 29-30: flame graph
+"$mp" flamegraph -o "$tmp/flame.svg" "$final" 2>/dev/null
+rc=$?
+# Nodes: "all" plus one per distinct prefix of the collapsed stacks.
+nodes=$(awk '{ $NF = ""; sub(/ $/, ""); k = split($0, f, ";"); p = "";
+	for (i = 1; i <= k; i++) { p = p ";" f[i]; seen[p] = 1 } }
+	END { n = 1; for (x in seen) n++; print n }' "$tmp/col")
+rects=$(python3 - "$tmp/flame.svg" <<'EOF' 2>&1
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+frames = [g for g in root.iter(ns + "g") if g.get("id") == "frames"][0]
+groups = list(frames)
+rects = sum(len(g.findall(ns + "rect")) for g in groups)
+assert rects == len(groups), "a frame group without exactly one rect"
+print(rects)
+EOF
+)
+[ "$rc" = 0 ] && [ -n "$rects" ] &&
+    [ "$rects" -eq "$rects" ] 2>/dev/null
+expect $? "flamegraph: well-formed XML (python3 xml.etree)"
+check "flamegraph: one rect per frame node ($rects rects, $nodes nodes)" [ "$rects" = "$nodes" ]
+
+# 31: dot, and svg with or without Graphviz.
+"$mp" dot "$final" >"$tmp/graph.dot" 2>/dev/null
+grep -q '^digraph' "$tmp/graph.dot" && grep -q 'label="alloc_b' "$tmp/graph.dot"
+expect $? "dot: a digraph with alloc_b's node"
+if command -v dot >/dev/null 2>&1; then
+	"$mp" svg -o "$tmp/graph.svg" "$final" 2>"$tmp/svg.err"
+	check "svg: dot -Tsvg wrote the graph" grep -q '<svg' "$tmp/graph.svg"
+else
+	"$mp" svg -o "$tmp/graph.svg" "$final" 2>"$tmp/svg.err"
+	rc=$?
+	[ "$rc" = 2 ] && grep -q 'cannot run "dot".*install graphviz' "$tmp/svg.err"
+	expect $? "svg without Graphviz: status 2, says to install it"
+fi
+
+# 33: PIE and shared library: the program is position-independent when
+# the toolchain makes it so (Debian does); the library's function was
+# named in test 13 either way.
+if command -v readelf >/dev/null 2>&1 &&
+    readelf -h "$cs" 2>/dev/null | grep -q 'Type:.*DYN'; then
+	check "PIE program and shared library named (alloc_a, mp_cs_in_lib)" \
+	    [ "$a/$l" = 102400/32768 ]
+else
+	skip "the program is not a PIE here (or readelf is missing)"
+fi
+
+# 34-35: a stripped copy given as PROGRAM: FILE+0xADDR and one warning.
+mkdir -p "$tmp/stripped"
+cp "$cs" "$tmp/stripped/callsites"
+if strip "$tmp/stripped/callsites" 2>/dev/null; then
+	"$mp" top "$tmp/stripped/callsites" "$final" >"$tmp/st.top" 2>"$tmp/st.err"
+	nw=$(grep -c "warning: \"$tmp/stripped/callsites\" has no symbol table" "$tmp/st.err")
+	if grep -q '^ *65536 .* callsites+0x[0-9a-f]*$' "$tmp/st.top" &&
+	    ! grep -q 'alloc_a' "$tmp/st.top" && [ "$nw" = 1 ] &&
+	    [ "$(cum "$tmp/st.top" mp_cs_in_lib)" = 32768 ]; then
+		ok "stripped program: callsites+0x..., one warning, library still named"
+	else
+		fail "stripped program ($nw warnings)"
+		show "$tmp/st.top" "$tmp/st.err"
+	fi
+	# Its debug file, found by build ID under --debug-dir.
+	id=$(readelf -n "$cs" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -n 1)
+	if [ -n "$id" ]; then
+		d=$tmp/debug/.build-id/$(echo "$id" | cut -c1-2)
+		mkdir -p "$d"
+		objcopy --only-keep-debug "$cs" "$d/$(echo "$id" | cut -c3-).debug"
+		"$mp" top --debug-dir "$tmp/debug" "$tmp/stripped/callsites" "$final" \
+		    >"$tmp/dbg.top" 2>"$tmp/dbg.err"
+		[ "$(flat "$tmp/dbg.top" alloc_a)" = 102400 ] &&
+		    ! grep -q 'callsites' "$tmp/dbg.err"
+		expect $? "stripped program + debug file by build ID: names back, no warning"
+	else
+		skip "the program has no build ID (linker without --build-id)"
+	fi
+else
+	skip "strip is not installed"
+	skip "strip is not installed"
+fi
+
+# 36: the library's file is gone: LIB+0xOFFSET and one warning.
+libpath=$(sed -n 's|.* \(/.*libmpcallee[^ ]*\)$|\1|p' "$final" | head -n 1)
+sed "s|$libpath|/nonexistent/libmpcallee.so|" "$final" >"$tmp/missing.heap"
+"$mp" top "$tmp/missing.heap" >"$tmp/mi.top" 2>"$tmp/mi.err"
+nw=$(grep -c 'warning: cannot open "/nonexistent/libmpcallee.so"' "$tmp/mi.err")
+if [ -n "$libpath" ] && [ "$nw" = 1 ] &&
+    awk '$4 == 32768 && $6 ~ /^libmpcallee.so\+0x[0-9a-f]+$/ { k++ } END { exit !k }' "$tmp/mi.top"; then
+	ok "a missing library: libmpcallee.so+0x..., one warning"
+else
+	fail "a missing library ($nw warnings, path '$libpath')"
+	show "$tmp/mi.top" "$tmp/mi.err"
+fi
+# 37: ... and a deleted one says so.
+sed "s|$libpath\$|$libpath (deleted)|" "$final" >"$tmp/deleted.heap"
+"$mp" top "$tmp/deleted.heap" >"$tmp/de.top" 2>"$tmp/de.err"
+[ "$(grep -c 'was deleted or replaced' "$tmp/de.err")" = 1 ] &&
+    grep -q 'libmpcallee.so+0x' "$tmp/de.top"
+expect $? "a deleted library: the warning says it was deleted, once"
+
+# --lines: DWARF 5 (the program) and DWARF 4 (the library) line tables.
+"$mp" top --lines "$final" >"$tmp/lines" 2>"$tmp/lines.err"
+la=$(grep -n 'keep_a\[i\] = malloc(1024)' "$srcdir/test/bin/callsites.c" | cut -d: -f1)
+ll=$(grep -n 'keep\[i\] = alloc(2048)' "$srcdir/test/bin/callee.c" | cut -d: -f1)
+if awk -v l="callsites.c:$la" '$1 == 102400 && $6 == "alloc_a" && $7 ~ ("/test/bin/" l "$") { k++ } END { exit !k }' "$tmp/lines"; then
+	ok "--lines: alloc_a at test/bin/callsites.c:$la (DWARF 5)"
+else
+	fail "--lines: no 'alloc_a .../test/bin/callsites.c:$la' row"
+	show "$tmp/lines" "$tmp/lines.err"
+fi
+dv=$(readelf --debug-dump=rawline "$(dirname "$cs")/.libs/libmpcallee.so" 2>/dev/null |
+    sed -n 's/.*DWARF Version: *\([0-9]*\).*/\1/p' | sort -u | tr '\n' ' ')
+if awk -v l="callee.c:$ll" '$4 == 32768 && $6 == "mp_cs_in_lib" && $7 ~ ("/test/bin/" l "$") { k++ } END { exit !k }' "$tmp/lines"; then
+	ok "--lines: mp_cs_in_lib at test/bin/callee.c:$ll (DWARF versions: $dv)"
+else
+	fail "--lines: no 'mp_cs_in_lib .../test/bin/callee.c:$ll' row (DWARF versions: $dv)"
+	show "$tmp/lines" "$tmp/lines.err"
+fi
+# C++ names: c++filt when installed, else as they are.
+if command -v c++filt >/dev/null 2>&1; then
+	want='mp::callee::keep()'
+else
+	want=_ZN2mp6callee4keepEv
+fi
+check "C++ name: $want (4096 bytes cumulative)" [ "$(cum "$tmp/top" "$want")" = 4096 ]
+
+# No MAPPED_LIBRARIES: addresses are taken as PROGRAM's own (jeprof's
+# rule for programs that are not position-independent).  A hand-made
+# profile with frame 0 at 0x1 (named by nothing) and return addresses
+# inside alloc_a and main names those two.
+aa=$(nm "$cs" 2>/dev/null | awk '$3 == "alloc_a" { print $1 }')
+am=$(nm "$cs" 2>/dev/null | awk '$3 == "main" { print $1 }')
+if [ -n "$aa" ] && [ -n "$am" ]; then
+	printf 'heap_v2/1\n  t*: 1: 64 [0: 0]\n@ 0x1 0x%x 0x%x\n  t*: 1: 64 [0: 0]\n' \
+	    $((0x$aa + 9)) $((0x$am + 9)) >"$tmp/nomaps.heap"
+	"$mp" collapsed "$cs" "$tmp/nomaps.heap" >"$tmp/nomaps.col" 2>/dev/null
+	check "no memory map: addresses named from PROGRAM (main;alloc_a;0x1)" \
+	    grep -q '^main;alloc_a;0x1 64$' "$tmp/nomaps.col"
+else
+	skip "nm is not installed"
+fi
+
+# A file replaced since the dump (another inode in the memory map): one
+# warning, and the names still come from the file found.
+awk -v lib="$libpath" '$NF == lib { $5 = $5 + 1 } { print }' "$final" >"$tmp/inode.heap"
+"$mp" top "$tmp/inode.heap" >"$tmp/in.top" 2>"$tmp/in.err"
+[ "$(grep -c 'libmpcallee.so" is not the file the program mapped (inode' "$tmp/in.err")" = 1 ] &&
+    [ "$(cum "$tmp/in.top" mp_cs_in_lib)" = 32768 ]
+expect $? "a replaced library (another inode): one warning, still named"
+
+# 38: two profiles add up.
+"$mp" top "$final" "$final" >"$tmp/two" 2>/dev/null
+check "two profiles: totals add ($(total "$tmp/two") = 2 x $t)" [ "$(total "$tmp/two")" = $((2 * t)) ]
+
+# 39-40: jeprof agrees on the top functions.
+if [ -n "${MALLOC_PROF_PREFIX-}" ]; then
+	# jeprof cuts stacks at malloc, not ${MALLOC_PROF_PREFIX}malloc
+	# (test/integration/prof_jeprof.sh): its flat column differs.
+	skip "prefixed build: jeprof does not know ${MALLOC_PROF_PREFIX}malloc"
+	skip "prefixed build: jeprof does not know ${MALLOC_PROF_PREFIX}malloc"
+elif command -v jeprof >/dev/null 2>&1; then
+	jeprof --text --show_bytes "$cs" "$final" >"$tmp/jp" 2>"$tmp/jp.err"
+	jtop=$(awk '$2 ~ /%$/ && $3 ~ /%$/ && $5 ~ /%$/ && $1 > 0 { printf "%s ", $6; if (++k == 3) exit }' "$tmp/jp")
+	mtop=$(awk '$2 ~ /%$/ && $1 > 0 { printf "%s ", $6; if (++k == 3) exit }' "$tmp/top")
+	if [ -n "$jtop" ] && [ "$jtop" = "$mtop" ]; then
+		ok "jeprof --text agrees on the top three: $jtop"
+	else
+		fail "jeprof --text top three '$jtop', malloc-prof '$mtop'"
+		show "$tmp/jp" "$tmp/jp.err"
+	fi
+	jb=$(awk '$6 == "alloc_b" { print $1; exit }' "$tmp/jp")
+	check "jeprof and malloc-prof agree on alloc_b's bytes ($jb)" [ "$jb" = 327680 ]
+else
+	skip "jeprof is not installed (Debian: apt-get install libjemalloc-dev)"
+	skip "jeprof is not installed"
+fi
