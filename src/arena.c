@@ -292,6 +292,11 @@ void arena_shared_flush(arena_t *arena) {
 void arena_decay_tick(arena_t *arena) {
 	if (opt_dirty_decay_ms <= 0 && opt_muzzy_decay_ms <= 0)
 		return;
+	/* Due at most a tick late; the pass itself runs on the precise
+	 * clock, which the extents' free times come from. */
+	if (os_now_coarse_ns() < __atomic_load_n(&arena->decay_next_ns,
+	    __ATOMIC_RELAXED))
+		return;
 	uint64_t now = os_now_ns();
 	if (!decay_due(arena, now))
 		return;
