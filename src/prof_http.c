@@ -8,6 +8,9 @@
  *   GET /debug/pprof/allocs   the same, alloc_space by default
  *                             (needs prof_accum)
  *   GET /debug/malloc/stats   malloc_stats_print's JSON
+ *   GET, POST /debug/pprof/symbol   Go's symbol service: names of
+ *                             addresses, which `go tool pprof` asks for
+ *                             those it cannot name itself
  *
  * Nothing served changes the process.  Every response is built into a
  * memfd first (profiles by prof_dump_to_fd, which serializes with every
@@ -36,6 +39,8 @@
 #include "malloc_prof/internal/internal.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -53,6 +58,7 @@
 #define PROF_HTTP_SEND_TOTAL_MS 30000   /* to send one response */
 #define PROF_HTTP_LINGER_MS 200         /* reading what follows a reply */
 #define PROF_HTTP_HOST_MAX 64
+#define PROF_HTTP_SYM_BODY_MAX 65536    /* POST /debug/pprof/symbol */
 
 char opt_prof_http[128] = "";
 
@@ -82,6 +88,8 @@ static prof_http_conn_t http_conns[PROF_HTTP_CONNS];
 
 /* Reused to copy bodies from the memfd to the socket. */
 static char http_io_buf[65536];
+/* The addresses of a POST /debug/pprof/symbol. */
+static char http_sym_body[PROF_HTTP_SYM_BODY_MAX];
 
 /* ------------------------------------------------------------- address */
 
@@ -229,10 +237,11 @@ static const char *http_reason(int status) {
 	return "Error";
 }
 
-/* The response: headers, then the body from text (if not NULL) or from
- * the first body_len bytes of the memfd. */
-static void http_respond(int fd, int status, const char *ctype,
-    const char *text, size_t body_len) {
+/* The response: headers (`extra`: more header lines, each ending in
+ * \r\n), then the body from text (if not NULL) or from the first
+ * body_len bytes of the memfd. */
+static void http_respond_ex(int fd, int status, const char *ctype,
+    const char *extra, const char *text, size_t body_len) {
 	uint64_t deadline = os_now_ns() +
 	    (uint64_t)PROF_HTTP_SEND_TOTAL_MS * 1000000u;
 	char head[512];
@@ -245,7 +254,7 @@ static void http_respond(int fd, int status, const char *ctype,
 	    "Cache-Control: no-store\r\n"
 	    "X-Content-Type-Options: nosniff\r\n"
 	    "Connection: close\r\n\r\n", status, http_reason(status), ctype,
-	    body_len, status == 405 ? "Allow: GET\r\n" : "");
+	    body_len, extra);
 	if (!http_send_all(fd, head, (size_t)n, deadline))
 		return;
 	if (text != NULL) {
@@ -267,20 +276,42 @@ static void http_respond(int fd, int status, const char *ctype,
 	}
 }
 
-/* An error response: one line of text. */
-static void http_error(int fd, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void http_error(int fd, int status, const char *fmt, ...) {
+static void http_respond(int fd, int status, const char *ctype,
+    const char *text, size_t body_len) {
+	http_respond_ex(fd, status, ctype, "", text, body_len);
+}
+
+/* An error response: one line of text; `extra` header lines. */
+static void http_error_ex(int fd, int status, const char *extra,
+    const char *fmt, va_list ap) {
 	char line[512];
-	va_list ap;
-	va_start(ap, fmt);
 	int n = mp_vsnprintf(line, sizeof(line) - 1, fmt, ap);
-	va_end(ap);
 	if ((size_t)n >= sizeof(line) - 1)
 		n = (int)sizeof(line) - 2;
 	line[n] = '\n';
 	line[n + 1] = '\0';
-	http_respond(fd, status, "text/plain; charset=utf-8", line, 0);
+	http_respond_ex(fd, status, "text/plain; charset=utf-8", extra, line,
+	    0);
+}
+
+static void http_error(int fd, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void http_error(int fd, int status, const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	http_error_ex(fd, status, "", fmt, ap);
+	va_end(ap);
+}
+
+/* 405, naming the methods the path takes. */
+static void http_not_allowed(int fd, const char *allow, const char *method,
+    size_t mlen) {
+	char extra[64], line[160];
+	mp_snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
+	mp_snprintf(line, sizeof(line), "method %.*s not allowed here (%s "
+	    "only): the endpoint is read-only\n", (int)(mlen < 32 ? mlen : 32),
+	    method, allow);
+	http_respond_ex(fd, 405, "text/plain; charset=utf-8", extra, line, 0);
 }
 
 /* ------------------------------------------------------------- bodies */
@@ -424,6 +455,134 @@ static void http_serve_stats(int fd) {
 	http_respond(fd, 200, "application/json", NULL, http_body_len());
 }
 
+/* The value of header `name` in the header lines hs[0..he), as a number;
+ * -1 if absent, -2 if not a number. */
+static long long http_header_num(const char *hs, const char *he,
+    const char *name) {
+	size_t nlen = strlen(name);
+	for (const char *p = hs; p < he;) {
+		const char *nl = memchr(p, '\n', (size_t)(he - p));
+		const char *le = nl != NULL ? nl : he;
+		if ((size_t)(le - p) > nlen && strncasecmp(p, name, nlen) == 0 &&
+		    p[nlen] == ':') {
+			const char *v = p + nlen + 1;
+			while (v < le && (*v == ' ' || *v == '\t'))
+				v++;
+			long long n = 0;
+			const char *d = v;
+			while (d < le && *d >= '0' && *d <= '9' && n < (1LL << 40))
+				n = n * 10 + (*d++ - '0');
+			while (d < le && (*d == ' ' || *d == '\t' || *d == '\r'))
+				d++;
+			return d == v || d != le ? -2 : n;
+		}
+		p = le + 1;
+	}
+	return -1;
+}
+
+/*
+ * POST /debug/pprof/symbol, what `go tool pprof` asks for the addresses
+ * it could not name from local binaries: the body is addresses joined by
+ * '+', the answer one "0xADDR name" line per address that lies inside a
+ * function of the dynamic symbol tables (dladdr1 with the symbol's size:
+ * the nearest exported symbol before a static function is not its
+ * name).  Reading the body blocks the other connections for at most the
+ * request's time left; it must fit in PROF_HTTP_SYM_BODY_MAX.
+ */
+static void http_serve_symbol(prof_http_conn_t *c, size_t head_len,
+    const char *hs, const char *he) {
+	int fd = c->fd;
+	if (http_header_num(hs, he, "Transfer-Encoding") != -1) {
+		http_error(fd, 400, "chunked request bodies are not supported: "
+		    "send Content-Length");
+		return;
+	}
+	long long clen = http_header_num(hs, he, "Content-Length");
+	if (clen < 0) {
+		http_error(fd, 400, "a POST needs a valid Content-Length");
+		return;
+	}
+	if (clen > PROF_HTTP_SYM_BODY_MAX) {
+		http_error(fd, 400, "request body too large: at most %d bytes "
+		    "of addresses", PROF_HTTP_SYM_BODY_MAX);
+		return;
+	}
+	/* What came with the head, then the rest. */
+	size_t have = c->len - head_len;
+	if (have > (size_t)clen)
+		have = (size_t)clen;
+	memcpy(http_sym_body, c->buf + head_len, have);
+	while (have < (size_t)clen) {
+		uint64_t now = os_now_ns();
+		if (now >= c->deadline_ns) {
+			http_error(fd, 408, "the request did not arrive within "
+			    "%d ms", PROF_HTTP_TIMEOUT_MS);
+			return;
+		}
+		struct pollfd pfd = {fd, POLLIN, 0};
+		int r = poll(&pfd, 1, (int)((c->deadline_ns - now) /
+		    1000000u) + 1);
+		if (r < 0 && errno != EINTR)
+			return;
+		if (r <= 0)
+			continue;
+		ssize_t n = recv(fd, http_sym_body + have, (size_t)clen - have,
+		    MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			return;         /* gone */
+		have += (size_t)n;
+	}
+	char err[256];
+	if (!http_body_reset(err, sizeof(err))) {
+		http_error(fd, 500, "%s", err);
+		return;
+	}
+	http_stats_out_t o = {http_body_fd, 0};
+	http_stats_write(&o, "num_symbols: 1\n");
+	const char *p = http_sym_body, *end = http_sym_body + have;
+	while (p < end && o.err == 0) {
+		const char *plus = memchr(p, '+', (size_t)(end - p));
+		const char *te = plus != NULL ? plus : end;
+		uintptr_t a = 0;
+		const char *d = p;
+		if (te - d > 2 && d[0] == '0' && (d[1] == 'x' || d[1] == 'X'))
+			d += 2;
+		bool ok = d < te && te - d <= 16;
+		for (; ok && d < te; d++) {
+			char ch = *d;
+			unsigned v = ch >= '0' && ch <= '9' ? (unsigned)(ch - '0') :
+			    ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10) :
+			    ch >= 'A' && ch <= 'F' ? (unsigned)(ch - 'A' + 10) :
+			    16u;
+			ok = v < 16;
+			a = a << 4 | v;
+		}
+		Dl_info info;
+		const ElfW(Sym) *sym = NULL;
+		if (ok && a != 0 && dladdr1((void *)a, &info, (void **)&sym,
+		    RTLD_DL_SYMENT) != 0 && info.dli_sname != NULL &&
+		    sym != NULL && a >= (uintptr_t)info.dli_saddr &&
+		    a < (uintptr_t)info.dli_saddr + sym->st_size) {
+			char line[320];
+			mp_snprintf(line, sizeof(line), "0x%lx %.256s\n",
+			    (unsigned long)a, info.dli_sname);
+			http_stats_write(&o, line);
+		}
+		p = te + (plus != NULL);
+	}
+	if (o.err != 0) {
+		char ebuf[128];
+		http_error(fd, 500, "cannot write the symbols: %s",
+		    prof_dump_strerror(o.err, ebuf, sizeof(ebuf)));
+		return;
+	}
+	http_respond(fd, 200, "text/plain; charset=utf-8", NULL,
+	    http_body_len());
+}
+
 /*
  * Check the request line buf[0..len) (without its line end): METHOD SP
  * TARGET SP HTTP/1.x, tokens and printable characters only.  Sets the
@@ -502,17 +661,28 @@ static void http_handle(prof_http_conn_t *c, size_t head_len) {
 		http_error(fd, 400, "malformed header line");
 		return;
 	}
-	if (mlen != 3 || memcmp(method, "GET", 3) != 0) {
-		http_error(fd, 405, "method %.*s not allowed: this endpoint is "
-		    "read-only (GET only)", (int)mlen, method);
-		return;
-	}
+	bool get = mlen == 3 && memcmp(method, "GET", 3) == 0;
+	bool post = mlen == 4 && memcmp(method, "POST", 4) == 0;
 	const char *q = memchr(target, '?', tlen);
 	size_t plen = q != NULL ? (size_t)(q - target) : tlen;
 	const char *query = q != NULL ? q + 1 : "";
 	size_t qlen = q != NULL ? tlen - plen - 1 : 0;
 #define HTTP_PATH_IS(s) (plen == sizeof(s) - 1 && memcmp(target, s,	\
 	sizeof(s) - 1) == 0)
+	if (HTTP_PATH_IS("/debug/pprof/symbol")) {
+		if (get)
+			http_respond(fd, 200, "text/plain; charset=utf-8",
+			    "num_symbols: 1\n", 0);
+		else if (post)
+			http_serve_symbol(c, head_len, hs, he);
+		else
+			http_not_allowed(fd, "GET, POST", method, mlen);
+		return;
+	}
+	if (!get) {
+		http_not_allowed(fd, "GET", method, mlen);
+		return;
+	}
 	if (HTTP_PATH_IS("/debug/pprof/heap"))
 		http_serve_profile(fd, false, query, qlen);
 	else if (HTTP_PATH_IS("/debug/pprof/allocs"))
@@ -522,7 +692,7 @@ static void http_handle(prof_http_conn_t *c, size_t head_len) {
 	else
 		http_error(fd, 404, "not found: %.*s (served: "
 		    "/debug/pprof/heap, /debug/pprof/allocs, "
-		    "/debug/malloc/stats)", (int)(plen < 100 ? plen : 100),
+		    "/debug/pprof/symbol, /debug/malloc/stats)", (int)(plen < 100 ? plen : 100),
 		    target);
 #undef HTTP_PATH_IS
 }

@@ -9,17 +9,18 @@
  * totals, the test's call site; heap_v2 text; stats JSON).  Errors: 404,
  * 405 with Allow, 400 for garbage, a bad request line, an oversized head
  * and an unknown format, every error body one line; 403 once prof.active
- * is false.  Robustness: a silent client does not delay the next request
+ * is false.  /debug/pprof/symbol names addresses the way Go's does, for
+ * `go tool pprof`.  Robustness: a silent client does not delay the next request
  * (and gets 408 after the 5 s timeout), a client that goes away
- * mid-response kills nothing (SIGPIPE: the thread blocks signals and
- * sends with MSG_NOSIGNAL; without both this test dies), 50 concurrent requests while threads
- * allocate all get valid profiles, a forked child has no endpoint while
- * the parent keeps serving.  Children started with other options check:
- * prof_accum:false gives /debug/pprof/allocs 404; an IPv6 [::1] endpoint;
- * bad values (names, missing port, port range, unbracketed IPv6, a port
- * in use) print one error line, start nothing, and the process goes on.
- * Without the profiler built in, prof.http_port is ENOENT and the option
- * is refused with one line.
+ * mid-response kills nothing (no SIGPIPE: the thread blocks signals and
+ * sends with MSG_NOSIGNAL; without both this test dies), 50 concurrent
+ * requests while threads allocate all get valid profiles, a forked child
+ * has no endpoint while the parent keeps serving.  Children started with
+ * other options check: prof_accum:false gives /debug/pprof/allocs 404; an
+ * IPv6 [::1] endpoint; bad values (names, missing port, port range,
+ * unbracketed IPv6, a port in use) print one error line, start nothing, and
+ * the process goes on.  Without the profiler built in, prof.http_port is
+ * ENOENT and the option is refused with one line.
  */
 #include "../test_util.h"
 
@@ -405,6 +406,62 @@ test_stats(void **state) {
 	}
 	assert_int_equal(depth, 0);
 	assert_false(str);
+	resp_free(&r);
+}
+
+/* What `go tool pprof` asks for the addresses it cannot name. */
+static void
+test_symbol(void **state) {
+	(void)state;
+	unsigned port = http_port();
+	resp_t r;
+	get(port, "/debug/pprof/symbol", &r);
+	CHECK_RESP(&r, 200);
+	assert_string_equal((char *)r.body, "num_symbols: 1\n");
+	resp_free(&r);
+
+	/* An address inside http_site (exported: -export-dynamic), one
+	 * nowhere, and one that is not a number. */
+	char body[128], req[512];
+	int bl = snprintf(body, sizeof(body), "0x%lx+0x10+0xzz",
+	    (unsigned long)((uintptr_t)http_site + 1));
+	int n = snprintf(req, sizeof(req), "POST /debug/pprof/symbol "
+	    "HTTP/1.1\r\nContent-Type: application/octet-stream\r\n"
+	    "Content-Length: %d\r\n\r\n%s", bl, body);
+	request_raw(AF_INET, port, req, (size_t)n, &r);
+	CHECK_RESP(&r, 200);
+	char want[128];
+	snprintf(want, sizeof(want), "num_symbols: 1\n0x%lx http_site\n",
+	    (unsigned long)((uintptr_t)http_site + 1));
+	assert_string_equal((char *)r.body, want);
+	resp_free(&r);
+
+	/* The body in a second packet. */
+	int fd = connect_to(AF_INET, port);
+	assert_true(fd >= 0);
+	n = snprintf(req, sizeof(req), "POST /debug/pprof/symbol HTTP/1.1\r\n"
+	    "Content-Length: %d\r\n\r\n", bl);
+	assert_true(send_all(fd, req, (size_t)n));
+	mp_sleep_ms(50);
+	assert_true(send_all(fd, body, (size_t)bl));
+	read_response(fd, &r);
+	close(fd);
+	CHECK_RESP(&r, 200);
+	assert_string_equal((char *)r.body, want);
+	resp_free(&r);
+
+	static const char nolen[] = "POST /debug/pprof/symbol HTTP/1.1\r\n"
+	    "\r\n";
+	request_raw(AF_INET, port, nolen, sizeof(nolen) - 1, &r);
+	check_error(&r, 400, "Content-Length");
+	resp_free(&r);
+	static const char put[] = "PUT /debug/pprof/symbol HTTP/1.1\r\n\r\n";
+	request_raw(AF_INET, port, put, sizeof(put) - 1, &r);
+	check_error(&r, 405, "not allowed");
+	char v[64];
+	const char *allow = header(&r, "Allow", v, sizeof(v));
+	assert_non_null(allow);
+	assert_string_equal(allow, "GET, POST");
 	resp_free(&r);
 }
 
@@ -902,6 +959,7 @@ main(int argc, char **argv) {
 		cmocka_unit_test(test_heap),
 		cmocka_unit_test(test_allocs),
 		cmocka_unit_test(test_stats),
+		cmocka_unit_test(test_symbol),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_silent_client),
 		cmocka_unit_test(test_client_goes_away),
