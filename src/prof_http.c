@@ -40,9 +40,9 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
-#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -637,8 +637,8 @@ static const char *http_line_end(const char *buf, size_t len) {
 	return memchr(buf, '\n', len);
 }
 
-/* The request in c->buf is complete (head ends at `end`, just past the
- * empty line): answer it. */
+/* The request head in c->buf is complete (c->buf[0..head_len), through
+ * the empty line): answer it. */
 static void http_handle(prof_http_conn_t *c, size_t head_len) {
 	int fd = c->fd;
 	const char *nl = http_line_end(c->buf, head_len);
@@ -692,8 +692,8 @@ static void http_handle(prof_http_conn_t *c, size_t head_len) {
 	else
 		http_error(fd, 404, "not found: %.*s (served: "
 		    "/debug/pprof/heap, /debug/pprof/allocs, "
-		    "/debug/pprof/symbol, /debug/malloc/stats)", (int)(plen < 100 ? plen : 100),
-		    target);
+		    "/debug/pprof/symbol, /debug/malloc/stats)",
+		    (int)(plen < 100 ? plen : 100), target);
 #undef HTTP_PATH_IS
 }
 
@@ -811,10 +811,11 @@ static void http_accept(void) {
 			poll(NULL, 0, 100);
 		return;
 	}
+	/* Reads are non-blocking (poll, with the request's deadline);
+	 * sends block, for this long at most each. */
 	struct timeval tv = {PROF_HTTP_TIMEOUT_MS / 1000,
 	    (PROF_HTTP_TIMEOUT_MS % 1000) * 1000};
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	c->len = 0;
 	c->deadline_ns = os_now_ns() +
 	    (uint64_t)PROF_HTTP_TIMEOUT_MS * 1000000u;
