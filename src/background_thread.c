@@ -137,8 +137,13 @@ static bool bg_start_locked(void) {
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* What pthread_create allocates (TLS) is the allocator's own work:
+	 * not a sample of the program, and no trigger (prof_http's start)
+	 * creates a second thread from inside this one's creation. */
+	mp_tsd.reentrancy++;
 	int err = pthread_create(&bg_thread, NULL, bg_main,
 	    (void *)(uintptr_t)gen);
+	mp_tsd.reentrancy--;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err != 0) {
 		mp_error("background_thread: cannot create the thread: %s",

@@ -191,6 +191,11 @@ const conf_opt_t conf_opts[] = {
 	  .var = &opt_prof_bt_max, .def = "128", .min = 1,
 	  .max = PROF_BT_MAX_LIMIT, .prof = true,
 	  .doc = "frames kept per backtrace" },
+	{ .name = "prof_http", .type = CONF_STRING, .var = opt_prof_http,
+	  .def = "", .bufsize = sizeof(opt_prof_http), .prof = true,
+	  .check = prof_http_conf_check,
+	  .doc = "serve profiles over HTTP on HOST:PORT (numeric; empty "
+	  "HOST: 127.0.0.1; port 0: any free one; \"\": off)" },
 };
 const unsigned conf_nopts = CONF_NELEMS(conf_opts);
 
@@ -525,7 +530,14 @@ static bool conf_pair(const char *source, const char *key, size_t klen,
 		return true;
 	}
 	char q[CONF_QUOTE_MAX + 16];
-	char what[128];
+	char what[256];
+	if (opt->check != NULL && opt->check(val, vlen, what, sizeof(what))) {
+		mp_error("%s: invalid value \"%s\" for option \"%s\": %s",
+		    source, conf_quote(q, sizeof(q), val, vlen,
+		    CONF_QUOTE_MAX / 2), opt->name, what);
+		(void)conf_set_value(opt, opt->def, strlen(opt->def));
+		return true;
+	}
 	switch (conf_set_value(opt, val, vlen)) {
 	case CONF_SET_OK:
 		if (opt_confirm_conf) {

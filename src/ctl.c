@@ -684,6 +684,22 @@ static int ctl_prof_interval(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
+/* r-: the scrape endpoint's port; ENOENT when it is not running (no
+ * prof_http option, it could not start, or a forked child).  Reading it
+ * starts the endpoint if it is pending, so the port is known at once. */
+static int ctl_prof_http_port(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (!config_prof)
+		return ENOENT;
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	prof_http_start_pending();
+	unsigned port = prof_http_port();
+	if (port == 0)
+		return ENOENT;
+	return ctl_read(oldp, oldlenp, &port, sizeof(port));
+}
+
 /* thread.prof.name accepts what jemalloc does: printable characters,
  * spaces and tabs. */
 static bool ctl_thread_name_ok(const char *name) {
@@ -949,6 +965,7 @@ static const ctl_node_t ctl_prof_children[] = {
 	{ .name = "reset", .handler = ctl_prof_reset },
 	{ .name = "interval", .handler = ctl_prof_interval },
 	{ .name = "lg_sample", .handler = ctl_prof_lg_sample },
+	{ .name = "http_port", .handler = ctl_prof_http_port },
 };
 
 static const ctl_node_t ctl_root_children[] = {

@@ -59,7 +59,8 @@ static MP_COLD bool malloc_init_hard(void) {
 	if (!err) {
 		conf_boot();
 		sz_boot();
-		err = prof_boot() || background_thread_boot();
+		err = prof_boot() || background_thread_boot() ||
+		    prof_http_boot();
 	}
 	if (!err) {
 		err = arena_boot() || ctl_boot() ||
@@ -427,8 +428,10 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 		prof_wait_redraw(tsd, tsd->allocated - usize);
 	prof_sample_check(tsd, p, usize, o);
 	/* Outside start-up and the profiler: creating a thread allocates. */
-	if (tsd->state == TSD_NOMINAL && tsd->reentrancy == 0)
+	if (tsd->state == TSD_NOMINAL && tsd->reentrancy == 0) {
 		background_thread_start_pending();
+		prof_http_start_pending();
+	}
 	return p;
 }
 
@@ -942,6 +945,7 @@ static void malloc_prefork(void) {
 	pthread_mutex_lock(&init_mtx.lock);
 	ctl_prefork();
 	background_thread_prefork();
+	prof_http_prefork();
 	if (config_prof)
 		prof_prefork();
 	pthread_mutex_lock(&registry_mtx.lock);
@@ -957,6 +961,7 @@ static void malloc_postfork_parent(void) {
 	pthread_mutex_unlock(&registry_mtx.lock);
 	if (config_prof)
 		prof_postfork_parent();
+	prof_http_postfork_parent();
 	background_thread_postfork_parent();
 	ctl_postfork_parent();
 	pthread_mutex_unlock(&init_mtx.lock);
@@ -976,6 +981,7 @@ static void malloc_postfork_child(void) {
 	mp_mutex_postfork_child(&registry_mtx);
 	if (config_prof)
 		prof_postfork_child();
+	prof_http_postfork_child();
 	background_thread_postfork_child();
 	ctl_postfork_child();
 	mp_mutex_postfork_child(&init_mtx);

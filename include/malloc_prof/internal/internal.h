@@ -335,6 +335,10 @@ typedef struct conf_opt_s {
 	bool early;              /* applied in a first pass (abort_conf...) */
 	bool prof;               /* a profiler option: absent (ENOENT, and an
 	                          * error in conf) when !config_prof */
+	/* CONF_STRING: rejects a value the type accepts but the option
+	 * cannot use (true, with why[] filled); the option then goes back
+	 * to its default.  NULL: no check. */
+	bool (*check)(const char *v, size_t vlen, char *why, size_t whysize);
 	const char *doc;         /* one line, for listings */
 } conf_opt_t;
 extern const conf_opt_t conf_opts[];

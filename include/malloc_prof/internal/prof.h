@@ -297,4 +297,22 @@ size_t prof_pb_varint(uint8_t *out, uint64_t v);
 bool prof_gzip_write(int fd, const void *data, size_t len, int *errp);
 uint32_t prof_crc32(uint32_t crc, const void *data, size_t len);
 
+/* ------------------------------------------------------- prof_http.c */
+/* prof_http:HOST:PORT, the scrape endpoint ("": off). */
+extern char opt_prof_http[128];
+/* The conf row's check: true if v[0..len) is not "" nor a HOST:PORT the
+ * endpoint can listen on, with why[] saying what is wrong (one line). */
+bool prof_http_conf_check(const char *v, size_t len, char *why,
+    size_t whysize);
+bool prof_http_boot(void);                 /* after conf; true on error */
+/* Bind and start the thread if the option asks for it and nobody has
+ * tried yet (cheap when not: one relaxed load).  From allocation slow
+ * paths with no allocator lock held, and from prof.http_port. */
+void prof_http_start_pending(void);
+/* prof.http_port: the bound port, 0 when the endpoint is not running. */
+unsigned prof_http_port(void);
+void prof_http_prefork(void);
+void prof_http_postfork_parent(void);
+void prof_http_postfork_child(void);
+
 #endif /* MP_INTERNAL_PROF_H */

@@ -84,6 +84,8 @@ typedef enum {
 	LOCK_RANK_BACKGROUND,     /* bg_mtx: the background thread's state
 	                           * (held across pthread_create, which
 	                           * allocates) */
+	LOCK_RANK_PROF_HTTP,      /* http_mtx: the scrape endpoint's
+	                           * descriptors (held across pthread_create) */
 	LOCK_RANK_PROF_DUMP,      /* prof_dump_mtx: one dump at a time */
 	LOCK_RANK_PROF_GCTX,      /* gctx shard: backtraces and counters */
 	LOCK_RANK_PROF_TDATAS,    /* prof_tdatas_mtx: thread identities */
