@@ -232,6 +232,68 @@ def callgrind_runs(args, rows):
     return cg, per_pair, loop
 
 
+# A Python program whose heap has many distinct stacks: what users profile.
+TOOL_WORKLOAD = (
+    "import json, re, collections\n"
+    "rows = [{'id': i, 'name': 'n%d' % i, 'tags': [str(j) for j in range(i % 40)]}"
+    " for i in range(60000)]\n"
+    "text = json.dumps(rows)\n"
+    "back = json.loads(text)\n"
+    "words = collections.Counter(re.findall(r'n[0-9]+', text))\n"
+    "import ctypes\n"
+    "ctypes.CDLL(None).mallctl(b'prof.dump', None, None, None, 0)\n"
+    "print(len(back), len(words))\n")
+
+
+def tool_runs(args):
+    """malloc-prof top against jeprof --text on one heap profile of
+    python3 running TOOL_WORKLOAD under libmalloc_prof (dumped through
+    mallctl while its data is live): medians of interleaved runs."""
+    jeprof = shutil_which("jeprof")
+    python = shutil_which("python3")
+    if jeprof is None or python is None or not os.access(args.tool, os.X_OK):
+        print("tool comparison skipped: needs jeprof, python3 and %s"
+              % args.tool, file=sys.stderr)
+        return None
+    python = os.path.realpath(python)
+    with tempfile.TemporaryDirectory(prefix="mp-bench-tool.") as d:
+        # PYTHONMALLOC=malloc: every object through malloc, not pymalloc.
+        env = dict(os.environ, LD_PRELOAD=args.ours, PYTHONMALLOC="malloc",
+                   MALLOC_CONF="prof:true,lg_prof_sample:12,"
+                   "prof_prefix:%s/py" % d)
+        subprocess.run([python, "-c", TOOL_WORKLOAD], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        dumps = [f for f in os.listdir(d) if f.endswith(".m0.heap")]
+        if len(dumps) != 1:
+            sys.exit("<malloc_prof>: bench: python3 under libmalloc_prof left "
+                     "%d prof.dump dumps in %s, expected 1" % (len(dumps), d))
+        dump = os.path.join(d, dumps[0])
+        with open(dump) as f:
+            nstacks = sum(1 for line in f if line.startswith("@"))
+        cmds = {"malloc-prof top": [args.tool, "top", python, dump],
+                "jeprof --text": [jeprof, "--text", python, dump]}
+        times = {k: [] for k in cmds}
+        for rep in range(args.reps):
+            for k, c in cmds.items():
+                t = time.perf_counter()
+                subprocess.run(c, check=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+                times[k].append(time.perf_counter() - t)
+                print("\rtool %-16s rep %d %6.3f s   " % (k, rep + 1,
+                      times[k][-1]), end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+        return {"stacks": nstacks, "bytes": os.path.getsize(dump),
+                "times": times}
+
+
+def shutil_which(name):
+    for d in os.environ.get("PATH", "").split(":"):
+        p = os.path.join(d, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
 class Report:
     def __init__(self):
         self.lines = []
@@ -260,7 +322,32 @@ def per_allocator_header(rep, title, main):
     rep.add("|---" * (1 + len(main) + len(PEERS)) + "|")
 
 
-def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed):
+def summarise_tool(rep, tool):
+    if tool is None:
+        return
+    t = tool["times"]
+    mp = statistics.median(t["malloc-prof top"])
+    je = statistics.median(t["jeprof --text"])
+    rep.add("## malloc-prof against jeprof")
+    rep.add()
+    rep.add("One heap profile of python3 running a JSON/regex workload under "
+            "libmalloc_prof (lg_prof_sample 12: %d stacks, %d bytes), read "
+            "with the same program file; medians of %d interleaved runs." % (
+                tool["stacks"], tool["bytes"], len(t["jeprof --text"])))
+    rep.add()
+    rep.add("| command | median (s) | min–max |")
+    rep.add("|---|---|---|")
+    for k in ("malloc-prof top", "jeprof --text"):
+        rep.add("| `%s` | %.3f | %.3f–%.3f |" % (
+            k, statistics.median(t[k]), min(t[k]), max(t[k])))
+    rep.add()
+    rep.target(je / mp >= 10,
+               "malloc-prof top at least 10× faster than jeprof --text: "
+               "%.0f×" % (je / mp), "\"malloc-prof\"")
+
+
+def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
+              tool=None):
     main = ["ours"] + PEERS
     workloads = [w for w, _, _, _ in WORKLOADS if w in args.workloads]
     timew = [w for w, _, t, _ in WORKLOADS if t and w in args.workloads]
@@ -434,6 +521,8 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed):
                    "than jemalloc's: %.1f (jemalloc %.1f)" % (ours, je),
                    "\"The hot path's floor\"")
 
+    summarise_tool(rep, tool)
+
     rep.add("## Targets")
     rep.add()
     for v in rep.verdicts:
@@ -507,8 +596,18 @@ def main():
                     help="skip the instruction counts")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results.md"),
                     help="report file (default bench/results.md)")
+    ap.add_argument("--tool", default="",
+                    help="path of malloc-prof: time its top against jeprof "
+                         "--text on a python3 profile")
     args = ap.parse_args()
-    args.passthrough = sys.argv[5:] if sys.argv[1:2] == ["--ours"] else sys.argv[1:]
+    # The command line as the user gave it to bench/run.sh: without the
+    # paths run.sh adds.
+    argv, args.passthrough = sys.argv[1:], []
+    while argv:
+        if argv[0] in ("--ours", "--mpbench", "--tool") and len(argv) > 1:
+            argv = argv[2:]
+        else:
+            args.passthrough.append(argv.pop(0))
     known = [w for w, _, _, _ in WORKLOADS]
     args.workloads = known if not args.only else args.only.split(",")
     for w in args.workloads:
@@ -526,13 +625,16 @@ def main():
     t0 = time.time()
     samples = timed_runs(args, rows, args.workloads)
     cg, per_pair, loop = ({}, {}, 0.0) if args.no_callgrind else callgrind_runs(args, rows)
+    tool = tool_runs(args) if args.tool else None
     rep, _ = summarise(args, rows, samples, cg, per_pair, loop, started,
-                       time.time() - t0)
+                       time.time() - t0, tool)
     with open(args.out, "w") as f:
         f.write("\n".join(rep.lines))
     raw = {"%s|%s" % k: v for k, v in samples.items()}
     raw.update({"callgrind|%s|%s" % k: v for k, v in cg.items()})
     raw.update({"per_pair|%s|%s" % k: v for k, v in per_pair.items()})
+    if tool is not None:
+        raw.update({"tool|%s" % k: v for k, v in tool["times"].items()})
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump(raw, f, indent=0)
     svg_chart(os.path.join(ROOT, "doc", "performance-ratios.svg"), samples,

@@ -11,14 +11,17 @@ cd "$(dirname "$0")/.." || exit 1
 . ./scripts/lib.sh
 
 mp_install_deps build-essential autoconf automake libtool pkg-config \
-    python3 valgrind libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+    python3 valgrind libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
+    libjemalloc-dev
 
 mp_autogen || mp_die "autogen failed"
 mp_configure bench || mp_die "configure failed (see build/bench/config.log)"
-mp_make bench libmalloc_prof.la >/dev/null || mp_die "building the library failed"
+mp_make bench libmalloc_prof.la bin/malloc-prof >/dev/null ||
+    mp_die "building the library or malloc-prof failed"
 mkdir -p build/bench/bench
 cc -O2 -g -fno-omit-frame-pointer -pthread -Wall -Wextra \
     -o build/bench/bench/mpbench bench/workloads.c -lm ||
     mp_die "building bench/workloads.c failed"
 exec python3 bench/run.py --ours "$MP_ROOT/build/bench/.libs/libmalloc_prof.so" \
-    --mpbench "$MP_ROOT/build/bench/bench/mpbench" "$@"
+    --mpbench "$MP_ROOT/build/bench/bench/mpbench" \
+    --tool "$MP_ROOT/build/bench/bin/malloc-prof" "$@"
