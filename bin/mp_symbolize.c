@@ -546,6 +546,22 @@ mp_elf_lines(mp_elf_t *e) {
 const char *
 mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
     bool leaf) {
+	const char *file;
+	unsigned line;
+	const char *name = mp_sym_frame_line(sym, prof, pc, leaf, &file, &line);
+	if (file != NULL) {
+		size_t len = strlen(sym->buf);
+		snprintf(sym->buf + len, sizeof(sym->buf) - len, " %s:%u", file,
+		    line);
+	}
+	return name;
+}
+
+const char *
+mp_sym_frame_line(mp_symbolizer_t *sym, const mp_profile_t *prof,
+    uint64_t pc, bool leaf, const char **filep, unsigned *linep) {
+	*filep = NULL;
+	*linep = 0;
 	/* A return address points after the call: look up the byte before
 	 * it, or a call ending a function would be named after the next
 	 * one (jeprof's FixCallerAddresses).  Frame 0 is an exact PC. */
@@ -615,11 +631,11 @@ mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
 		const char *file;
 		unsigned line;
 		if (sym->lines && mp_elf_lines(e) != NULL &&
-		    mp_lines_find(e->lines, vaddr, &file, &line))
-			snprintf(sym->buf, sizeof(sym->buf), "%s %s:%u",
-			    s->name, file, line);
-		else
-			snprintf(sym->buf, sizeof(sym->buf), "%s", s->name);
+		    mp_lines_find(e->lines, vaddr, &file, &line)) {
+			*filep = file;
+			*linep = line;
+		}
+		snprintf(sym->buf, sizeof(sym->buf), "%s", s->name);
 		return sym->buf;
 	}
 	if (!e->has_symtab)
