@@ -124,7 +124,8 @@ static const struct {
 	[CMD_INFO] = { "info", "[PROGRAM] PROFILE...",
 	    "the sample period, totals, threads and mapped files" },
 	[CMD_PPROF] = { "pprof", "-o FILE.pb.gz [PROGRAM] PROFILE...",
-	    "a symbolized, gzipped profile.proto for pprof tools" },
+	    "a symbolized, gzipped profile.proto for pprof tools (all four "
+	    "sample types)" },
 };
 #define MP_NCMDS (sizeof(mp_cmds) / sizeof(mp_cmds[0]))
 
@@ -171,10 +172,7 @@ mp_cmd_help(mp_cmd_t cmd) {
 	if (cmd == CMD_FLAMEGRAPH)
 		printf("  --title TEXT      the title line of the graph\n");
 	if (cmd == CMD_PPROF)
-		printf("  --inuse_space ... the sample type pprof shows first "
-		    "is always inuse_space;\n"
-		    "                    all four are written\n"
-		    "  --thread N        only what thread tN allocated\n"
+		printf("  --thread N        only what thread tN allocated\n"
 		    "  --base BASE       subtract the profile BASE (its "
 		    "samples, negated)\n");
 	if (cmd != CMD_INFO && cmd != CMD_PPROF) {
@@ -196,11 +194,12 @@ mp_cmd_help(mp_cmd_t cmd) {
 			printf("  --base BASE       subtract the profile BASE "
 			    "first (what grew since)\n");
 	}
-	printf("  --lines           name frames \"function file:line\" (DWARF "
-	    ".debug_line)\n"
-	    "  --functions       function names only (default)\n"
-	    "  --no-demangle     leave C++ names mangled (default: c++filt "
-	    "when installed)\n");
+	if (cmd != CMD_PPROF)	/* it always writes both, apart */
+		printf("  --lines           name frames \"function file:line\" "
+		    "(DWARF .debug_line)\n"
+		    "  --functions       function names only (default)\n"
+		    "  --no-demangle     leave C++ names mangled (default: "
+		    "c++filt when installed)\n");
 	printf("  --debug-dir DIR   where separate debug files are looked "
 	    "for\n"
 	    "                    (default /usr/lib/debug: .build-id/xx/"
