@@ -551,9 +551,10 @@ enum {
 	PB_DEFAULT_TYPE = 14, PB_NFIELDS = 15
 };
 
-/* The expected wire type of each Profile field (-1: none such). */
+/* The wire type of each Profile field (-1: none such): messages and
+ * strings 2, the int64s 0 (comment, a repeated int64, may be packed). */
 static const int mp_pb_wire[PB_NFIELDS] = {
-	-1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 2, 0, 0, 0 };
+	-1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 2, 0, 0, 0 };
 
 bool
 mp_pprof_detect(const uint8_t *data, size_t size) {
@@ -569,9 +570,10 @@ mp_pprof_detect(const uint8_t *data, size_t size) {
 	mp_pb_t sub;
 	size_t n = 0;
 	while (mp_pb_next(&b, &field, &wire, &v, &sub, &e, "the profile")) {
-		/* comment (13) may be packed or not */
-		if (field >= PB_NFIELDS || (mp_pb_wire[field] != (int)wire &&
-		    !(field == 13 && wire == 2)))
+		/* Fields after 14 are newer than this reader (doc_url):
+		 * any wire type mp_pb_next accepts. */
+		if (field < PB_NFIELDS && mp_pb_wire[field] != (int)wire &&
+		    !(field == 13 && wire == 2))
 			return false;
 		n++;
 	}

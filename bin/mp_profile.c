@@ -1,6 +1,8 @@
 /*
  * bin/mp_profile.c - the heap_v2 reader of malloc-prof: the dumps written
  * by libmalloc_prof and by jemalloc (doc/profiling.md, "The dump format").
+ * mp_profile_read tells them from pprof profiles by content and hands
+ * those to mp_pprof.c, which fills the same model.
  *
  * A dump is a header `heap_v2/R`, the process total `t*:` and one line per
  * thread, then one `@ pc...` block per stack with its `t*:` and `tN:`
