@@ -657,8 +657,7 @@ mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
 		if (lg >= 0)
 			printf(" (lg_prof_sample %d)", lg);
 		if (pr->sample_types != NULL)
-			printf("\n  sample types: %s (values unbiased by the "
-			    "writer)", pr->sample_types);
+			printf("\n  sample types: %s", pr->sample_types);
 		if (pr->have_total)
 			printf("\n  header t* (as printed): %" PRIu64
 			    " objects, %" PRIu64 " bytes in use; %" PRIu64
@@ -679,8 +678,10 @@ mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
 		printf("  stacks: %zu; as printed: %" PRIu64 " objects, %" PRIu64
 		    " bytes in use\n", pr->nstacks, raw.v[MP_INUSE_OBJECTS],
 		    raw.v[MP_INUSE_SPACE]);
-		printf("  unbiased (jeprof's scaling): %.0f objects, %.0f bytes "
+		printf("  %s: %.0f objects, %.0f bytes "
 		    "in use; %.0f objects, %.0f bytes allocated\n",
+		    pr->sample_types != NULL ? "values (unbiased by the "
+		    "writer)" : "unbiased (jeprof's scaling)",
 		    u[MP_INUSE_OBJECTS], u[MP_INUSE_SPACE], u[MP_ALLOC_OBJECTS],
 		    u[MP_ALLOC_SPACE]);
 		printf("  threads: %zu\n", pr->nthreads);

@@ -61,6 +61,7 @@ typedef struct {
 typedef struct {
 	uint64_t start, end, offset;
 	uint64_t inode;		/* of the file the program mapped; 0: none */
+	char *build_id;		/* pprof: its GNU build ID (hex), or NULL */
 	char perms[5];
 	char *path;		/* without " (deleted)"; "" for anonymous */
 	bool deleted;

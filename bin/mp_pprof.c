@@ -12,7 +12,8 @@
  * Go name them); their values are already unbiased.  Frames are named by
  * the profile's Functions (each Line of a Location is a frame, inlined
  * ones first), else from the address through the Mapping table by the
- * ELF symbolizer, as heap_v2 frames are.
+ * ELF symbolizer, as heap_v2 frames are (a mapping's build ID, when
+ * the profile has one, is checked against the file found).
  *
  * Writing reuses the library's encoder (src/pprof_enc.c: protobuf fields,
  * gzip) with malloc'd buffers; only the profile model is the tool's own.
@@ -770,7 +771,7 @@ mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 	for (size_t i = 0; i < prof->nmaps; i++) {
 		mp_pb_t m = sl[PB_MAPPING].v[i];
 		mp_mapping_t *mp = &prof->maps[i];
-		uint64_t file = 0;
+		uint64_t file = 0, build = 0;
 		while (mp_pb_next(&m, &field, &wire, &v, &sub, e,
 		    "a mapping")) {
 			if (wire != 0)
@@ -783,8 +784,11 @@ mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 				mp->offset = v;
 			else if (field == 5)
 				file = v;
+			else if (field == 6)
+				build = v;
 		}
-		if (e->bad || !mp_pstr(d, file, "a mapping", &mp->path))
+		if (e->bad || !mp_pstr(d, file, "a mapping", &mp->path) ||
+		    !mp_pstr(d, build, "a mapping", &mp->build_id))
 			goto out;
 		memcpy(mp->perms, "r-xp", 5);
 		size_t pl = strlen(mp->path);

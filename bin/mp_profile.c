@@ -269,7 +269,7 @@ mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 		if (in_maps) {
 			if (p == c->eol)
 				continue;
-			mp_mapping_t m;
+			mp_mapping_t m = { 0 };
 			if (!mp_parse_map(c, &m)) {
 				/* jeprof also accepts other lines here
 				 * (build=...); what is not a maps line cannot
@@ -488,8 +488,10 @@ mp_profile_free(mp_profile_t *prof) {
 	prof->fnames = NULL;
 	prof->sample_types = NULL;
 	prof->nfnames = 0;
-	for (size_t i = 0; i < prof->nmaps; i++)
+	for (size_t i = 0; i < prof->nmaps; i++) {
 		free(prof->maps[i].path);
+		free(prof->maps[i].build_id);
+	}
 	free(prof->threads);
 	free(prof->stacks);
 	free(prof->maps);

@@ -47,7 +47,7 @@ expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
 # show FILE...: a failed check's evidence, as TAP comments.
 show() { sed 's/^/# /' "$@" | head -n 40; }
 
-ntests=65
+ntests=66
 echo "1..$ntests"
 for f in "$mp" "$cs" "$plain"; do
 	if [ ! -x "$f" ]; then
@@ -655,6 +655,21 @@ expect $? "library pprof dumps: diff BASE FINAL is grow's 40960 bytes"
 "$mp" top --lines "$libf" >"$tmp/libl.top" 2>/dev/null
 awk -v l="callsites.c:$la" '$1 == 102400 && $6 == "alloc_a" && $7 ~ ("/test/bin/" l "$") { k++ } END { exit !k }' "$tmp/libl.top"
 expect $? "library pprof dump --lines: alloc_a at callsites.c:$la (addresses through its mappings)"
+# Another build ID in its mapping than the program's: one warning, and
+# the names still come from the file found.
+id=$(readelf -n "$cs" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -n 1)
+if [ -n "$id" ] && [ -n "$libf" ]; then
+	python3 -c '
+import gzip, sys
+d = gzip.open(sys.argv[1]).read().replace(sys.argv[2].encode(), b"0" * len(sys.argv[2]))
+open(sys.argv[3], "wb").write(gzip.compress(d))' "$libf" "$id" "$tmp/otherid.pb.gz"
+	"$mp" top "$tmp/otherid.pb.gz" >"$tmp/oid.top" 2>"$tmp/oid.err"
+	[ "$(grep -c "callsites\" is not the file the program mapped (build ID 0* in the profile, $id now)" "$tmp/oid.err")" = 1 ] &&
+	    [ "$(flat "$tmp/oid.top" alloc_a)" = 102400 ]
+	expect $? "library pprof dump, another build ID in the mapping: one warning, still named"
+else
+	skip "the program has no build ID (or readelf is missing)"
+fi
 
 # go tool pprof reads the converted dump: the same top function and
 # total, and the program's build ID in its mapping.
