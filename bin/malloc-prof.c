@@ -8,13 +8,16 @@
  *   malloc-prof COMMAND [options] [PROGRAM] PROFILE...
  *
  * This file holds the command line, the messages and the pipeline shared
- * by the commands: read the profiles, symbolize every stack once per
- * distinct address, drop the allocator's own frames as jeprof does, merge
- * the stacks by name (subtracting --base), then print.
+ * by the commands: read the profiles (heap_v2 or pprof, told apart by
+ * content), symbolize every stack once per distinct address, drop the
+ * allocator's own frames as jeprof does, merge the stacks by name
+ * (subtracting --base), then print; or, for `pprof`, write the stacks
+ * as a profile.proto (mp_pprof.c).
  */
 #include "malloc-prof.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <regex.h>
@@ -96,7 +99,7 @@ mp_xstrndup(const char *s, size_t n) {
 /* ---- commands and options */
 typedef enum {
 	CMD_TOP, CMD_DIFF, CMD_COLLAPSED, CMD_FLAMEGRAPH, CMD_DOT, CMD_SVG,
-	CMD_LEAKS, CMD_INFO
+	CMD_LEAKS, CMD_INFO, CMD_PPROF
 } mp_cmd_t;
 
 static const struct {
@@ -120,6 +123,9 @@ static const struct {
 	    "exit 1 if more than N bytes (default 0) are in use; lists them" },
 	[CMD_INFO] = { "info", "[PROGRAM] PROFILE...",
 	    "the sample period, totals, threads and mapped files" },
+	[CMD_PPROF] = { "pprof", "-o FILE.pb.gz [PROGRAM] PROFILE...",
+	    "a symbolized, gzipped profile.proto for pprof tools (all four "
+	    "sample types)" },
 };
 #define MP_NCMDS (sizeof(mp_cmds) / sizeof(mp_cmds[0]))
 
@@ -141,9 +147,10 @@ typedef struct {
 static void
 mp_usage(FILE *f) {
 	fprintf(f, "usage: malloc-prof COMMAND [options] [PROGRAM] PROFILE...\n"
-	    "Reads heap profiles (heap_v2 dumps of malloc_prof or jemalloc) "
-	    "and\nnames their frames from the files in MAPPED_LIBRARIES "
-	    "(PROGRAM, if given,\nreplaces the mapped file of the same name).\n"
+	    "Reads heap profiles (heap_v2 dumps of malloc_prof or jemalloc, "
+	    "pprof heap\nprofiles) and names their frames from the files in "
+	    "MAPPED_LIBRARIES\n(PROGRAM, if given, replaces the mapped file "
+	    "of the same name).\n"
 	    "\nCommands:\n");
 	for (size_t i = 0; i < MP_NCMDS; i++)
 		fprintf(f, "  %-11s %s\n", mp_cmds[i].name, mp_cmds[i].what);
@@ -164,7 +171,11 @@ mp_cmd_help(mp_cmd_t cmd) {
 		    "output\n");
 	if (cmd == CMD_FLAMEGRAPH)
 		printf("  --title TEXT      the title line of the graph\n");
-	if (cmd != CMD_INFO) {
+	if (cmd == CMD_PPROF)
+		printf("  --thread N        only what thread tN allocated\n"
+		    "  --base BASE       subtract the profile BASE (its "
+		    "samples, negated)\n");
+	if (cmd != CMD_INFO && cmd != CMD_PPROF) {
 		printf("  -n, --nodecount N show at most N rows (top, diff), "
 		    "stacks (leaks) or\n"
 		    "                    functions (dot, svg)\n"
@@ -183,11 +194,12 @@ mp_cmd_help(mp_cmd_t cmd) {
 			printf("  --base BASE       subtract the profile BASE "
 			    "first (what grew since)\n");
 	}
-	printf("  --lines           name frames \"function file:line\" (DWARF "
-	    ".debug_line)\n"
-	    "  --functions       function names only (default)\n"
-	    "  --no-demangle     leave C++ names mangled (default: c++filt "
-	    "when installed)\n");
+	if (cmd != CMD_PPROF)	/* it always writes both, apart */
+		printf("  --lines           name frames \"function file:line\" "
+		    "(DWARF .debug_line)\n"
+		    "  --functions       function names only (default)\n"
+		    "  --no-demangle     leave C++ names mangled (default: "
+		    "c++filt when installed)\n");
 	printf("  --debug-dir DIR   where separate debug files are looked "
 	    "for\n"
 	    "                    (default /usr/lib/debug: .build-id/xx/"
@@ -319,6 +331,13 @@ mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 		return mp_usage_error(o, "leaks counts bytes in use: "
 		    "--inuse_objects, --alloc_space and --alloc_objects do not "
 		    "apply");
+	if (o->cmd == CMD_PPROF && (o->focus != NULL || o->ignore != NULL ||
+	    o->limit >= 0))
+		return mp_usage_error(o, "--focus, --ignore and -n do not apply "
+		    "to pprof: every stack is written (pprof tools filter)");
+	if (o->cmd == CMD_PPROF && o->output == NULL && isatty(1))
+		return mp_usage_error(o, "pprof writes binary data: give -o "
+		    "FILE.pb.gz");
 	if (o->cmd == CMD_DIFF && o->base != NULL)
 		return mp_usage_error(o, "diff takes its base as the first "
 		    "profile, not --base");
@@ -361,16 +380,51 @@ static bool
 mp_is_alloc_fn(const char *name) {
 	static const char *const prefixes[] = { "", "_", "je_", "_je_", "mp_",
 		"_mp_", "__libc_" };
+	/* The function only: --lines adds " file:line". */
+	size_t len = strcspn(name, " ");
 	for (size_t p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++) {
 		size_t pl = strlen(prefixes[p]);
-		if (strncmp(name, prefixes[p], pl) != 0)
+		if (len < pl || strncmp(name, prefixes[p], pl) != 0)
 			continue;
 		for (size_t i = 0; i < sizeof(mp_alloc_fns) /
 		    sizeof(mp_alloc_fns[0]); i++)
-			if (strcmp(name + pl, mp_alloc_fns[i]) == 0)
+			if (strlen(mp_alloc_fns[i]) == len - pl &&
+			    strncmp(name + pl, mp_alloc_fns[i], len - pl) == 0)
 				return true;
 	}
 	return false;
+}
+
+/* Name ids of a pprof profile's named frames (its fnames), made once
+ * each; with LINES "function file:line" when the profile has the line. */
+typedef struct {
+	uint32_t *id;		/* UINT32_MAX: not yet */
+	uint8_t *alloc;
+} mp_fnmap_t;
+
+static uint32_t
+mp_fn_name(mp_fnmap_t *fm, mp_report_t *rep, const mp_profile_t *prof,
+    uint32_t fn, bool lines, bool *alloc) {
+	if (fm->id == NULL) {
+		fm->id = mp_xmalloc(prof->nfnames * sizeof(*fm->id));
+		fm->alloc = mp_xmalloc(prof->nfnames);
+		memset(fm->id, 0xff, prof->nfnames * sizeof(*fm->id));
+	}
+	if (fm->id[fn] == UINT32_MAX) {
+		const mp_fname_t *f = &prof->fnames[fn];
+		if (lines && f->file[0] != '\0' && f->line > 0) {
+			char *s = mp_xmalloc(strlen(f->name) + strlen(f->file) +
+			    32);
+			sprintf(s, "%s %s:%" PRId64, f->name, f->file, f->line);
+			fm->id[fn] = mp_report_intern(rep, s);
+			free(s);
+		} else {
+			fm->id[fn] = mp_report_intern(rep, f->name);
+		}
+		fm->alloc[fn] = mp_is_alloc_fn(f->name);
+	}
+	*alloc = fm->alloc[fn];
+	return fm->id[fn];
 }
 
 /* Name ids of one profile's addresses: each distinct PC is looked up once
@@ -430,11 +484,14 @@ mp_pc_name(mp_pcmap_t *pm, mp_symbolizer_t *sym, mp_report_t *rep,
 }
 
 /* THREAD >= 0: only what thread tTHREAD allocated (its lines of each
- * stack, unbiased the same way), as jeprof's --thread. */
+ * stack, unbiased the same way), as jeprof's --thread.  PP (the pprof
+ * command) gets every stack too, without the allocator's frames. */
 static void
 mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
-    const mp_profile_t *prof, int sign, int64_t thread) {
+    const mp_profile_t *prof, int sign, int64_t thread, bool lines,
+    mp_pprof_out_t *pp) {
 	mp_pcmap_t pm = { 0 };
+	mp_fnmap_t fm = { 0 };
 	uint32_t *frames = NULL;
 	uint32_t cap = 0;
 	for (size_t i = 0; i < prof->nstacks; i++) {
@@ -461,19 +518,27 @@ mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
 		uint32_t cut = 0;
 		for (uint32_t k = 0; k < s->npcs; k++) {
 			bool alloc;
-			frames[k] = mp_pc_name(&pm, sym, rep, prof, s->pcs[k],
-			    k == 0, &alloc);
+			if (s->fn != NULL && s->fn[k] != UINT32_MAX)
+				frames[k] = mp_fn_name(&fm, rep, prof, s->fn[k],
+				    lines, &alloc);
+			else
+				frames[k] = mp_pc_name(&pm, sym, rep, prof,
+				    s->pcs[k], k == 0 || prof->exact_pcs,
+				    &alloc);
 			if (alloc)
 				cut = k + 1;
 		}
 		/* The frames of an allocator library, innermost first, go
 		 * too: unnamed internals of a stripped jemalloc would
-		 * otherwise top every table. */
-		const mp_elf_t *lib = mp_sym_in_alloc_lib(sym, prof, s->pcs[0]);
+		 * otherwise top every table.  (Frames a pprof profile names
+		 * are not looked up in files.) */
+		const mp_elf_t *lib = s->fn == NULL || s->fn[0] == UINT32_MAX ?
+		    mp_sym_in_alloc_lib(sym, prof, s->pcs[0]) : NULL;
 		if (lib != NULL) {
 			uint32_t k = 1;
-			while (k < s->npcs && mp_sym_in_alloc_lib(sym, prof,
-			    s->pcs[k] - 1) == lib)
+			while (k < s->npcs && (s->fn == NULL ||
+			    s->fn[k] == UINT32_MAX) && mp_sym_in_alloc_lib(sym,
+			    prof, s->pcs[k] - !prof->exact_pcs) == lib)
 				k++;
 			if (k > cut)
 				cut = k;
@@ -488,8 +553,12 @@ mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
 			frames[b] = t;
 		}
 		mp_report_add(rep, frames + cut, n, val, sign);
+		if (pp != NULL)
+			mp_pprof_out_sample(pp, prof, s, s->npcs - n, val, sign);
 	}
 	free(frames);
+	free(fm.id);
+	free(fm.alloc);
 	free(pm.key);
 	free(pm.id);
 	free(pm.alloc);
@@ -583,15 +652,21 @@ mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
 		for (int b = 0; b < 64; b++)
 			if (pr->period == (uint64_t)1 << b)
 				lg = b;
-		printf("%s:\n  format: heap_v2, sample period %" PRIu64
-		    " bytes", pr->file, pr->period);
+		printf("%s:\n  format: %s, sample period %" PRIu64
+		    " bytes", pr->file, pr->format, pr->period);
 		if (lg >= 0)
 			printf(" (lg_prof_sample %d)", lg);
-		printf("\n  header t* (as printed): %" PRIu64 " objects, %"
-		    PRIu64 " bytes in use; %" PRIu64 " objects, %" PRIu64
-		    " bytes allocated\n", pr->total.v[MP_INUSE_OBJECTS],
-		    pr->total.v[MP_INUSE_SPACE], pr->total.v[MP_ALLOC_OBJECTS],
-		    pr->total.v[MP_ALLOC_SPACE]);
+		if (pr->sample_types != NULL)
+			printf("\n  sample types: %s", pr->sample_types);
+		if (pr->have_total)
+			printf("\n  header t* (as printed): %" PRIu64
+			    " objects, %" PRIu64 " bytes in use; %" PRIu64
+			    " objects, %" PRIu64 " bytes allocated",
+			    pr->total.v[MP_INUSE_OBJECTS],
+			    pr->total.v[MP_INUSE_SPACE],
+			    pr->total.v[MP_ALLOC_OBJECTS],
+			    pr->total.v[MP_ALLOC_SPACE]);
+		printf("\n");
 		double u[MP_NVALUES] = { 0 };
 		mp_cnt_t raw = { { 0 } };
 		for (size_t i = 0; i < pr->nstacks; i++) {
@@ -603,8 +678,10 @@ mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
 		printf("  stacks: %zu; as printed: %" PRIu64 " objects, %" PRIu64
 		    " bytes in use\n", pr->nstacks, raw.v[MP_INUSE_OBJECTS],
 		    raw.v[MP_INUSE_SPACE]);
-		printf("  unbiased (jeprof's scaling): %.0f objects, %.0f bytes "
+		printf("  %s: %.0f objects, %.0f bytes "
 		    "in use; %.0f objects, %.0f bytes allocated\n",
+		    pr->sample_types != NULL ? "values (unbiased by the "
+		    "writer)" : "unbiased (jeprof's scaling)",
 		    u[MP_INUSE_OBJECTS], u[MP_INUSE_SPACE], u[MP_ALLOC_OBJECTS],
 		    u[MP_ALLOC_SPACE]);
 		printf("  threads: %zu\n", pr->nthreads);
@@ -617,8 +694,10 @@ mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
 			    t->name[0] ? "\"" : "");
 		}
 		if (!pr->have_maps) {
-			printf("  mapped files: none (no MAPPED_LIBRARIES "
-			    "section: frames cannot be named)\n");
+			printf("  mapped files: none (%s)\n",
+			    pr->sample_types != NULL ? "no mappings in the "
+			    "profile" : "no MAPPED_LIBRARIES section: frames "
+			    "cannot be named");
 			continue;
 		}
 		printf("  mapped files (executable mappings):\n");
@@ -722,6 +801,30 @@ mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
 	return MP_EXIT_OK;
 }
 
+/* The pprof command's output: -o FILE, or standard output (not a
+ * terminal: checked with the options). */
+static int
+mp_pprof_write_file(const mp_opts_t *o, mp_pprof_out_t *pp, uint64_t period) {
+	const char *path = o->output;
+	int fd = 1;
+	if (path != NULL && strcmp(path, "-") != 0) {
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		if (fd < 0) {
+			mp_err("cannot create \"%s\": %s", path,
+			    strerror(errno));
+			return MP_EXIT_USAGE;
+		}
+	} else {
+		path = "standard output";
+	}
+	bool ok = mp_pprof_out_write(pp, period, fd, path);
+	if (fd != 1 && close(fd) != 0 && ok) {
+		mp_err("cannot write \"%s\": %s", path, strerror(errno));
+		ok = false;
+	}
+	return ok ? MP_EXIT_OK : MP_EXIT_USAGE;
+}
+
 static bool
 mp_compile(const char *opt, const char *re, regex_t *out) {
 	int r = regcomp(out, re, REG_EXTENDED | REG_NOSUB);
@@ -763,16 +866,24 @@ mp_run(mp_opts_t *o) {
 		if (!mp_profile_read(file, &profs[nread]))
 			goto out;
 	}
-	sym = mp_sym_new(o->program, o->debug_dir, o->lines);
+	/* pprof's functions carry file and line apart: always looked up. */
+	sym = mp_sym_new(o->program, o->debug_dir,
+	    o->lines || o->cmd == CMD_PPROF);
 	if (o->cmd == CMD_INFO) {
 		mp_cmd_info(o, sym, profs);
 		status = MP_EXIT_OK;
 		goto out;
 	}
 	rep = mp_report_new();
+	mp_pprof_out_t *pp = o->cmd == CMD_PPROF ? mp_pprof_out_new(sym) : NULL;
 	for (int i = 0; i < nprof; i++)
 		mp_add_profile(rep, sym, &profs[i], i < o->nprofiles ? 1 : -1,
-		    o->thread);
+		    o->thread, o->lines, pp);
+	if (pp != NULL) {
+		status = mp_pprof_write_file(o, pp, profs[0].period);
+		mp_pprof_out_free(pp);
+		goto out;
+	}
 	if (o->demangle)
 		mp_demangle(rep);
 	mp_report_finish(rep, o->which, have_focus ? &focus : NULL,
@@ -866,11 +977,6 @@ main(int argc, char **argv) {
 		if (strcmp(cmd, mp_cmds[i].name) == 0)
 			break;
 	if (i == MP_NCMDS) {
-		if (strcmp(cmd, "pprof") == 0) {
-			mp_err("pprof: converting to pprof is not available yet "
-			    "(issue 6); use flamegraph, collapsed or dot");
-			return MP_EXIT_USAGE;
-		}
 		return mp_usage_error(NULL, "unknown command \"%s\"", cmd);
 	}
 	o.cmd = (mp_cmd_t)i;

@@ -39,8 +39,18 @@ typedef struct {
 	mp_cnt_t cnt;
 } mp_tcnt_t;
 
+/* A frame named by a pprof profile's own Function (and Line). */
+typedef struct {
+	char *name;
+	char *file;		/* "" if the profile has none */
+	int64_t line;		/* 0 if unknown */
+} mp_fname_t;
+
 typedef struct {
 	uint64_t *pcs;		/* frame 0 innermost, as in the file */
+	uint32_t *fn;		/* pprof: frame k's index in the profile's
+				 * fnames, UINT32_MAX to name it from pcs[k];
+				 * NULL (heap_v2): every frame from pcs */
 	uint32_t npcs;
 	mp_cnt_t raw;		/* the stack's t* line */
 	double val[MP_NVALUES];	/* unbiased as jeprof scales heap_v2 lines */
@@ -51,6 +61,7 @@ typedef struct {
 typedef struct {
 	uint64_t start, end, offset;
 	uint64_t inode;		/* of the file the program mapped; 0: none */
+	char *build_id;		/* pprof: its GNU build ID (hex), or NULL */
 	char perms[5];
 	char *path;		/* without " (deleted)"; "" for anonymous */
 	bool deleted;
@@ -68,6 +79,13 @@ typedef struct {
 	mp_mapping_t *maps;	/* sorted by start */
 	size_t nmaps;
 	bool have_maps;		/* MAPPED_LIBRARIES: was present */
+	/* pprof input (mp_pprof.c) */
+	const char *format;	/* "heap_v2", "pprof" or "pprof (gzip)" */
+	bool exact_pcs;		/* no address is a return address: pprof's
+				 * are the call sites (ours) or named */
+	mp_fname_t *fnames;
+	size_t nfnames;
+	char *sample_types;	/* "type/unit ..." as in the file */
 } mp_profile_t;
 
 /* ---- malloc-prof.c: messages and memory */
@@ -94,6 +112,27 @@ const mp_mapping_t *mp_profile_mapping(const mp_profile_t *prof, uint64_t pc);
 /* Whether the file starts like an ELF file (PROGRAM rather than PROFILE). */
 bool mp_file_is_elf(const char *file);
 
+/* ---- mp_pprof.c: pprof profiles (profile.proto), read and written */
+typedef struct mp_symbolizer mp_symbolizer_t;
+/* Whether DATA starts like a pprof profile: gzip's magic, or the first
+ * field of a protobuf Profile message. */
+bool mp_pprof_detect(const uint8_t *data, size_t size);
+/* Reads the pprof profile DATA (gzipped or not) of FILE into PROF (the
+ * heap sample types by name; stacks named by the profile's Functions
+ * when it has them).  On error prints one line and returns false. */
+bool mp_pprof_read(const char *file, const uint8_t *data, size_t size,
+    mp_profile_t *prof);
+/* The `pprof` command's writer: samples are added one stack at a time
+ * (its frames FIRST.. to the outermost, VAL times SIGN), then written. */
+typedef struct mp_pprof_out mp_pprof_out_t;
+mp_pprof_out_t *mp_pprof_out_new(mp_symbolizer_t *sym);
+void mp_pprof_out_sample(mp_pprof_out_t *pp, const mp_profile_t *prof,
+    const mp_stack_t *s, uint32_t first, const double *val, int sign);
+/* Writes the gzipped Profile to FD (PATH for messages); false on error. */
+bool mp_pprof_out_write(mp_pprof_out_t *pp, uint64_t period, int fd,
+    const char *path);
+void mp_pprof_out_free(mp_pprof_out_t *pp);
+
 /* ---- mp_dwarf.c: DWARF line tables */
 typedef struct mp_lines mp_lines_t;
 /* The line table of the ELF image IMG, or NULL if it has none or it
@@ -105,7 +144,6 @@ bool mp_lines_find(const mp_lines_t *l, uint64_t addr, const char **file,
 void mp_lines_free(mp_lines_t *l);
 
 /* ---- mp_symbolize.c: ELF symbol tables */
-typedef struct mp_symbolizer mp_symbolizer_t;
 typedef struct mp_elf mp_elf_t;
 /* PROGRAM (or NULL) replaces the mapped file of the same base name;
  * DEBUG_DIR is where separate debug files are looked for; LINES adds
@@ -117,6 +155,10 @@ void mp_sym_free(mp_symbolizer_t *sym);
  * valid until the next call.  Warns once per file that cannot name it. */
 const char *mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof,
     uint64_t pc, bool leaf);
+/* The same without " file:line": that goes to *FILE (NULL if unknown or
+ * not LINES; valid while SYM lives) and *LINE. */
+const char *mp_sym_frame_line(mp_symbolizer_t *sym, const mp_profile_t *prof,
+    uint64_t pc, bool leaf, const char **file, unsigned *line);
 /* The allocator library holding PC (a shared library defining malloc),
  * or NULL.  Its frames at the inner end of a stack are the allocator's own
  * even when they cannot be named (jemalloc's libjemalloc.so.2 is

@@ -1,6 +1,8 @@
 /*
  * bin/mp_profile.c - the heap_v2 reader of malloc-prof: the dumps written
  * by libmalloc_prof and by jemalloc (doc/profiling.md, "The dump format").
+ * mp_profile_read tells them from pprof profiles by content and hands
+ * those to mp_pprof.c, which fills the same model.
  *
  * A dump is a header `heap_v2/R`, the process total `t*:` and one line per
  * thread, then one `@ pc...` block per stack with its `t*:` and `tN:`
@@ -267,7 +269,7 @@ mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 		if (in_maps) {
 			if (p == c->eol)
 				continue;
-			mp_mapping_t m;
+			mp_mapping_t m = { 0 };
 			if (!mp_parse_map(c, &m)) {
 				/* jeprof also accepts other lines here
 				 * (build=...); what is not a maps line cannot
@@ -404,8 +406,9 @@ not_heap:
 		return false;
 	}
 	mp_err("\"%s\" is not a heap profile: it does not start with "
-	    "\"heap_v2/\"; give a dump written by malloc_prof or jemalloc "
-	    "(prof.dump, prof_final)", c->file);
+	    "\"heap_v2/\" and is not a pprof profile; give a dump written by "
+	    "malloc_prof or jemalloc (prof.dump, prof_final) or a pprof heap "
+	    "profile", c->file);
 	return false;
 missing_total:
 	mp_err("\"%s\" line %zu: the stack before this line has no \"t*:\" "
@@ -448,9 +451,19 @@ mp_profile_read(const char *file, mp_profile_t *prof) {
 		mp_err("cannot read \"%s\": %s", file, strerror(errno));
 		return false;
 	}
-	mp_cursor_t c = { .file = file, .p = data,
-		.end = (const char *)data + st.st_size };
-	bool ok = mp_profile_parse(&c, prof);
+	/* By content, not by name: a heap_v2 dump is text starting with
+	 * its header; anything else that walks as a protobuf Profile (or is
+	 * gzipped) is read as pprof. */
+	bool ok;
+	if ((size_t)st.st_size >= 8 && memcmp(data, "heap_v2/", 8) != 0 &&
+	    mp_pprof_detect(data, (size_t)st.st_size)) {
+		ok = mp_pprof_read(file, data, (size_t)st.st_size, prof);
+	} else {
+		mp_cursor_t c = { .file = file, .p = data,
+			.end = (const char *)data + st.st_size };
+		prof->format = "heap_v2";
+		ok = mp_profile_parse(&c, prof);
+	}
 	munmap(data, (size_t)st.st_size);
 	if (!ok)
 		mp_profile_free(prof);
@@ -463,10 +476,22 @@ mp_profile_free(mp_profile_t *prof) {
 		free(prof->threads[i].name);
 	for (size_t i = 0; i < prof->nstacks; i++) {
 		free(prof->stacks[i].pcs);
+		free(prof->stacks[i].fn);
 		free(prof->stacks[i].threads);
 	}
-	for (size_t i = 0; i < prof->nmaps; i++)
+	for (size_t i = 0; i < prof->nfnames; i++) {
+		free(prof->fnames[i].name);
+		free(prof->fnames[i].file);
+	}
+	free(prof->fnames);
+	free(prof->sample_types);
+	prof->fnames = NULL;
+	prof->sample_types = NULL;
+	prof->nfnames = 0;
+	for (size_t i = 0; i < prof->nmaps; i++) {
 		free(prof->maps[i].path);
+		free(prof->maps[i].build_id);
+	}
 	free(prof->threads);
 	free(prof->stacks);
 	free(prof->maps);

@@ -442,14 +442,28 @@ mp_sym_free(mp_symbolizer_t *sym) {
 	free(sym);
 }
 
-/* Our dumps carry no build IDs yet, but the memory map has each file's
+/* heap_v2 dumps carry no build IDs, but the memory map has each file's
  * inode: a different one at the same path means the file was rebuilt or
  * replaced since (or this is another machine), and names may be wrong.
+ * A pprof mapping has the build ID instead, which says the same surely.
  * Not checked for PROGRAM, which the user chose. */
 static void
 mp_check_inode(mp_elf_t *e, const mp_mapping_t *m) {
-	if (e->inode_checked || e->file.data == NULL || m->inode == 0 ||
+	if (e->inode_checked || e->file.data == NULL ||
 	    strcmp(e->path, e->key) != 0)
+		return;
+	if (m->build_id != NULL && m->build_id[0] != '\0' &&
+	    e->build_id[0] != '\0') {
+		e->inode_checked = true;
+		if (strcmp(m->build_id, e->build_id) != 0)
+			mp_warn("warning: \"%s\" is not the file the program "
+			    "mapped (build ID %s in the profile, %s now): it "
+			    "was rebuilt or replaced since, or this is another "
+			    "machine; its names are right only if it is the "
+			    "same build", e->path, m->build_id, e->build_id);
+		return;
+	}
+	if (m->inode == 0)
 		return;
 	e->inode_checked = true;
 	if (e->file.inode != m->inode)
@@ -546,6 +560,22 @@ mp_elf_lines(mp_elf_t *e) {
 const char *
 mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
     bool leaf) {
+	const char *file;
+	unsigned line;
+	const char *name = mp_sym_frame_line(sym, prof, pc, leaf, &file, &line);
+	if (file != NULL) {
+		size_t len = strlen(sym->buf);
+		snprintf(sym->buf + len, sizeof(sym->buf) - len, " %s:%u", file,
+		    line);
+	}
+	return name;
+}
+
+const char *
+mp_sym_frame_line(mp_symbolizer_t *sym, const mp_profile_t *prof,
+    uint64_t pc, bool leaf, const char **filep, unsigned *linep) {
+	*filep = NULL;
+	*linep = 0;
 	/* A return address points after the call: look up the byte before
 	 * it, or a call ending a function would be named after the next
 	 * one (jeprof's FixCallerAddresses).  Frame 0 is an exact PC. */
@@ -615,11 +645,11 @@ mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
 		const char *file;
 		unsigned line;
 		if (sym->lines && mp_elf_lines(e) != NULL &&
-		    mp_lines_find(e->lines, vaddr, &file, &line))
-			snprintf(sym->buf, sizeof(sym->buf), "%s %s:%u",
-			    s->name, file, line);
-		else
-			snprintf(sym->buf, sizeof(sym->buf), "%s", s->name);
+		    mp_lines_find(e->lines, vaddr, &file, &line)) {
+			*filep = file;
+			*linep = line;
+		}
+		snprintf(sym->buf, sizeof(sym->buf), "%s", s->name);
 		return sym->buf;
 	}
 	if (!e->has_symtab)

@@ -2,13 +2,12 @@
  * prof_pprof.c: heap profiles in pprof's format (profile.proto, gzipped),
  * written from the same snapshot as heap_v2 dumps (prof_dump.c).
  *
- * Four small pieces, none of them a library: a protobuf encoder that
- * appends to growable byte buffers, the profile builder (string table,
- * mappings from /proc/self/maps with GNU build IDs read from each ELF
- * file's notes, locations, samples), the optional symbolizer
- * (prof_symbolize: function names from each file's .symtab or .dynsym),
- * and a gzip writer with its own deflate (LZ77 over a hash chain, one
- * fixed-Huffman block).
+ * Two pieces: the profile builder (string table, mappings from
+ * /proc/self/maps with GNU build IDs read from each ELF file's notes,
+ * locations, samples) and the optional symbolizer (prof_symbolize:
+ * function names from each file's .symtab or .dynsym).  The protobuf
+ * encoder, its buffers, CRC-32 and the gzip writer are pprof_enc.c,
+ * shared with the malloc-prof tool.
  *
  * Everything runs under prof_dump_mtx with the thread's reentrancy
  * raised, so nothing here may call malloc or stdio: buffers come from
@@ -17,6 +16,7 @@
  * largest profile needed and never past PPROF_MAX_BYTES.
  */
 #include "malloc_prof/internal/internal.h"
+#include "malloc_prof/internal/pprof_enc.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -30,93 +30,11 @@
 /* No buffer of the encoder grows past this: a profile this large is a
  * bug or a runaway, not something to write. */
 #define PPROF_MAX_BYTES ((size_t)256 << 20)
-#define PPROF_OUT_SIZE ((size_t)64 << 10)
 /* Mappings kept (executable ones only); more are dropped. */
 #define PPROF_MAPS_MAX 1024
 #define PPROF_PATH_MAX 4096
 
 bool opt_prof_symbolize = false;
-
-/* ------------------------------------------------------------ buffers */
-
-/* A growable byte buffer from base_malloc.  `oom` sticks: once set, the
- * profile is abandoned and appends are no-ops. */
-typedef struct pprof_buf_s {
-	uint8_t *p;
-	size_t len, cap;
-	bool oom;
-} pprof_buf_t;
-
-static bool pbuf_reserve(pprof_buf_t *b, size_t more) {
-	if (b->oom)
-		return true;
-	if (b->len + more <= b->cap)
-		return false;
-	size_t cap = b->cap < 4096 ? 4096 : b->cap;
-	while (cap < b->len + more) {
-		cap *= 2;
-		if (cap > PPROF_MAX_BYTES) {
-			b->oom = true;
-			return true;
-		}
-	}
-	uint8_t *p = base_malloc(cap);
-	if (p == NULL) {
-		b->oom = true;
-		return true;
-	}
-	if (b->len != 0)
-		memcpy(p, b->p, b->len);
-	if (b->p != NULL)
-		base_free(b->p, b->cap);
-	b->p = p;
-	b->cap = cap;
-	return false;
-}
-
-static void pbuf_put(pprof_buf_t *b, const void *data, size_t len) {
-	if (len == 0 || pbuf_reserve(b, len))
-		return;
-	memcpy(b->p + b->len, data, len);
-	b->len += len;
-}
-
-/* ------------------------------------------------------------ protobuf */
-
-size_t prof_pb_varint(uint8_t *out, uint64_t v) {
-	size_t n = 0;
-	while (v >= 0x80) {
-		out[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	out[n++] = (uint8_t)v;
-	return n;
-}
-
-static void pb_raw_varint(pprof_buf_t *b, uint64_t v) {
-	uint8_t tmp[10];
-	pbuf_put(b, tmp, prof_pb_varint(tmp, v));
-}
-
-/* Wire types: 0 varint, 2 length-delimited. */
-static void pb_tag(pprof_buf_t *b, unsigned field, unsigned wire) {
-	pb_raw_varint(b, ((uint64_t)field << 3) | wire);
-}
-
-/* A varint field; zero is the default and is left out (proto3). */
-static void pb_uint(pprof_buf_t *b, unsigned field, uint64_t v) {
-	if (v == 0)
-		return;
-	pb_tag(b, field, 0);
-	pb_raw_varint(b, v);
-}
-
-static void pb_bytes(pprof_buf_t *b, unsigned field, const void *data,
-    size_t len) {
-	pb_tag(b, field, 2);
-	pb_raw_varint(b, len);
-	pbuf_put(b, data, len);
-}
 
 /* ---------------------------------------------------------------- state */
 
@@ -161,13 +79,14 @@ typedef struct pprof_state_s {
 	size_t fhash_n;
 	pprof_buf_t funcs;       /* uint64_t name string index, by id - 1 */
 	pprof_buf_t text;        /* /proc/self/maps */
-	/* deflate */
-	uint32_t *head;          /* hash -> position + 1 */
-	uint32_t *prev;          /* position & window mask -> previous + 1 */
-	uint8_t *out;            /* PPROF_OUT_SIZE bytes of output */
+	pprof_gzip_t gz;         /* the gzip writer's tables */
 } pprof_state_t;
 
-static pprof_state_t pprof_state;
+/* Profiler memory: base_malloc never recurses into the allocator. */
+static const pprof_mem_t pprof_mem = {base_malloc, base_free,
+    PPROF_MAX_BYTES};
+
+static pprof_state_t pprof_state = {.gz = {.mem = &pprof_mem}};
 
 static bool pprof_any_oom(const pprof_state_t *st) {
 	return st->prof.oom || st->sub.oom || st->packed.oom || st->strs.oom ||
@@ -200,7 +119,7 @@ static bool str_eq(const pprof_state_t *st, uint32_t idx, const char *s,
 /* Re-hash every string into a table of n slots (a power of 2). */
 static bool str_rehash(pprof_state_t *st, size_t n) {
 	st->shash.len = 0;
-	if (pbuf_reserve(&st->shash, n * sizeof(uint32_t)))
+	if (pprof_buf_reserve(&st->shash, n * sizeof(uint32_t)))
 		return true;
 	uint32_t *slots = (uint32_t *)st->shash.p;
 	memset(slots, 0, n * sizeof(uint32_t));
@@ -234,8 +153,8 @@ static uint64_t str_index_n(pprof_state_t *st, const char *s, size_t len) {
 		h = (h + 1) & mask;
 	}
 	pprof_str_t e = {(uint32_t)st->strs.len, (uint32_t)len};
-	pbuf_put(&st->strs, s, len);
-	pbuf_put(&st->stab, &e, sizeof(e));
+	pprof_buf_put(&st->strs, s, len);
+	pprof_buf_put(&st->stab, &e, sizeof(e));
 	if (pprof_any_oom(st))
 		return 0;
 	slots[h] = (uint32_t)cnt + 1;
@@ -595,7 +514,7 @@ static bool pprof_read_file(pprof_buf_t *b, const char *path) {
 	if (fd < 0)
 		return true;
 	for (;;) {
-		if (pbuf_reserve(b, 16384))
+		if (pprof_buf_reserve(b, 16384))
 			break;
 		ssize_t n = read(fd, b->p + b->len, b->cap - b->len);
 		if (n < 0 && errno == EINTR)
@@ -690,7 +609,7 @@ static void pprof_collect_maps(pprof_state_t *st) {
 			self_name = m.name;
 		if (exe_name == 0 && strcmp(path, exe) == 0)
 			exe_name = m.name;
-		pbuf_put(&st->maps, &m, sizeof(m));
+		pprof_buf_put(&st->maps, &m, sizeof(m));
 		n++;
 	}
 	/* Ids: the main program first, then the others in address order. */
@@ -736,14 +655,14 @@ static void pprof_emit_maps(pprof_state_t *st) {
 			if (maps[i].id != id)
 				continue;
 			st->sub.len = 0;
-			pb_uint(&st->sub, 1, maps[i].id);
-			pb_uint(&st->sub, 2, maps[i].start);
-			pb_uint(&st->sub, 3, maps[i].limit);
-			pb_uint(&st->sub, 4, maps[i].offset);
-			pb_uint(&st->sub, 5, maps[i].name);
-			pb_uint(&st->sub, 6, maps[i].build_id);
-			pb_uint(&st->sub, 7, maps[i].has_functions);
-			pb_bytes(&st->prof, 3, st->sub.p, st->sub.len);
+			pprof_pb_uint(&st->sub, 1, maps[i].id);
+			pprof_pb_uint(&st->sub, 2, maps[i].start);
+			pprof_pb_uint(&st->sub, 3, maps[i].limit);
+			pprof_pb_uint(&st->sub, 4, maps[i].offset);
+			pprof_pb_uint(&st->sub, 5, maps[i].name);
+			pprof_pb_uint(&st->sub, 6, maps[i].build_id);
+			pprof_pb_uint(&st->sub, 7, maps[i].has_functions);
+			pprof_pb_bytes(&st->prof, 3, st->sub.p, st->sub.len);
 			break;
 		}
 	}
@@ -761,7 +680,7 @@ static bool loc_table_init(pprof_state_t *st, size_t nframes) {
 	while (n < nframes * 2)
 		n *= 2;
 	st->lhash.len = 0;
-	if (pbuf_reserve(&st->lhash, n * sizeof(pprof_loc_slot_t)))
+	if (pprof_buf_reserve(&st->lhash, n * sizeof(pprof_loc_slot_t)))
 		return true;
 	memset(st->lhash.p, 0, n * sizeof(pprof_loc_slot_t));
 	st->lhash.len = n * sizeof(pprof_loc_slot_t);
@@ -784,7 +703,7 @@ static uint64_t id_get(pprof_buf_t *table, size_t mask, uintptr_t key,
 			return slots[h].id;
 		h = (h + 1) & mask;
 	}
-	pbuf_put(out, &value, sizeof(value));
+	pprof_buf_put(out, &value, sizeof(value));
 	if (out->oom)
 		return 0;
 	slots[h].addr = key;
@@ -847,7 +766,7 @@ static void pprof_emit_locations(pprof_state_t *st) {
 		size_t fn = 64;
 		while (fn < n * 2)
 			fn *= 2;
-		if (pbuf_reserve(&st->fhash, fn * sizeof(pprof_loc_slot_t)))
+		if (pprof_buf_reserve(&st->fhash, fn * sizeof(pprof_loc_slot_t)))
 			return;
 		memset(st->fhash.p, 0, fn * sizeof(pprof_loc_slot_t));
 		st->fhash.len = fn * sizeof(pprof_loc_slot_t);
@@ -858,25 +777,25 @@ static void pprof_emit_locations(pprof_state_t *st) {
 		uint64_t fid = sym && m != NULL ?
 		    pprof_function(st, m, addrs[i]) : 0;
 		st->sub.len = 0;
-		pb_uint(&st->sub, 1, i + 1);
-		pb_uint(&st->sub, 2, m != NULL ? m->id : 0);
-		pb_uint(&st->sub, 3, addrs[i]);
+		pprof_pb_uint(&st->sub, 1, i + 1);
+		pprof_pb_uint(&st->sub, 2, m != NULL ? m->id : 0);
+		pprof_pb_uint(&st->sub, 3, addrs[i]);
 		if (fid != 0) {
 			uint8_t line[12];
 			line[0] = (1 << 3) | 0;
-			size_t ln = 1 + prof_pb_varint(line + 1, fid);
-			pb_bytes(&st->sub, 4, line, ln);
+			size_t ln = 1 + pprof_pb_varint(line + 1, fid);
+			pprof_pb_bytes(&st->sub, 4, line, ln);
 		}
-		pb_bytes(&st->prof, 4, st->sub.p, st->sub.len);
+		pprof_pb_bytes(&st->prof, 4, st->sub.p, st->sub.len);
 	}
 	const uint64_t *names = (const uint64_t *)st->funcs.p;
 	size_t nf = st->funcs.len / sizeof(uint64_t);
 	for (size_t i = 0; i < nf; i++) {
 		st->sub.len = 0;
-		pb_uint(&st->sub, 1, i + 1);
-		pb_uint(&st->sub, 2, names[i]);
-		pb_uint(&st->sub, 3, names[i]);
-		pb_bytes(&st->prof, 5, st->sub.p, st->sub.len);
+		pprof_pb_uint(&st->sub, 1, i + 1);
+		pprof_pb_uint(&st->sub, 2, names[i]);
+		pprof_pb_uint(&st->sub, 3, names[i]);
+		pprof_pb_bytes(&st->prof, 5, st->sub.p, st->sub.len);
 	}
 }
 
@@ -947,10 +866,10 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
 			first = g->nframes - 1;
 		for (uint32_t k = first; k < g->nframes; k++) {
 			uintptr_t a = (uintptr_t)frames[k];
-			pb_raw_varint(&st->packed, loc_id(st, k == 0 ? a :
+			pprof_pb_raw_varint(&st->packed, loc_id(st, k == 0 ? a :
 			    a - 1));
 		}
-		pb_bytes(&st->sub, 1, st->packed.p, st->packed.len);
+		pprof_pb_bytes(&st->sub, 1, st->packed.p, st->packed.len);
 
 		uint64_t v[4];
 		pprof_values(g->cnt.curobjs_shifted_unbiased,
@@ -963,8 +882,8 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
 		}
 		st->packed.len = 0;
 		for (unsigned k = 0; k < nv; k++)
-			pb_raw_varint(&st->packed, v[k]);
-		pb_bytes(&st->sub, 2, st->packed.p, st->packed.len);
+			pprof_pb_raw_varint(&st->packed, v[k]);
+		pprof_pb_bytes(&st->sub, 2, st->packed.p, st->packed.len);
 
 		/* One allocating thread with a name: label the sample. */
 		const dump_thread_t *t = g->ntctx == 1 ?
@@ -973,13 +892,13 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
 			uint8_t label[24];
 			size_t n = 0;
 			label[n++] = (1 << 3) | 0;
-			n += prof_pb_varint(label + n, thread_name_key);
+			n += pprof_pb_varint(label + n, thread_name_key);
 			label[n++] = (2 << 3) | 0;
-			n += prof_pb_varint(label + n, str_index_n(st, t->name,
+			n += pprof_pb_varint(label + n, str_index_n(st, t->name,
 			    strnlen(t->name, PROF_THREAD_NAME_MAX)));
-			pb_bytes(&st->sub, 3, label, n);
+			pprof_pb_bytes(&st->sub, 3, label, n);
 		}
-		pb_bytes(&st->prof, 2, st->sub.p, st->sub.len);
+		pprof_pb_bytes(&st->prof, 2, st->sub.p, st->sub.len);
 	}
 }
 
@@ -988,10 +907,10 @@ static void pprof_value_type(pprof_state_t *st, unsigned field,
 	uint8_t vt[24];
 	size_t n = 0;
 	vt[n++] = (1 << 3) | 0;
-	n += prof_pb_varint(vt + n, str_index(st, type));
+	n += pprof_pb_varint(vt + n, str_index(st, type));
 	vt[n++] = (2 << 3) | 0;
-	n += prof_pb_varint(vt + n, str_index(st, unit));
-	pb_bytes(&st->prof, field, vt, n);
+	n += pprof_pb_varint(vt + n, str_index(st, unit));
+	pprof_pb_bytes(&st->prof, field, vt, n);
 }
 
 /* ------------------------------------------------------------- profile */
@@ -1003,6 +922,7 @@ static void pprof_reset(pprof_state_t *st) {
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
 		bufs[i]->len = 0;
 		bufs[i]->oom = false;
+		bufs[i]->mem = &pprof_mem;
 	}
 	st->shash_n = 0;
 	st->lhash_n = 0;
@@ -1047,18 +967,18 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	pb_uint(&st->prof, 9, (uint64_t)ts.tv_sec * 1000000000u +
+	pprof_pb_uint(&st->prof, 9, (uint64_t)ts.tv_sec * 1000000000u +
 	    (uint64_t)ts.tv_nsec);
 	pprof_value_type(st, 11, "space", "bytes");
-	pb_uint(&st->prof, 12, (uint64_t)1 << s->lg_sample);
-	pb_uint(&st->prof, 14, str_index(st, sample_type != NULL ?
+	pprof_pb_uint(&st->prof, 12, (uint64_t)1 << s->lg_sample);
+	pprof_pb_uint(&st->prof, 14, str_index(st, sample_type != NULL ?
 	    sample_type : "inuse_space"));
 
 	/* The string table last: every index above is assigned by now. */
 	size_t cnt = pprof_nstrings(st);
 	for (size_t i = 0; i < cnt && !pprof_any_oom(st); i++) {
 		const pprof_str_t *e = (const pprof_str_t *)st->stab.p + i;
-		pb_bytes(&st->prof, 6, st->strs.p + e->off, e->len);
+		pprof_pb_bytes(&st->prof, 6, st->strs.p + e->off, e->len);
 	}
 	return pprof_any_oom(st);
 }
@@ -1084,232 +1004,16 @@ bool prof_pprof_write(const dump_snap_t *s, int fd,
 
 /* ----------------------------------------------------------------- gzip */
 
-static uint32_t crc_table[256];
-static bool crc_table_ready;
+/* ------------------------------------------------- unit-test entry points */
+
+size_t prof_pb_varint(uint8_t *out, uint64_t v) {
+	return pprof_pb_varint(out, v);
+}
 
 uint32_t prof_crc32(uint32_t crc, const void *data, size_t len) {
-	/* Racy first fill: every thread computes the same values. */
-	if (!__atomic_load_n(&crc_table_ready, __ATOMIC_ACQUIRE)) {
-		for (uint32_t i = 0; i < 256; i++) {
-			uint32_t c = i;
-			for (int k = 0; k < 8; k++)
-				c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-			crc_table[i] = c;
-		}
-		__atomic_store_n(&crc_table_ready, true, __ATOMIC_RELEASE);
-	}
-	const uint8_t *p = data;
-	crc = ~crc;
-	for (size_t i = 0; i < len; i++)
-		crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-	return ~crc;
-}
-
-#define DEFL_WBITS 15
-#define DEFL_WSIZE ((size_t)1 << DEFL_WBITS)
-#define DEFL_HBITS 15
-#define DEFL_HSIZE ((size_t)1 << DEFL_HBITS)
-#define DEFL_MIN_MATCH 3
-#define DEFL_MAX_MATCH 258
-/* Candidates tried per position: enough for profiles, whose repeats are
- * varint-encoded ids and addresses, and bounded for any input. */
-#define DEFL_MAX_CHAIN 48
-
-static const uint16_t defl_len_base[29] = {
-	3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51,
-	59, 67, 83, 99, 115, 131, 163, 195, 227, 258,
-};
-static const uint8_t defl_len_extra[29] = {
-	0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4,
-	4, 5, 5, 5, 5, 0,
-};
-static const uint16_t defl_dist_base[30] = {
-	1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385,
-	513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385,
-	24577,
-};
-static const uint8_t defl_dist_extra[30] = {
-	0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10,
-	10, 11, 11, 12, 12, 13, 13,
-};
-
-/* Bits go out least significant first; whole bytes into `out`, written
- * to fd when it fills. */
-typedef struct defl_out_s {
-	int fd;
-	uint8_t *out;
-	size_t len;
-	uint64_t bits;
-	unsigned nbits;
-	int err;
-} defl_out_t;
-
-static void defl_flush(defl_out_t *o) {
-	const uint8_t *p = o->out;
-	size_t left = o->len;
-	o->len = 0;
-	while (left > 0 && o->err == 0) {
-		ssize_t n = write(o->fd, p, left);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			o->err = errno;
-		} else if (n == 0) {
-			o->err = EIO;
-		} else {
-			p += n;
-			left -= (size_t)n;
-		}
-	}
-}
-
-static void defl_byte(defl_out_t *o, uint8_t b) {
-	if (o->len == PPROF_OUT_SIZE)
-		defl_flush(o);
-	o->out[o->len++] = b;
-}
-
-static void defl_bits(defl_out_t *o, uint32_t v, unsigned n) {
-	o->bits |= (uint64_t)v << o->nbits;
-	o->nbits += n;
-	while (o->nbits >= 8) {
-		defl_byte(o, (uint8_t)o->bits);
-		o->bits >>= 8;
-		o->nbits -= 8;
-	}
-}
-
-/* A Huffman code goes out most significant bit first. */
-static void defl_code(defl_out_t *o, uint32_t code, unsigned len) {
-	uint32_t r = 0;
-	for (unsigned i = 0; i < len; i++)
-		r |= ((code >> i) & 1) << (len - 1 - i);
-	defl_bits(o, r, len);
-}
-
-/* A literal/length symbol in the fixed code of RFC 1951, 3.2.6. */
-static void defl_sym(defl_out_t *o, unsigned sym) {
-	if (sym < 144)
-		defl_code(o, 0x30 + sym, 8);
-	else if (sym < 256)
-		defl_code(o, 0x190 + (sym - 144), 9);
-	else if (sym < 280)
-		defl_code(o, sym - 256, 7);
-	else
-		defl_code(o, 0xc0 + (sym - 280), 8);
-}
-
-static void defl_match(defl_out_t *o, unsigned len, unsigned dist) {
-	unsigned i = 28;
-	while (defl_len_base[i] > len)
-		i--;
-	defl_sym(o, 257 + i);
-	defl_bits(o, len - defl_len_base[i], defl_len_extra[i]);
-	unsigned d = 29;
-	while (defl_dist_base[d] > dist)
-		d--;
-	defl_code(o, d, 5);
-	defl_bits(o, dist - defl_dist_base[d], defl_dist_extra[d]);
-}
-
-static uint32_t defl_hash(const uint8_t *p) {
-	uint32_t v = ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2];
-	return (v * 2654435761u) >> (32 - DEFL_HBITS);
-}
-
-/*
- * One final fixed-Huffman block over the whole input.  Greedy LZ77: at
- * each position the longest match among the last DEFL_MAX_CHAIN earlier
- * positions with the same 3-byte hash, within the 32 KiB window.  head
- * and prev hold positions + 1 (0: none); a chain ends when it leaves the
- * window or stops going backwards (a slot reused by a newer position).
- */
-static void defl_block(defl_out_t *o, const uint8_t *in, size_t n,
-    uint32_t *head, uint32_t *prev) {
-	memset(head, 0, DEFL_HSIZE * sizeof(uint32_t));
-	defl_bits(o, 1, 1);             /* BFINAL */
-	defl_bits(o, 1, 2);             /* BTYPE 01: fixed codes */
-	size_t i = 0;
-	while (i < n) {
-		size_t best = 0, best_dist = 0;
-		if (i + DEFL_MIN_MATCH <= n) {
-			uint32_t h = defl_hash(in + i);
-			size_t maxlen = n - i < DEFL_MAX_MATCH ? n - i :
-			    DEFL_MAX_MATCH;
-			uint32_t c = head[h];
-			for (unsigned tries = 0; c != 0 &&
-			    tries < DEFL_MAX_CHAIN; tries++) {
-				size_t cand = c - 1;
-				if (cand >= i || i - cand > DEFL_WSIZE)
-					break;
-				if (in[cand + best] == in[i + best]) {
-					size_t l = 0;
-					while (l < maxlen &&
-					    in[cand + l] == in[i + l])
-						l++;
-					if (l > best) {
-						best = l;
-						best_dist = i - cand;
-						if (l == maxlen)
-							break;
-					}
-				}
-				uint32_t nc = prev[cand & (DEFL_WSIZE - 1)];
-				if (nc == 0 || nc - 1 >= cand)
-					break;
-				c = nc;
-			}
-		}
-		size_t step = best >= DEFL_MIN_MATCH ? best : 1;
-		if (best >= DEFL_MIN_MATCH)
-			defl_match(o, (unsigned)best, (unsigned)best_dist);
-		else
-			defl_sym(o, in[i]);
-		/* Insert every position the step covers. */
-		for (size_t k = i; k < i + step; k++) {
-			if (k + DEFL_MIN_MATCH > n)
-				break;
-			uint32_t h = defl_hash(in + k);
-			prev[k & (DEFL_WSIZE - 1)] = head[h];
-			head[h] = (uint32_t)(k + 1);
-		}
-		i += step;
-	}
-	defl_sym(o, 256);               /* end of block */
-	if (o->nbits > 0)
-		defl_bits(o, 0, 8 - o->nbits);
-}
-
-static void defl_le32(defl_out_t *o, uint32_t v) {
-	for (int i = 0; i < 4; i++)
-		defl_byte(o, (uint8_t)(v >> (8 * i)));
+	return pprof_crc32(crc, data, len);
 }
 
 bool prof_gzip_write(int fd, const void *data, size_t len, int *errp) {
-	pprof_state_t *st = &pprof_state;
-	*errp = 0;
-	/* The window tables and the output buffer are made once. */
-	if (st->head == NULL)
-		st->head = base_malloc(DEFL_HSIZE * sizeof(uint32_t));
-	if (st->prev == NULL)
-		st->prev = base_malloc(DEFL_WSIZE * sizeof(uint32_t));
-	if (st->out == NULL)
-		st->out = base_malloc(PPROF_OUT_SIZE);
-	if (st->head == NULL || st->prev == NULL || st->out == NULL ||
-	    len > UINT32_MAX) {
-		*errp = ENOMEM;
-		return true;
-	}
-	defl_out_t o = {fd, st->out, 0, 0, 0, 0};
-	/* Header (RFC 1952): magic, CM 8 (deflate), no flags, no time,
-	 * XFL 0, OS 3 (Unix). */
-	static const uint8_t hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
-	for (size_t i = 0; i < sizeof(hdr); i++)
-		defl_byte(&o, hdr[i]);
-	defl_block(&o, data, len, st->head, st->prev);
-	defl_le32(&o, prof_crc32(0, data, len));
-	defl_le32(&o, (uint32_t)len);
-	defl_flush(&o);
-	*errp = o.err;
-	return o.err != 0;
+	return pprof_gzip_write(&pprof_state.gz, fd, data, len, errp);
 }

@@ -12,6 +12,14 @@
 # --disable-prof build; the jemalloc fixture, jemalloc's own dump (when
 # libjemalloc.so.2 is installed) and the error messages run everywhere.
 # jeprof's --text agrees on the top functions when jeprof is installed.
+#
+# pprof: the fixture converted by `malloc-prof pprof` and read back (gzip
+# and raw protobuf), damaged gzip and protobuf inputs, and go.heap.pb.gz
+# (a Go heap profile, made by go_heap.go) run everywhere; our dumps
+# converted, the library's own pprof dumps (prof_format:pprof, with and
+# without prof_symbolize) read against the heap_v2 tables, and
+# `go tool pprof -top` on a converted dump (when go is installed) SKIP
+# in a --disable-prof build.
 set -u
 
 builddir=${top_builddir:-.}
@@ -22,6 +30,7 @@ cs=$builddir/test/bin/callsites
 plain=$builddir/test/bin/callsites_plain
 fixture=$srcdir/test/bin/jemalloc.heap
 golden=$srcdir/test/bin/jemalloc.collapsed
+gofx=$srcdir/test/bin/go.heap.pb.gz
 
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -38,7 +47,8 @@ expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
 # show FILE...: a failed check's evidence, as TAP comments.
 show() { sed 's/^/# /' "$@" | head -n 40; }
 
-echo "1..47"
+ntests=66
+echo "1..$ntests"
 for f in "$mp" "$cs" "$plain"; do
 	if [ ! -x "$f" ]; then
 		echo "Bail out! $f is missing"
@@ -149,7 +159,7 @@ else
 	show "$tmp/e4"
 fi
 hb=0
-for c in top diff collapsed flamegraph dot svg leaks info; do
+for c in top diff collapsed flamegraph dot svg leaks info pprof; do
 	"$mp" "$c" --help >"$tmp/help" 2>&1 && grep -q "^usage: malloc-prof $c" "$tmp/help" ||
 	    hb=$((hb + 1))
 done
@@ -201,6 +211,119 @@ else
 	fi
 fi
 
+# ---- pprof, fixture-based (every build)
+# one_error STATUS ERRFILE FILE: status 2 and one line, "FILE": damaged...
+one_error() {
+	[ "$1" = 2 ] && [ "$(wc -l <"$2")" = 1 ] &&
+	    grep -q "^malloc-prof: \"$3\": damaged" "$2"
+}
+# go_pprof FILE OUT: go tool pprof -top in bytes (when go is installed).
+have_go=
+command -v go >/dev/null 2>&1 && have_go=1
+go_pprof() {
+	GOCACHE=$tmp/gocache PPROF_TMPDIR=$tmp HOME=${HOME:-$tmp} \
+	    go tool pprof -top -unit=B -sample_index=inuse_space \
+	    -nodefraction=0 -symbolize=none "$1" >"$2" 2>&1
+}
+# The top row's function and the total of go tool pprof -top output.
+go_top() { awk '$1 ~ /^[0-9]/ && $2 ~ /%$/ && $5 ~ /%$/ { print $6; exit }' "$1"; }
+go_total() { sed -n 's/.* of \([0-9]*\)B total.*/\1/p' "$1"; }
+
+"$mp" pprof -o "$tmp/fx.pb.gz" "$fixture" 2>/dev/null
+rc=$?
+"$mp" top "$fixture" >"$tmp/fx.top" 2>/dev/null
+"$mp" top "$tmp/fx.pb.gz" >"$tmp/fxp.top" 2>"$tmp/fxp.err"
+magic=$(head -c 2 "$tmp/fx.pb.gz" | od -An -tx1 | tr -d ' \n')
+if [ "$rc" = 0 ] && [ "$magic" = 1f8b ] && [ -s "$tmp/fx.top" ] &&
+    cmp -s "$tmp/fx.top" "$tmp/fxp.top"; then
+	ok "pprof: the fixture converted (gzip) gives top's table back"
+else
+	fail "pprof: the fixture converted (status $rc, magic $magic) gives another table"
+	show "$tmp/fx.top" "$tmp/fxp.top" "$tmp/fxp.err"
+fi
+if command -v gzip >/dev/null 2>&1; then
+	gzip -dc "$tmp/fx.pb.gz" >"$tmp/fx.pb"
+	"$mp" top "$tmp/fx.pb" >"$tmp/fxr.top" 2>/dev/null
+	check "pprof: the same profile as raw protobuf (no gzip) reads the same" \
+	    cmp -s "$tmp/fx.top" "$tmp/fxr.top"
+else
+	skip "gzip is not installed"
+fi
+"$mp" info "$tmp/fx.pb.gz" >"$tmp/fxp.info" 2>/dev/null
+grep -q 'format: pprof (gzip), sample period 524288 bytes' "$tmp/fxp.info" &&
+    grep -q 'sample types: inuse_objects/count inuse_space/bytes alloc_objects/count alloc_space/bytes' "$tmp/fxp.info"
+expect $? "pprof: info gives the format, period and sample types"
+# Damaged inputs: one line naming the file, status 2.
+sz=$(wc -c <"$tmp/fx.pb.gz")
+head -c $((sz / 2)) "$tmp/fx.pb.gz" >"$tmp/cut.pb.gz"
+"$mp" top "$tmp/cut.pb.gz" >/dev/null 2>"$tmp/d1"
+rc=$?
+if one_error "$rc" "$tmp/d1" "$tmp/cut.pb.gz" &&
+    grep -q 'damaged gzip data: .*truncated' "$tmp/d1"; then
+	ok "pprof: a truncated gzip file: status 2, one line"
+else
+	fail "pprof: a truncated gzip file: status $rc"
+	show "$tmp/d1"
+fi
+# A byte of the compressed data changed: a bad code or the CRC says so.
+python3 -c '
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[len(d) // 2] ^= 0x24
+open(sys.argv[2], "wb").write(d)' "$tmp/fx.pb.gz" "$tmp/flip.pb.gz" 2>/dev/null
+"$mp" top "$tmp/flip.pb.gz" >/dev/null 2>"$tmp/d2"
+rc=$?
+if one_error "$rc" "$tmp/d2" "$tmp/flip.pb.gz"; then
+	ok "pprof: a corrupted gzip file: status 2, one line ($(sed 's/.*damaged //; s/;.*//' "$tmp/d2"))"
+else
+	fail "pprof: a corrupted gzip file: status $rc"
+	show "$tmp/d2"
+fi
+if [ -s "$tmp/fx.pb" ]; then
+	# Inside the last string ("space").
+	head -c $(($(wc -c <"$tmp/fx.pb") - 3)) "$tmp/fx.pb" >"$tmp/cut.pb"
+	"$mp" top "$tmp/cut.pb" >/dev/null 2>"$tmp/d3"
+	rc=$?
+	if one_error "$rc" "$tmp/d3" "$tmp/cut.pb" &&
+	    grep -q 'damaged pprof profile' "$tmp/d3"; then
+		ok "pprof: a cut protobuf: status 2, one line"
+	else
+		fail "pprof: a cut protobuf: status $rc"
+		show "$tmp/d3"
+	fi
+else
+	skip "gzip is not installed"
+fi
+# Go's heap profile: named functions, its four sample types by name.
+"$mp" top "$gofx" >"$tmp/go.top" 2>"$tmp/go.err"
+rc=$?
+first=$(awk '$2 ~ /%$/ { print $6; exit }' "$tmp/go.top")
+if [ "$rc" = 0 ] && [ "$first" = main.allocBig ] &&
+    [ "$(flat "$tmp/go.top" main.allocBig)" = 1048576 ] &&
+    [ "$(flat "$tmp/go.top" main.allocSmall)" = 108544 ]; then
+	ok "Go heap profile: main.allocBig's 64 x 16 KiB first, main.allocSmall"
+else
+	fail "Go heap profile: status $rc, first '$first'"
+	show "$tmp/go.top" "$tmp/go.err"
+fi
+"$mp" top --inuse_objects "$gofx" >"$tmp/go.obj" 2>/dev/null
+"$mp" top --alloc_space "$gofx" >"$tmp/go.alloc" 2>/dev/null
+[ "$(flat "$tmp/go.obj" main.allocBig)" = 64 ] &&
+    [ "$(total "$tmp/go.alloc")" -ge "$(total "$tmp/go.top")" ]
+expect $? "Go heap profile: --inuse_objects and --alloc_space pick their types"
+if [ -n "$have_go" ]; then
+	go_pprof "$gofx" "$tmp/go.gp"
+	if [ "$(go_top "$tmp/go.gp")" = main.allocBig ] &&
+	    [ "$(go_total "$tmp/go.gp")" = "$(total "$tmp/go.top")" ]; then
+		ok "go tool pprof agrees on the Go profile: main.allocBig, $(total "$tmp/go.top") B"
+	else
+		fail "go tool pprof on the Go profile: '$(go_top "$tmp/go.gp")', $(go_total "$tmp/go.gp") B"
+		show "$tmp/go.gp"
+	fi
+else
+	skip "go is not installed (Debian: apt-get install golang-go)"
+fi
+
 # ---- our own dumps
 have_prof=$("$cs" --config 2>/dev/null)
 base=$tmp/base.heap
@@ -212,7 +335,7 @@ if [ "$have_prof" = 1 ]; then
 	for f in "$tmp"/cs.*.f.heap; do [ -f "$f" ] && final=$f; done
 fi
 if [ "$have_prof" != 1 ]; then
-	while [ "$n" -lt 47 ]; do
+	while [ "$n" -lt "$ntests" ]; do
 		skip "built with --disable-prof: no dumps of our own"
 	done
 	exit 0
@@ -489,4 +612,84 @@ elif command -v jeprof >/dev/null 2>&1; then
 else
 	skip "jeprof is not installed (Debian: apt-get install libjemalloc-dev)"
 	skip "jeprof is not installed"
+fi
+
+# ---- pprof on our dumps
+# heap_v2 -> pprof -> top and collapsed: the same tables.
+"$mp" pprof -o "$tmp/final.pb.gz" "$final" 2>/dev/null
+rc=$?
+"$mp" top "$tmp/final.pb.gz" >"$tmp/pp.top" 2>"$tmp/pp.err"
+if [ "$rc" = 0 ] && cmp -s "$tmp/top" "$tmp/pp.top"; then
+	ok "pprof: the dump converted gives top's table back"
+else
+	fail "pprof: the dump converted (status $rc) gives another table"
+	show "$tmp/pp.top" "$tmp/pp.err"
+fi
+"$mp" collapsed "$tmp/final.pb.gz" >"$tmp/pp.col" 2>/dev/null
+check "pprof: ... and collapsed's stacks" cmp -s "$tmp/col" "$tmp/pp.col"
+"$mp" pprof --base "$base" -o "$tmp/growth.pb.gz" "$final" 2>/dev/null
+"$mp" top "$tmp/growth.pb.gz" >"$tmp/ppg.top" 2>/dev/null
+[ "$(total "$tmp/ppg.top")" = 40960 ] && [ "$(flat "$tmp/ppg.top" grow)" = 40960 ]
+expect $? "pprof --base: the converted growth is grow's 40960 bytes"
+
+# The library's own pprof dumps of the same program: the same tables as
+# its heap_v2 dump (every allocation is sampled: the runs agree).
+libf=
+for sy in false true; do
+	env "$var=prof:true,prof_final:true,lg_prof_sample:0,prof_format:pprof,prof_symbolize:$sy,prof_prefix:$tmp/lib$sy" \
+	    "$cs" "$tmp/lib$sy.base.pb.gz" >/dev/null 2>"$tmp/lib$sy.err"
+	lf=
+	for f in "$tmp"/lib$sy.*.f.pb.gz; do [ -f "$f" ] && lf=$f; done
+	[ "$sy" = false ] && libf=$lf
+	"$mp" top "$lf" >"$tmp/lib$sy.top" 2>"$tmp/lib$sy.top.err"
+	if [ -n "$lf" ] && cmp -s "$tmp/top" "$tmp/lib$sy.top"; then
+		ok "library pprof dump (prof_symbolize:$sy): top's table as from heap_v2"
+	else
+		fail "library pprof dump (prof_symbolize:$sy): '$lf' gives another table"
+		show "$tmp/lib$sy.top" "$tmp/lib$sy.top.err" "$tmp/lib$sy.err"
+	fi
+done
+"$mp" diff "$tmp/libfalse.base.pb.gz" "$libf" >"$tmp/libd.top" 2>/dev/null
+[ "$(total "$tmp/libd.top")" = 40960 ] && [ "$(flat "$tmp/libd.top" grow)" = 40960 ]
+expect $? "library pprof dumps: diff BASE FINAL is grow's 40960 bytes"
+"$mp" top --lines "$libf" >"$tmp/libl.top" 2>/dev/null
+awk -v l="callsites.c:$la" '$1 == 102400 && $6 == "alloc_a" && $7 ~ ("/test/bin/" l "$") { k++ } END { exit !k }' "$tmp/libl.top"
+expect $? "library pprof dump --lines: alloc_a at callsites.c:$la (addresses through its mappings)"
+# Another build ID in its mapping than the program's: one warning, and
+# the names still come from the file found.
+id=$(readelf -n "$cs" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -n 1)
+if [ -n "$id" ] && [ -n "$libf" ]; then
+	python3 -c '
+import gzip, sys
+d = gzip.open(sys.argv[1]).read().replace(sys.argv[2].encode(), b"0" * len(sys.argv[2]))
+open(sys.argv[3], "wb").write(gzip.compress(d))' "$libf" "$id" "$tmp/otherid.pb.gz"
+	"$mp" top "$tmp/otherid.pb.gz" >"$tmp/oid.top" 2>"$tmp/oid.err"
+	[ "$(grep -c "callsites\" is not the file the program mapped (build ID 0* in the profile, $id now)" "$tmp/oid.err")" = 1 ] &&
+	    [ "$(flat "$tmp/oid.top" alloc_a)" = 102400 ]
+	expect $? "library pprof dump, another build ID in the mapping: one warning, still named"
+else
+	skip "the program has no build ID (or readelf is missing)"
+fi
+
+# go tool pprof reads the converted dump: the same top function and
+# total, and the program's build ID in its mapping.
+if [ -n "$have_go" ]; then
+	go_pprof "$tmp/final.pb.gz" "$tmp/final.gp"
+	gt=$(go_top "$tmp/final.gp"); gtot=$(go_total "$tmp/final.gp")
+	if [ "$gt" = alloc_b ] && [ "$gtot" = "$t" ]; then
+		ok "go tool pprof -top on the converted dump: $gt first, total $gtot B"
+	else
+		fail "go tool pprof -top: '$gt' first, total '$gtot' (want alloc_b, $t)"
+		show "$tmp/final.gp"
+	fi
+	id=$(readelf -n "$cs" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -n 1)
+	if [ -z "$id" ]; then
+		skip "the program has no build ID (or readelf is missing)"
+	else
+		check "go tool pprof: the program's mapping has its build ID $id" \
+		    grep -q "^Build ID: $id" "$tmp/final.gp"
+	fi
+else
+	skip "go is not installed (Debian: apt-get install golang-go)"
+	skip "go is not installed"
 fi

@@ -288,11 +288,13 @@ bool prof_pprof_write(const dump_snap_t *s, int fd,
 /* Whether name is a sample type of the profiles written now
  * (inuse_objects, inuse_space; alloc_* with prof_accum). */
 bool prof_pprof_sample_type_ok(const char *name);
-/* Building blocks, exposed for the unit tests.  prof_pb_varint writes v
+/* Building blocks, exposed for the unit tests: pprof_enc.c's, shared
+ * with malloc-prof.  prof_pb_varint writes v
  * as a protobuf base-128 varint to out (room for 10 bytes) and returns
  * its length.  prof_gzip_write compresses len bytes of data (deflate with
  * fixed Huffman codes and LZ77 matches, gzip header, CRC-32 and size
- * trailer) to fd; true on error with *errp set (an errno, or ENOMEM). */
+ * trailer) to fd with the library's tables (base_malloc); true on error
+ * with *errp set (an errno, or ENOMEM). */
 size_t prof_pb_varint(uint8_t *out, uint64_t v);
 bool prof_gzip_write(int fd, const void *data, size_t len, int *errp);
 uint32_t prof_crc32(uint32_t crc, const void *data, size_t len);
