@@ -191,6 +191,14 @@ const conf_opt_t conf_opts[] = {
 	  .var = &opt_prof_bt_max, .def = "128", .min = 1,
 	  .max = PROF_BT_MAX_LIMIT, .prof = true,
 	  .doc = "frames kept per backtrace" },
+#if MP_CONFIG_DEBUG
+	/* Fault injection, debug builds only (doc/reliability.md). */
+	{ .name = "debug_mmap_fail", .type = CONF_SIZE_T,
+	  .var = &opt_debug_mmap_fail, .def = "0", .min = 0,
+	  .max = INTMAX_MAX, .on_set = os_mmap_fail_conf_apply,
+	  .doc = "the nth OS mapping from start-up and all later ones fail "
+	  "(0: off; debug builds)" },
+#endif
 };
 const unsigned conf_nopts = CONF_NELEMS(conf_opts);
 
