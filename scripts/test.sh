@@ -4,8 +4,9 @@
 # --disable-prof, build/debug with --enable-debug: assertions, junk
 # filling and lock-order checks; build/asan: --with-prefix=mp_ with
 # AddressSanitizer + UndefinedBehaviorSanitizer, every test; build/tsan:
-# --with-prefix=mp_ with ThreadSanitizer, the multi-threaded tests), then
-# print one last line "N passed, N failed".  doc/reliability.md has more.
+# --with-prefix=mp_ with ThreadSanitizer, the multi-threaded tests), run
+# the libFuzzer targets for MP_FUZZ_SECONDS (default 20) each, then print
+# one last line "N passed, N failed".  doc/reliability.md has more.
 # passed = sum of # PASS; failed = sum of # FAIL + # ERROR + # XPASS, plus 1
 # for each build that did not configure or compile.  Exit 0 iff failed = 0.
 # Idempotent; as root on a fresh Debian 12 it installs what is missing.
@@ -116,6 +117,34 @@ check_tests=$tsan_tests
 run_build tsan --with-prefix=mp_ CFLAGS="$san_cflags -fsanitize=thread" \
     LDFLAGS="-fsanitize=thread"
 check_tests=
+
+# libFuzzer targets (scripts/fuzz.sh, test/fuzz/): a short run of each, one
+# pass or fail per target.  Needs clang's libFuzzer (installed when root);
+# MP_FUZZ_SECONDS=0 leaves them out.
+fuzz_secs=${MP_FUZZ_SECONDS:-20}
+if [ "$fuzz_secs" -gt 0 ]; then
+	mp_try_install_deps clang libclang-rt-14-dev
+	if mp_have_pkg clang && mp_have_pkg libclang-rt-14-dev; then
+		fuzzlog=$MP_ROOT/build/fuzz.log
+		mkdir -p "$MP_ROOT/build"
+		sh scripts/fuzz.sh "$fuzz_secs" 2>&1 | tee "$fuzzlog"
+		line=$(tail -n 1 "$fuzzlog")
+		fp=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+		ff=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+		if [ -z "$fp" ]; then
+			fp=0
+			ff=1
+		fi
+		total_pass=$((total_pass + fp))
+		total_fail=$((total_fail + ff))
+		report="$report
+build/fuzz: $fp passed, $ff failed (${fuzz_secs} s per target)"
+	else
+		mp_log "fuzzing skipped: clang or libclang-rt-14-dev missing"
+		report="$report
+build/fuzz: skipped (no clang libFuzzer)"
+	fi
+fi
 
 echo
 mp_log "summary:$report"
