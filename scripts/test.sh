@@ -1,9 +1,12 @@
 #!/bin/sh
-# scripts/test.sh: build and run `make check` in four out-of-tree builds
+# scripts/test.sh: build and run `make check` in six out-of-tree builds
 # (build/default, build/prefix with --with-prefix=mp_, build/noprof with
 # --disable-prof, build/debug with --enable-debug: assertions, junk
-# filling and lock-order checks), then print one last line
-# "N passed, N failed".
+# filling and lock-order checks; build/asan: --with-prefix=mp_ with
+# AddressSanitizer + UndefinedBehaviorSanitizer, every test; build/tsan:
+# --with-prefix=mp_ with ThreadSanitizer, the multi-threaded tests), run
+# the libFuzzer targets for MP_FUZZ_SECONDS (default 20) each, then print
+# one last line "N passed, N failed".  doc/reliability.md has more.
 # passed = sum of # PASS; failed = sum of # FAIL + # ERROR + # XPASS, plus 1
 # for each build that did not configure or compile.  Exit 0 iff failed = 0.
 # Idempotent; as root on a fresh Debian 12 it installs what is missing.
@@ -20,6 +23,15 @@ mp_try_install_deps libjemalloc-dev
 # (apt-get install golang-go takes about 10 s).
 mp_try_install_deps golang-go
 
+# The tests a build/tsan runs (make check TESTS=...): those with several
+# threads.  Left out: the prof_* tests that count samples per call site in
+# threads (under TSan a thread's stacks end with a garbage frame: libtsan's
+# thread start keeps no frame pointer) and prof_accum (too slow under TSan).
+tsan_tests="test/unit/base test/unit/pagemap test/unit/tcache
+test/unit/prof_dump test/integration/mallctl test/integration/prof_fork
+test/integration/prof_mdump test/integration/background_thread
+test/stress/threads test/stress/fork test/stress/first_op"
+
 total_pass=0
 total_fail=0
 report=
@@ -30,7 +42,9 @@ count() {
 	    "$MP_ROOT/build/$1/test-suite.log" | head -n 1
 }
 
-# run_build NAME [CONFIGURE-ARGS...]
+# run_build NAME [CONFIGURE-ARGS...]: make check runs $check_tests if set,
+# else every test.
+check_tests=
 run_build() {
 	name=$1
 	dir=$MP_ROOT/build/$name
@@ -49,7 +63,12 @@ build/$name: build failed"
 		return
 	fi
 	rm -f "$dir/test-suite.log"
-	mp_make "$name" check
+	if [ -n "$check_tests" ]; then
+		# shellcheck disable=SC2086
+		mp_make "$name" check TESTS="$(echo $check_tests)"
+	else
+		mp_make "$name" check
+	fi
 	if [ ! -f "$dir/test-suite.log" ]; then
 		mp_log "build/$name: make check did not run the tests (test programs failed to build?)"
 		total_fail=$((total_fail + 1))
@@ -87,6 +106,45 @@ run_build default --prefix="$MP_ROOT/build/install"
 run_build prefix --with-prefix=mp_
 run_build noprof --disable-prof
 run_build debug --enable-debug
+# Sanitizers: a prefixed build, so that the sanitizer's runtime keeps the
+# real malloc.  Tests that cannot work under one skip, naming why
+# (MALLOC_PROF_SANITIZER, set by configure from CFLAGS).
+san_cflags="-O2 -g -fno-omit-frame-pointer"
+run_build asan --with-prefix=mp_ \
+    CFLAGS="$san_cflags -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+    LDFLAGS="-fsanitize=address,undefined"
+check_tests=$tsan_tests
+run_build tsan --with-prefix=mp_ CFLAGS="$san_cflags -fsanitize=thread" \
+    LDFLAGS="-fsanitize=thread"
+check_tests=
+
+# libFuzzer targets (scripts/fuzz.sh, test/fuzz/): a short run of each, one
+# pass or fail per target.  Needs clang's libFuzzer (installed when root);
+# MP_FUZZ_SECONDS=0 leaves them out.
+fuzz_secs=${MP_FUZZ_SECONDS:-20}
+if [ "$fuzz_secs" -gt 0 ]; then
+	mp_try_install_deps clang libclang-rt-14-dev
+	if mp_have_pkg clang && mp_have_pkg libclang-rt-14-dev; then
+		fuzzlog=$MP_ROOT/build/fuzz.log
+		mkdir -p "$MP_ROOT/build"
+		sh scripts/fuzz.sh "$fuzz_secs" 2>&1 | tee "$fuzzlog"
+		line=$(tail -n 1 "$fuzzlog")
+		fp=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+		ff=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+		if [ -z "$fp" ]; then
+			fp=0
+			ff=1
+		fi
+		total_pass=$((total_pass + fp))
+		total_fail=$((total_fail + ff))
+		report="$report
+build/fuzz: $fp passed, $ff failed (${fuzz_secs} s per target)"
+	else
+		mp_log "fuzzing skipped: clang or libclang-rt-14-dev missing"
+		report="$report
+build/fuzz: skipped (no clang libFuzzer)"
+	fi
+fi
 
 echo
 mp_log "summary:$report"

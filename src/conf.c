@@ -196,6 +196,14 @@ const conf_opt_t conf_opts[] = {
 	  .check = prof_http_conf_check,
 	  .doc = "serve profiles over HTTP on HOST:PORT (numeric; empty "
 	  "HOST: 127.0.0.1; port 0: any free one; \"\": off)" },
+#if MP_CONFIG_DEBUG
+	/* Fault injection, debug builds only (doc/reliability.md). */
+	{ .name = "debug_mmap_fail", .type = CONF_SIZE_T,
+	  .var = &opt_debug_mmap_fail, .def = "0", .min = 0,
+	  .max = INTMAX_MAX, .on_set = os_mmap_fail_conf_apply,
+	  .doc = "the nth OS mapping from start-up and all later ones fail "
+	  "(0: off; debug builds)" },
+#endif
 };
 const unsigned conf_nopts = CONF_NELEMS(conf_opts);
 

@@ -206,6 +206,34 @@ static bool ctl_reads(void *oldp, size_t *oldlenp) {
 
 /* ------------------------------------------------------------ handlers */
 
+#if MP_CONFIG_DEBUG
+/* rw: debug.mmap_fail, fault injection (os_mmap_fail_set): a write of n
+ * makes the nth OS mapping from now and every later one fail (0: off);
+ * a read gives what is left (1: failing now). */
+static int ctl_debug_mmap_fail(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	size_t old = os_mmap_fail_get();
+	if (newp != NULL) {
+		if (newlen != sizeof(size_t))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		os_mmap_fail_set(*(const size_t *)newp);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+/* r-: debug.mmap_failures, the mappings failed by debug.mmap_fail. */
+static int ctl_debug_mmap_failures(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t n = os_mmap_fail_count();
+	return ctl_read(oldp, oldlenp, &n, sizeof(n));
+}
+#endif
+
 /* r-: the constant or variable at node->ptr. */
 static int ctl_var_read(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
@@ -968,6 +996,13 @@ static const ctl_node_t ctl_prof_children[] = {
 	{ .name = "http_port", .handler = ctl_prof_http_port },
 };
 
+#if MP_CONFIG_DEBUG
+static const ctl_node_t ctl_debug_children[] = {
+	{ .name = "mmap_fail", .handler = ctl_debug_mmap_fail },
+	{ .name = "mmap_failures", .handler = ctl_debug_mmap_failures },
+};
+#endif
+
 static const ctl_node_t ctl_root_children[] = {
 	{ .name = "version", .handler = ctl_var_read, .type = CTL_T_STR,
 	  .ptr = &ctl_version },
@@ -981,6 +1016,9 @@ static const ctl_node_t ctl_root_children[] = {
 	  .bad_index = ctl_arena_bad_index, CTL_CHILDREN(ctl_arena_i) },
 	{ .name = "stats", CTL_CHILDREN(ctl_stats_children) },
 	{ .name = "prof", CTL_CHILDREN(ctl_prof_children) },
+#if MP_CONFIG_DEBUG
+	{ .name = "debug", CTL_CHILDREN(ctl_debug_children) },
+#endif
 };
 
 static const ctl_node_t ctl_root = {

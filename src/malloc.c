@@ -28,8 +28,10 @@ __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
 bool malloc_initialized;
 
 static mp_mutex_t init_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_INIT);
-static bool init_in_progress;
-static pthread_t init_thread;
+/* This thread is running malloc_init_hard: thread-local, so that other
+ * threads never read it while it changes (a data race TSan reported). */
+static __thread bool init_in_progress
+    __attribute__((tls_model("initial-exec")));
 static pthread_key_t tsd_key;
 
 /* Live threads, so that stats can sum their counters; exited threads'
@@ -46,7 +48,7 @@ static void malloc_postfork_child(void);
 static void tsd_cleanup(void *arg);
 
 static MP_COLD bool malloc_init_hard(void) {
-	if (init_in_progress && pthread_equal(init_thread, pthread_self()))
+	if (init_in_progress)
 		return true;    /* recursion from inside init: cannot serve */
 	mp_mutex_lock(&init_mtx);
 	if (malloc_initialized) {
@@ -54,7 +56,6 @@ static MP_COLD bool malloc_init_hard(void) {
 		return false;
 	}
 	init_in_progress = true;
-	init_thread = pthread_self();
 	bool err = base_boot();
 	if (!err) {
 		conf_boot();

@@ -11,6 +11,48 @@
 #include <time.h>
 #include <unistd.h>
 
+#if MP_CONFIG_DEBUG
+size_t opt_debug_mmap_fail;
+static _Atomic size_t mmap_fail_at;
+static _Atomic uint64_t mmap_fail_count;
+
+void os_mmap_fail_conf_apply(void) {
+	atomic_store(&mmap_fail_at, opt_debug_mmap_fail);
+}
+
+void os_mmap_fail_set(size_t n) {
+	atomic_store(&mmap_fail_at, n);
+}
+
+size_t os_mmap_fail_get(void) {
+	return atomic_load(&mmap_fail_at);
+}
+
+uint64_t os_mmap_fail_count(void) {
+	return atomic_load(&mmap_fail_count);
+}
+
+/* true if this mapping is to fail (see os_mmap_fail_set). */
+static bool mmap_fail_now(void) {
+	size_t n = atomic_load_explicit(&mmap_fail_at, memory_order_relaxed);
+	for (;;) {
+		if (n == 0)
+			return false;
+		if (n == 1) {
+			atomic_fetch_add(&mmap_fail_count, 1);
+			errno = ENOMEM;
+			return true;
+		}
+		if (atomic_compare_exchange_weak(&mmap_fail_at, &n, n - 1))
+			return false;
+	}
+}
+#else
+static bool mmap_fail_now(void) {
+	return false;
+}
+#endif
+
 /*
  * Map `size` bytes aligned to `align`.  Over-map and trim when the kernel's
  * address is not aligned: the result is always exactly [ret, ret + size).
@@ -19,6 +61,8 @@
  */
 void *os_map(size_t size, size_t align) {
 	mp_assert(size % PAGE == 0 && align % PAGE == 0);
+	if (mmap_fail_now())
+		return NULL;
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)

@@ -304,6 +304,16 @@ mp_env_conf(void) {
 	return getenv(mp_env_conf_name());
 }
 
+/* The sanitizer this build runs under ("asan", "tsan", "ubsan"), or "":
+ * MALLOC_PROF_SANITIZER, set by configure from CFLAGS (-fsanitize=...) and
+ * exported by make check.  Tests that cannot work under one skip with
+ * MP_SKIP naming why. */
+static inline const char *
+mp_env_sanitizer(void) {
+	const char *s = getenv("MALLOC_PROF_SANITIZER");
+	return s != NULL ? s : "";
+}
+
 /* True when run by the test harness (make check), false when run by hand. */
 static inline bool
 mp_under_harness(void) {

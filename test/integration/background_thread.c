@@ -122,6 +122,9 @@ test_mallctl_switch(void **state) {
 static void
 test_fork_child(void **state) {
 	(void)state;
+	if (strcmp(mp_env_sanitizer(), "tsan") == 0)
+		MP_SKIP("tsan build: ThreadSanitizer cannot start threads in "
+		    "the child of a multi-threaded fork");
 	assert_true(bg_threads_become(1));
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -182,6 +185,9 @@ create_fails_child(void) {
 static void
 test_create_fails(void **state) {
 	(void)state;
+	if (mp_env_sanitizer()[0] != '\0')
+		MP_SKIP("%s build: the sanitizer's runtime needs address space "
+		    "that RLIMIT_AS takes away", mp_env_sanitizer());
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {

@@ -17,6 +17,12 @@ case $lib in
 *) lib=$(pwd)/$lib;;
 esac
 
+# LD_PRELOAD of a sanitized library into uninstrumented programs fails.
+if [ -n "${MALLOC_PROF_SANITIZER-}" ]; then
+	echo "1..0 # SKIP sanitizer build ($MALLOC_PROF_SANITIZER): its runtime cannot be preloaded into real programs"
+	exit 0
+fi
+
 if [ -n "$prefix" ]; then
 	echo "1..0 # SKIP prefixed build ('$prefix'): the library does not replace malloc"
 	exit 0

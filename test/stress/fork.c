@@ -256,6 +256,9 @@ child_main(int depth, int index) {
 static void
 test_fork_with_busy_threads(void **state) {
 	(void)state;
+	if (strcmp(mp_env_sanitizer(), "tsan") == 0)
+		MP_SKIP("tsan build: ThreadSanitizer cannot start threads in "
+		    "the child of a multi-threaded fork");
 	for (int i = 0; i < NINHERITED; i++) {
 		inherited[i] = LAUNDER((unsigned char *)malloc(inherited_size[i]));
 		assert_non_null(inherited[i]);

@@ -37,6 +37,19 @@ MP_COLD __attribute__((noreturn)) void mp_assert_fail(const char *file,
 /* The OS layer.  Mappings are page aligned; all return NULL/true on error. */
 void *os_map(size_t size, size_t align);
 void os_unmap(void *addr, size_t size);
+#if MP_CONFIG_DEBUG
+/* Fault injection (debug builds only; doc/reliability.md): with n != 0,
+ * n - 1 more OS mappings succeed, then the nth and every later one fails
+ * with ENOMEM until n is set again (0: off).  Set by the conf option
+ * debug_mmap_fail and the mallctl debug.mmap_fail, which reads what is
+ * left (1: failing now). */
+extern size_t opt_debug_mmap_fail;
+void os_mmap_fail_conf_apply(void);
+void os_mmap_fail_set(size_t n);
+size_t os_mmap_fail_get(void);
+/* Mappings failed by the switch since start-up. */
+uint64_t os_mmap_fail_count(void);
+#endif
 bool os_purge_forced(void *addr, size_t size);  /* MADV_DONTNEED: zero */
 bool os_purge_lazy(void *addr, size_t size);    /* MADV_FREE */
 unsigned os_ncpus(void);
