@@ -436,11 +436,108 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	return p;
 }
 
+/* Misuse of a pointer: one line naming the entry point, then abort() in
+ * debug builds (which abort on misuse, as sdallocx's size check does) or
+ * with abort:true; release builds carry on, leaking the block. */
 static MP_COLD void invalid_pointer(const char *func, void *p) {
 	mp_error("%s(): invalid pointer %p: not allocated by malloc_prof or "
 	    "already freed", func, p);
-	if (opt_abort)
+	if (opt_abort || config_debug)
 		abort();
+}
+
+static MP_COLD void misuse(const char *func, const char *what, void *p) {
+	mp_error("%s(): %s %p", func, what, p);
+	if (opt_abort || config_debug)
+		abort();
+}
+
+/* Whether p is on a list of free regions linked through their first word. */
+static bool region_listed(const void *list, const void *p) {
+	for (const void *r = list; r != NULL; r = *(void *const *)r) {
+		if (r == p)
+			return true;
+	}
+	return false;
+}
+
+/* Whether p is free in slab e: on its local or its remote free list.  The
+ * caller owns the slab's lists (the owner alone takes the remote list). */
+static bool slab_listed(const extent_t *e, const void *p) {
+	uintptr_t remote = atomic_load_explicit(&e->remote_free,
+	    memory_order_acquire);
+	return region_listed(e->free, p) ||
+	    region_listed((void *)(remote & REMOTE_HEAD_MASK), p);
+}
+
+/*
+ * The misuse checks of a free that reached dalloc_impl (doc/reliability.md,
+ * "Misuse"); true if p must not be freed (reported).  Release builds check
+ * what costs a few compares on this slow path: a free extent, a large block
+ * already in this thread's cache, a small region at the head of its slab's
+ * local free list.  Debug builds also check that p starts a region and walk
+ * the slab's local and remote free lists when this thread's cache or an
+ * arena's cache owns it (another thread's cache may take its lists while
+ * we walk them: not checked).
+ */
+static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
+    const char *func) {
+	if (e == NULL) {
+		invalid_pointer(func, p);
+		return true;
+	}
+	if (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE) {
+		if ((char *)p == e->addr)
+			misuse(func, "double free of", p);
+		else
+			invalid_pointer(func, p);
+		return true;
+	}
+	if (e->kind == EXTENT_LARGE) {
+		if ((char *)p != e->addr) {
+			misuse(func, "interior pointer (not a block start)", p);
+			return true;
+		}
+		unsigned li = (unsigned)e->szind - SC_NBINS;
+		if (tsd->tcache != NULL && li < TCACHE_NLARGE) {
+			const tcache_large_t *c = &tsd->tcache->large[li];
+			for (uint32_t i = 0; i < c->n; i++) {
+				if (c->slots[i] == e) {
+					misuse(func, "double free of", p);
+					return true;
+				}
+			}
+		}
+		return false;
+	}
+	tcache_t *owner = (tcache_t *)((uintptr_t)atomic_load_explicit(
+	    &e->owner, memory_order_relaxed) & ~SLAB_TAGS);
+	bool mine = owner == tsd->tcache && owner != NULL;
+	if (config_debug) {
+		size_t off = (size_t)((char *)p - e->addr);
+		if (off % e->usize != 0 || (mine && (char *)p >= e->bump)) {
+			misuse(func, "interior pointer (not a region start)", p);
+			return true;
+		}
+	}
+	if (mine && (p == e->free || (config_debug && slab_listed(e, p)))) {
+		misuse(func, "double free of", p);
+		return true;
+	}
+	if (config_debug && !mine && (owner == &e->arena->shared ||
+	    owner == &e->arena->prof_cache)) {
+		/* An arena's cache (tcache:false, MALLOCX_TCACHE_NONE,
+		 * sampled regions): its owner takes the lists under this
+		 * lock. */
+		mp_mutex_lock(&e->arena->shared_mtx);
+		bool listed = slab_listed(e, p);
+		mp_mutex_unlock(&e->arena->shared_mtx);
+		if (listed) {
+			misuse(func, "double free of", p);
+			return true;
+		}
+	}
+	return false;
 }
 
 static size_t extent_usize(const extent_t *e) {
@@ -452,12 +549,8 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
     const char *func) {
 	if (p == NULL)
 		return;
-	if (unlikely(e == NULL || (e->kind != EXTENT_SLAB &&
-	    e->kind != EXTENT_LARGE) || (e->kind == EXTENT_LARGE &&
-	    (char *)p != e->addr))) {
-		invalid_pointer(func, p);
+	if (unlikely(dalloc_misuse(tsd, p, e, func)))
 		return;
-	}
 	size_t usize = extent_usize(e);
 	if (opt_junk_free)
 		memset(p, JUNK_FREE_BYTE, usize);
