@@ -1792,4 +1792,32 @@ mp_test_init(unsigned timeout_seconds) {
 #define mp_run_tests(tests)						\
 	(cmocka_run_group_tests((tests), NULL, NULL) == 0 ? 0 : 1)
 
+/*
+ * The body of a profiler integration test's main(): in a --disable-prof
+ * build only `no_prof` runs (it checks that the prof.* names say ENOENT);
+ * otherwise the tests run with a fresh temporary directory in `tmpdir`
+ * (named after `tag`) for their dumps, removed afterwards.
+ */
+static inline int
+mp_prof_test_run(const char *tag, char *tmpdir, size_t tmpdir_size,
+    CMUnitTestFunction no_prof, const struct CMUnitTest *tests,
+    size_t ntests) {
+	if (!MALLOC_PROF_CONFIG_PROF) {
+		const struct CMUnitTest only[] = {
+			cmocka_unit_test(no_prof),
+		};
+		return mp_run_tests(only);
+	}
+	if (!mp_tmpdir_make(tmpdir, tmpdir_size, tag)) {
+		printf("Bail out! mkdtemp: %s\n", strerror(errno));
+		return 99;
+	}
+	int r = _cmocka_run_group_tests("tests", tests, ntests, NULL, NULL);
+	mp_tmpdir_remove(tmpdir);
+	return r == 0 ? 0 : 1;
+}
+#define mp_prof_test_main(tag, no_prof, tests)				\
+	mp_prof_test_run((tag), tmpdir, sizeof(tmpdir), (no_prof), (tests),	\
+	    sizeof(tests) / sizeof((tests)[0]))
+
 #endif /* MALLOC_PROF_TEST_UTIL_H */

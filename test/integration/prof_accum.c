@@ -317,23 +317,11 @@ test_no_profiler(void **state) {
 int
 main(void) {
 	mp_test_init(300);
-	if (!MALLOC_PROF_CONFIG_PROF) {
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_no_profiler),
-		};
-		return mp_run_tests(tests);
-	}
-	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_accum")) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 99;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_freed_stays),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_moving_realloc),
 		cmocka_unit_test(test_realloc_in_place),
 	};
-	int r = mp_run_tests(tests);
-	mp_tmpdir_remove(tmpdir);
-	return r;
+	return mp_prof_test_main("mp_prof_accum", test_no_profiler, tests);
 }

@@ -379,22 +379,10 @@ test_no_profiler(void **state) {
 int
 main(void) {
 	mp_test_init(300);
-	if (!MALLOC_PROF_CONFIG_PROF) {
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_no_profiler),
-		};
-		return mp_run_tests(tests);
-	}
-	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_callsite")) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 99;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sites),
 		cmocka_unit_test(test_deep),
 		cmocka_unit_test(test_bt_max),
 	};
-	int r = mp_run_tests(tests);
-	mp_tmpdir_remove(tmpdir);
-	return r;
+	return mp_prof_test_main("mp_prof_callsite", test_no_profiler, tests);
 }

@@ -295,23 +295,11 @@ test_no_profiler(void **state) {
 int
 main(void) {
 	mp_test_init(300);
-	if (!MALLOC_PROF_CONFIG_PROF) {
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_no_profiler),
-		};
-		return mp_run_tests(tests);
-	}
-	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_mdump")) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 99;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_named),
 		cmocka_unit_test(test_automatic_names),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_concurrent),
 	};
-	int r = mp_run_tests(tests);
-	mp_tmpdir_remove(tmpdir);
-	return r;
+	return mp_prof_test_main("mp_prof_mdump", test_no_profiler, tests);
 }

@@ -265,21 +265,9 @@ test_no_profiler(void **state) {
 int
 main(void) {
 	mp_test_init(300);
-	if (!MALLOC_PROF_CONFIG_PROF) {
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_no_profiler),
-		};
-		return mp_run_tests(tests);
-	}
-	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_nofp")) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 99;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_recursion),
 		cmocka_unit_test(test_clobbered_rbp),
 	};
-	int r = mp_run_tests(tests);
-	mp_tmpdir_remove(tmpdir);
-	return r;
+	return mp_prof_test_main("mp_prof_nofp", test_no_profiler, tests);
 }

@@ -374,16 +374,6 @@ test_no_profiler(void **state) {
 int
 main(void) {
 	mp_test_init(300);
-	if (!MALLOC_PROF_CONFIG_PROF) {
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_no_profiler),
-		};
-		return mp_run_tests(tests);
-	}
-	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_reset")) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 99;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reset_forgets),
 		cmocka_unit_test(test_realloc_across_reset),
@@ -391,7 +381,5 @@ main(void) {
 		cmocka_unit_test(test_rate_back_down),
 		cmocka_unit_test(test_concurrent_resets),
 	};
-	int r = mp_run_tests(tests);
-	mp_tmpdir_remove(tmpdir);
-	return r;
+	return mp_prof_test_main("mp_prof_reset", test_no_profiler, tests);
 }
