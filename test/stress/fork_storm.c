@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 
 #define NFORKS 1000
-#define NFORKS_TSAN 50
+#define NFORKS_TSAN 200
 #define MAXLIVE 4
 #define NTHREADS 3
 #define NSHARED 512
