@@ -30,7 +30,8 @@ mp_try_install_deps golang-go
 tsan_tests="test/unit/base test/unit/pagemap test/unit/tcache
 test/unit/prof_dump test/integration/mallctl test/integration/prof_fork
 test/integration/prof_mdump test/integration/background_thread
-test/stress/threads test/stress/fork test/stress/first_op"
+test/stress/threads test/stress/fork test/stress/first_op
+test/stress/fork_storm test/stress/thread_churn"
 
 total_pass=0
 total_fail=0

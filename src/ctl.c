@@ -712,6 +712,20 @@ static int ctl_prof_interval(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
+/* r-: samples the profiler dropped because its own memory (base_malloc)
+ * ran out; the allocations themselves succeeded.  Readable with the
+ * profiler off (it stays 0). */
+static int ctl_prof_dropped_samples(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (!config_prof)
+		return ENOENT;
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t v = atomic_load(&prof_dropped);
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
 /* r-: the scrape endpoint's port; ENOENT when it is not running (no
  * prof_http option, it could not start, or a forked child).  Reading it
  * starts the endpoint if it is pending, so the port is known at once. */
@@ -994,6 +1008,7 @@ static const ctl_node_t ctl_prof_children[] = {
 	{ .name = "interval", .handler = ctl_prof_interval },
 	{ .name = "lg_sample", .handler = ctl_prof_lg_sample },
 	{ .name = "http_port", .handler = ctl_prof_http_port },
+	{ .name = "dropped_samples", .handler = ctl_prof_dropped_samples },
 };
 
 #if MP_CONFIG_DEBUG

@@ -369,8 +369,13 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		return;
 	tsd->reentrancy++;
 	prof_tdata_t *td = prof_tdata_get(tsd);
-	if (td == NULL || !atomic_load_explicit(&td->active,
-	    memory_order_relaxed))
+	if (td == NULL) {
+		/* No memory for the thread's record: the next sample of
+		 * this thread tries again. */
+		atomic_fetch_add(&prof_dropped, 1);
+		goto out;
+	}
+	if (!atomic_load_explicit(&td->active, memory_order_relaxed))
 		goto out;
 	if (tsd->stack_hi == 0)
 		prof_sys_thread_init(tsd);

@@ -144,7 +144,7 @@ void prof_thread_exit(tsd_t *tsd);
 prof_tdata_t *prof_tdata_get(tsd_t *tsd);
 /* prof.reset: drop every counter of freed objects and set lg_sample. */
 void prof_reset(size_t lg_sample);
-/* Samples dropped because profiler memory ran out (prof.stats). */
+/* Samples dropped because profiler memory ran out (prof.dropped_samples). */
 extern _Atomic uint64_t prof_dropped;
 
 /* Unbiasing: what one sampled object of usize bytes stands for. */
