@@ -54,6 +54,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 
@@ -1791,6 +1792,27 @@ mp_test_init(unsigned timeout_seconds) {
 /* Runs one group (one TAP plan); the exit status is 0 iff all passed. */
 #define mp_run_tests(tests)						\
 	(cmocka_run_group_tests((tests), NULL, NULL) == 0 ? 0 : 1)
+
+/*
+ * Run this test program again as `NAME MODE` (argv[0] NAME), a child that
+ * exercises one mode in a process of its own (running out of memory, say)
+ * and reports failed checks on stderr; expect exit status 0.
+ */
+static inline void
+mp_run_self(const char *name, const char *mode) {
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char *argv[] = {(char *)name, (char *)mode, NULL};
+		execv("/proc/self/exe", argv);
+		_exit(126);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s child: "
+	    "status %#x (failed checks are printed above)", mode, status);
+}
 
 /*
  * The body of a profiler integration test's main(): in a --disable-prof

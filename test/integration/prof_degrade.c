@@ -255,23 +255,6 @@ child(const char *mode) {
 	return atomic_load(&mp_failures) != 0;
 }
 
-/* Run this program again as `prof_degrade <mode>`; expect status 0. */
-static void
-run_child(const char *mode) {
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char *argv[] = {"prof_degrade", (char *)mode, NULL};
-		execv("/proc/self/exe", argv);
-		_exit(126);
-	}
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s child: "
-	    "status %#x (failed checks are printed above)", mode, status);
-}
-
 static bool
 have_prof(void) {
 	uint64_t v;
@@ -304,7 +287,7 @@ test_mmap_fail(void **state) {
 	if (mallctl("debug.mmap_fail", &n, &sz, NULL, 0) == ENOENT) {
 		MP_SKIP("debug.mmap_fail exists only in --enable-debug builds");
 	}
-	run_child("mmap_fail");
+	mp_run_self("prof_degrade", "mmap_fail");
 }
 
 static void
@@ -317,7 +300,7 @@ test_rlimit_as(void **state) {
 		MP_SKIP("%s build: the sanitizer's runtime needs address space "
 		    "that RLIMIT_AS takes away", mp_env_sanitizer());
 	}
-	run_child("rlimit");
+	mp_run_self("prof_degrade", "rlimit");
 }
 
 int
