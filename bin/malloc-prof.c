@@ -21,6 +21,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <regex.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -755,6 +756,14 @@ mp_close_output(FILE *f, const char *path) {
 	return ok;
 }
 
+static int
+mp_no_dot(const char *why) {
+	mp_err("cannot run \"dot\": %s: svg needs Graphviz (Debian: "
+	    "apt-get install graphviz); without it use `malloc-prof "
+	    "flamegraph` or `malloc-prof dot`", why);
+	return MP_EXIT_USAGE;
+}
+
 /* Runs `dot -Tsvg [-o OUT]` on the call graph. */
 static int
 mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
@@ -777,10 +786,7 @@ mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
 	close(fds[0]);
 	if (r != 0) {
 		close(fds[1]);
-		mp_err("cannot run \"dot\": %s: svg needs Graphviz (Debian: "
-		    "apt-get install graphviz); without it use `malloc-prof "
-		    "flamegraph` or `malloc-prof dot`", strerror(r));
-		return MP_EXIT_USAGE;
+		return mp_no_dot(strerror(r));
 	}
 	FILE *f = fdopen(fds[1], "w");
 	if (f == NULL) {
@@ -789,11 +795,19 @@ mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
 		mp_err("cannot write to dot: %s", strerror(errno));
 		return MP_EXIT_USAGE;
 	}
+	/* Where the C library's spawn does not report a failed exec (under
+	 * valgrind, say), the child exits 127 and the pipe has no reader:
+	 * that must not kill us with SIGPIPE before we can say why. */
+	struct sigaction ignore = { .sa_handler = SIG_IGN }, old;
+	sigaction(SIGPIPE, &ignore, &old);
 	mp_out_dot(rep, f, o->limit < 0 ? 80 : o->limit, bytes);
 	fclose(f);
-	int st;
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) ||
-	    WEXITSTATUS(st) != 0) {
+	sigaction(SIGPIPE, &old, NULL);
+	int st = 0;
+	bool reaped = waitpid(pid, &st, 0) == pid;
+	if (reaped && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		return mp_no_dot("the command was not found (status 127)");
+	if (!reaped || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		mp_err("dot failed (status %d): see its message above",
 		    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 		return MP_EXIT_USAGE;

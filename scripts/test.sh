@@ -118,6 +118,23 @@ check_tests=$tsan_tests
 run_build tsan --with-prefix=mp_ CFLAGS="$san_cflags -fsanitize=thread" \
     LDFLAGS="-fsanitize=thread"
 check_tests=
+# malloc-prof's tests once more with the tool under valgrind memcheck: a
+# memory error or a definite leak exits 97 and fails that check.
+mp_try_install_deps valgrind
+if command -v valgrind >/dev/null 2>&1; then
+	MALLOC_PROF_TOOL_WRAPPER="valgrind -q --error-exitcode=97 \
+--leak-check=full --errors-for-leak-kinds=definite"
+	export MALLOC_PROF_TOOL_WRAPPER
+	check_tests=test/bin/malloc_prof.sh
+	run_build memcheck
+	check_tests=
+	unset MALLOC_PROF_TOOL_WRAPPER
+else
+	mp_log "build/memcheck: valgrind is missing: malloc-prof not checked"
+	total_fail=$((total_fail + 1))
+	report="$report
+build/memcheck: valgrind missing"
+fi
 
 # libFuzzer targets (scripts/fuzz.sh, test/fuzz/): a short run of each, one
 # pass or fail per target.  Needs clang's libFuzzer (installed when root);

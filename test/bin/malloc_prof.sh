@@ -66,6 +66,16 @@ else
 	echo "# files kept in $tmp"
 fi
 unset MALLOC_CONF MP_MALLOC_CONF 2>/dev/null || :
+# MALLOC_PROF_TOOL_WRAPPER (the memcheck build of scripts/test.sh): every
+# malloc-prof run goes through it, e.g. valgrind memcheck with an error
+# exit status of its own, so that a memory error or leak fails its check.
+if [ -n "${MALLOC_PROF_TOOL_WRAPPER-}" ]; then
+	printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$MALLOC_PROF_TOOL_WRAPPER" \
+	    "$mp" >"$tmp/malloc-prof"
+	chmod +x "$tmp/malloc-prof"
+	mp=$tmp/malloc-prof
+	echo "# malloc-prof runs under: $MALLOC_PROF_TOOL_WRAPPER"
+fi
 
 # flat FILE NAME, cum FILE NAME: the flat or cum column of NAME's row in
 # top output FILE (names may hold spaces: --lines, C++).
