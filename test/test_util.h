@@ -53,6 +53,7 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -330,11 +331,12 @@ mp_page_size(void) {
 }
 
 /*
- * Resident set size in bytes, from /proc/self/statm.  Uses raw syscalls and
- * a stack buffer so that measuring does not allocate.  Returns 0 on error.
+ * Field `field` of /proc/self/statm (0: address space, 1: resident), in
+ * bytes.  Raw syscalls and a stack buffer, so that measuring does not
+ * allocate.  Returns 0 on error.
  */
 static inline size_t
-read_rss_bytes(void) {
+mp_statm_bytes(unsigned field) {
 	char buf[256];
 	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -348,18 +350,76 @@ read_rss_bytes(void) {
 	buf[n] = '\0';
 	/* Fields: size resident shared text lib data dt (pages). */
 	const char *s = buf;
-	while (*s != '\0' && *s != ' ') {
-		s++;
+	for (unsigned k = 0; k < field; k++) {
+		while (*s != '\0' && *s != ' ') {
+			s++;
+		}
+		while (*s == ' ') {
+			s++;
+		}
 	}
 	unsigned long long pages = 0;
-	while (*s == ' ') {
-		s++;
-	}
 	while (*s >= '0' && *s <= '9') {
 		pages = pages * 10 + (unsigned long long)(*s - '0');
 		s++;
 	}
 	return (size_t)pages * mp_page_size();
+}
+
+/* Resident set size in bytes (0 on error). */
+static inline size_t
+read_rss_bytes(void) {
+	return mp_statm_bytes(1);
+}
+
+/* The address space the process maps now, in bytes (0 on error). */
+static inline size_t
+mp_vm_bytes(void) {
+	return mp_statm_bytes(0);
+}
+
+/* Lowers the soft RLIMIT_AS to `extra` bytes above what the process maps
+ * now, so that its next big mappings fail; returns the soft limit to give
+ * back to mp_rlimit_as_restore (the hard one is untouched). */
+static inline rlim_t
+mp_rlimit_as_lower(size_t extra) {
+	struct rlimit rl;
+	MP_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
+	rlim_t old = rl.rlim_cur;
+	size_t vm = mp_vm_bytes();
+	MP_CHECK(vm != 0, "/proc/self/statm");
+	rl.rlim_cur = vm + extra;
+	MP_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s",
+	    strerror(errno));
+	return old;
+}
+
+static inline void
+mp_rlimit_as_restore(rlim_t old) {
+	struct rlimit rl;
+	MP_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
+	rl.rlim_cur = old;
+	MP_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit back: %s",
+	    strerror(errno));
+}
+
+/* Reads fd to EOF, or until buf is full, into buf (NUL-terminated);
+ * returns the length. */
+static inline size_t
+mp_read_all(int fd, char *buf, size_t size) {
+	size_t len = 0;
+	while (len + 1 < size) {
+		ssize_t r = read(fd, buf + len, size - 1 - len);
+		if (r < 0 && errno == EINTR) {
+			continue;
+		}
+		if (r <= 0) {
+			break;
+		}
+		len += (size_t)r;
+	}
+	buf[len] = '\0';
+	return len;
 }
 
 static inline uint64_t

@@ -136,24 +136,6 @@ static const misuse_case_t cases[] = {
 	{"sdallocx wrong size", sdallocx_wrong_size, "sdallocx(", NULL, false},
 };
 
-/* Everything readable from fd into buf (NUL-terminated). */
-static size_t
-read_all(int fd, char *buf, size_t cap) {
-	size_t n = 0;
-	while (n + 1 < cap) {
-		ssize_t r = read(fd, buf + n, cap - 1 - n);
-		if (r < 0 && errno == EINTR) {
-			continue;
-		}
-		if (r <= 0) {
-			break;
-		}
-		n += (size_t)r;
-	}
-	buf[n] = '\0';
-	return n;
-}
-
 static void
 run_case(const misuse_case_t *c, bool debug) {
 	int err[2], ptr[2];
@@ -177,7 +159,7 @@ run_case(const misuse_case_t *c, bool debug) {
 	ssize_t got = read(ptr[0], &p, sizeof(p));
 	close(ptr[0]);
 	char out[4096];
-	read_all(err[0], out, sizeof(out));
+	mp_read_all(err[0], out, sizeof(out));
 	close(err[0]);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);

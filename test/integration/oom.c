@@ -261,41 +261,16 @@ child_mmap_fail(void) {
 	return atomic_load(&mp_failures) != 0;
 }
 
-/* The address space the process uses now (bytes). */
-static size_t
-vm_size(void) {
-	char buf[256];
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (fd >= 0) {
-		close(fd);
-	}
-	if (n <= 0) {
-		return 0;
-	}
-	buf[n] = '\0';
-	return (size_t)strtoull(buf, NULL, 10) * mp_page_size();
-}
-
 static int
 child_rlimit(void) {
 	keep_fill();
 	stats_t s0 = stats_read();
-	struct rlimit rl;
-	MP_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
-	rlim_t old = rl.rlim_cur;
-	size_t vm = vm_size();
-	MP_CHECK(vm != 0, "/proc/self/statm");
 	/* Only the soft limit: it can be raised again. */
-	rl.rlim_cur = vm + 64 * MiB;
-	MP_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s",
-	    strerror(errno));
+	rlim_t old = mp_rlimit_as_lower(64 * MiB);
 	all_fail("RLIMIT_AS", BIG);
 	small_runs_out("RLIMIT_AS", 512 * MiB);
 	keep_check("RLIMIT_AS");
-	rl.rlim_cur = old;
-	MP_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit back: %s",
-	    strerror(errno));
+	mp_rlimit_as_restore(old);
 	all_work("RLIMIT_AS raised", BIG);
 	keep_check("RLIMIT_AS raised");
 	keep_free();

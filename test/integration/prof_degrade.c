@@ -48,22 +48,6 @@ dropped(void) {
 	return v;
 }
 
-/* The address space the process uses now (bytes). */
-static size_t
-vm_size(void) {
-	char buf[256];
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (fd >= 0) {
-		close(fd);
-	}
-	if (n <= 0) {
-		return 0;
-	}
-	buf[n] = '\0';
-	return (size_t)strtoull(buf, NULL, 10) * mp_page_size();
-}
-
 static rlim_t rlim_old;
 
 /* Makes every further OS mapping fail (mode "mmap_fail" or "rlimit"). */
@@ -75,15 +59,8 @@ memory_take(const char *mode) {
 		    sizeof(n)) == 0, "debug.mmap_fail");
 		return;
 	}
-	struct rlimit rl;
-	MP_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
-	rlim_old = rl.rlim_cur;
-	size_t vm = vm_size();
-	MP_CHECK(vm != 0, "/proc/self/statm");
 	/* Less than a base chunk (2 MiB) above what is mapped. */
-	rl.rlim_cur = vm + MiB;
-	MP_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s",
-	    strerror(errno));
+	rlim_old = mp_rlimit_as_lower(MiB);
 }
 
 static void
@@ -94,11 +71,7 @@ memory_give(const char *mode) {
 		    sizeof(n)) == 0, "debug.mmap_fail off");
 		return;
 	}
-	struct rlimit rl;
-	MP_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
-	rl.rlim_cur = rlim_old;
-	MP_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit back: %s",
-	    strerror(errno));
+	mp_rlimit_as_restore(rlim_old);
 }
 
 /*

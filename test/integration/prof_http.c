@@ -742,22 +742,6 @@ typedef struct {
 	unsigned nlines;         /* of err */
 } child_t;
 
-static size_t
-read_all(int fd, char *buf, size_t size) {
-	size_t len = 0;
-	for (;;) {
-		ssize_t r = read(fd, buf + len, size - 1 - len);
-		if (r < 0 && errno == EINTR) {
-			continue;
-		}
-		if (r <= 0 || (len += (size_t)r) == size - 1) {
-			break;
-		}
-	}
-	buf[len] = '\0';
-	return len;
-}
-
 /* This program as `--child MODE` with conf as its only options. */
 static void
 run_child(const char *mode, const char *conf, child_t *c) {
@@ -788,8 +772,8 @@ run_child(const char *mode, const char *conf, child_t *c) {
 	close(e[1]);
 	close(o[1]);
 	/* The child writes little to stdout; read stderr to EOF first. */
-	size_t len = read_all(e[0], c->err, sizeof(c->err));
-	read_all(o[0], c->out, sizeof(c->out));
+	size_t len = mp_read_all(e[0], c->err, sizeof(c->err));
+	mp_read_all(o[0], c->out, sizeof(c->out));
 	close(e[0]);
 	close(o[0]);
 	assert_int_equal(waitpid(pid, &c->status, 0), pid);

@@ -96,23 +96,6 @@ typedef struct {
 	uintptr_t leak_site;	/* &leak_site in the child */
 } child_t;
 
-/* Reads fd to EOF into buf (NUL-terminated); returns the length. */
-static size_t
-read_all(int fd, char *buf, size_t size) {
-	size_t len = 0;
-	for (;;) {
-		ssize_t r = read(fd, buf + len, size - 1 - len);
-		if (r < 0 && errno == EINTR) {
-			continue;
-		}
-		if (r <= 0 || (len += (size_t)r) == size - 1) {
-			break;
-		}
-	}
-	buf[len] = '\0';
-	return len;
-}
-
 static const char *
 conf_var(void) {
 	const char *v = getenv("MALLOC_PROF_CONF_ENV");
@@ -153,10 +136,10 @@ run_child(const char *mode, const char *conf, child_t *c) {
 	close(ofds[1]);
 	/* The child writes a few bytes to stdout (never blocks), then
 	 * stderr until it exits. */
-	size_t len = read_all(fds[0], c->err, sizeof(c->err));
+	size_t len = mp_read_all(fds[0], c->err, sizeof(c->err));
 	close(fds[0]);
 	char out[64];
-	read_all(ofds[0], out, sizeof(out));
+	mp_read_all(ofds[0], out, sizeof(out));
 	close(ofds[0]);
 	c->leak_site = (uintptr_t)strtoull(out, NULL, 16);
 	assert_int_equal(waitpid(pid, &c->status, 0), pid);
