@@ -182,6 +182,15 @@ static bool pprof_pread_all(int fd, void *buf, size_t len, uint64_t off) {
 	return true;
 }
 
+/* open(path) for reading, again when a signal interrupts it. */
+static int pprof_open(const char *path) {
+	int fd;
+	do {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	return fd;
+}
+
 /*
  * The GNU build ID of the 64-bit ELF file at path, as lower-case hex in
  * hex[] (NUL-terminated, "" if none): the NT_GNU_BUILD_ID note of a
@@ -190,10 +199,7 @@ static bool pprof_pread_all(int fd, void *buf, size_t len, uint64_t off) {
  */
 static void pprof_build_id(const char *path, char *hex, size_t hexsize) {
 	hex[0] = '\0';
-	int fd;
-	do {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	} while (fd < 0 && errno == EINTR);
+	int fd = pprof_open(path);
 	if (fd < 0)
 		return;
 	Elf64_Ehdr eh;
@@ -387,10 +393,7 @@ static bool sym_load_table(sym_file_t *f, const Elf64_Ehdr *eh,
 /* Map path and read its function symbols into f (f->nsyms stays 0 on
  * any failure). */
 static void sym_file_build(sym_file_t *f, const char *path, size_t pathlen) {
-	int fd;
-	do {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	} while (fd < 0 && errno == EINTR);
+	int fd = pprof_open(path);
 	if (fd < 0)
 		return;
 	struct stat sb;
@@ -507,10 +510,7 @@ static const char *sym_lookup(const sym_file_t *f, uint64_t off,
 
 static bool pprof_read_file(pprof_buf_t *b, const char *path) {
 	b->len = 0;
-	int fd;
-	do {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	} while (fd < 0 && errno == EINTR);
+	int fd = pprof_open(path);
 	if (fd < 0)
 		return true;
 	for (;;) {
