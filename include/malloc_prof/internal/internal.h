@@ -61,17 +61,22 @@ void mp_mutex_unlock(mp_mutex_t *m);
 void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
 
 /* -------------------------------------------------------------------- sz.c */
-extern uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
-extern size_t sz_index2size_tab[SC_NSIZES];
-extern uint32_t sz_slab_size[SC_NBINS];          /* bytes per slab */
-extern uint32_t sz_slab_nregs[SC_NBINS];
+/* Constant tables (built at compile time: the fast path reads them before
+ * initialisation, see sz.c); the *_compute functions define them. */
+extern const uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
+extern const size_t sz_index2size_tab[SC_NSIZES];
+extern const uint32_t sz_slab_size[SC_NBINS];    /* bytes per slab */
+extern const uint32_t sz_slab_nregs[SC_NBINS];
 /* Slabs of the profiler's cache: as small as waste allows (see sz.c). */
-extern uint32_t sz_prof_slab_size[SC_NBINS];
-/* Slab geometry bounds (see slab_geometry in sz.c). */
+extern const uint32_t sz_prof_slab_size[SC_NBINS];
+/* Slab geometry bounds (see sz_slab_geometry_compute in sz.c). */
 #define SZ_SLAB_MIN_BYTES ((size_t)64 << 10)
 #define SZ_SLAB_MAX_PAGES 64
-void sz_boot(void);
+void sz_boot(void);                              /* debug: checks the tables */
 unsigned sz_size2index_compute(size_t size);     /* size <= LARGE_MAXCLASS */
+size_t sz_index2size_compute(unsigned ind);      /* ind < SC_NSIZES */
+void sz_slab_geometry_compute(unsigned ind, uint32_t *slab_size,
+    uint32_t *nregs, uint32_t *prof_slab_size);  /* ind < SC_NBINS */
 unsigned sz_psz_floor(size_t npages);            /* page-count class */
 unsigned sz_psz_ceil(size_t npages);
 
