@@ -106,7 +106,9 @@ size_t sz_sa2u(size_t size, size_t alignment);
 bool base_boot(void);
 void *base_alloc(size_t size);                    /* zeroed, 64-aligned */
 /* Freeable metadata (the profiler's): size classes of 64 bytes up to 4 KiB
- * recycled on free lists, larger blocks mapped directly.  Zeroed. */
+ * recycled on free lists, larger blocks mapped directly.  Zeroed.  Carved
+ * from chunks of its own: it never takes the memory base_alloc and
+ * base_extent_alloc draw on. */
 void *base_malloc(size_t size);
 void base_free(void *p, size_t size);
 /* Thread exit: give the thread's stash of freed blocks back (state is
