@@ -24,12 +24,17 @@ mp_try_install_deps libjemalloc-dev
 mp_try_install_deps golang-go
 
 # The tests a build/tsan runs (make check TESTS=...): those with several
-# threads.  Left out: the prof_* tests that count samples per call site in
-# threads (under TSan a thread's stacks end with a garbage frame: libtsan's
-# thread start keeps no frame pointer) and prof_accum (too slow under TSan).
+# threads, among them the prof_* tests that count samples per call site in
+# threads (libtsan's thread start keeps no frame pointer, so a thread's
+# stacks would end in a garbage frame: the profiler's walk stops at a
+# return address outside executable text).  Left out: prof_accum (too
+# slow under TSan).
 tsan_tests="test/unit/base test/unit/pagemap test/unit/tcache
 test/unit/prof_dump test/integration/mallctl test/integration/prof_fork
 test/integration/prof_mdump test/integration/background_thread
+test/integration/prof_threads test/integration/prof_active
+test/integration/prof_reset test/integration/prof_pprof
+test/integration/prof_nofp test/integration/prof_callsite
 test/stress/threads test/stress/fork test/stress/first_op
 test/stress/fork_storm test/stress/thread_churn"
 

@@ -4,13 +4,28 @@
  * never returned, plus a free list recycling extent_t records.  Metadata is
  * counted in stats.metadata, never in stats.allocated, and cannot recurse
  * into malloc.
+ *
+ * The profiler's blocks (base_malloc) are carved from bump regions of
+ * their own, never from the allocator's: once the OS refuses mappings
+ * (RLIMIT_AS, overcommit), the extent records a slab or a split needs
+ * still come from what the allocator's region has left, exactly as in a
+ * process without the profiler, while the profiler runs out on its own
+ * and drops samples (prof.dropped_samples).  When both shared one region,
+ * a profiled process could fail to carve a slab that an unprofiled one
+ * would have: the profiler had taken the last of the region.
  */
 #include "malloc_prof/internal/internal.h"
 
 #define BASE_CHUNK ((size_t)2 << 20)
 
+/* A bump region over BASE_CHUNK mappings (base_mtx). */
+typedef struct {
+	char *cur, *end;
+} base_region_t;
+
 static mp_mutex_t base_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_BASE);
-static char *base_cur, *base_end;        /* bump region (base_mtx) */
+static base_region_t base_meta;          /* the allocator's (base_mtx) */
+static base_region_t base_prof;          /* the profiler's (base_mtx) */
 static size_t base_mapped;               /* bytes mapped (base_mtx) */
 static extent_t *base_extents_free;      /* recycled records (base_mtx) */
 
@@ -19,9 +34,9 @@ bool base_boot(void) {
 	return false;
 }
 
-static void *base_alloc_locked(size_t size) {
+static void *base_alloc_locked(base_region_t *r, size_t size) {
 	size = ALIGNMENT_CEILING(size, (size_t)CACHELINE);
-	if ((size_t)(base_end - base_cur) < size) {
+	if ((size_t)(r->end - r->cur) < size) {
 		size_t chunk = size > BASE_CHUNK ? PAGE_CEILING(size)
 		    : BASE_CHUNK;
 		char *p = os_map(chunk, PAGE);
@@ -29,11 +44,11 @@ static void *base_alloc_locked(size_t size) {
 			return NULL;
 		base_mapped += chunk;
 		/* The tail of the old chunk is abandoned: a few bytes. */
-		base_cur = p;
-		base_end = p + chunk;
+		r->cur = p;
+		r->end = p + chunk;
 	}
-	void *ret = base_cur;
-	base_cur += size;
+	void *ret = r->cur;
+	r->cur += size;
 	return ret;
 }
 
@@ -41,7 +56,7 @@ static void *base_alloc_locked(size_t size) {
  * bump region, so no memset is needed. */
 void *base_alloc(size_t size) {
 	mp_mutex_lock(&base_mtx);
-	void *ret = base_alloc_locked(size);
+	void *ret = base_alloc_locked(&base_meta, size);
 	mp_mutex_unlock(&base_mtx);
 	return ret;
 }
@@ -55,7 +70,7 @@ extent_t *base_extent_alloc(void) {
 		memset(e, 0, sizeof(*e));
 		return e;
 	}
-	e = base_alloc_locked(sizeof(extent_t));
+	e = base_alloc_locked(&base_meta, sizeof(extent_t));
 	mp_mutex_unlock(&base_mtx);
 	return e;
 }
@@ -94,7 +109,8 @@ void base_postfork_child(void) {
 /*
  * Freeable metadata for the profiler.  Blocks up to BASE_SMALL_MAX bytes
  * are rounded to 64-byte classes and recycled through per-class free
- * lists (the first word links them); larger ones are mapped on their own.
+ * lists (the first word links them) and carved from base_prof, the
+ * profiler's own bump region; larger ones are mapped on their own.
  * Memory never goes back to the heap the program allocates from, so the
  * profiler cannot appear in its own profile.
  *
@@ -141,7 +157,8 @@ void *base_malloc(size_t size) {
 		mp_mutex_lock(&base_mtx);
 		p = base_free_lists[cls];
 		if (p == NULL) {
-			p = base_alloc_locked(bytes);    /* fresh: zero */
+			/* fresh: zero */
+			p = base_alloc_locked(&base_prof, bytes);
 			mp_mutex_unlock(&base_mtx);
 			return p;
 		}

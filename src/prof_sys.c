@@ -9,10 +9,33 @@
  * called (or of the slow path that function tail-called), so its first
  * return address is the program's own: the allocator's frames never
  * appear, whether the library is preloaded, linked or linked statically.
+ *
+ * It also stops at a return address outside every executable mapping
+ * (text_contains): a thread started by code built without frame pointers
+ * (libtsan's thread start, or any such library) leaves its own rbp, a
+ * stale stack address, in the thread function's saved frame pointer, and
+ * the "frame" there holds whatever that code last stored, different from
+ * one sample to the next.  Without the check, each such value ended the
+ * stacks of every sample in the thread, splitting one call site into
+ * many stacks.
+ *
+ * Leading return addresses inside the library's own text are skipped:
+ * where the exported function cannot tail-call its slow path (builds
+ * without sibling calls: -O0, -O1, ThreadSanitizer's instrumentation),
+ * the walk starts one frame too deep, in the slow path's frame.  Only a
+ * shared library knows its own text apart from the program's; linked
+ * statically, nothing is skipped.
  */
 #include "malloc_prof/internal/internal.h"
 
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/auxv.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The top of the main thread's stack as glibc's startup code saw it: the
@@ -63,11 +86,248 @@ void prof_sys_thread_init(tsd_t *tsd) {
 	}
 }
 
+/*
+ * The executable mappings of the process, from /proc/self/maps (read with
+ * open/read: no stdio, no allocation, no dynamic loader), sorted by
+ * address, in two tables: a reload fills the one readers are not using
+ * and then publishes it by bumping text_gen (its low bit picks the
+ * table).  Table g & 1 is rewritten only by the reload of generation
+ * g + 2, which sets text_started to g + 2 before its first (release)
+ * store: a reader of generation g that read any of those stores (acquire)
+ * sees text_started > g + 1 afterwards and throws its result away.  All
+ * entries are atomics, so a lookup racing a reload is no data race.
+ *
+ * A miss reloads the tables (dlopen may have added text), at most every
+ * TEXT_RELOAD_NS; return addresses below TEXT_MIN_ADDR never do (nothing
+ * can be mapped there: Linux's default vm.mmap_min_addr), which is what
+ * libtsan's garbage frames look like.  When the tables cannot be read,
+ * or hold no more mappings, every address is taken as text: the walk
+ * then behaves as it did without the check.
+ */
+#define TEXT_MAX 1024
+#define TEXT_MIN_ADDR ((uintptr_t)65536)
+#define TEXT_RELOAD_NS ((uint64_t)100 * 1000 * 1000)
+
+typedef struct {
+	_Atomic uintptr_t lo[TEXT_MAX], hi[TEXT_MAX];
+	_Atomic unsigned n;
+	_Atomic bool complete;   /* false: unreadable or overflowed */
+} text_table_t;
+
+static text_table_t text_tables[2];
+static _Atomic uint64_t text_gen;        /* 0: never loaded */
+static _Atomic uint64_t text_started;    /* generation being written */
+static _Atomic uint64_t text_loaded_ns;  /* monotonic time of the load */
+static _Atomic bool text_busy;           /* a reload is running */
+/* The executable mapping holding this code, when this is a shared
+ * object and not the main program (else 0, 0); set by the first load. */
+static _Atomic uintptr_t text_self_lo, text_self_hi;
+static char text_buf[4096];              /* text_busy */
+
+enum { TEXT_NO, TEXT_YES, TEXT_UNKNOWN, TEXT_UNLOADED };
+
+/* Table loads are acquire loads, so none moves past the second read of
+ * text_gen (a fence would do, but ThreadSanitizer does not model
+ * fences). */
+#define TEXT_LOAD(x) atomic_load_explicit(&(x), memory_order_acquire)
+
+static int text_lookup(uintptr_t a) {
+	uint64_t g = TEXT_LOAD(text_gen);
+	if (g == 0)
+		return TEXT_UNLOADED;
+	text_table_t *t = &text_tables[g & 1];
+	int r = TEXT_UNKNOWN;
+	if (TEXT_LOAD(t->complete)) {
+		unsigned n = TEXT_LOAD(t->n);
+		unsigned lo = 0, hi = n < TEXT_MAX ? n : TEXT_MAX;
+		while (lo < hi) {       /* the first mapping ending above a */
+			unsigned mid = lo + (hi - lo) / 2;
+			if (TEXT_LOAD(t->hi[mid]) <= a)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		r = lo < n && lo < TEXT_MAX && TEXT_LOAD(t->lo[lo]) <= a ?
+		    TEXT_YES : TEXT_NO;
+	}
+	if (TEXT_LOAD(text_started) > g + 1)
+		return TEXT_UNKNOWN;
+	return r;
+}
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The ELF header of the object this code is linked into (GNU ld, gold
+ * and lld define it); the main program's program headers come from the
+ * auxiliary vector. */
+extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+
+static bool in_main_program(void) {
+	return getauxval(AT_PHDR) == (uintptr_t)&__ehdr_start +
+	    __ehdr_start.e_phoff;
+}
+
+/* Parses /proc/self/maps into the table readers are not using and
+ * publishes it; text_busy held.  A line is "lo-hi perms ...". */
+static void text_reload_locked(void) {
+	uint64_t g = atomic_load_explicit(&text_gen, memory_order_relaxed);
+	text_table_t *t = &text_tables[(g + 1) & 1];
+	atomic_store_explicit(&text_started, g + 1, memory_order_relaxed);
+	bool ok = true;
+	unsigned n = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ok = false;
+	} else {
+		/* Field 0: lo, 1: hi, 2: perms, 3: the rest of the line. */
+		unsigned field = 0, col = 0;
+		uintptr_t lo = 0, hi = 0, prev_hi = 0;
+		bool x = false;
+		for (;;) {
+			ssize_t got = read(fd, text_buf, sizeof(text_buf));
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got < 0)
+				ok = false;
+			if (got <= 0)
+				break;
+			for (ssize_t i = 0; i < got; i++) {
+				char c = text_buf[i];
+				if (c == '\n') {
+					if (field >= 2 && x) {
+						if (n == TEXT_MAX ||
+						    lo < prev_hi || hi <= lo) {
+							ok = false;
+						} else {
+							atomic_store_explicit(
+							    &t->lo[n], lo,
+							    memory_order_release);
+							atomic_store_explicit(
+							    &t->hi[n], hi,
+							    memory_order_release);
+							n++;
+							prev_hi = hi;
+						}
+					}
+					field = col = 0;
+					lo = hi = 0;
+					x = false;
+					continue;
+				}
+				if (field <= 1) {
+					unsigned d = c >= '0' && c <= '9' ?
+					    (unsigned)(c - '0') : c >= 'a' &&
+					    c <= 'f' ? (unsigned)(c - 'a' + 10)
+					    : 16;
+					if (d < 16) {
+						if (field == 0)
+							lo = lo << 4 | d;
+						else
+							hi = hi << 4 | d;
+					} else {
+						field++;   /* '-' or ' ' */
+						col = 0;
+					}
+				} else if (field == 2) {
+					if (c == ' ')
+						field++;
+					else if (col++ == 2)
+						x = c == 'x';
+				}
+			}
+		}
+		close(fd);
+	}
+	atomic_store_explicit(&t->n, n, memory_order_release);
+	atomic_store_explicit(&t->complete, ok && n > 0,
+	    memory_order_release);
+	atomic_store_explicit(&text_gen, g + 1, memory_order_release);
+	if (g == 0 && ok && !in_main_program()) {
+		uintptr_t self = (uintptr_t)&prof_backtrace;
+		for (unsigned i = 0; i < n; i++) {
+			uintptr_t lo = atomic_load_explicit(&t->lo[i],
+			    memory_order_relaxed);
+			uintptr_t hi = atomic_load_explicit(&t->hi[i],
+			    memory_order_relaxed);
+			if (lo <= self && self < hi) {
+				atomic_store_explicit(&text_self_lo, lo,
+				    memory_order_relaxed);
+				atomic_store_explicit(&text_self_hi, hi,
+				    memory_order_release);
+			}
+		}
+	}
+}
+
+/* Loads the tables once, unless another thread is loading them. */
+static void text_load_once(void) {
+	if (atomic_load_explicit(&text_gen, memory_order_acquire) != 0 ||
+	    atomic_exchange_explicit(&text_busy, true, memory_order_acquire))
+		return;
+	if (atomic_load_explicit(&text_gen, memory_order_acquire) == 0) {
+		int saved = errno;
+		text_reload_locked();
+		atomic_store_explicit(&text_loaded_ns, now_ns(),
+		    memory_order_relaxed);
+		errno = saved;
+	}
+	atomic_store_explicit(&text_busy, false, memory_order_release);
+}
+
+/* Whether return address ret points into executable text (ret - 1: the
+ * call instruction, which may end a mapping). */
+static bool text_contains(uintptr_t ret) {
+	if (ret < TEXT_MIN_ADDR)
+		return false;
+	int r = text_lookup(ret - 1);
+	if (r == TEXT_YES || r == TEXT_UNKNOWN)
+		return true;
+	/* Not loaded yet, or text may have been mapped since the load. */
+	uint64_t now = now_ns();
+	if (r == TEXT_NO && now - atomic_load_explicit(&text_loaded_ns,
+	    memory_order_relaxed) < TEXT_RELOAD_NS)
+		return false;
+	if (atomic_exchange_explicit(&text_busy, true, memory_order_acquire))
+		return r == TEXT_UNLOADED;
+	int saved = errno;
+	text_reload_locked();
+	atomic_store_explicit(&text_loaded_ns, now, memory_order_relaxed);
+	errno = saved;
+	atomic_store_explicit(&text_busy, false, memory_order_release);
+	return text_lookup(ret - 1) != TEXT_NO;
+}
+
+/* fork while a reload runs: wait for it (it holds no lock), so that the
+ * child neither inherits the descriptor nor a reload never finished. */
+void prof_sys_prefork(void) {
+	while (atomic_exchange_explicit(&text_busy, true,
+	    memory_order_acquire))
+		sched_yield();
+}
+
+void prof_sys_postfork_parent(void) {
+	atomic_store_explicit(&text_busy, false, memory_order_release);
+}
+
+void prof_sys_postfork_child(void) {
+	atomic_store_explicit(&text_busy, false, memory_order_release);
+}
+
 unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp) {
 	tsd_t *tsd = &mp_tsd;
 	uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t hi = tsd->stack_hi;
-	unsigned n = 0;
+	unsigned n = 0, skipped = 0;
+	text_load_once();
+	uintptr_t self_hi = atomic_load_explicit(&text_self_hi,
+	    memory_order_acquire);
+	uintptr_t self_lo = atomic_load_explicit(&text_self_lo,
+	    memory_order_relaxed);
 	while (n < max) {
 		if (fp < lo || fp > hi - 2 * sizeof(uintptr_t) ||
 		    (fp & (sizeof(uintptr_t) - 1)) != 0)
@@ -76,7 +336,17 @@ unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp) {
 		uintptr_t ret = ((const uintptr_t *)fp)[1];
 		if (ret == 0)
 			break;
-		vec[n++] = (void *)ret;
+		if (n == 0 && ret - 1 - self_lo < self_hi - self_lo &&
+		    skipped < 4) {
+			skipped++;      /* the allocator's own frame */
+		} else if (n > 0 && !text_contains(ret)) {
+			break;
+		} else {
+			/* The first return address left is the call into
+			 * the allocator: the program's own, whatever the
+			 * tables say. */
+			vec[n++] = (void *)ret;
+		}
 		/* Frames sit at higher addresses as we unwind. */
 		if (next <= fp)
 			break;

@@ -3,14 +3,100 @@
  * classes per doubling, so a block wastes at most 20% of itself.  Tables
  * turn small sizes into class indices with one load; larger sizes use a
  * few shifts.  Slab geometry per small class is chosen here too.
+ *
+ * The tables are constants, built by the compiler: the malloc fast path
+ * reads them before it knows whether the library is initialised, so
+ * nothing may write them at run time (when sz_boot filled them, two
+ * threads' first calls raced: one read while the other wrote, a data race
+ * ThreadSanitizer reported).  The arithmetic below (sz_size2index_compute,
+ * sz_index2size_compute, sz_slab_geometry_compute) is the definition;
+ * test/unit/sz.c checks every entry against it, and so does sz_boot in
+ * debug builds.
  */
 #include "malloc_prof/internal/internal.h"
 
-uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
-size_t sz_index2size_tab[SC_NSIZES];
-uint32_t sz_slab_size[SC_NBINS];
-uint32_t sz_slab_nregs[SC_NBINS];
-uint32_t sz_prof_slab_size[SC_NBINS];
+#if LG_QUANTUM != 4 || LG_PAGE != 12
+#error "the size class tables below are written for 16-byte quanta and 4 KiB pages"
+#endif
+
+/* Repeats M(i) for n consecutive constants from i (n a power of two). */
+#define SZ_R1(M, i) M(i),
+#define SZ_R2(M, i) SZ_R1(M, i) SZ_R1(M, (i) + 1)
+#define SZ_R4(M, i) SZ_R2(M, i) SZ_R2(M, (i) + 2)
+#define SZ_R8(M, i) SZ_R4(M, i) SZ_R4(M, (i) + 4)
+#define SZ_R16(M, i) SZ_R8(M, i) SZ_R8(M, (i) + 8)
+#define SZ_R32(M, i) SZ_R16(M, i) SZ_R16(M, (i) + 16)
+#define SZ_R64(M, i) SZ_R32(M, i) SZ_R32(M, (i) + 32)
+#define SZ_R128(M, i) SZ_R64(M, i) SZ_R64(M, (i) + 64)
+#define SZ_R256(M, i) SZ_R128(M, i) SZ_R128(M, (i) + 128)
+#define SZ_R512(M, i) SZ_R256(M, i) SZ_R256(M, (i) + 256)
+
+/* index2size_compute as a constant expression (i < SC_NSIZES): group
+ * g = (i - 8) / 4 holds 2^(g+7) + (m+1) * 2^(g+5), m = (i - 8) % 4.  The
+ * quantum branch guards every shift count from going negative. */
+#define SZ_I2S(i) ((i) < 8 ? (size_t)((i) + 1) << LG_QUANTUM :		\
+    ((size_t)1 << (((i) - 8) / 4 + 7)) +					\
+    ((size_t)(((i) - 8) % 4 + 1) << (((i) - 8) / 4 + 5)))
+
+/* floor(log2(x)) for 128 <= x < 16384 (7 below that range). */
+#define SZ_LG14(x) ((x) >= 8192 ? 13 : (x) >= 4096 ? 12 : (x) >= 2048 ? 11 \
+    : (x) >= 1024 ? 10 : (x) >= 512 ? 9 : (x) >= 256 ? 8 : 7)
+/* sz_size2index_compute(k << LG_QUANTUM) as a constant expression, for
+ * k < SC_LOOKUP_LEN (sizes up to SC_LOOKUP_MAX < 16384). */
+#define SZ_S2I_X(x) (8 + (SZ_LG14(x) - 7) * 4 + (((x) >> (SZ_LG14(x) - 2)) & 3))
+#define SZ_S2I(k) ((k) <= 8 ? ((k) == 0 ? 0 : (k) - 1) :			\
+    SZ_S2I_X((size_t)(k) * QUANTUM - 1))
+
+#define SZ_I2S_ENTRY(i) SZ_I2S(i)
+#define SZ_S2I_ENTRY(k) (uint8_t)SZ_S2I(k)
+
+_Static_assert(SC_NSIZES == 128 + 64 + 32 + 4, "index2size initialiser");
+const size_t sz_index2size_tab[SC_NSIZES] = {
+	SZ_R128(SZ_I2S_ENTRY, 0)
+	SZ_R64(SZ_I2S_ENTRY, 128)
+	SZ_R32(SZ_I2S_ENTRY, 192)
+	SZ_R4(SZ_I2S_ENTRY, 224)
+};
+
+_Static_assert(SC_LOOKUP_LEN == 512 + 256 + 128 + 1,
+    "size2index initialiser");
+const uint8_t sz_size2index_tab[SC_LOOKUP_LEN] = {
+	SZ_R512(SZ_S2I_ENTRY, 0)
+	SZ_R256(SZ_S2I_ENTRY, 512)
+	SZ_R128(SZ_S2I_ENTRY, 768)
+	SZ_R1(SZ_S2I_ENTRY, 896)
+};
+
+_Static_assert(SZ_I2S(SC_NBINS - 1) == SC_SMALL_MAXCLASS, "small max");
+_Static_assert(SZ_I2S(SC_NBINS) == SC_LARGE_MINCLASS, "large min");
+_Static_assert(SZ_I2S(SC_NSIZES - 1) == SC_LARGE_MAXCLASS, "large max");
+_Static_assert(SZ_S2I(SC_LOOKUP_LEN - 1) == SC_NBINS - 1, "lookup max");
+
+/*
+ * Slab geometry per small class, B(index, slab pages, profiler's slab
+ * pages): what sz_slab_geometry_compute gives (see there) for 4 KiB
+ * pages, written out because its search is no constant expression.
+ */
+#define SZ_BINS(B)							\
+	B(0, 16, 1) B(1, 16, 1) B(2, 16, 1) B(3, 16, 1) B(4, 16, 1)	\
+	B(5, 16, 1) B(6, 16, 1) B(7, 16, 1) B(8, 16, 1) B(9, 16, 1)	\
+	B(10, 16, 1) B(11, 16, 1) B(12, 16, 1) B(13, 16, 1)		\
+	B(14, 16, 1) B(15, 16, 1) B(16, 16, 1) B(17, 16, 1)		\
+	B(18, 16, 1) B(19, 16, 1) B(20, 16, 1) B(21, 16, 2)		\
+	B(22, 16, 1) B(23, 16, 1) B(24, 17, 2) B(25, 16, 3)		\
+	B(26, 16, 1) B(27, 16, 1) B(28, 19, 4) B(29, 18, 3)		\
+	B(30, 16, 2) B(31, 16, 2) B(32, 20, 5) B(33, 18, 3)		\
+	B(34, 21, 4)
+#define SZ_SLAB_SIZE(i, pages, prof_pages) (uint32_t)((pages) * PAGE),
+#define SZ_SLAB_NREGS(i, pages, prof_pages)				\
+	(uint32_t)((pages) * PAGE / SZ_I2S(i)),
+#define SZ_PROF_SLAB_SIZE(i, pages, prof_pages)				\
+	(uint32_t)((prof_pages) * PAGE),
+
+_Static_assert(SC_NBINS == 35, "SZ_BINS has a row per small class");
+const uint32_t sz_slab_size[SC_NBINS] = {SZ_BINS(SZ_SLAB_SIZE)};
+const uint32_t sz_slab_nregs[SC_NBINS] = {SZ_BINS(SZ_SLAB_NREGS)};
+const uint32_t sz_prof_slab_size[SC_NBINS] = {SZ_BINS(SZ_PROF_SLAB_SIZE)};
 
 static unsigned lg_floor(size_t x) {
 	return (unsigned)(63 - __builtin_clzl(x));
@@ -26,7 +112,7 @@ unsigned sz_size2index_compute(size_t size) {
 	return 8 + (lg - 7) * 4 + (unsigned)((x >> (lg - 2)) & 3);
 }
 
-static size_t index2size_compute(unsigned ind) {
+size_t sz_index2size_compute(unsigned ind) {
 	if (ind < 8)
 		return (size_t)(ind + 1) << LG_QUANTUM;
 	unsigned g = (ind - 8) / 4, m = (ind - 8) % 4;
@@ -112,8 +198,9 @@ static size_t prof_slab_pages(size_t size) {
 	return SZ_SLAB_MAX_PAGES;
 }
 
-static void slab_geometry(unsigned ind) {
-	size_t size = sz_index2size_tab[ind];
+void sz_slab_geometry_compute(unsigned ind, uint32_t *slab_size,
+    uint32_t *nregs, uint32_t *prof_slab_size) {
+	size_t size = sz_index2size_compute(ind);
 	size_t best_pages = 0, best_waste = SIZE_MAX;
 	for (size_t pages = 1; pages <= SZ_SLAB_MAX_PAGES; pages++) {
 		size_t bytes = pages * PAGE;
@@ -133,20 +220,29 @@ static void slab_geometry(unsigned ind) {
 	}
 	if (best_pages == 0)
 		best_pages = (4 * size + PAGE - 1) / PAGE;
-	sz_slab_size[ind] = (uint32_t)(best_pages * PAGE);
-	sz_slab_nregs[ind] = (uint32_t)(best_pages * PAGE / size);
-	sz_prof_slab_size[ind] = (uint32_t)(prof_slab_pages(size) * PAGE);
+	*slab_size = (uint32_t)(best_pages * PAGE);
+	*nregs = (uint32_t)(best_pages * PAGE / size);
+	*prof_slab_size = (uint32_t)(prof_slab_pages(size) * PAGE);
 }
 
+/*
+ * Nothing to set up: the tables are constants.  Debug builds check them
+ * against the arithmetic once (reads only, so a thread racing through
+ * the malloc fast path meanwhile is no data race).
+ */
 void sz_boot(void) {
+	if (!config_debug)
+		return;
 	for (unsigned i = 0; i < SC_NSIZES; i++)
-		sz_index2size_tab[i] = index2size_compute(i);
+		mp_assert(sz_index2size_tab[i] == sz_index2size_compute(i));
 	for (size_t i = 0; i < SC_LOOKUP_LEN; i++)
-		sz_size2index_tab[i] =
-		    (uint8_t)sz_size2index_compute(i << LG_QUANTUM);
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		slab_geometry(i);
-	mp_assert(sz_index2size_tab[SC_NBINS - 1] == SC_SMALL_MAXCLASS);
-	mp_assert(sz_index2size_tab[SC_NBINS] == SC_LARGE_MINCLASS);
-	mp_assert(sz_index2size_tab[SC_NSIZES - 1] == SC_LARGE_MAXCLASS);
+		mp_assert(sz_size2index_tab[i] ==
+		    sz_size2index_compute(i << LG_QUANTUM));
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		uint32_t slab, nregs, prof_slab;
+		sz_slab_geometry_compute(i, &slab, &nregs, &prof_slab);
+		mp_assert(sz_slab_size[i] == slab);
+		mp_assert(sz_slab_nregs[i] == nregs);
+		mp_assert(sz_prof_slab_size[i] == prof_slab);
+	}
 }

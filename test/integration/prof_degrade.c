@@ -157,8 +157,9 @@ child(const char *mode) {
 	 * The slabs the kept objects will need, with prof.active on:
 	 * sampled small objects have slabs of their own.  One object in 16
 	 * stays, so the slabs stay slabs (a free slab goes back to its
-	 * arena, and carving it again takes an extent record from the same
-	 * base memory the profiler is about to run out of).
+	 * arena, and carving it again takes an extent record, which the
+	 * allocator's own base memory may not have left: it is kept apart
+	 * from the profiler's, see test/unit/base.c, but may be short too).
 	 */
 	for (size_t i = 0; i < NWARM; i++) {
 		warm[i] = malloc(opaque_size(OBJ_SIZE));

@@ -16,6 +16,15 @@
  * which the walk must follow exactly.  Also: a recursion compiled with
  * -fomit-frame-pointer, and the same cases in a second thread (whose
  * stack bounds come from its pthread attributes).
+ *
+ * The walk also stops at a return address outside every executable
+ * mapping: a chain of fake frames whose return addresses are code ends at
+ * the first that is a small number (what libtsan's thread start leaves)
+ * or a data address.  test_garbage_outer_frame calls a site (with frame
+ * pointers) the way a thread start routine built without them does,
+ * with rbp left pointing at a "frame" whose return address changes from
+ * call to call: every call must land in one stack, which ends at the
+ * routine's frame.
  */
 #include "../test_util.h"
 
@@ -147,33 +156,54 @@ typedef struct {
 	const uintptr_t *want_tail;	/* frames from 2 on, or NULL */
 } rbp_case_t;
 
+/* i-th return address inside this program's text (in rbp_cases). */
+static void rbp_cases(const char *who);
+
+static uintptr_t
+code_addr(unsigned i) {
+	return (uintptr_t)LAUNDER(&rbp_cases) + 1 + i;
+}
+
 /* Runs the cases; failures counted with MP_CHECK (any thread). */
 static void
 rbp_cases(const char *who) {
 	/* On this function's stack, above call_with_rbp's frame. */
 	fake_frame_t self[1];
 	self[0].next = (uintptr_t)&self[0];
-	self[0].ret = 0x1234;
+	self[0].ret = code_addr(0x34);
 	fake_frame_t chain[NFAKE + 1];
 	uintptr_t chain_rets[NFAKE];
 	for (int i = 0; i < NFAKE; i++) {
 		chain[i].next = (uintptr_t)&chain[i + 1];
-		chain[i].ret = chain_rets[i] = 0x10000 + 0x100 * (uintptr_t)i;
+		chain[i].ret = chain_rets[i] = code_addr((unsigned)i);
 	}
 	chain[NFAKE].next = 0;
 	chain[NFAKE].ret = 0;	/* a zero return address ends the walk */
 	fake_frame_t beyond[1];
 	beyond[0].next = (uintptr_t)-4096;	/* far outside the stack */
-	beyond[0].ret = 0x5678;
+	beyond[0].ret = code_addr(0x78);
 	fake_frame_t *heap = malloc(sizeof(fake_frame_t) * 2);
 	heap[0].next = (uintptr_t)&heap[1];
-	heap[0].ret = 0x9abc;
+	heap[0].ret = code_addr(0x9a);
 	heap[1].next = 0;
 	heap[1].ret = 0;
-	__asm__ volatile("" : : "r"(self), "r"(chain), "r"(beyond), "r"(heap)
-	    : "memory");
-	static const uintptr_t self_tail[] = {0x1234};
-	static const uintptr_t beyond_tail[] = {0x5678};
+	/* Code, code, code, then return addresses that are no code: a
+	 * small number (libtsan's thread start leaves such), then a data
+	 * address (the heap block), then code again. */
+	fake_frame_t small[NFAKE], data[NFAKE];
+	for (int i = 0; i < NFAKE; i++) {
+		small[i].next = (uintptr_t)&small[i + 1];
+		small[i].ret = code_addr((unsigned)i);
+		data[i].next = (uintptr_t)&data[i + 1];
+		data[i].ret = code_addr((unsigned)i);
+	}
+	small[3].ret = 0x2304;
+	data[3].ret = (uintptr_t)heap + 8;
+	small[NFAKE - 1].next = data[NFAKE - 1].next = 0;
+	__asm__ volatile("" : : "r"(self), "r"(chain), "r"(beyond), "r"(heap),
+	    "r"(small), "r"(data) : "memory");
+	const uintptr_t self_tail[] = {self[0].ret};
+	const uintptr_t beyond_tail[] = {beyond[0].ret};
 
 	const rbp_case_t cases[] = {
 		{"garbage", 0xdeadbeefdeadbeefULL, 2, NULL},
@@ -184,6 +214,10 @@ rbp_cases(const char *who) {
 		{"self-loop", (uintptr_t)&self[0], 3, self_tail},
 		{"beyond", (uintptr_t)&beyond[0], 3, beyond_tail},
 		{"chain", (uintptr_t)&chain[0], 2 + NFAKE, chain_rets},
+		{"small return address", (uintptr_t)&small[0], 2 + 3,
+		    chain_rets},
+		{"data return address", (uintptr_t)&data[0], 2 + 3,
+		    chain_rets},
 	};
 	for (size_t i = 0; i < MP_ARRAY_SIZE(cases); i++) {
 		const rbp_case_t *c = &cases[i];
@@ -239,7 +273,68 @@ test_clobbered_rbp(void **state) {
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(atomic_load(&mp_failures), 0);
 }
+
+/*
+ * A thread start routine built without frame pointers (libtsan's, say)
+ * calls the thread function with its own rbp, a stack address whose
+ * "frame" holds whatever the routine stored there last.  Here
+ * call_with_rbp plays the routine and garbage_site the thread function,
+ * NGARBAGE times, each time with another non-code return address in the
+ * fake frame: a small number or a data address.
+ */
+#define NGARBAGE 40
+
+void *garbage_site(size_t size);
+
+MP_SITE void *
+garbage_site(size_t size) {
+	void *p = malloc(size);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+static void
+test_garbage_outer_frame(void **state) {
+	(void)state;
+	void *objs[NGARBAGE];
+	static char data[NGARBAGE * 16];
+	for (unsigned i = 0; i < NGARBAGE; i++) {
+		fake_frame_t fake[2];
+		fake[0].next = (uintptr_t)&fake[1];
+		fake[0].ret = i % 2 == 0 ? 0x2000 + 0x10 * (uintptr_t)i :
+		    (uintptr_t)&data[16 * i];
+		fake[1].next = 0;
+		fake[1].ret = code_addr(i);
+		__asm__ volatile("" : : "r"(fake) : "memory");
+		objs[i] = call_with_rbp((malloc_fn_t *)LAUNDER(&garbage_site),
+		    700, (uintptr_t)&fake[0]);
+		assert_non_null(objs[i]);
+	}
+	size_t n, u = 1;
+	mp_heap_stack_t s = stack_of((void *)garbage_site, "garbage", &n, &u);
+	MP_ASSERT(n == 1, "%zu stacks with frame 1 in garbage_site, want 1 "
+	    "(a garbage outer frame splits the site)", n);
+	if (n == 1) {
+		assert_int_equal(s.total.co, NGARBAGE);
+		/* garbage_site, call_with_rbp, and no frame after it. */
+		uintptr_t lo, hi;
+		mp_fn_range((void *)call_with_rbp, &lo, &hi);
+		MP_ASSERT(s.nframes == u + 2, "%zu frames, want %zu",
+		    s.nframes, u + 2);
+		assert_true(mp_ra_in(s.frames[u + 1], lo, hi));
+	}
+	free(s.frames);
+	for (unsigned i = 0; i < NGARBAGE; i++) {
+		free(objs[i]);
+	}
+}
 #else
+static void
+test_garbage_outer_frame(void **state) {
+	(void)state;
+	MP_SKIP("needs x86-64 and GCC inline assembly");
+}
+
 static void
 test_clobbered_rbp(void **state) {
 	(void)state;
@@ -268,6 +363,7 @@ main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_recursion),
 		cmocka_unit_test(test_clobbered_rbp),
+		cmocka_unit_test(test_garbage_outer_frame),
 	};
 	return mp_prof_test_main("mp_prof_nofp", test_no_profiler, tests);
 }

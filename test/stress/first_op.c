@@ -7,6 +7,12 @@
  * the first call of a new process (this program re-executed through
  * /proc/self/exe with "--first-op NAME"; in a prefixed build nothing else
  * calls the library before it, in the unprefixed build the C library might).
+ *
+ * racing_first_calls: NRACE threads of a fresh process (re-executed with
+ * "--race") make their first calls at once, released by a barrier, so
+ * they race through the malloc fast path and initialisation.  Under
+ * ThreadSanitizer a data race between them (as when sz_boot wrote the
+ * size tables the fast path reads) fails the child (TSan's exit code 66).
  */
 #include "../test_util.h"
 
@@ -334,6 +340,63 @@ run_case(void **state) {
 	    status);
 }
 
+#define NRACE 4
+#define RACE_ROUNDS 8
+
+static pthread_barrier_t race_bar;
+
+static void *
+race_thread(void *arg) {
+	(void)arg;
+	pthread_barrier_wait(&race_bar);
+	case_malloc();
+	case_calloc();
+	return NULL;
+}
+
+/* "--race" mode: NRACE threads' first calls, at the same time. */
+static int
+race_mode(void) {
+	alarm(20);
+	pthread_t t[NRACE];
+	if (pthread_barrier_init(&race_bar, NULL, NRACE) != 0) {
+		return 3;
+	}
+	for (int i = 0; i < NRACE; i++) {
+		if (pthread_create(&t[i], NULL, race_thread, NULL) != 0) {
+			return 3;
+		}
+	}
+	for (int i = 0; i < NRACE; i++) {
+		pthread_join(t[i], NULL);
+	}
+	return atomic_load(&mp_failures) == 0 ? 0 : 1;
+}
+
+static void
+test_racing_first_calls(void **state) {
+	(void)state;
+	for (int round = 0; round < RACE_ROUNDS; round++) {
+		fflush(stdout);
+		fflush(stderr);
+		pid_t pid = fork();
+		if (pid == 0) {
+			char *const argv[] = {self_exe, (char *)"--race",
+			    NULL};
+			execv(self_exe, argv);
+			_exit(126);
+		}
+		assert_true(pid > 0);
+		int status = 0;
+		while (waitpid(pid, &status, 0) < 0) {
+			assert_int_equal(errno, EINTR);
+		}
+		MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		    "round %d: %d threads' racing first calls: status 0x%x "
+		    "(66: a ThreadSanitizer report)", round, NRACE, status);
+	}
+}
+
 /* Child mode: run one case as the very first thing, report by status. */
 static int
 child_mode(const char *name) {
@@ -352,6 +415,9 @@ main(int argc, char **argv) {
 	if (argc == 3 && strcmp(argv[1], "--first-op") == 0) {
 		return child_mode(argv[2]);
 	}
+	if (argc == 2 && strcmp(argv[1], "--race") == 0) {
+		return race_mode();
+	}
 	mp_test_init(60);
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
 	if (n <= 0) {
@@ -359,10 +425,12 @@ main(int argc, char **argv) {
 	} else {
 		self_exe[n] = '\0';
 	}
-	struct CMUnitTest tests[NCASES];
+	struct CMUnitTest tests[NCASES + 1];
 	for (size_t i = 0; i < NCASES; i++) {
 		tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL,
 		    NULL, (void *)&cases[i]};
 	}
+	tests[NCASES] = (struct CMUnitTest)cmocka_unit_test(
+	    test_racing_first_calls);
 	return mp_run_tests(tests);
 }

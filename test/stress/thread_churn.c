@@ -131,8 +131,7 @@ test_thread_churn(void **state) {
 	bool san = mp_env_sanitizer()[0] != '\0';
 	unsigned nthreads = san ? NTHREADS_SAN : NTHREADS;
 	/* The library is initialised before the threads start (racing
-	 * first calls are test/stress/first_op's subject; under TSan the
-	 * fast path's table read races sz_boot's writes). */
+	 * first calls are test/stress/first_op's subject). */
 	free(LAUNDER(malloc(1)));
 	/* One wave first, so that what any thread sets up once for good is
 	 * in the baseline. */

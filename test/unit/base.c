@@ -6,7 +6,11 @@
  *     hands the latest one back first;
  *   - at thread exit (base_stash_flush) the stash is emptied into the
  *     shared lists, where another thread finds the blocks;
- *   - blocks above BASE_STASH_CLASSES cache lines never enter it.
+ *   - blocks above BASE_STASH_CLASSES cache lines never enter it;
+ *   - with the OS refusing mappings (debug.mmap_fail in debug builds,
+ *     RLIMIT_AS elsewhere), the profiler's blocks running out first leaves
+ *     the allocator exactly the extent records it would have had without
+ *     them: the profiler cannot take the memory they need.
  */
 #include "../test_util.h"
 
@@ -114,6 +118,113 @@ static void test_flushed_blocks_reach_other_threads(void **state) {
 	base_free(got, 192);
 }
 
+/*
+ * Two children of the same parent, both with every further mapping
+ * failing: one (profiler first) first takes base_malloc blocks until they
+ * fail, then both take extent records until they fail.  Each reports its
+ * counts through a pipe: {profiler blocks, extent records}.
+ */
+#define EXHAUST_MAX ((size_t)1 << 20)
+#define NDRAIN 40000
+
+static extent_t *drained[NDRAIN];
+
+static void memory_off(const char *mode) {
+#if MP_CONFIG_DEBUG
+	if (strcmp(mode, "mmap_fail") == 0) {
+		os_mmap_fail_set(1);
+		return;
+	}
+#endif
+	/* Less than a base chunk (2 MiB) above what is mapped. */
+	(void)mp_rlimit_as_lower((size_t)1 << 20);
+	(void)mode;
+}
+
+static void exhaust_child(int fd, const char *mode, bool profiler_first) {
+	size_t counts[2] = {0, 0};
+	memory_off(mode);
+	if (profiler_first) {
+		while (counts[0] < EXHAUST_MAX && base_malloc(64) != NULL)
+			counts[0]++;
+	}
+	while (counts[1] < EXHAUST_MAX && base_extent_alloc() != NULL)
+		counts[1]++;
+	ssize_t w = write(fd, counts, sizeof(counts));
+	_exit(w == (ssize_t)sizeof(counts) ? 0 : 1);
+}
+
+static void exhaust_run(const char *mode, bool profiler_first,
+    size_t counts[2]) {
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		exhaust_child(fds[1], mode, profiler_first);
+	}
+	close(fds[1]);
+	ssize_t r = read(fds[0], counts, 2 * sizeof(size_t));
+	close(fds[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	MP_ASSERT(r == (ssize_t)(2 * sizeof(size_t)) && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0, "%s child: read %zd, status %#x", mode,
+	    r, status);
+}
+
+static void exhaust_check(const char *mode) {
+	tsd_t *tsd = tsd_fetch();
+	base_stash_flush(tsd);
+	/* The profiler's memory is in use (the first sample's records). */
+	base_free(base_malloc(64), 64);
+	/* Fill the allocator's bump region to its end, so that its next
+	 * record starts a fresh chunk: the children then share nearly
+	 * 2 MiB of room left for extent records, besides the recycled ones. */
+	size_t mapped = base_mapped_bytes(), n = 0;
+	while (n < NDRAIN && base_mapped_bytes() == mapped) {
+		drained[n] = base_extent_alloc();
+		assert_non_null(drained[n]);
+		n++;
+	}
+	assert_true(base_mapped_bytes() > mapped);
+	for (size_t i = 0; i < n; i++)
+		base_extent_free(drained[i]);
+
+	size_t alone[2], after[2];
+	exhaust_run(mode, false, alone);
+	exhaust_run(mode, true, after);
+	print_message("# %s: %zu extent records alone; %zu profiler blocks, "
+	    "then %zu extent records\n", mode, alone[1], after[0], after[1]);
+	MP_ASSERT(after[0] > 0 && after[0] < EXHAUST_MAX, "%s: %zu profiler "
+	    "blocks before base_malloc failed", mode, after[0]);
+	MP_ASSERT(alone[1] > n && alone[1] < EXHAUST_MAX, "%s: %zu extent "
+	    "records (%zu recycled)", mode, alone[1], n);
+	MP_ASSERT(after[1] == alone[1], "%s: the profiler's %zu blocks left "
+	    "%zu extent records, %zu without them", mode, after[0], after[1],
+	    alone[1]);
+}
+
+static void test_profiler_leaves_extent_records_mmap_fail(void **state) {
+	(void)state;
+#if MP_CONFIG_DEBUG
+	exhaust_check("mmap_fail");
+#else
+	MP_SKIP("debug.mmap_fail exists only in --enable-debug builds");
+#endif
+}
+
+static void test_profiler_leaves_extent_records_rlimit(void **state) {
+	(void)state;
+	if (mp_env_sanitizer()[0] != '\0') {
+		MP_SKIP("%s build: the sanitizer's runtime needs address space "
+		    "that RLIMIT_AS takes away", mp_env_sanitizer());
+	}
+	exhaust_check("rlimit");
+}
+
 int main(void) {
 	mp_test_init(60);
 	const struct CMUnitTest tests[] = {
@@ -121,6 +232,8 @@ int main(void) {
 		cmocka_unit_test(test_stash_is_bounded),
 		cmocka_unit_test(test_big_blocks_skip_the_stash),
 		cmocka_unit_test(test_flushed_blocks_reach_other_threads),
+		cmocka_unit_test(test_profiler_leaves_extent_records_mmap_fail),
+		cmocka_unit_test(test_profiler_leaves_extent_records_rlimit),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL) == 0 ? 0 : 1;
 }

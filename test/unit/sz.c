@@ -8,7 +8,10 @@
  * than 20% of itself.  sz_sa2u keeps aligned small requests small when a
  * small class is a multiple of the alignment.  Slab geometry fits its
  * regions in whole pages with bounded waste, and the page-count classes of
- * the extent buckets bracket every page count.
+ * the extent buckets bracket every page count.  The tables are built at
+ * compile time: every entry equals what the arithmetic (the *_compute
+ * functions) gives, and they sit in read-only memory, so nothing can
+ * write them at boot while another thread's malloc fast path reads them.
  */
 #include "../test_util.h"
 
@@ -167,6 +170,55 @@ static void test_s2u_limits(void **state) {
 	size_t second = sz_index2size(SC_NSIZES - 2);
 	assert_int_equal(sz_s2u(second + 1), SC_LARGE_MAXCLASS);
 	assert_int_equal(sz_size2index_compute(second + 1), SC_NSIZES - 1);
+}
+
+/* The compile-time tables are the formula's values, and read-only. */
+static bool
+in_readonly_mapping(const void *p) {
+	FILE *f = fopen("/proc/self/maps", "r");
+	assert_non_null(f);
+	char line[512];
+	bool found = false, ro = false;
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		unsigned long lo, hi;
+		char perms[8];
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
+		    (uintptr_t)p >= lo && (uintptr_t)p < hi) {
+			found = true;
+			ro = perms[1] == '-';
+		}
+	}
+	fclose(f);
+	MP_ASSERT(found, "%p is in no mapping", p);
+	return ro;
+}
+
+static void test_tables_are_compile_time_formula(void **state) {
+	(void)state;
+	for (unsigned i = 0; i < SC_NSIZES; i++)
+		MP_ASSERT(sz_index2size_tab[i] == sz_index2size_compute(i),
+		    "class %u: table %zu, formula %zu", i,
+		    sz_index2size_tab[i], sz_index2size_compute(i));
+	for (size_t k = 0; k < SC_LOOKUP_LEN; k++)
+		MP_ASSERT(sz_size2index_tab[k] ==
+		    sz_size2index_compute(k << LG_QUANTUM), "size %zu: table "
+		    "%u, formula %u", k << LG_QUANTUM, sz_size2index_tab[k],
+		    sz_size2index_compute(k << LG_QUANTUM));
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		uint32_t slab = 0, nregs = 0, prof_slab = 0;
+		sz_slab_geometry_compute(i, &slab, &nregs, &prof_slab);
+		MP_ASSERT(sz_slab_size[i] == slab && sz_slab_nregs[i] == nregs &&
+		    sz_prof_slab_size[i] == prof_slab, "bin %u: table %u bytes "
+		    "%u regions prof %u, formula %u bytes %u regions prof %u",
+		    i, sz_slab_size[i], sz_slab_nregs[i], sz_prof_slab_size[i],
+		    slab, nregs, prof_slab);
+	}
+	/* Nothing writes them: const data, in a read-only mapping. */
+	assert_true(in_readonly_mapping(sz_index2size_tab));
+	assert_true(in_readonly_mapping(sz_size2index_tab));
+	assert_true(in_readonly_mapping(sz_slab_size));
+	assert_true(in_readonly_mapping(sz_slab_nregs));
+	assert_true(in_readonly_mapping(sz_prof_slab_size));
 }
 
 /* ------------------------------------------------------------ sa2u */
@@ -376,6 +428,7 @@ int main(void) {
 		cmocka_unit_test(test_s2u_every_size_to_64k),
 		cmocka_unit_test(test_s2u_sampled_to_2_40),
 		cmocka_unit_test(test_lookup_table_matches_compute),
+		cmocka_unit_test(test_tables_are_compile_time_formula),
 		cmocka_unit_test(test_s2u_limits),
 		cmocka_unit_test(test_sa2u_small),
 		cmocka_unit_test(test_sa2u_large_and_overflow),

@@ -61,17 +61,22 @@ void mp_mutex_unlock(mp_mutex_t *m);
 void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
 
 /* -------------------------------------------------------------------- sz.c */
-extern uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
-extern size_t sz_index2size_tab[SC_NSIZES];
-extern uint32_t sz_slab_size[SC_NBINS];          /* bytes per slab */
-extern uint32_t sz_slab_nregs[SC_NBINS];
+/* Constant tables (built at compile time: the fast path reads them before
+ * initialisation, see sz.c); the *_compute functions define them. */
+extern const uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
+extern const size_t sz_index2size_tab[SC_NSIZES];
+extern const uint32_t sz_slab_size[SC_NBINS];    /* bytes per slab */
+extern const uint32_t sz_slab_nregs[SC_NBINS];
 /* Slabs of the profiler's cache: as small as waste allows (see sz.c). */
-extern uint32_t sz_prof_slab_size[SC_NBINS];
-/* Slab geometry bounds (see slab_geometry in sz.c). */
+extern const uint32_t sz_prof_slab_size[SC_NBINS];
+/* Slab geometry bounds (see sz_slab_geometry_compute in sz.c). */
 #define SZ_SLAB_MIN_BYTES ((size_t)64 << 10)
 #define SZ_SLAB_MAX_PAGES 64
-void sz_boot(void);
+void sz_boot(void);                              /* debug: checks the tables */
 unsigned sz_size2index_compute(size_t size);     /* size <= LARGE_MAXCLASS */
+size_t sz_index2size_compute(unsigned ind);      /* ind < SC_NSIZES */
+void sz_slab_geometry_compute(unsigned ind, uint32_t *slab_size,
+    uint32_t *nregs, uint32_t *prof_slab_size);  /* ind < SC_NBINS */
 unsigned sz_psz_floor(size_t npages);            /* page-count class */
 unsigned sz_psz_ceil(size_t npages);
 
@@ -101,7 +106,9 @@ size_t sz_sa2u(size_t size, size_t alignment);
 bool base_boot(void);
 void *base_alloc(size_t size);                    /* zeroed, 64-aligned */
 /* Freeable metadata (the profiler's): size classes of 64 bytes up to 4 KiB
- * recycled on free lists, larger blocks mapped directly.  Zeroed. */
+ * recycled on free lists, larger blocks mapped directly.  Zeroed.  Carved
+ * from chunks of its own: it never takes the memory base_alloc and
+ * base_extent_alloc draw on. */
 void *base_malloc(size_t size);
 void base_free(void *p, size_t size);
 /* Thread exit: give the thread's stash of freed blocks back (state is

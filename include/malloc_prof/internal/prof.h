@@ -166,9 +166,13 @@ void prof_postfork_child(void);
 
 /* -------------------------------------------------------- prof_sys.c */
 /* Fill vec with up to max return addresses, starting with the one saved
- * in frame `fp` (the frame of the exported entry point); never faults,
- * never locks. */
+ * in frame `fp` (the frame of the exported entry point), up to the first
+ * one outside executable text; never faults, never locks. */
 unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp);
+/* fork: no reload of the text tables across it. */
+void prof_sys_prefork(void);
+void prof_sys_postfork_parent(void);
+void prof_sys_postfork_child(void);
 /* Frame-pointer walk bounds for the calling thread (lazily computed). */
 void prof_sys_thread_init(tsd_t *tsd);
 
