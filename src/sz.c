@@ -90,12 +90,13 @@ size_t sz_sa2u(size_t size, size_t alignment) {
 
 /*
  * Slab size per class: the smallest run of pages that holds at least four
- * regions and 64 KiB, preferring less than 1/64 waste; failing that, the
- * least waste up to 64 pages.  Lazy slab initialisation means a large slab
- * costs no memory until its regions are used.  Big slabs matter for
- * speed: a class whose objects are spread over many small slabs keeps
- * switching its current slab (a slow path each time) as frees punch
- * holes in all of them.
+ * regions and 64 KiB (or SLAB_MAXREGS regions, the most a slab's bitmaps
+ * hold, if that is less), preferring less than 1/64 waste; failing that,
+ * the least waste up to 64 pages.  A slab's pages are touched only as its
+ * regions are used, so a big slab costs little memory.  Big slabs matter
+ * for speed: a class whose objects are spread over many small slabs keeps
+ * switching its current slab (a slow path each time) as frees punch holes
+ * in all of them.
  */
 /*
  * Slabs of the profiler's cache hold sampled objects, one per 512 KiB
@@ -114,11 +115,15 @@ static size_t prof_slab_pages(size_t size) {
 
 static void slab_geometry(unsigned ind) {
 	size_t size = sz_index2size_tab[ind];
+	size_t min_bytes = SZ_SLAB_MIN_BYTES < SLAB_MAXREGS * size ?
+	    SZ_SLAB_MIN_BYTES : SLAB_MAXREGS * size;
 	size_t best_pages = 0, best_waste = SIZE_MAX;
 	for (size_t pages = 1; pages <= SZ_SLAB_MAX_PAGES; pages++) {
 		size_t bytes = pages * PAGE;
-		if (bytes < SZ_SLAB_MIN_BYTES || bytes / size < 4)
+		if (bytes < min_bytes || bytes / size < 4)
 			continue;
+		if (bytes / size > SLAB_MAXREGS)
+			break;
 		size_t waste = bytes % size;
 		if (waste * 64 <= bytes) {
 			best_pages = pages;
