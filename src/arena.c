@@ -131,7 +131,8 @@ bool arena_create(unsigned *ind) {
 	return a == NULL;
 }
 
-/* (Re)start an empty slab as a slab of class ind, regions untouched.
+/* (Re)start an empty slab as a slab of class ind, regions untouched
+ * (every region free; the remote map is empty once a slab is).
  * Every page maps to it with the class tag, so that an interior pointer
  * finds the slab and realloc finds the class.  The leaves exist already
  * (the mapping prepared them). */
@@ -139,10 +140,18 @@ void arena_slab_init(extent_t *slab, unsigned ind) {
 	slab->szind = (uint8_t)ind;
 	slab->usize = (uint32_t)sz_index2size(ind);
 	slab->nregs = (uint32_t)(slab->size / slab->usize);
+	slab->div_magic = (uint32_t)((((uint64_t)1 << 32) + slab->usize - 1) /
+	    slab->usize);
+	mp_assert(slab->nregs <= SLAB_MAXREGS);
 	slab->used = 0;
-	slab->free = NULL;
-	slab->bump = slab->addr;
-	slab->bump_end = slab->addr + (size_t)slab->nregs * slab->usize;
+	for (unsigned w = 0; w < SLAB_WORDS; w++) {
+		unsigned first = w * 64;
+		slab->free_bits[w] = first >= slab->nregs ? 0
+		    : slab->nregs - first >= 64 ? ~(uint64_t)0
+		    : ((uint64_t)1 << (slab->nregs - first)) - 1;
+		mp_assert(atomic_load_explicit(&slab->remote_bits[w],
+		    memory_order_relaxed) == 0);
+	}
 	pagemap_set_class(slab->addr, slab->size, slab);
 }
 
@@ -163,7 +172,9 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size) {
 	slab->list = SLAB_LIST_NONE;
 	slab->prof = NULL;
 	atomic_store_explicit(&slab->full, 0, memory_order_relaxed);
-	atomic_store_explicit(&slab->remote_free, 0, memory_order_relaxed);
+	for (unsigned w = 0; w < SLAB_WORDS; w++)
+		atomic_store_explicit(&slab->remote_bits[w], 0,
+		    memory_order_relaxed);
 	arena_slab_init(slab, ind);
 	return slab;
 }

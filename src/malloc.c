@@ -124,13 +124,29 @@ void tsd_prof_redraw(tsd_t *tsd) {
 		prof_wait_redraw(tsd, tsd->allocated);
 }
 
-/* Decide whether this thread may use the fast paths, and arm them. */
+/* Decide whether this thread may use the fast paths, and arm them: the
+ * cache bins (free's fast path) whenever the thread's cache is on and frees
+ * need no junk, malloc's fast path when allocations need no filling
+ * either. */
 static void tsd_update_fast(tsd_t *tsd) {
-	bool fast = tsd->state == TSD_NOMINAL && tsd->tcache_enabled &&
-	    tsd->tcache != NULL && tsd->reentrancy == 0 && !opt_junk_alloc &&
+	bool cached = tsd->state == TSD_NOMINAL && tsd->tcache_enabled &&
+	    tsd->tcache != NULL;
+	if (cached && !opt_junk_free) {
+		if (tsd->tcache->cbins == NULL)
+			tcache_bins_attach(tsd->tcache, tsd->bins);
+	} else if (tsd->tcache != NULL) {
+		tcache_bins_detach(tsd->tcache);
+	}
+	bool fast = cached && tsd->reentrancy == 0 && !opt_junk_alloc &&
 	    !opt_junk_free && !opt_zero;
 	tsd->fast_owner = fast ? tsd->tcache : NULL;
 	tsd_arm(tsd);
+}
+
+/* The thread's cache bins by szind, if they are on. */
+static cache_bin_t *tsd_cache_bins(tsd_t *tsd) {
+	return tsd->tcache != NULL && tsd->tcache->cbins == tsd->bins + 1 ?
+	    tsd->bins + 1 : NULL;
 }
 
 static void registry_insert(tsd_t *tsd) {
@@ -169,8 +185,6 @@ void tsd_totals(uint64_t *allocated, uint64_t *deallocated) {
 
 static MP_COLD void tsd_init(tsd_t *tsd) {
 	tsd->state = TSD_INITIALIZING;
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		tsd->bin_slab[i] = &extent_empty_slab;
 	tsd->arena = arena_choose_auto();
 	atomic_fetch_add(&tsd->arena->nthreads, 1);
 	tsd->tcache_enabled = opt_tcache;
@@ -184,7 +198,7 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	 * so such calls are served by the arena's shared cache. */
 	pthread_setspecific(tsd_key, tsd);
 	if (opt_tcache)
-		tsd->tcache = tcache_adopt(tsd->arena, tsd->bin_slab);
+		tsd->tcache = tcache_adopt(tsd->arena, NULL);
 	tsd->state = TSD_NOMINAL;
 	tsd_update_fast(tsd);
 }
@@ -214,12 +228,9 @@ static void tsd_cleanup(void *arg) {
 	tcache_t *tc = tsd->tcache;
 	tsd->tcache = NULL;
 	tsd_update_fast(tsd);
-	/* The orphaning cache takes its current slabs' bias out of
-	 * bin_slab, so the mirror is reset only after it. */
+	/* Gives the cache bins' regions back and turns the bins off. */
 	if (tc != NULL)
 		tcache_orphan(tc);
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		tsd->bin_slab[i] = &extent_empty_slab;
 	if (config_prof)
 		prof_thread_exit(tsd);
 	base_stash_flush(tsd);
@@ -249,7 +260,7 @@ void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled) {
 	if (!enabled && tsd->tcache != NULL)
 		tcache_flush(tsd->tcache);
 	if (enabled && tsd->tcache == NULL && tsd->state == TSD_NOMINAL)
-		tsd->tcache = tcache_adopt(tsd->arena, tsd->bin_slab);
+		tsd->tcache = tcache_adopt(tsd->arena, NULL);
 	tsd->tcache_enabled = enabled;
 	tsd_update_fast(tsd);
 }
@@ -391,7 +402,13 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			p = tcache_alloc_small(&pa->prof_cache, ind);
 			mp_mutex_unlock(&pa->shared_mtx);
 		} else if (use_tcache) {
-			p = tcache_alloc_small(tsd->tcache, ind);
+			cache_bin_t *cb = tsd_cache_bins(tsd);
+			if (cb == NULL)
+				p = tcache_alloc_small(tsd->tcache, ind);
+			else if (!cache_bin_is_empty(&cb[ind]))
+				p = *cb[ind].cur++;
+			else
+				p = tcache_bin_fill(tsd->tcache, ind);
 		} else {
 			mp_mutex_lock(&arena->shared_mtx);
 			p = tcache_alloc_small(&arena->shared, ind);
@@ -446,39 +463,27 @@ static MP_COLD void invalid_pointer(const char *func, void *p) {
 		abort();
 }
 
-static MP_COLD void misuse(const char *func, const char *what, void *p) {
+MP_COLD void malloc_misuse(const char *func, const char *what, void *p) {
 	mp_error("%s(): %s %p", func, what, p);
 	if (opt_abort || config_debug)
 		abort();
 }
 
-/* Whether p is on a list of free regions linked through their first word. */
-static bool region_listed(const void *list, const void *p) {
-	for (const void *r = list; r != NULL; r = *(void *const *)r) {
-		if (r == p)
-			return true;
-	}
-	return false;
-}
-
-/* Whether p is free in slab e: on its local or its remote free list.  The
- * caller owns the slab's lists (the owner alone takes the remote list). */
+/* Whether region p of slab e is free: in its free_bits (the caller owns
+ * the slab) or its remote bitmap. */
 static bool slab_listed(const extent_t *e, const void *p) {
-	uintptr_t remote = atomic_load_explicit(&e->remote_free,
-	    memory_order_acquire);
-	return region_listed(e->free, p) ||
-	    region_listed((void *)(remote & REMOTE_HEAD_MASK), p);
+	return slab_free_listed(e, p) || slab_remote_freed(e, p);
 }
 
 /*
  * The misuse checks of a free that reached dalloc_impl (doc/reliability.md,
- * "Misuse"); true if p must not be freed (reported).  Release builds check
+ * "Misuse"); true if p must not be freed (reported).  Every build checks
  * what costs a few compares on this slow path: a free extent, a large block
- * already in this thread's cache, a small region at the head of its slab's
- * local free list.  Debug builds also check that p starts a region and walk
- * the slab's local and remote free lists when this thread's cache or an
- * arena's cache owns it (another thread's cache may take its lists while
- * we walk them: not checked).
+ * already in this thread's cache, a pointer into a small region but not at
+ * its start, a region free in its slab when this thread's cache owns it.
+ * Any double free that reaches a slab is caught there as well (its bit is
+ * set already: tcache_free_small / tcache_free_remote).  Debug builds also
+ * look into the slabs of the arenas' locked caches.
  */
 static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
     const char *func) {
@@ -488,14 +493,15 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 	}
 	if (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE) {
 		if ((char *)p == e->addr)
-			misuse(func, "double free of", p);
+			malloc_misuse(func, "double free of", p);
 		else
 			invalid_pointer(func, p);
 		return true;
 	}
 	if (e->kind == EXTENT_LARGE) {
 		if ((char *)p != e->addr) {
-			misuse(func, "interior pointer (not a block start)", p);
+			malloc_misuse(func, "interior pointer (not a block "
+			    "start)", p);
 			return true;
 		}
 		unsigned li = (unsigned)e->szind - SC_NBINS;
@@ -503,37 +509,36 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 			const tcache_large_t *c = &tsd->tcache->large[li];
 			for (uint32_t i = 0; i < c->n; i++) {
 				if (c->slots[i] == e) {
-					misuse(func, "double free of", p);
+					malloc_misuse(func, "double free of",
+					    p);
 					return true;
 				}
 			}
 		}
 		return false;
 	}
-	tcache_t *owner = (tcache_t *)((uintptr_t)atomic_load_explicit(
-	    &e->owner, memory_order_relaxed) & ~SLAB_TAGS);
-	bool mine = owner == tsd->tcache && owner != NULL;
-	if (config_debug) {
-		size_t off = (size_t)((char *)p - e->addr);
-		if (off % e->usize != 0 || (mine && (char *)p >= e->bump)) {
-			misuse(func, "interior pointer (not a region start)", p);
-			return true;
-		}
+	size_t off = (size_t)((char *)p - e->addr);
+	uint32_t ind = slab_region_index(e, p);
+	if (ind >= e->nregs || off != (size_t)ind * e->usize) {
+		malloc_misuse(func, "interior pointer (not a region start)", p);
+		return true;
 	}
-	if (mine && (p == e->free || (config_debug && slab_listed(e, p)))) {
-		misuse(func, "double free of", p);
+	tcache_t *owner = slab_owner(e);
+	bool mine = owner == tsd->tcache && owner != NULL;
+	if (mine && slab_listed(e, p)) {
+		malloc_misuse(func, "double free of", p);
 		return true;
 	}
 	if (config_debug && !mine && (owner == &e->arena->shared ||
 	    owner == &e->arena->prof_cache)) {
 		/* An arena's cache (tcache:false, MALLOCX_TCACHE_NONE,
-		 * sampled regions): its owner takes the lists under this
+		 * sampled regions): its owner takes the maps under this
 		 * lock. */
 		mp_mutex_lock(&e->arena->shared_mtx);
 		bool listed = slab_listed(e, p);
 		mp_mutex_unlock(&e->arena->shared_mtx);
 		if (listed) {
-			misuse(func, "double free of", p);
+			malloc_misuse(func, "double free of", p);
 			return true;
 		}
 	}
@@ -555,31 +560,27 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 	if (opt_junk_free)
 		memset(p, JUNK_FREE_BYTE, usize);
 	if (e->kind == EXTENT_SLAB) {
-		uintptr_t tagged = (uintptr_t)atomic_load_explicit(&e->owner,
-		    memory_order_relaxed);
-		tcache_t *owner = (tcache_t *)(tagged & ~SLAB_TAGS);
+		tcache_t *owner = slab_owner(e);
 		if (config_prof && atomic_load_explicit(&e->nsampled,
 		    memory_order_relaxed) != 0)
 			prof_sample_free(p, e);
+		bool twice;
 		if (config_prof && owner == &e->arena->prof_cache) {
 			/* Samples are rare: free under the lock, so that the
 			 * slab's count is exact at once and an emptied slab
 			 * retires without waiting for a collection. */
 			arena_t *arena = e->arena;  /* e may retire below */
 			mp_mutex_lock(&arena->shared_mtx);
-			if ((uintptr_t)atomic_load_explicit(&e->owner,
-			    memory_order_relaxed) & SLAB_TAG_FULL)
-				tcache_free_small_full(owner, e, p);
-			else
-				tcache_free_small(owner, e, p);
+			twice = tcache_free_small(owner, e, p);
 			mp_mutex_unlock(&arena->shared_mtx);
 		} else if (owner != tsd->tcache || owner == NULL) {
-			tcache_free_remote(e, p);
+			twice = tcache_free_remote(e, p);
 		} else {
-			if (tagged & SLAB_TAG_FULL)
-				tcache_free_small_full(owner, e, p);
-			else
-				tcache_free_small(owner, e, p);
+			twice = tcache_free_small(owner, e, p);
+		}
+		if (unlikely(twice)) {
+			malloc_misuse(func, "double free of", p);
+			return;
 		}
 	} else {
 		if (config_prof && e->prof != NULL)
@@ -609,19 +610,21 @@ oom:
 	return NULL;
 }
 
-static MP_NOINLINE void free_slow(void *p, extent_t *e) {
+static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
 	if (p == NULL)
 		return;
 	tsd_t *tsd = &mp_tsd;
-	if (e != NULL && tsd->fast_owner != NULL &&
-	    atomic_load_explicit(&e->owner, memory_order_relaxed) ==
-	    (tcache_t *)((uintptr_t)tsd->fast_owner | SLAB_TAG_FULL)) {
-		/* The thread's own slab, parked on its full list. */
-		tsd->deallocated += e->usize;
-		tcache_free_small_full(tsd->fast_owner, e, p);
+	unsigned ind = (unsigned)(entry & PAGEMAP_TAG_MASK) - 1;
+	cache_bin_t *cb = tsd_cache_bins(tsd);
+	if (ind < SC_NBINS && cb != NULL) {
+		/* The bin is full: its older half goes back to the slabs. */
+		tcache_bin_flush(tsd->tcache, ind, cache_bin_cap(&cb[ind]) / 2);
+		*--cb[ind].cur = p;
+		tsd->deallocated += sz_index2size_tab[ind];
 		return;
 	}
-	dalloc_impl(tsd_fetch(), p, e, false, "free");
+	dalloc_impl(tsd_fetch(), p, pagemap_entry_extent(entry), false,
+	    "free");
 }
 
 /* Aligned allocation for posix_memalign and friends; errno untouched. */
@@ -646,17 +649,16 @@ static void *alloc_aligned(size_t size, size_t align, int flags,
 MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
 	tsd_t *tsd = &mp_tsd;
 	if (likely(size <= SC_LOOKUP_MAX)) {
-		unsigned ind = sz_size2index_tab[(size + (QUANTUM - 1)) >>
+		size_t ind = sz_size2index_tab[(size + (QUANTUM - 1)) >>
 		    LG_QUANTUM];
 		uint64_t allocated = tsd->allocated + sz_index2size_tab[ind];
 		if (likely(allocated < tsd->next_event)) {
-			extent_t *slab = tsd->bin_slab[ind];
-			void *p = slab->free;
-			if (likely(p != NULL)) {
-				slab->free = *(void **)p;
-				slab->used++;
+			void **cur = tsd->bins[ind + 1].cur;
+			if (likely((uint32_t)(uintptr_t)cur !=
+			    tsd->bins[ind + 1].empty)) {
+				tsd->bins[ind + 1].cur = cur + 1;
 				tsd->allocated = allocated;
-				return p;
+				return *cur;
 			}
 		}
 	}
@@ -665,14 +667,16 @@ MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
 
 MP_EXPORT void MP_PUBLIC(free)(void *p) {
 	tsd_t *tsd = &mp_tsd;
-	extent_t *e = pagemap_lookup(p);
-	if (likely(e != NULL && atomic_load_explicit(&e->owner,
-	    memory_order_relaxed) == tsd->fast_owner)) {
-		tsd->deallocated += e->usize;
-		tcache_free_small(tsd->fast_owner, e, p);
+	uintptr_t entry = pagemap_lookup_entry(p);
+	size_t tag = entry & PAGEMAP_TAG_MASK;
+	void **cur = tsd->bins[tag].cur;
+	if (likely((uint32_t)(uintptr_t)cur != tsd->bins[tag].full)) {
+		tsd->bins[tag].cur = --cur;
+		*cur = p;
+		tsd->deallocated += sz_index2size_tab[tag - 1];
 		return;
 	}
-	free_slow(p, e);
+	free_slow(p, entry);
 }
 
 MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {

@@ -78,8 +78,8 @@ _Static_assert(SZ_S2I(SC_LOOKUP_LEN - 1) == SC_NBINS - 1, "lookup max");
  * pages, written out because its search is no constant expression.
  */
 #define SZ_BINS(B)							\
-	B(0, 16, 1) B(1, 16, 1) B(2, 16, 1) B(3, 16, 1) B(4, 16, 1)	\
-	B(5, 16, 1) B(6, 16, 1) B(7, 16, 1) B(8, 16, 1) B(9, 16, 1)	\
+	B(0, 2, 1) B(1, 4, 1) B(2, 6, 1) B(3, 8, 1) B(4, 10, 1)	\
+	B(5, 12, 1) B(6, 14, 1) B(7, 16, 1) B(8, 16, 1) B(9, 16, 1)	\
 	B(10, 16, 1) B(11, 16, 1) B(12, 16, 1) B(13, 16, 1)		\
 	B(14, 16, 1) B(15, 16, 1) B(16, 16, 1) B(17, 16, 1)		\
 	B(18, 16, 1) B(19, 16, 1) B(20, 16, 1) B(21, 16, 2)		\
@@ -176,12 +176,13 @@ size_t sz_sa2u(size_t size, size_t alignment) {
 
 /*
  * Slab size per class: the smallest run of pages that holds at least four
- * regions and 64 KiB, preferring less than 1/64 waste; failing that, the
- * least waste up to 64 pages.  Lazy slab initialisation means a large slab
- * costs no memory until its regions are used.  Big slabs matter for
- * speed: a class whose objects are spread over many small slabs keeps
- * switching its current slab (a slow path each time) as frees punch
- * holes in all of them.
+ * regions and 64 KiB (or SLAB_MAXREGS regions, the most a slab's bitmaps
+ * hold, if that is less), preferring less than 1/64 waste; failing that,
+ * the least waste up to 64 pages.  A slab's pages are touched only as its
+ * regions are used, so a big slab costs little memory.  Big slabs matter
+ * for speed: a class whose objects are spread over many small slabs keeps
+ * switching its current slab (a slow path each time) as frees punch holes
+ * in all of them.
  */
 /*
  * Slabs of the profiler's cache hold sampled objects, one per 512 KiB
@@ -201,11 +202,15 @@ static size_t prof_slab_pages(size_t size) {
 void sz_slab_geometry_compute(unsigned ind, uint32_t *slab_size,
     uint32_t *nregs, uint32_t *prof_slab_size) {
 	size_t size = sz_index2size_compute(ind);
+	size_t min_bytes = SZ_SLAB_MIN_BYTES < SLAB_MAXREGS * size ?
+	    SZ_SLAB_MIN_BYTES : SLAB_MAXREGS * size;
 	size_t best_pages = 0, best_waste = SIZE_MAX;
 	for (size_t pages = 1; pages <= SZ_SLAB_MAX_PAGES; pages++) {
 		size_t bytes = pages * PAGE;
-		if (bytes < SZ_SLAB_MIN_BYTES || bytes / size < 4)
+		if (bytes < min_bytes || bytes / size < 4)
 			continue;
+		if (bytes / size > SLAB_MAXREGS)
+			break;
 		size_t waste = bytes % size;
 		if (waste * 64 <= bytes) {
 			best_pages = pages;

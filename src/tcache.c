@@ -1,20 +1,22 @@
 /*
  * tcache.c: thread caches.  A cache owns slabs, one bin of them per small
  * size class, and a few freed large blocks per large class up to
- * tcache_max.  Allocation pops the current slab's free list; the owner's
- * frees push on it; other threads' frees push on the slab's atomic remote
- * list, which the owner collects when the current slab runs dry.  Slabs
- * that fill up are parked on a full list and come back when a free lands
- * in them (see the `full` protocol in types.h).  Caches of exited threads
- * become orphans that the next new thread adopts, and decay reclaims their
- * free memory meanwhile.
+ * tcache_max.  In front of the slabs, a thread's cache has a cache bin
+ * per small class (cache_bin_t in tsd): a stack of pointers that malloc
+ * pops and free pushes.  A dry bin is filled from the current slab's free
+ * list; an overflowing one gives its oldest half back, each region to its
+ * own slab: the owner's frees push on the slab's local list, other
+ * owners' set the region's bit in the slab's remote bitmap, which the
+ * owner collects when the current slab runs dry.  Slabs that fill up are
+ * parked on a full list and come back when a free lands in them (see the
+ * `full` protocol in types.h).  Caches of exited threads become orphans
+ * that the next new thread adopts, and decay reclaims their free memory
+ * meanwhile.
  *
- * The arena's shared cache uses the same code under arena->shared_mtx.
+ * The arena's shared cache uses the same slab code under arena->shared_mtx
+ * (it has no cache bins).
  */
 #include "malloc_prof/internal/internal.h"
-
-/* Never has a free region: stands in for "no current slab" in tsd. */
-extent_t extent_empty_slab;
 
 /* Bytes of large blocks one cache may hold. */
 #define TCACHE_LARGE_BUDGET(max) ((max) * 4 > ((size_t)1 << 20) ? \
@@ -74,111 +76,84 @@ static void partial_append(tcache_bin_t *bin, extent_t *e) {
 	bin->partial_tail = e;
 }
 
-/* Make tsd's mirror of bin ind name the bin's current slab, moving the
- * SLAB_CURRENT_BIAS from the old current slab to the new one. */
-static void mirror_update(tcache_t *tc, unsigned ind) {
-	if (tc->bin_slab == NULL)
-		return;
-	extent_t *old = tc->bin_slab[ind];
-	extent_t *cur = tc->bins[ind].partial;
-	if (cur == NULL)
-		cur = &extent_empty_slab;
-	if (cur == old)
-		return;
-	if (old != &extent_empty_slab)
-		old->used -= SLAB_CURRENT_BIAS;
-	if (cur != &extent_empty_slab)
-		cur->used += SLAB_CURRENT_BIAS;
-	tc->bin_slab[ind] = cur;
-}
-
-/* Drop bin ind's current slab from the mirror (and its bias), so that
- * a flush may release it when it is empty. */
-static void mirror_clear(tcache_t *tc, unsigned ind) {
-	if (tc->bin_slab == NULL)
-		return;
-	extent_t *old = tc->bin_slab[ind];
-	if (old != &extent_empty_slab)
-		old->used -= SLAB_CURRENT_BIAS;
-	tc->bin_slab[ind] = &extent_empty_slab;
-}
-
 /* ---- slab state ---- */
 
-/* Set or clear owner tag bits; only the owner may call it. */
-static void slab_tag(extent_t *slab, uintptr_t tags, bool set) {
-	uintptr_t o = (uintptr_t)atomic_load_explicit(&slab->owner,
-	    memory_order_relaxed);
-	o = set ? o | tags : o & ~tags;
-	atomic_store_explicit(&slab->owner, (tcache_t *)o,
-	    memory_order_relaxed);
+static unsigned slab_nwords(const extent_t *slab) {
+	return (slab->nregs + 63) / 64;
 }
 
-/* Move a slab between lists' states; SLAB_TAG_FULL follows list ==
- * SLAB_LIST_FULL. */
-static void slab_list_set(extent_t *slab, uint8_t list) {
-	if ((slab->list == SLAB_LIST_FULL) != (list == SLAB_LIST_FULL))
-		slab_tag(slab, SLAB_TAG_FULL, list == SLAB_LIST_FULL);
-	slab->list = list;
-}
-
-/* Move the regions other threads freed onto the local list.  The count
- * comes with the list (REMOTE_COUNT_SHIFT), so only a slab that still has
- * local free regions walks the remote ones to link them in front. */
+/* Collect the regions other threads freed into free_bits.  One word at a
+ * time: no region is read or written. */
 static bool slab_collect_remote(extent_t *slab) {
-	/* A plain load first: the exchange is a locked instruction, and the
-	 * cache GC asks every partial slab of a bin, most with nothing. */
-	if (atomic_load_explicit(&slab->remote_free,
-	    memory_order_relaxed) == 0)
-		return false;
-	uintptr_t word = atomic_exchange_explicit(&slab->remote_free, 0,
-	    memory_order_acquire);
-	if (word == 0)
-		return false;
-	void *list = (void *)(word & REMOTE_HEAD_MASK);
-	uint32_t n = (uint32_t)(word >> REMOTE_COUNT_SHIFT);
-	if (slab->free != NULL || config_debug) {
-		uint32_t len = 1;
-		void *tail = list;
-		while (*(void **)tail != NULL) {
-			tail = *(void **)tail;
-			len++;
+	unsigned nwords = slab_nwords(slab);
+	uint32_t n = 0;
+	for (unsigned w = 0; w < nwords; w++) {
+		/* A plain load first: the exchange is a locked instruction,
+		 * and most words have nothing. */
+		if (atomic_load_explicit(&slab->remote_bits[w],
+		    memory_order_relaxed) == 0)
+			continue;
+		uint64_t bits = atomic_exchange_explicit(&slab->remote_bits[w],
+		    0, memory_order_acquire);
+		uint64_t twice = bits & slab->free_bits[w];
+		if (unlikely(twice != 0)) {
+			/* Freed by another thread and by the owner: report
+			 * it, count it once. */
+			malloc_misuse("free", "double free of", slab->addr +
+			    (size_t)(w * 64 + __builtin_ctzll(twice)) *
+			    slab->usize);
+			bits &= ~twice;
 		}
-		mp_assert(len == n);
-		*(void **)tail = slab->free;
+		slab->free_bits[w] |= bits;
+		n += (uint32_t)__builtin_popcountll(bits);
 	}
-	slab->free = list;
 	mp_assert(slab->used >= n);
 	slab->used -= n;
-	return true;
+	return n != 0;
 }
 
-/* Carve never-used regions into the free list, a page's worth at a time,
- * so a fresh slab costs page faults only as it is used. */
-static bool slab_extend(extent_t *slab) {
-	if (slab->bump >= slab->bump_end)
-		return false;
+static bool slab_remote_pending(extent_t *slab) {
+	unsigned nwords = slab_nwords(slab);
+	for (unsigned w = 0; w < nwords; w++) {
+		if (atomic_load(&slab->remote_bits[w]) != 0)
+			return true;
+	}
+	return false;
+}
+
+/* Take up to n free regions of the slab, lowest addresses first (a fresh
+ * slab's pages are touched in order, as they are used). */
+static unsigned slab_take(extent_t *slab, void **out, unsigned n) {
+	unsigned nwords = slab_nwords(slab), got = 0;
+	char *addr = slab->addr;
 	size_t usize = slab->usize;
-	char *start = slab->bump;
-	char *page_end = (char *)(((uintptr_t)start + PAGE) & ~PAGE_MASK);
-	char *end = start + usize;
-	while (end + usize <= page_end && end + usize <= slab->bump_end)
-		end += usize;
-	if (end > slab->bump_end)
-		end = slab->bump_end;
-	for (char *p = start; p + usize < end; p += usize)
-		*(void **)p = p + usize;
-	*(void **)(end - usize) = slab->free;
-	slab->free = start;
-	slab->bump = end;
-	return true;
+	for (unsigned w = 0; w < nwords && got < n; w++) {
+		uint64_t bits = slab->free_bits[w];
+		while (bits != 0 && got < n) {
+			unsigned b = (unsigned)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			out[got++] = addr + (size_t)(w * 64 + b) * usize;
+		}
+		slab->free_bits[w] = bits;
+	}
+	slab->used += got;
+	return got;
+}
+
+static bool slab_has_free(const extent_t *slab) {
+	unsigned nwords = slab_nwords(slab);
+	for (unsigned w = 0; w < nwords; w++) {
+		if (slab->free_bits[w] != 0)
+			return true;
+	}
+	return false;
 }
 
 static void slab_release(tcache_t *tc, extent_t *slab) {
 	tc->bins[slab->szind].nslabs--;
-	slab_list_set(slab, SLAB_LIST_NONE);
+	slab->list = SLAB_LIST_NONE;
 	if (tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
-		slab_list_set(slab, SLAB_LIST_EMPTY);
+		slab->list = SLAB_LIST_EMPTY;
 		list_push(&tc->empty, slab);
 		tc->nempty++;
 		return;
@@ -191,19 +166,26 @@ static void slab_release(tcache_t *tc, extent_t *slab) {
 static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 	size_t size = tc->small_slabs ? sz_prof_slab_size[ind]
 	    : sz_slab_size[ind];
+	extent_t *slab = NULL;
 	for (extent_t *s = tc->empty; s != NULL; s = s->next) {
 		if (s->size == size) {
 			list_remove(&tc->empty, s);
 			tc->nempty--;
 			arena_slab_init(s, ind);
-			atomic_store_explicit(&s->owner, tc,
-			    memory_order_relaxed);
-			return s;
+			slab = s;
+			break;
 		}
 	}
-	extent_t *slab = arena_slab_alloc(tc->arena, ind, size);
-	if (slab != NULL)
-		atomic_store_explicit(&slab->owner, tc, memory_order_release);
+	if (slab == NULL) {
+		slab = arena_slab_alloc(tc->arena, ind, size);
+		if (slab == NULL)
+			return NULL;
+	}
+	/* Sampled regions must be freed through the profiler: no class
+	 * tag, so that free never puts them in a cache bin. */
+	if (tc->small_slabs)
+		pagemap_set_range(slab->addr, slab->size, slab);
+	atomic_store_explicit(&slab->owner, tc, memory_order_release);
 	return slab;
 }
 
@@ -219,9 +201,8 @@ static void inbox_drain(tcache_t *tc) {
 		    slab_owner(s) == tc && atomic_load(&s->full) == 0) {
 			tcache_bin_t *bin = &tc->bins[s->szind];
 			list_remove(&bin->full, s);
-			slab_list_set(s, SLAB_LIST_PARTIAL);
+			s->list = SLAB_LIST_PARTIAL;
 			partial_append(bin, s);
-			mirror_update(tc, s->szind);
 		}
 		s = next;
 	}
@@ -231,92 +212,104 @@ static void inbox_drain(tcache_t *tc) {
  * raced in and the slab is usable again (then it stays on partial). */
 static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	partial_remove(bin, slab);
-	slab_list_set(slab, SLAB_LIST_FULL);
+	slab->list = SLAB_LIST_FULL;
 	list_push(&bin->full, slab);
 	atomic_store(&slab->full, 1);
-	if (atomic_load(&slab->remote_free) == 0)
+	if (!slab_remote_pending(slab))
 		return false;
 	uint8_t one = 1;
 	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
 		return false;    /* the remote freer will send it back */
 	list_remove(&bin->full, slab);
-	slab_list_set(slab, SLAB_LIST_PARTIAL);
+	slab->list = SLAB_LIST_PARTIAL;
 	partial_push(bin, slab);
 	return true;
 }
 
-void *tcache_alloc_small_slow(tcache_t *tc, unsigned ind) {
+/* The current slab of class ind with a free region in free_bits: the
+ * partial list's head, after collecting remote frees and parking slabs
+ * that have none, or a fresh slab.  NULL on OOM. */
+static extent_t *slab_current(tcache_t *tc, unsigned ind) {
 	tcache_bin_t *bin = &tc->bins[ind];
 	inbox_drain(tc);
 	extent_t *slab;
 	while ((slab = bin->partial) != NULL) {
-		if (slab->free != NULL || slab_extend(slab) ||
-		    slab_collect_remote(slab))
-			goto pop;
-		if (slab_park_full(bin, slab)) {
-			slab_collect_remote(slab);
-			if (slab->free != NULL)
-				goto pop;
-		}
+		if (slab_has_free(slab) || slab_collect_remote(slab))
+			return slab;
+		if (slab_park_full(bin, slab) && slab_collect_remote(slab))
+			return slab;
 	}
 	slab = slab_get(tc, ind);
-	if (slab == NULL) {
-		mirror_update(tc, ind);
+	if (slab == NULL)
 		return NULL;
-	}
-	slab_list_set(slab, SLAB_LIST_PARTIAL);
+	slab->list = SLAB_LIST_PARTIAL;
 	partial_push(bin, slab);
 	bin->nslabs++;
-	slab_extend(slab);
-pop:
-	mirror_update(tc, ind);
-	void *p = slab->free;
-	slab->free = *(void **)p;
-	slab->used++;
-	return p;
+	return slab;
 }
 
-void tcache_free_small_slow(tcache_t *tc, extent_t *slab) {
+unsigned tcache_alloc_batch(tcache_t *tc, unsigned ind, void **out,
+    unsigned n) {
+	unsigned got = 0;
+	while (got < n) {
+		extent_t *slab = slab_current(tc, ind);
+		if (slab == NULL)
+			break;
+		got += slab_take(slab, out + got, n - got);
+	}
+	return got;
+}
+
+void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
+	void *p;
+	return tcache_alloc_batch(tc, ind, &p, 1) == 1 ? p : NULL;
+}
+
+/* Free regions q[0..n) of one slab by its owner.  Returns the number
+ * found free already: double frees, not freed again, and reported here
+ * when `func` names the entry point to blame. */
+static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
+    unsigned n, const char *func) {
+	unsigned twice = 0;
+	for (unsigned k = 0; k < n; k++) {
+		uint32_t i = slab_region_index(slab, q[k]);
+		uint64_t bit = (uint64_t)1 << (i % 64);
+		if (unlikely(slab->free_bits[i / 64] & bit)) {
+			if (func != NULL)
+				malloc_misuse(func, "double free of", q[k]);
+			twice++;
+			continue;
+		}
+		slab->free_bits[i / 64] |= bit;
+	}
+	slab->used -= n - twice;
+	/* If a remote freer flipped `full` first, the slab is on its way
+	 * through our inbox and moves at inbox_drain. */
 	tcache_bin_t *bin = &tc->bins[slab->szind];
-	/* Retire an empty slab unless it is the current one (only the
-	 * shared caches, which have no mirror and so no bias, get here with
-	 * the current slab). */
+	uint8_t one = 1;
+	if (unlikely(slab->list == SLAB_LIST_FULL) &&
+	    atomic_compare_exchange_strong(&slab->full, &one, 0)) {
+		list_remove(&bin->full, slab);
+		slab->list = SLAB_LIST_PARTIAL;
+		partial_append(bin, slab);
+	}
+	/* Retire an empty slab unless it is the current one, which the next
+	 * allocation would take up again. */
 	if (slab->used == 0 && slab->list == SLAB_LIST_PARTIAL &&
 	    bin->partial != slab) {
 		partial_remove(bin, slab);
 		slab_release(tc, slab);
 	}
+	return twice;
 }
 
-void tcache_free_small_full(tcache_t *tc, extent_t *slab, void *p) {
-	*(void **)p = slab->free;
-	slab->free = p;
-	slab->used--;
-	/* If a remote freer flipped `full` first, the slab is on its way
-	 * through our inbox and keeps its tag until inbox_drain. */
-	uint8_t one = 1;
-	if (slab->list == SLAB_LIST_FULL &&
-	    atomic_compare_exchange_strong(&slab->full, &one, 0)) {
-		tcache_bin_t *bin = &tc->bins[slab->szind];
-		list_remove(&bin->full, slab);
-		slab_list_set(slab, SLAB_LIST_PARTIAL);
-		partial_append(bin, slab);
-		mirror_update(tc, slab->szind);
-	}
-	if (slab->used == 0)
-		tcache_free_small_slow(tc, slab);
+bool tcache_free_small(tcache_t *tc, extent_t *slab, void *p) {
+	return slab_free_local(tc, slab, &p, 1, NULL) != 0;
 }
 
-void tcache_free_remote(extent_t *slab, void *p) {
-	uintptr_t top = atomic_load_explicit(&slab->remote_free,
-	    memory_order_relaxed), next;
-	do {
-		*(void **)p = (void *)(top & REMOTE_HEAD_MASK);
-		next = (uintptr_t)p | ((top & ~REMOTE_HEAD_MASK) + REMOTE_ONE);
-	} while (!atomic_compare_exchange_weak(&slab->remote_free, &top,
-	    next));
-	if (atomic_load(&slab->full) == 0)
-		return;
+/* A remote freer found `full` set after its or: the first to flip it
+ * hands the slab to its owner's inbox. */
+static void slab_send_home(extent_t *slab) {
 	uint8_t one = 1;
 	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
 		return;
@@ -329,6 +322,138 @@ void tcache_free_remote(extent_t *slab, void *p) {
 		slab->inbox_next = first;
 	} while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &first,
 	    slab, memory_order_release, memory_order_relaxed));
+}
+
+/* Free regions q[0..n) of one slab owned by another cache: one atomic or
+ * per bitmap word they fall in.  Double frees are reported here. */
+static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
+	unsigned k = 0;
+	while (k < n) {
+		uint32_t i = slab_region_index(slab, q[k]);
+		unsigned w = i / 64;
+		uint64_t mask = (uint64_t)1 << (i % 64);
+		unsigned end = k + 1;
+		for (; end < n; end++) {
+			uint32_t j = slab_region_index(slab, q[end]);
+			if (j / 64 != w || (mask & ((uint64_t)1 << (j % 64))))
+				break;
+			mask |= (uint64_t)1 << (j % 64);
+		}
+		uint64_t old = atomic_fetch_or(&slab->remote_bits[w], mask);
+		if (unlikely(old & mask)) {
+			uint64_t twice = old & mask;
+			malloc_misuse("free", "double free of", slab->addr +
+			    (size_t)(w * 64 + __builtin_ctzll(twice)) *
+			    slab->usize);
+		}
+		k = end;
+	}
+	if (atomic_load(&slab->full) != 0)
+		slab_send_home(slab);
+}
+
+bool tcache_free_remote(extent_t *slab, void *p) {
+	uint32_t i = slab_region_index(slab, p);
+	uint64_t bit = (uint64_t)1 << (i % 64);
+	uint64_t old = atomic_fetch_or(&slab->remote_bits[i / 64], bit);
+	if (unlikely(old & bit))
+		return true;      /* already freed: a double free */
+	if (atomic_load(&slab->full) != 0)
+		slab_send_home(slab);
+	return false;
+}
+
+/* ---- cache bins ---- */
+
+/* Slots of class ind's cache bin: 32 KiB of regions, within bounds. */
+static unsigned cache_bin_slots(unsigned ind) {
+	size_t n = ((size_t)32 << 10) / sz_index2size(ind);
+	if (n < CACHE_BIN_MIN)
+		n = CACHE_BIN_MIN;
+	if (n > CACHE_BIN_MAX)
+		n = CACHE_BIN_MAX;
+	return (unsigned)n;
+}
+
+/* Give regions q[0..n), which left a cache bin of tc, back to their
+ * slabs, a run of regions of one slab at a time (one page-map lookup and
+ * one pass over the slab's state per run). */
+static void regions_return(tcache_t *tc, void *const *q, unsigned n) {
+	unsigned k = 0;
+	while (k < n) {
+		extent_t *slab = pagemap_lookup(q[k]);
+		uintptr_t lo = (uintptr_t)slab->addr;
+		unsigned end = k + 1;
+		while (end < n && (uintptr_t)q[end] - lo < slab->size)
+			end++;
+		/* A region freed twice into bins is reported late, and
+		 * counted once. */
+		if (slab_owner(slab) != tc)
+			slab_free_remote(slab, q + k, end - k);
+		else
+			slab_free_local(tc, slab, q + k, end - k, "free");
+		k = end;
+	}
+}
+
+void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
+	cache_bin_t *cb = &tc->cbins[ind];
+	unsigned have = cache_bin_count(cb);
+	if (have <= keep)
+		return;
+	/* The oldest regions go; the most recently freed, likeliest still
+	 * in this core's cache, stay. */
+	void **empty = cb->cur + have;
+	regions_return(tc, cb->cur + keep, have - keep);
+	memmove(empty - keep, cb->cur, keep * sizeof(void *));
+	cb->cur = empty - keep;
+}
+
+void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
+	cache_bin_t *cb = &tc->cbins[ind];
+	mp_assert(cache_bin_is_empty(cb));
+	unsigned n = cache_bin_cap(cb) / 2;
+	void **empty = cb->cur;
+	void **first = empty - n;
+	/* Popped in the order the slab hands them out: address order. */
+	unsigned got = tcache_alloc_batch(tc, ind, first, n);
+	if (got == 0)
+		return NULL;
+	if (got < n)
+		memmove(empty - got, first, got * sizeof(void *));
+	cb->cur = empty - got;
+	return *cb->cur++;
+}
+
+bool tcache_bins_attach(tcache_t *tc, cache_bin_t *bins) {
+	if (tc->cb_slots == NULL) {
+		size_t total = 0;
+		for (unsigned i = 0; i < SC_NBINS; i++)
+			total += cache_bin_slots(i);
+		tc->cb_slots = base_alloc(total * sizeof(void *));
+		if (tc->cb_slots == NULL)
+			return true;
+	}
+	void **slot = tc->cb_slots;
+	cache_bin_t *cbins = bins + 1;       /* by szind */
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		cbins[i].full = (uint32_t)(uintptr_t)slot;
+		slot += cache_bin_slots(i);
+		cbins[i].cur = slot;
+		cbins[i].empty = (uint32_t)(uintptr_t)slot;
+	}
+	tc->cbins = cbins;
+	return false;
+}
+
+void tcache_bins_detach(tcache_t *tc) {
+	cache_bin_t *bins = tc->cbins;
+	if (bins == NULL)
+		return;
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		tcache_bin_flush(tc, i, 0);
+	memset(bins, 0, SC_NBINS * sizeof(*bins));
+	tc->cbins = NULL;
 }
 
 /* ---- large blocks ---- */
@@ -377,15 +502,14 @@ static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
  * otherwise a remote freer owns the transition and it is in the inbox. */
 static void bin_flush(tcache_t *tc, unsigned ind) {
 	tcache_bin_t *bin = &tc->bins[ind];
-	mirror_clear(tc, ind);
 	extent_t *s = bin->full;
 	while (s != NULL) {
 		extent_t *next = s->next;
 		uint8_t one = 1;
-		if (atomic_load(&s->remote_free) != 0 &&
+		if (slab_remote_pending(s) &&
 		    atomic_compare_exchange_strong(&s->full, &one, 0)) {
 			list_remove(&bin->full, s);
-			slab_list_set(s, SLAB_LIST_PARTIAL);
+			s->list = SLAB_LIST_PARTIAL;
 			partial_push(bin, s);
 		}
 		s = next;
@@ -400,7 +524,6 @@ static void bin_flush(tcache_t *tc, unsigned ind) {
 		}
 		s = next;
 	}
-	mirror_update(tc, ind);
 }
 
 static void empty_flush(tcache_t *tc, uint32_t keep) {
@@ -408,12 +531,16 @@ static void empty_flush(tcache_t *tc, uint32_t keep) {
 		extent_t *s = tc->empty;
 		list_remove(&tc->empty, s);
 		tc->nempty--;
-		slab_list_set(s, SLAB_LIST_NONE);
+		s->list = SLAB_LIST_NONE;
 		arena_slab_dalloc(s->arena, s);
 	}
 }
 
 void tcache_flush(tcache_t *tc) {
+	if (tc->cbins != NULL) {
+		for (unsigned i = 0; i < SC_NBINS; i++)
+			tcache_bin_flush(tc, i, 0);
+	}
 	inbox_drain(tc);
 	for (unsigned i = 0; i < SC_NBINS; i++)
 		bin_flush(tc, i);
@@ -422,12 +549,15 @@ void tcache_flush(tcache_t *tc) {
 	empty_flush(tc, 0);
 }
 
-/* One step per thread event: a bin's remote frees and empty slabs, the
- * large blocks of one class that went unused since the last visit, and
- * one kept empty slab. */
+/* One step per thread event: half of one cache bin, that class's remote
+ * frees and empty slabs, the large blocks of one class that went unused
+ * since the last visit, and one kept empty slab. */
 void tcache_gc_step(tcache_t *tc) {
 	inbox_drain(tc);
 	unsigned i = tc->gc_bin++ % SC_NBINS;
+	if (tc->cbins != NULL) {
+		tcache_bin_flush(tc, i, cache_bin_count(&tc->cbins[i]) / 2);
+	}
 	bin_flush(tc, i);
 	unsigned li = i % TCACHE_NLARGE;
 	tcache_large_t *c = &tc->large[li];
@@ -438,7 +568,7 @@ void tcache_gc_step(tcache_t *tc) {
 		empty_flush(tc, tc->nempty - 1);
 }
 
-tcache_t *tcache_adopt(arena_t *arena, extent_t **bin_slab) {
+tcache_t *tcache_adopt(arena_t *arena, cache_bin_t *bins) {
 	mp_mutex_lock(&arena->orphans_mtx);
 	tcache_t *tc = arena->orphans;
 	if (tc != NULL) {
@@ -453,16 +583,15 @@ tcache_t *tcache_adopt(arena_t *arena, extent_t **bin_slab) {
 		tcache_init(tc, arena, false);
 	}
 	tc->orphan_next = NULL;
-	tc->bin_slab = bin_slab;
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		mirror_update(tc, i);
+	/* Without cache bins (junk on free, or no memory for the slots) the
+	 * thread's small frees take the slow path to the slabs. */
+	if (bins != NULL)
+		tcache_bins_attach(tc, bins);
 	return tc;
 }
 
 void tcache_orphan(tcache_t *tc) {
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		mirror_clear(tc, i);
-	tc->bin_slab = NULL;
+	tcache_bins_detach(tc);
 	tcache_flush(tc);
 	arena_t *arena = tc->arena;
 	mp_mutex_lock(&arena->orphans_mtx);

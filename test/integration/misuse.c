@@ -5,8 +5,10 @@
  * so that the abort or the corrupted heap stays there; the parent checks
  * the child's stderr line (the entry point, the misuse, the pointer) and
  * how it ended.  Debug builds detect every case and abort; release builds
- * detect the ones their slow paths check, report them and go on (abort:
- * false), and miss the rest, which run on the free fast path.
+ * detect the ones their slow paths check (and every double free of a
+ * region that a thread other than its slab's owner frees twice), report
+ * them and go on (abort: false), and miss the rest, which run on the free
+ * fast path.
  */
 #include "../test_util.h"
 
@@ -48,6 +50,27 @@ small_double_free_later(int fd) {
 	free(p);
 	free(q);
 	free(LAUNDER(p));
+	return p;
+}
+
+static void *
+free_twice(void *p) {
+	free(p);
+	free(LAUNDER(p));
+	return NULL;
+}
+
+/* Freed twice by a thread that does not own the slab: the second free
+ * finds the region's bit already set in the slab's remote bitmap. */
+static void *
+small_double_free_remote(int fd) {
+	void *p = LAUNDER(malloc(64));
+	send_ptr(fd, p);
+	pthread_t t;
+	if (pthread_create(&t, NULL, free_twice, p) != 0 ||
+	    pthread_join(t, NULL) != 0) {
+		_exit(125);
+	}
 	return p;
 }
 
@@ -122,6 +145,8 @@ static const misuse_case_t cases[] = {
 	    NULL, false},
 	{"small double free, not the last free", small_double_free_later,
 	    "free(): double free of", NULL, false},
+	{"small double free, another thread", small_double_free_remote,
+	    "free(): double free of", NULL, true},
 	{"small interior pointer", small_interior,
 	    "free(): interior pointer (not a region start)", NULL, false},
 	{"large double free (thread cache)", large_double_free_cached,
@@ -132,7 +157,7 @@ static const misuse_case_t cases[] = {
 	    "free(): interior pointer (not a block start)", NULL, true},
 	{"foreign pointer", foreign, "free(): invalid pointer", NULL, true},
 	{"dallocx double free", dallocx_double_free,
-	    "dallocx(): double free of", NULL, false},
+	    "dallocx(): double free of", NULL, true},
 	{"sdallocx wrong size", sdallocx_wrong_size, "sdallocx(", NULL, false},
 };
 

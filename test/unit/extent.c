@@ -831,10 +831,15 @@ static void test_slab_extents(void **state) {
 		assert_int_equal(s[i]->usize, sz_index2size(i));
 		assert_int_equal(s[i]->nregs, sz_slab_nregs[i]);
 		assert_int_equal(s[i]->used, 0);
-		assert_null(s[i]->free);
-		assert_ptr_equal(s[i]->bump, s[i]->addr);
-		assert_ptr_equal(s[i]->bump_end, s[i]->addr +
-		    (size_t)s[i]->nregs * s[i]->usize);
+		/* Every region free, none remote. */
+		for (unsigned w = 0; w < SLAB_WORDS; w++) {
+			unsigned first = w * 64, n = s[i]->nregs > first ?
+			    s[i]->nregs - first : 0;
+			assert_int_equal(s[i]->free_bits[w], n >= 64 ?
+			    ~(uint64_t)0 : ((uint64_t)1 << n) - 1);
+			assert_int_equal(atomic_load(&s[i]->remote_bits[w]),
+			    0);
+		}
 		assert_true(mp_is_aligned(s[i]->addr, PAGE));
 		/* Every page maps to the slab, with its class. */
 		for (size_t off = 0; off < s[i]->size; off += PAGE) {

@@ -301,8 +301,10 @@ static void test_slab_geometry(void **state) {
 		MP_ASSERT(nregs == slab / size, "bin %u: nregs %zu, fit %zu",
 		    i, nregs, slab / size);
 		MP_ASSERT(nregs >= 4, "bin %u: %zu regions", i, nregs);
-		MP_ASSERT(slab >= SZ_SLAB_MIN_BYTES, "bin %u: slab %zu < %zu",
-		    i, slab, SZ_SLAB_MIN_BYTES);
+		size_t min_bytes = SZ_SLAB_MIN_BYTES < SLAB_MAXREGS * size ?
+		    SZ_SLAB_MIN_BYTES : SLAB_MAXREGS * size;
+		MP_ASSERT(slab >= min_bytes, "bin %u: slab %zu < %zu",
+		    i, slab, min_bytes);
 		MP_ASSERT(slab <= SZ_SLAB_MAX_PAGES * PAGE ||
 		    slab == PAGE_CEILING(4 * size),
 		    "bin %u: slab %zu pages", i, slab / PAGE);
@@ -315,17 +317,17 @@ static void test_slab_geometry(void **state) {
 		 * exists within the bound. */
 		for (size_t pages = 1; pages < slab / PAGE; pages++) {
 			size_t bytes = pages * PAGE;
-			if (bytes < SZ_SLAB_MIN_BYTES || bytes / size < 4)
+			if (bytes < min_bytes || bytes / size < 4)
 				continue;
 			MP_ASSERT((bytes % size) * 64 > bytes, "bin %u: %zu "
 			    "pages would waste only %zu, slab is %zu", i,
 			    pages, bytes % size, slab);
 		}
-		/* uint32 fields hold the geometry, and a slab's remote list
-		 * counts its regions in 64 - REMOTE_COUNT_SHIFT bits. */
+		/* uint32 fields hold the geometry, and a slab's bitmaps have
+		 * a bit for at most SLAB_MAXREGS regions. */
 		MP_ASSERT(nregs * size < ((size_t)1 << 32), "bin %u", i);
-		MP_ASSERT(nregs < ((uintptr_t)1 << (64 - REMOTE_COUNT_SHIFT)),
-		    "bin %u: %zu regions overflow the remote count", i, nregs);
+		MP_ASSERT(nregs <= SLAB_MAXREGS,
+		    "bin %u: %zu regions overflow the bitmaps", i, nregs);
 	}
 }
 
@@ -343,6 +345,8 @@ test_prof_slab_geometry(void **state) {
 		    "wastes %zu", i, slab, slab % size);
 		MP_ASSERT(slab <= sz_slab_size[i], "bin %u: prof slab %zu > "
 		    "slab %u", i, slab, sz_slab_size[i]);
+		MP_ASSERT(slab / size <= SLAB_MAXREGS, "bin %u: prof slab of "
+		    "%zu regions", i, slab / size);
 		for (size_t bytes = PAGE; bytes < slab; bytes += PAGE) {
 			MP_ASSERT(bytes < size || (bytes % size) * 8 > bytes,
 			    "bin %u: %zu bytes would do, prof slab is %zu", i,

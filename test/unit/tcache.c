@@ -88,14 +88,26 @@ static void *alloc_checked(tcache_t *tc, unsigned ind) {
 	return p;
 }
 
-/* The owner's free as dalloc_impl makes it: a slab on the full list
- * carries SLAB_TAG_FULL and needs the full-aware free. */
+/* The owner's free as dalloc_impl makes it. */
 static void free_local(tcache_t *tc, void *p) {
-	extent_t *s = slab_of(p);
-	if ((uintptr_t)atomic_load(&s->owner) & SLAB_TAG_FULL)
-		tcache_free_small_full(tc, s, p);
-	else
-		tcache_free_small(tc, s, p);
+	assert_false(tcache_free_small(tc, slab_of(p), p));
+}
+
+/* Whether the slab has a region in its owner's free map. */
+static bool has_free(const extent_t *s) {
+	for (unsigned w = 0; w < SLAB_WORDS; w++) {
+		if (s->free_bits[w] != 0)
+			return true;
+	}
+	return false;
+}
+
+static bool remote_pending(extent_t *s) {
+	for (unsigned w = 0; w < SLAB_WORDS; w++) {
+		if (atomic_load(&s->remote_bits[w]) != 0)
+			return true;
+	}
+	return false;
 }
 
 static int cmp_ptr(const void *a, const void *b) {
@@ -160,17 +172,14 @@ static void test_regions_every_class(void **state) {
 		uint32_t count[3] = {0, 0, 0};
 		for (size_t i = 0; i < n; i++) {
 			p[i] = alloc_checked(tc, ind);
-			if (i == 0) {
-				/* A fresh slab is carved a page's worth at a
-				 * time: regions wholly inside its first page,
-				 * or one region if bigger than a page. */
-				extent_t *s = slab_of(p[0]);
-				size_t carved = usize <= PAGE ? PAGE / usize *
-				    usize : usize;
-				MP_ASSERT((size_t)(s->bump - s->addr) == carved,
-				    "class %u: %zu bytes carved, expected %zu",
-				    ind, (size_t)(s->bump - s->addr), carved);
-			}
+			/* A fresh slab hands out its regions in address
+			 * order, so its pages are touched as they are
+			 * used. */
+			extent_t *s0 = slab_of(p[i]);
+			size_t k0 = i % nregs;
+			MP_ASSERT(p[i] == s0->addr + k0 * usize, "class %u: "
+			    "region %zu at %p, expected %p", ind, i, p[i],
+			    (void *)(s0->addr + k0 * usize));
 			pattern_fill(p[i], usize, ((uint64_t)ind << 32) | i);
 			extent_t *s = slab_of(p[i]);
 			unsigned k = 0;
@@ -196,7 +205,7 @@ static void test_regions_every_class(void **state) {
 		for (unsigned k = 0; k < 2; k++) {
 			assert_int_equal(slabs[k]->list, SLAB_LIST_FULL);
 			assert_int_equal(atomic_load(&slabs[k]->full), 1);
-			assert_null(slabs[k]->free);
+			assert_false(has_free(slabs[k]));
 		}
 		/* Distinct and non-overlapping; contents intact. */
 		for (size_t i = 0; i < n; i++)
@@ -320,7 +329,7 @@ static void test_remote_free_collected(void **state) {
 		p[i] = alloc_checked(tc, ind);
 	extent_t *S = slab_of(p[0]);
 	assert_int_equal(S->used, nregs);
-	assert_null(S->free);
+	assert_false(has_free(S));
 	assert_int_equal(atomic_load(&S->full), 0);
 
 	void *r[3] = {p[7], p[nregs / 2], p[nregs - 1]};
@@ -328,7 +337,7 @@ static void test_remote_free_collected(void **state) {
 	/* Remote frees count as used until collected; not parked, so no
 	 * inbox traffic. */
 	assert_int_equal(S->used, nregs);
-	assert_non_null(atomic_load(&S->remote_free));
+	assert_true(remote_pending(S));
 	assert_null(atomic_load(&tc->inbox));
 	assert_int_equal(S->list, SLAB_LIST_PARTIAL);
 
@@ -338,7 +347,7 @@ static void test_remote_free_collected(void **state) {
 		q[i] = alloc_checked(tc, ind);
 		assert_ptr_equal(slab_of(q[i]), S);
 	}
-	assert_null(atomic_load(&S->remote_free));
+	assert_false(remote_pending(S));
 	assert_int_equal(S->used, nregs);
 	qsort(q, 3, sizeof(void *), cmp_ptr);
 	qsort(r, 3, sizeof(void *), cmp_ptr);
@@ -370,7 +379,7 @@ static void test_remote_free_collected(void **state) {
 	assert_int_equal(S->used, nregs - 2);
 	tcache_flush(tc);
 	assert_int_equal(S->used, nregs - 4);
-	assert_null(atomic_load(&S->remote_free));
+	assert_false(remote_pending(S));
 	void *back[4];
 	for (unsigned i = 0; i < 4; i++) {
 		back[i] = alloc_checked(tc, ind);
@@ -462,7 +471,7 @@ static void test_full_protocol_local_and_mixed(void **state) {
 	extent_t *T = slab_of(t[0]);
 	assert_int_equal(S->list, SLAB_LIST_FULL);
 	/* Parked: the tag sends the owner's frees off the fast path. */
-	assert_true((uintptr_t)atomic_load(&S->owner) & SLAB_TAG_FULL);
+	assert_int_equal(S->list, SLAB_LIST_FULL);
 	assert_ptr_equal(owner_of(S), tc);
 
 	/* The owner's own free brings a parked slab back at once. */
@@ -596,7 +605,7 @@ static void test_flush_returns_empty_slabs(void **state) {
 	assert_int_equal(st.slabs_cur, nlive);
 	assert_int_equal(st.pactive, pages);
 	for (size_t j = 0; j < nlive; j++)
-		assert_int_equal(atomic_load(&live[j]->remote_free), NULL);
+		assert_false(remote_pending(live[j]));
 	uint32_t used_sum = 0;
 	for (size_t j = 0; j < nlive; j++)
 		used_sum += live[j]->used;
@@ -800,34 +809,98 @@ static void test_public_random_order(void **state) {
 	    "before", s2.slabs_cur, s0.slabs_cur);
 }
 
-/* The thread's current slab carries SLAB_CURRENT_BIAS, so a malloc/free
- * ping-pong on it never looks like an emptied slab; a flush drops the bias
- * and releases the slab once it holds nothing. */
-static void test_current_slab_bias(void **state) {
+static unsigned bin_count(const cache_bin_t *cb) {
+	return cache_bin_count(cb);
+}
+
+/* The thread's cache bin: free pushes the region, the next malloc of the
+ * class pops the same one, and the slab does not see either (`used`
+ * counts regions in bins).  A bin that overflows gives its older half
+ * back to the slabs; a flush gives everything back and releases the
+ * emptied slab. */
+static void test_cache_bin(void **state) {
 	(void)state;
 	tsd_t *tsd = tsd_fetch();
 	assert_non_null(tsd->tcache);
+	assert_ptr_equal(tsd->tcache->cbins, tsd->bins + 1);
 	const unsigned ind = sz_size2index(200);
+	cache_bin_t *cb = &tsd->bins[ind + 1];
+	const unsigned cap = cache_bin_cap(cb);
+	assert_true(cap >= CACHE_BIN_MIN && cap <= CACHE_BIN_MAX);
 	tcache_flush(tsd->tcache);
+	assert_int_equal(bin_count(cb), 0);
 	arena_stats_t s0 = stats(tsd->arena);
+
 	void *p = LAUNDER(malloc(200));
 	assert_non_null(p);
 	extent_t *s = slab_of(p);
-	assert_ptr_equal(tsd->bin_slab[ind], s);
-	assert_ptr_equal(tsd->tcache->bins[ind].partial, s);
-	assert_int_equal(s->used, SLAB_CURRENT_BIAS + 1);
+	/* The first malloc filled half the bin and took one. */
+	assert_int_equal(bin_count(cb), cap / 2 - 1);
+	uint32_t used = s->used;
+	assert_true(used >= cap / 2);
 	for (int i = 0; i < 1000; i++) {
+		uint64_t events = tsd->event_count;
+		unsigned n = bin_count(cb);
 		free(p);
-		assert_int_equal(s->used, SLAB_CURRENT_BIAS);
-		p = LAUNDER(malloc(200));
-		assert_ptr_equal(slab_of(p), s);
+		assert_ptr_equal(*cb->cur, p);
+		assert_int_equal(bin_count(cb), n + 1);
+		void *q = LAUNDER(malloc(200));
+		assert_ptr_equal(q, p);
+		/* (A thread event's cache GC may give half the bin back.) */
+		if (tsd->event_count == events)
+			assert_int_equal(s->used, used);
+		used = s->used;
 	}
-	free(p);
-	assert_int_equal(stats(tsd->arena).slabs_cur, s0.slabs_cur + 1);
+
+	/* Overflow: cap + 1 frees into a bin holding cap/2 - 1. */
+	void **v = malloc((cap + 2) * sizeof(void *));
+	assert_non_null(v);
+	v[0] = p;
+	for (unsigned i = 1; i < cap + 2; i++)
+		v[i] = LAUNDER(malloc(200));
+	for (unsigned i = 0; i < cap + 2; i++)
+		free(LAUNDER(v[i]));
+	assert_true(bin_count(cb) <= cap);
+	assert_true(bin_count(cb) >= cap / 2);
+	/* The newest stayed at the top. */
+	assert_ptr_equal(*cb->cur, v[cap + 1]);
+	free(v);
+
 	tcache_flush(tsd->tcache);
-	assert_ptr_equal(tsd->bin_slab[ind], &extent_empty_slab);
-	assert_null(tsd->tcache->bins[ind].partial);
+	assert_int_equal(bin_count(cb), 0);
 	assert_int_equal(stats(tsd->arena).slabs_cur, s0.slabs_cur);
+}
+
+static void *alloc_200(void *arg) {
+	*(void **)arg = malloc(200);
+	return NULL;
+}
+
+/* A region of another thread's slab freed here waits in this thread's bin
+ * (the owner's slab sees nothing) and reaches the owner's remote bitmap
+ * when the bin is flushed. */
+static void test_cache_bin_foreign(void **state) {
+	(void)state;
+	tsd_t *tsd = tsd_fetch();
+	const unsigned ind = sz_size2index(200);
+	cache_bin_t *cb = &tsd->bins[ind + 1];
+	tcache_flush(tsd->tcache);
+	void *p = NULL;
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, alloc_200, &p), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_non_null(p);
+	extent_t *s = slab_of(p);
+	assert_ptr_not_equal(owner_of(s), tsd->tcache);
+	assert_false(slab_remote_freed(s, p));
+	free(p);
+	assert_int_equal(bin_count(cb), 1);
+	assert_false(slab_remote_freed(s, p));
+	tcache_flush(tsd->tcache);
+	assert_int_equal(bin_count(cb), 0);
+	/* The exited thread's cache, an orphan now, collects only at some
+	 * later thread event; none happened since. */
+	assert_true(slab_remote_freed(s, p));
 }
 
 int main(void) {
@@ -842,7 +915,8 @@ int main(void) {
 		cmocka_unit_test(test_kept_empty_slabs),
 		cmocka_unit_test(test_large_cache),
 		cmocka_unit_test(test_public_random_order),
-		cmocka_unit_test(test_current_slab_bias),
+		cmocka_unit_test(test_cache_bin),
+		cmocka_unit_test(test_cache_bin_foreign),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL) == 0 ? 0 : 1;
 }

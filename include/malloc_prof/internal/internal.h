@@ -245,44 +245,70 @@ void background_thread_postfork_parent(void);
 void background_thread_postfork_child(void);
 
 /* ---------------------------------------------------------------- tcache.c */
-extern extent_t extent_empty_slab;       /* stands in for "no current slab" */
 void tcache_init(tcache_t *tc, arena_t *arena, bool shared);
-/* A cache for a new thread: an orphan of `arena` if any, else a new one. */
-tcache_t *tcache_adopt(arena_t *arena, extent_t **bin_slab);
+/* A cache for a new thread: an orphan of `arena` if any, else a new one;
+ * its cache bins attached to `bins` (the thread's tsd) unless NULL. */
+tcache_t *tcache_adopt(arena_t *arena, cache_bin_t *bins);
 /* Thread exit: return what is free, park the rest as an orphan. */
 void tcache_orphan(tcache_t *tc);
-/* Small allocation from tc's bin `ind` when its current slab is empty;
- * NULL on OOM.  The shared caches call it under arena->shared_mtx. */
-void *tcache_alloc_small_slow(tcache_t *tc, unsigned ind);
-MP_INLINE void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
-	extent_t *slab = tc->bins[ind].partial;
-	void *p = slab ? slab->free : NULL;
-	if (likely(p != NULL)) {
-		slab->free = *(void **)p;
-		slab->used++;
-		return p;
-	}
-	return tcache_alloc_small_slow(tc, ind);
+/* Point the thread's cache bins at tc's slots (true: no memory for them)
+ * / give every cached region back and leave the bins empty and off. */
+bool tcache_bins_attach(tcache_t *tc, cache_bin_t *bins);
+void tcache_bins_detach(tcache_t *tc);
+MP_INLINE bool cache_bin_is_empty(const cache_bin_t *cb) {
+	return (uint32_t)(uintptr_t)cb->cur == cb->empty;
 }
-/* A slab's owning cache, its tag bits stripped. */
+MP_INLINE bool cache_bin_is_full(const cache_bin_t *cb) {
+	return (uint32_t)(uintptr_t)cb->cur == cb->full;
+}
+/* Regions cached / slots of a bin that is on. */
+MP_INLINE unsigned cache_bin_count(const cache_bin_t *cb) {
+	return (cb->empty - (uint32_t)(uintptr_t)cb->cur) / sizeof(void *);
+}
+MP_INLINE unsigned cache_bin_cap(const cache_bin_t *cb) {
+	return (cb->empty - cb->full) / sizeof(void *);
+}
+/* Cache bin ind of tc ran dry: fill half of it from the slabs and return
+ * one region (NULL on OOM). */
+void *tcache_bin_fill(tcache_t *tc, unsigned ind);
+/* Give all but the `keep` most recently freed regions of bin ind back to
+ * their slabs. */
+void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep);
+/* Up to n regions of class ind from tc's slabs into out (the count got:
+ * fewer only on OOM) / one region or NULL.  The shared caches call them
+ * under arena->shared_mtx. */
+unsigned tcache_alloc_batch(tcache_t *tc, unsigned ind, void **out,
+    unsigned n);
+void *tcache_alloc_small(tcache_t *tc, unsigned ind);
+/* A slab's owning cache. */
 MP_INLINE tcache_t *slab_owner(const extent_t *slab) {
-	return (tcache_t *)((uintptr_t)atomic_load_explicit(
-	    &((extent_t *)slab)->owner, memory_order_acquire) & ~SLAB_TAGS);
+	return atomic_load_explicit(&((extent_t *)slab)->owner,
+	    memory_order_acquire);
 }
-/* Free by the owner into a slab without SLAB_TAG_FULL: push on the
- * slab's local list; the slow call retires a slab that became empty
- * (never the current one: see SLAB_CURRENT_BIAS). */
-void tcache_free_small_slow(tcache_t *tc, extent_t *slab);
-MP_INLINE void tcache_free_small(tcache_t *tc, extent_t *slab, void *p) {
-	*(void **)p = slab->free;
-	slab->free = p;
-	if (unlikely(--slab->used == 0))
-		tcache_free_small_slow(tc, slab);
+/* Free by the owner: the region's bit back in free_bits; an emptied slab
+ * other than the current one retires.  true (nothing done) if the region
+ * was free already: a double free. */
+bool tcache_free_small(tcache_t *tc, extent_t *slab, void *p);
+/* Free by anyone but the owner; true (nothing done) if p was already
+ * freed and not yet collected: a double free. */
+bool tcache_free_remote(extent_t *slab, void *p);
+/* Region index of p in slab (p inside a region; no division). */
+static inline uint32_t slab_region_index(const extent_t *slab,
+    const void *p) {
+	return (uint32_t)(((uint64_t)((const char *)p - slab->addr) *
+	    slab->div_magic) >> 32);
 }
-/* Free by the owner into a slab tagged SLAB_TAG_FULL. */
-void tcache_free_small_full(tcache_t *tc, extent_t *slab, void *p);
-/* Free by anyone but the owner. */
-void tcache_free_remote(extent_t *slab, void *p);
+/* Whether p's region sits freed in the slab's remote bitmap / in its
+ * owner's free_bits (only the owner may ask: the map is not atomic). */
+static inline bool slab_remote_freed(const extent_t *slab, const void *p) {
+	uint32_t ind = slab_region_index(slab, p);
+	return (atomic_load_explicit(&slab->remote_bits[ind / 64],
+	    memory_order_acquire) >> (ind % 64)) & 1;
+}
+static inline bool slab_free_listed(const extent_t *slab, const void *p) {
+	uint32_t ind = slab_region_index(slab, p);
+	return (slab->free_bits[ind / 64] >> (ind % 64)) & 1;
+}
 /* Large blocks up to opt_tcache_max: reuse a cached one / cache a freed
  * one.  alloc returns NULL when none is cached; dalloc true if not taken. */
 void *tcache_alloc_large(tcache_t *tc, unsigned ind);
@@ -305,6 +331,9 @@ void tsd_tcache_flush(tsd_t *tsd);
 bool tsd_arena_set(tsd_t *tsd, unsigned ind);
 /* Redraw the calling thread's sampling wait now (thread.prof.active). */
 void tsd_prof_redraw(tsd_t *tsd);
+/* Report misuse of p ("free(): double free of 0x..."); aborts in debug
+ * builds and with abort:true. */
+void malloc_misuse(const char *func, const char *what, void *p);
 
 /* ------------------------------------------------------------------ conf.c */
 typedef enum {

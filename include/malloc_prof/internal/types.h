@@ -4,12 +4,14 @@
  *
  * The shape follows jemalloc (arenas, size classes, slabs, extents, a page
  * map, per-thread caches) with one deliberate difference taken from
- * mimalloc: a thread's cache owns whole slabs.  A small object is always
- * handed out from a slab owned by the allocating thread's cache, frees by
- * the owner push onto the slab's local list with no atomics, and frees by
- * any other thread push onto the slab's atomic remote list.  Threads
- * therefore never share cache lines of live objects they did not exchange
- * themselves, and no free takes a lock.
+ * mimalloc: a thread's cache owns whole slabs.  In front of the slabs each
+ * thread keeps, per small class, a stack of pointers (cache_bin_t, as
+ * jemalloc's tcache does): malloc pops and free pushes without reading or
+ * writing the object, whichever thread's slab it came from.  Only when a
+ * stack overflows or runs dry do regions move between it and the slabs:
+ * the owner's slabs take theirs back on a local list with no atomics,
+ * other owners' through a remote bitmap (one atomic per region, no write
+ * to the region).  No free takes a lock.
  */
 #ifndef MP_INTERNAL_TYPES_H
 #define MP_INTERNAL_TYPES_H
@@ -70,6 +72,10 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define TCACHE_NLARGE 37                /* large classes 16 KiB .. 8 MiB */
 #define TCACHE_LARGE_SLOTS 8            /* cached blocks per large class */
 #define TCACHE_EMPTY_SLABS_MAX 4        /* empty slabs a thread keeps */
+/* Pointers a thread's cache bin holds per small class: 32 KiB worth,
+ * within these bounds (cache_bin_t). */
+#define CACHE_BIN_MIN 8
+#define CACHE_BIN_MAX 128
 /* Bytes between two thread events (cache GC step, decay tick). */
 #define TSD_EVENT_INTERVAL ((uint64_t)128 << 10)
 /* base_malloc's per-thread stash: blocks of up to this many cache lines. */
@@ -135,65 +141,49 @@ typedef enum {
  * the page map points from pages to it: every page of a slab, and the first
  * and last page of every other extent.
  *
+ * A slab keeps its free regions as bits, never in the regions themselves:
+ * the allocator reads and writes no byte of a small object (junk and zero
+ * filling aside), so an object freed by one thread and handed out to
+ * another costs no cache line moving between them on the allocator's
+ * behalf.
  * Slab invariants (owner = the cache that owns the slab):
- *   used == regions handed out - regions on `free` - regions collected
- *           from `remote_free`, i.e. regions the program holds plus the
- *           ones sitting on `remote_free`;
- *   regions = used + |free| + |remote_free| + (unused tail from `bump`);
- *   except that while a slab is the current slab of its class in a
- *   thread's mirror (tsd->bin_slab), `used` also carries
- *   SLAB_CURRENT_BIAS: the owner's frees then never see it reach zero and
- *   the free fast path's one test for an emptied slab stays quiet in the
- *   common malloc/free ping-pong on the current slab.
- * `free`, `used`, `bump` and `list` are touched only by the owner (for the
- * arena's shared cache: under arena->shared_mtx).  `remote_free` is pushed
- * by anyone (CAS) and taken whole by the owner (exchange).  It packs the
- * list's head (bits 0-47: addresses are below 2^48, as the page map
- * requires) with the number of regions on the list (bits 48-63; a slab
- * has fewer than 2^16 regions), so the owner takes the list without
- * walking it: that walk, a cache miss per region another thread had
- * written, was 19% of larson's time.
+ *   bit i of free_bits set: region i is free and the owner may hand it out;
+ *   bit i of remote_bits set: another thread freed region i and the owner
+ *           has not collected it yet;
+ *   used == nregs - |free_bits|, i.e. the regions the program holds, the
+ *           ones in threads' cache bins and the ones in remote_bits.
+ * `free_bits`, `used` and `list` are touched only by the owner (for the
+ * arena's shared cache: under arena->shared_mtx).  Any other thread frees
+ * region i with an atomic or of bit i into `remote_bits`; the owner
+ * collects a word by exchanging it with zero and or-ing it into
+ * free_bits.  A bit found already set, in either map, is a double free.
  * `full` is set to 1 by the owner when it parks the slab on its full list;
  * whoever flips it 1 -> 0 first (a remote freer, or the owner on a local
  * free) becomes responsible for making the owner see the slab again: the
- * owner moves it itself, a remote freer pushes it on owner->inbox.
- * The owner field's low bit SLAB_TAG_FULL, written only by the owner, is
- * set exactly while list == SLAB_LIST_FULL: the owner's own frees then
- * miss the free fast path's owner compare, and the slow path brings the
- * slab back to the partial list.
+ * owner moves it itself, a remote freer pushes it on owner->inbox.  (The
+ * owner parks only after finding remote_bits all zero following its store
+ * of `full`; a remote freer loads `full` after its or: one of the two sees
+ * the other.)
  * Large and free extents name &extent_large_owner as owner, so no extent
- * reachable through the page map has a NULL owner (a thread's zeroed tsd
- * compares its NULL fast_owner against it on free).
- * The first cache line holds what the fast paths read and the owner
- * writes; the second starts with what remote freers write.
+ * reachable through the page map has a NULL owner.
+ * The first cache line holds what the owner reads and writes most; the
+ * remote bitmap and then `full` have lines of their own (other threads
+ * write them).  320 bytes.
  */
-#define SLAB_CURRENT_BIAS ((uint32_t)1 << 31)
-#define REMOTE_COUNT_SHIFT 48
-#define REMOTE_HEAD_MASK (((uintptr_t)1 << REMOTE_COUNT_SHIFT) - 1)
-#define REMOTE_ONE ((uintptr_t)1 << REMOTE_COUNT_SHIFT)
-#define SLAB_TAG_FULL ((uintptr_t)1)
-#define SLAB_TAGS SLAB_TAG_FULL
+#define SLAB_MAXREGS 512                /* regions one slab may hold */
+#define SLAB_WORDS (SLAB_MAXREGS / 64)  /* words of each bitmap */
 
 struct extent_s {
-	void *free;                      /* slab: owner-local free list */
 	_Atomic(tcache_t *) owner;       /* owning cache (see above) */
 	uint32_t used;                   /* slab: see invariant */
 	uint32_t usize;                  /* slab: region size */
-	char *bump;                      /* slab: first never-used region */
-	char *bump_end;                  /* slab: end of the last region */
+	uint32_t nregs;                  /* slab: regions in the slab */
+	uint32_t div_magic;              /* slab: ceil(2^32 / usize), for
+	                                  * region indices by multiplication */
 	uint8_t kind;                    /* extent_kind_t */
 	uint8_t list;                    /* slab_list_t */
 	uint8_t szind;                   /* slab/large: size class index */
-	uint32_t nregs;                  /* slab: regions in the slab */
-
-	/* What other threads write, on a line of its own: next to `free` and
-	 * `used`, every remote free's CAS took the line from the owner's
-	 * fast path (larson: 94% of tcache_free_remote on the CAS). */
-	_Alignas(CACHELINE) _Atomic uintptr_t remote_free; /* slab: frees
-	                                  * from other threads, counted */
-	_Atomic uint8_t full;            /* slab: see invariant */
-	extent_t *inbox_next;            /* slab: link on owner->inbox */
-
+	bool zeroed;                     /* free/large: pages known to be zero */
 	char *addr;                      /* first byte */
 	size_t size;                     /* bytes (page multiple) */
 	arena_t *arena;                  /* the arena the pages belong to */
@@ -202,11 +192,40 @@ struct extent_s {
 	uint64_t free_ns;                /* free: when it entered this state */
 	char *map_addr;                  /* the OS mapping it was carved from */
 	size_t map_size;
-	bool zeroed;                     /* free/large: pages known to be zero */
 	void *prof;                      /* large: its sample record, if any */
 	_Atomic uint32_t nsampled;       /* slab: live sampled regions (only
 	                                  * slabs of arena 0's prof_cache) */
+
+	uint64_t free_bits[SLAB_WORDS];  /* slab: owner's free regions */
+	/* What other threads write, on lines of their own. */
+	_Alignas(CACHELINE) _Atomic uint64_t remote_bits[SLAB_WORDS];
+	_Alignas(CACHELINE) _Atomic uint8_t full; /* slab: see invariant */
+	extent_t *inbox_next;            /* slab: link on owner->inbox */
 };
+
+/*
+ * cache_bin_t: one small class's stack of free regions in a thread, in
+ * tsd (the fast paths' working set).  The slots run from `full` (lowest)
+ * to `empty`; the regions cached are [cur, empty), the most recently freed
+ * at `cur`.  malloc pops at cur unless cur == empty; free pushes below cur
+ * unless cur == full.  `empty` and `full` keep only the low 32 bits of
+ * their addresses (a bin's slots are far shorter than 4 GiB, so the low
+ * bits tell the addresses apart), which makes the struct 16 bytes and the
+ * fast paths' index a shift.  A bin that is off (no cache, junk on free,
+ * thread not set up) is all zero: both tests fail and every call goes
+ * slow.  The slots belong to the thread's tcache_t (cb_slots), which
+ * fills a dry bin from its slabs and empties an overflowing one into the
+ * regions' slabs (tcache.c).
+ */
+typedef struct cache_bin_s {
+	void **cur;
+	uint32_t empty;
+	uint32_t full;
+} cache_bin_t;
+/* tsd's cache bins are indexed by page-map class tag (szind + 1): entry 0
+ * and the entries past the small classes are always off, so free needs
+ * no range test of the tag. */
+#define CACHE_BIN_NTAGS 64
 
 /* One size class of a thread cache. */
 typedef struct tcache_bin_s {
@@ -240,9 +259,12 @@ struct tcache_s {
 	tcache_large_t large[TCACHE_NLARGE];
 	size_t large_bytes;              /* bytes cached in `large` */
 	arena_t *arena;
-	extent_t **bin_slab;             /* the owning thread's tsd->bin_slab
-	                                  * mirror of each bin's current slab,
-	                                  * or NULL (shared / orphaned) */
+	cache_bin_t *cbins;              /* the owning thread's tsd->bins + 1
+	                                  * (indexed by szind) while attached,
+	                                  * else NULL (shared, orphaned,
+	                                  * cache bins off) */
+	void **cb_slots;                 /* storage of the cache bins' slots
+	                                  * (thread caches only) */
 	tcache_t *orphan_next;
 	uint32_t gc_bin;                 /* next bin of the incremental GC */
 	bool shared;
@@ -321,18 +343,19 @@ typedef enum {
  * malloc/free fast path's whole working set:
  *   malloc: allocated + usize >= next_event sends the call to the slow
  *           path (events, prof sampling, uninitialised or slow-mode thread:
- *           next_event is 0 there); otherwise pop bin_slab[ind]->free.
- *   free:   page map -> extent; extent->owner == fast_owner means a local
- *           slab free; fast_owner is NULL whenever frees must go slow.
- * bin_slab[i] is never NULL once initialised: &extent_empty_slab stands in
- * for "no current slab" and its free list is always empty.
+ *           next_event is 0 there); otherwise pop bins[ind + 1].
+ *   free:   the page map entry's class tag (0: not a cacheable small
+ *           region, e.g. a sampled one or a large block), then push on
+ *           bins[tag].
+ * fast_owner is the thread's cache when its malloc fast path is on, else
+ * NULL (then next_event is 0).
  */
 struct tsd_s {
 	uint64_t allocated;              /* thread.allocated */
 	uint64_t next_event;
 	tcache_t *fast_owner;
 	uint64_t deallocated;            /* thread.deallocated */
-	extent_t *bin_slab[SC_NBINS];
+	cache_bin_t bins[CACHE_BIN_NTAGS]; /* by class tag: see cache_bin_t */
 
 	tcache_t *tcache;                /* this thread's cache, if any */
 	arena_t *arena;
