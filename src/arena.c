@@ -144,6 +144,7 @@ void arena_slab_init(extent_t *slab, unsigned ind) {
 	    slab->usize);
 	mp_assert(slab->nregs <= SLAB_MAXREGS);
 	slab->used = 0;
+	slab->free_word = 0;
 	for (unsigned w = 0; w < SLAB_WORDS; w++) {
 		unsigned first = w * 64;
 		slab->free_bits[w] = first >= slab->nregs ? 0

@@ -105,6 +105,8 @@ static bool slab_collect_remote(extent_t *slab) {
 			bits &= ~twice;
 		}
 		slab->free_bits[w] |= bits;
+		if (bits != 0 && w < slab->free_word)
+			slab->free_word = (uint8_t)w;
 		n += (uint32_t)__builtin_popcountll(bits);
 	}
 	mp_assert(slab->used >= n);
@@ -127,7 +129,8 @@ static unsigned slab_take(extent_t *slab, void **out, unsigned n) {
 	unsigned nwords = slab_nwords(slab), got = 0;
 	char *addr = slab->addr;
 	size_t usize = slab->usize;
-	for (unsigned w = 0; w < nwords && got < n; w++) {
+	unsigned w = slab->free_word;
+	for (; w < nwords; w++) {
 		uint64_t bits = slab->free_bits[w];
 		while (bits != 0 && got < n) {
 			unsigned b = (unsigned)__builtin_ctzll(bits);
@@ -135,14 +138,17 @@ static unsigned slab_take(extent_t *slab, void **out, unsigned n) {
 			out[got++] = addr + (size_t)(w * 64 + b) * usize;
 		}
 		slab->free_bits[w] = bits;
+		if (got == n && bits != 0)
+			break;
 	}
+	slab->free_word = (uint8_t)w;
 	slab->used += got;
 	return got;
 }
 
 static bool slab_has_free(const extent_t *slab) {
 	unsigned nwords = slab_nwords(slab);
-	for (unsigned w = 0; w < nwords; w++) {
+	for (unsigned w = slab->free_word; w < nwords; w++) {
 		if (slab->free_bits[w] != 0)
 			return true;
 	}
@@ -261,6 +267,18 @@ unsigned tcache_alloc_batch(tcache_t *tc, unsigned ind, void **out,
 }
 
 void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
+	/* The current slab's lowest free region, when it has one. */
+	extent_t *slab = tc->bins[ind].partial;
+	if (likely(slab != NULL && slab->free_word < SLAB_WORDS)) {
+		unsigned w = slab->free_word;
+		uint64_t bits = slab->free_bits[w];
+		if (likely(bits != 0)) {
+			unsigned b = (unsigned)__builtin_ctzll(bits);
+			slab->free_bits[w] = bits & (bits - 1);
+			slab->used++;
+			return slab->addr + (size_t)(w * 64 + b) * slab->usize;
+		}
+	}
 	void *p;
 	return tcache_alloc_batch(tc, ind, &p, 1) == 1 ? p : NULL;
 }
@@ -281,6 +299,8 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 			continue;
 		}
 		slab->free_bits[i / 64] |= bit;
+		if (i / 64 < slab->free_word)
+			slab->free_word = (uint8_t)(i / 64);
 	}
 	slab->used -= n - twice;
 	/* If a remote freer flipped `full` first, the slab is on its way

@@ -184,6 +184,8 @@ struct extent_s {
 	uint8_t list;                    /* slab_list_t */
 	uint8_t szind;                   /* slab/large: size class index */
 	bool zeroed;                     /* free/large: pages known to be zero */
+	uint8_t free_word;               /* slab: free_bits[w] == 0 for every
+	                                  * w < free_word (owner only) */
 	char *addr;                      /* first byte */
 	size_t size;                     /* bytes (page multiple) */
 	arena_t *arena;                  /* the arena the pages belong to */
