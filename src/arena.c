@@ -11,8 +11,8 @@
 _Atomic(arena_t *) arenas[ARENAS_MAX];
 unsigned narenas_auto;
 _Atomic unsigned narenas_total;
-/* Large extents name this as owner: it is no thread's cache, so the free
- * fast path's owner compare sends large blocks to the slow path. */
+/* Large and free extents name this as owner: it is no thread's cache, so
+ * no extent the page map reaches has a NULL owner. */
 tcache_t extent_large_owner;
 
 static mp_mutex_t arenas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_ARENAS);

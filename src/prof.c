@@ -18,7 +18,8 @@
  * a large block, in the sharded sample table for a small one.  A small
  * object about to be sampled is taken from arena 0's prof_cache (one for
  * all threads), whose slabs no thread owns: it keeps its size class, and
- * its free misses the fast path's owner compare and finds the record.  Unsampled objects pay
+ * its slab's pages carry no class tag in the page map, so its free misses
+ * the fast path's cache bins and finds the record.  Unsampled objects pay
  * nothing, on malloc or on free, wherever they live.
  */
 #include "malloc_prof/internal/internal.h"

@@ -3,11 +3,11 @@
  * size class, and a few freed large blocks per large class up to
  * tcache_max.  In front of the slabs, a thread's cache has a cache bin
  * per small class (cache_bin_t in tsd): a stack of pointers that malloc
- * pops and free pushes.  A dry bin is filled from the current slab's free
- * list; an overflowing one gives its oldest half back, each region to its
- * own slab: the owner's frees push on the slab's local list, other
- * owners' set the region's bit in the slab's remote bitmap, which the
- * owner collects when the current slab runs dry.  Slabs that fill up are
+ * pops and free pushes.  A dry bin is filled with half its slots from the
+ * current slab's bitmap; an overflowing one gives its older half back,
+ * each region to its own slab: the owner's regions set their bits in the
+ * slab's free_bits, other owners' in its remote bitmap (one atomic or per
+ * word), which the owner collects when the current slab runs dry.  Slabs that fill up are
  * parked on a full list and come back when a free lands in them (see the
  * `full` protocol in types.h).  Caches of exited threads become orphans
  * that the next new thread adopts, and decay reclaims their free memory
@@ -574,12 +574,13 @@ void tcache_flush(tcache_t *tc) {
  * since the last visit, and one kept empty slab. */
 void tcache_gc_step(tcache_t *tc) {
 	inbox_drain(tc);
-	unsigned i = tc->gc_bin++ % SC_NBINS;
-	if (tc->cbins != NULL) {
+	uint32_t step = tc->gc_bin++;
+	unsigned i = step % SC_NBINS;
+	if (tc->cbins != NULL)
 		tcache_bin_flush(tc, i, cache_bin_count(&tc->cbins[i]) / 2);
-	}
 	bin_flush(tc, i);
-	unsigned li = i % TCACHE_NLARGE;
+	/* Its own modulus: there are more large classes than bins. */
+	unsigned li = step % TCACHE_NLARGE;
 	tcache_large_t *c = &tc->large[li];
 	if (c->low_water > 0)
 		large_flush(tc, li, c->n - c->low_water + c->low_water / 4);

@@ -745,6 +745,36 @@ static void test_large_cache(void **state) {
 	assert_int_equal(st.large_allocated, 0);
 }
 
+/* The cache GC visits every large class, the last ones included (it
+ * took the large class as the bin index modulo TCACHE_NLARGE, and with
+ * fewer bins than large classes never reached the last two). */
+static void test_gc_trims_every_large_class(void **state) {
+	(void)state;
+	arena_t *a = new_arena();
+	tcache_t *tc = new_tcache(a, false);
+	extent_t *e[TCACHE_NLARGE];
+	for (unsigned li = 0; li < TCACHE_NLARGE; li++) {
+		size_t usize = sz_index2size(SC_NBINS + li);
+		void *p = arena_large_alloc(a, usize, PAGE, false);
+		assert_non_null(p);
+		e[li] = pagemap_lookup(p);
+		/* Cached and unused since the last visit (low water 1), as
+		 * tcache_dalloc_large would leave it with a big tcache_max. */
+		tc->large[li].slots[0] = e[li];
+		tc->large[li].n = 1;
+		tc->large[li].low_water = 1;
+		tc->large_bytes += usize;
+	}
+	for (unsigned step = 0; step < SC_NBINS * TCACHE_NLARGE; step++)
+		tcache_gc_step(tc);
+	for (unsigned li = 0; li < TCACHE_NLARGE; li++)
+		MP_ASSERT(tc->large[li].n == 0, "large class %u (%zu bytes) "
+		    "still caches %u", li, sz_index2size(SC_NBINS + li),
+		    tc->large[li].n);
+	assert_int_equal(tc->large_bytes, 0);
+	assert_int_equal(stats(a).large_allocated, 0);
+}
+
 /* -------------------------------------------------- the public API */
 
 #define NSMALL 100000
@@ -914,6 +944,7 @@ int main(void) {
 		cmocka_unit_test(test_flush_returns_empty_slabs),
 		cmocka_unit_test(test_kept_empty_slabs),
 		cmocka_unit_test(test_large_cache),
+		cmocka_unit_test(test_gc_trims_every_large_class),
 		cmocka_unit_test(test_public_random_order),
 		cmocka_unit_test(test_cache_bin),
 		cmocka_unit_test(test_cache_bin_foreign),

@@ -205,7 +205,8 @@ extern _Atomic unsigned narenas_total;   /* indices handed out so far */
 extern tcache_t extent_large_owner;      /* owner of large and free extents */
 bool arena_boot(void);
 arena_t *arena_get(unsigned ind, bool create);
-arena_t *arena_choose_auto(void);        /* round robin over automatic ones */
+arena_t *arena_choose_auto(void);        /* the automatic one with the
+                                          * fewest threads */
 bool arena_create(unsigned *ind);        /* arenas.create */
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size);

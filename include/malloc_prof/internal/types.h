@@ -9,9 +9,9 @@
  * jemalloc's tcache does): malloc pops and free pushes without reading or
  * writing the object, whichever thread's slab it came from.  Only when a
  * stack overflows or runs dry do regions move between it and the slabs:
- * the owner's slabs take theirs back on a local list with no atomics,
- * other owners' through a remote bitmap (one atomic per region, no write
- * to the region).  No free takes a lock.
+ * the owner's slabs take theirs back in a bitmap with no atomics, other
+ * owners' through a remote bitmap (one atomic or per word of regions; no
+ * write to the regions).  No free takes a lock.
  */
 #ifndef MP_INTERNAL_TYPES_H
 #define MP_INTERNAL_TYPES_H
@@ -304,8 +304,8 @@ typedef struct arena_stats_s {
 /*
  * arena_t: a source of pages.  Slabs and large blocks are carved from its
  * mappings; freed ones return here, coalesce with free neighbours, and
- * decay from dirty to muzzy to clean (purged) over time.  Threads are
- * spread over the automatic arenas round robin.
+ * decay from dirty to muzzy to clean (purged) over time.  A new thread
+ * takes the automatic arena with the fewest threads (arena_choose_auto).
  */
 struct arena_s {
 	mp_mutex_t mtx;                  /* extents, decay, stats */
