@@ -131,22 +131,23 @@ void tsd_prof_redraw(tsd_t *tsd) {
 static void tsd_update_fast(tsd_t *tsd) {
 	bool cached = tsd->state == TSD_NOMINAL && tsd->tcache_enabled &&
 	    tsd->tcache != NULL;
-	if (cached && !opt_junk_free) {
-		if (tsd->tcache->cbins == NULL)
-			tcache_bins_attach(tsd->tcache, tsd->bins);
-	} else if (tsd->tcache != NULL) {
+	/* Without cache bins (junk on free, or no memory for the slots) the
+	 * thread's calls take the slow paths to the slabs. */
+	bool bins = false;
+	if (cached && !opt_junk_free)
+		bins = tsd->tcache->cb_cur != NULL ||
+		    !tcache_bins_attach(tsd->tcache, tsd);
+	else if (tsd->tcache != NULL)
 		tcache_bins_detach(tsd->tcache);
-	}
-	bool fast = cached && tsd->reentrancy == 0 && !opt_junk_alloc &&
-	    !opt_junk_free && !opt_zero;
+	bool fast = bins && tsd->reentrancy == 0 && !opt_junk_alloc &&
+	    !opt_zero;
 	tsd->fast_owner = fast ? tsd->tcache : NULL;
 	tsd_arm(tsd);
 }
 
-/* The thread's cache bins by szind, if they are on. */
-static cache_bin_t *tsd_cache_bins(tsd_t *tsd) {
-	return tsd->tcache != NULL && tsd->tcache->cbins == tsd->bins + 1 ?
-	    tsd->bins + 1 : NULL;
+/* Whether the thread's cache bins are on. */
+static bool tsd_cache_bins(const tsd_t *tsd) {
+	return tsd->tcache != NULL && tsd->tcache->cb_cur == &tsd->bin_cur[1];
 }
 
 static void registry_insert(tsd_t *tsd) {
@@ -198,7 +199,7 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	 * so such calls are served by the arena's shared cache. */
 	pthread_setspecific(tsd_key, tsd);
 	if (opt_tcache)
-		tsd->tcache = tcache_adopt(tsd->arena, NULL);
+		tsd->tcache = tcache_adopt(tsd->arena);
 	tsd->state = TSD_NOMINAL;
 	tsd_update_fast(tsd);
 }
@@ -260,7 +261,7 @@ void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled) {
 	if (!enabled && tsd->tcache != NULL)
 		tcache_flush(tsd->tcache);
 	if (enabled && tsd->tcache == NULL && tsd->state == TSD_NOMINAL)
-		tsd->tcache = tcache_adopt(tsd->arena, NULL);
+		tsd->tcache = tcache_adopt(tsd->arena);
 	tsd->tcache_enabled = enabled;
 	tsd_update_fast(tsd);
 }
@@ -402,11 +403,10 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			p = tcache_alloc_small(&pa->prof_cache, ind);
 			mp_mutex_unlock(&pa->shared_mtx);
 		} else if (use_tcache) {
-			cache_bin_t *cb = tsd_cache_bins(tsd);
-			if (cb == NULL)
+			if (!tsd_cache_bins(tsd))
 				p = tcache_alloc_small(tsd->tcache, ind);
-			else if (!cache_bin_is_empty(&cb[ind]))
-				p = *cb[ind].cur++;
+			else if (*tsd->bin_cur[ind + 1] != NULL)
+				p = *tsd->bin_cur[ind + 1]++;
 			else
 				p = tcache_bin_fill(tsd->tcache, ind);
 		} else {
@@ -615,11 +615,11 @@ static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
 		return;
 	tsd_t *tsd = &mp_tsd;
 	unsigned ind = (unsigned)(entry & PAGEMAP_TAG_MASK) - 1;
-	cache_bin_t *cb = tsd_cache_bins(tsd);
-	if (ind < SC_NBINS && cb != NULL) {
+	if (ind < SC_NBINS && tsd_cache_bins(tsd)) {
 		/* The bin is full: its older half goes back to the slabs. */
-		tcache_bin_flush(tsd->tcache, ind, cache_bin_cap(&cb[ind]) / 2);
-		*--cb[ind].cur = p;
+		tcache_bin_flush(tsd->tcache, ind,
+		    tcache_bin_cap(tsd->tcache, ind) / 2);
+		*--tsd->bin_cur[ind + 1] = p;
 		tsd->deallocated += sz_index2size_tab[ind];
 		return;
 	}
@@ -653,12 +653,13 @@ MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
 		    LG_QUANTUM];
 		uint64_t allocated = tsd->allocated + sz_index2size_tab[ind];
 		if (likely(allocated < tsd->next_event)) {
-			void **cur = tsd->bins[ind + 1].cur;
-			if (likely((uint32_t)(uintptr_t)cur !=
-			    tsd->bins[ind + 1].empty)) {
-				tsd->bins[ind + 1].cur = cur + 1;
+			/* The bin's NULL sentinel says it is empty. */
+			void **cur = tsd->bin_cur[ind + 1];
+			void *p = *cur;
+			if (likely(p != NULL)) {
+				tsd->bin_cur[ind + 1] = cur + 1;
 				tsd->allocated = allocated;
-				return *cur;
+				return p;
 			}
 		}
 	}
@@ -669,9 +670,9 @@ MP_EXPORT void MP_PUBLIC(free)(void *p) {
 	tsd_t *tsd = &mp_tsd;
 	uintptr_t entry = pagemap_lookup_entry(p);
 	size_t tag = entry & PAGEMAP_TAG_MASK;
-	void **cur = tsd->bins[tag].cur;
-	if (likely((uint32_t)(uintptr_t)cur != tsd->bins[tag].full)) {
-		tsd->bins[tag].cur = --cur;
+	void **cur = tsd->bin_cur[tag];
+	if (likely((uint32_t)(uintptr_t)cur != tsd->bin_full[tag])) {
+		tsd->bin_cur[tag] = --cur;
 		*cur = p;
 		tsd->deallocated += sz_index2size_tab[tag - 1];
 		return;

@@ -2,7 +2,7 @@
  * tcache.c: thread caches.  A cache owns slabs, one bin of them per small
  * size class, and a few freed large blocks per large class up to
  * tcache_max.  In front of the slabs, a thread's cache has a cache bin
- * per small class (cache_bin_t in tsd): a stack of pointers that malloc
+ * per small class (tsd->bin_cur, types.h): a stack of pointers that malloc
  * pops and free pushes.  A dry bin is filled with half its slots from the
  * current slab's bitmap; an overflowing one gives its older half back,
  * each region to its own slab: the owner's regions set their bits in the
@@ -417,23 +417,21 @@ static void regions_return(tcache_t *tc, void *const *q, unsigned n) {
 }
 
 void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
-	cache_bin_t *cb = &tc->cbins[ind];
-	unsigned have = cache_bin_count(cb);
+	unsigned have = tcache_bin_count(tc, ind);
 	if (have <= keep)
 		return;
 	/* The oldest regions go; the most recently freed, likeliest still
 	 * in this core's cache, stay. */
-	void **empty = cb->cur + have;
-	regions_return(tc, cb->cur + keep, have - keep);
-	memmove(empty - keep, cb->cur, keep * sizeof(void *));
-	cb->cur = empty - keep;
+	void **cur = tc->cb_cur[ind], **empty = tc->cb_empty[ind];
+	regions_return(tc, cur + keep, have - keep);
+	memmove(empty - keep, cur, keep * sizeof(void *));
+	tc->cb_cur[ind] = empty - keep;
 }
 
 void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
-	cache_bin_t *cb = &tc->cbins[ind];
-	mp_assert(cache_bin_is_empty(cb));
-	unsigned n = cache_bin_cap(cb) / 2;
-	void **empty = cb->cur;
+	mp_assert(tcache_bin_count(tc, ind) == 0);
+	unsigned n = tcache_bin_cap(tc, ind) / 2;
+	void **empty = tc->cb_empty[ind];
 	void **first = empty - n;
 	/* Popped in the order the slab hands them out: address order. */
 	unsigned got = tcache_alloc_batch(tc, ind, first, n);
@@ -441,39 +439,45 @@ void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
 		return NULL;
 	if (got < n)
 		memmove(empty - got, first, got * sizeof(void *));
-	cb->cur = empty - got;
-	return *cb->cur++;
+	tc->cb_cur[ind] = empty - got + 1;
+	return empty[-(ptrdiff_t)got];
 }
 
-bool tcache_bins_attach(tcache_t *tc, cache_bin_t *bins) {
+bool tcache_bins_attach(tcache_t *tc, tsd_t *tsd) {
 	if (tc->cb_slots == NULL) {
+		/* Each bin's slots and its NULL sentinel (base memory is
+		 * zeroed, and no one ever writes a sentinel). */
 		size_t total = 0;
 		for (unsigned i = 0; i < SC_NBINS; i++)
-			total += cache_bin_slots(i);
+			total += cache_bin_slots(i) + 1;
 		tc->cb_slots = base_alloc(total * sizeof(void *));
 		if (tc->cb_slots == NULL)
 			return true;
 	}
 	void **slot = tc->cb_slots;
-	cache_bin_t *cbins = bins + 1;       /* by szind */
 	for (unsigned i = 0; i < SC_NBINS; i++) {
-		cbins[i].full = (uint32_t)(uintptr_t)slot;
+		tsd->bin_full[i + 1] = (uint32_t)(uintptr_t)slot;
 		slot += cache_bin_slots(i);
-		cbins[i].cur = slot;
-		cbins[i].empty = (uint32_t)(uintptr_t)slot;
+		mp_assert(*slot == NULL);
+		tc->cb_empty[i] = slot;
+		tsd->bin_cur[i + 1] = slot;
+		slot++;
 	}
-	tc->cbins = cbins;
+	tc->cb_cur = &tsd->bin_cur[1];
+	tc->cb_full = &tsd->bin_full[1];
 	return false;
 }
 
 void tcache_bins_detach(tcache_t *tc) {
-	cache_bin_t *bins = tc->cbins;
-	if (bins == NULL)
+	if (tc->cb_cur == NULL)
 		return;
-	for (unsigned i = 0; i < SC_NBINS; i++)
+	for (unsigned i = 0; i < SC_NBINS; i++) {
 		tcache_bin_flush(tc, i, 0);
-	memset(bins, 0, SC_NBINS * sizeof(*bins));
-	tc->cbins = NULL;
+		tc->cb_cur[i] = NULL;
+		tc->cb_full[i] = 0;
+	}
+	tc->cb_cur = NULL;
+	tc->cb_full = NULL;
 }
 
 /* ---- large blocks ---- */
@@ -557,7 +561,7 @@ static void empty_flush(tcache_t *tc, uint32_t keep) {
 }
 
 void tcache_flush(tcache_t *tc) {
-	if (tc->cbins != NULL) {
+	if (tc->cb_cur != NULL) {
 		for (unsigned i = 0; i < SC_NBINS; i++)
 			tcache_bin_flush(tc, i, 0);
 	}
@@ -576,8 +580,8 @@ void tcache_gc_step(tcache_t *tc) {
 	inbox_drain(tc);
 	uint32_t step = tc->gc_bin++;
 	unsigned i = step % SC_NBINS;
-	if (tc->cbins != NULL)
-		tcache_bin_flush(tc, i, cache_bin_count(&tc->cbins[i]) / 2);
+	if (tc->cb_cur != NULL)
+		tcache_bin_flush(tc, i, tcache_bin_count(tc, i) / 2);
 	bin_flush(tc, i);
 	/* Its own modulus: there are more large classes than bins. */
 	unsigned li = step % TCACHE_NLARGE;
@@ -589,7 +593,7 @@ void tcache_gc_step(tcache_t *tc) {
 		empty_flush(tc, tc->nempty - 1);
 }
 
-tcache_t *tcache_adopt(arena_t *arena, cache_bin_t *bins) {
+tcache_t *tcache_adopt(arena_t *arena) {
 	mp_mutex_lock(&arena->orphans_mtx);
 	tcache_t *tc = arena->orphans;
 	if (tc != NULL) {
@@ -604,10 +608,6 @@ tcache_t *tcache_adopt(arena_t *arena, cache_bin_t *bins) {
 		tcache_init(tc, arena, false);
 	}
 	tc->orphan_next = NULL;
-	/* Without cache bins (junk on free, or no memory for the slots) the
-	 * thread's small frees take the slow path to the slabs. */
-	if (bins != NULL)
-		tcache_bins_attach(tc, bins);
 	return tc;
 }
 

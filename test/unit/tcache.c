@@ -839,8 +839,8 @@ static void test_public_random_order(void **state) {
 	    "before", s2.slabs_cur, s0.slabs_cur);
 }
 
-static unsigned bin_count(const cache_bin_t *cb) {
-	return cache_bin_count(cb);
+static unsigned bin_count(const tsd_t *tsd, unsigned ind) {
+	return tcache_bin_count(tsd->tcache, ind);
 }
 
 /* The thread's cache bin: free pushes the region, the next malloc of the
@@ -852,28 +852,27 @@ static void test_cache_bin(void **state) {
 	(void)state;
 	tsd_t *tsd = tsd_fetch();
 	assert_non_null(tsd->tcache);
-	assert_ptr_equal(tsd->tcache->cbins, tsd->bins + 1);
+	assert_ptr_equal(tsd->tcache->cb_cur, &tsd->bin_cur[1]);
 	const unsigned ind = sz_size2index(200);
-	cache_bin_t *cb = &tsd->bins[ind + 1];
-	const unsigned cap = cache_bin_cap(cb);
+	const unsigned cap = tcache_bin_cap(tsd->tcache, ind);
 	assert_true(cap >= CACHE_BIN_MIN && cap <= CACHE_BIN_MAX);
 	tcache_flush(tsd->tcache);
-	assert_int_equal(bin_count(cb), 0);
+	assert_int_equal(bin_count(tsd, ind), 0);
 	arena_stats_t s0 = stats(tsd->arena);
 
 	void *p = LAUNDER(malloc(200));
 	assert_non_null(p);
 	extent_t *s = slab_of(p);
 	/* The first malloc filled half the bin and took one. */
-	assert_int_equal(bin_count(cb), cap / 2 - 1);
+	assert_int_equal(bin_count(tsd, ind), cap / 2 - 1);
 	uint32_t used = s->used;
 	assert_true(used >= cap / 2);
 	for (int i = 0; i < 1000; i++) {
 		uint64_t events = tsd->event_count;
-		unsigned n = bin_count(cb);
+		unsigned n = bin_count(tsd, ind);
 		free(p);
-		assert_ptr_equal(*cb->cur, p);
-		assert_int_equal(bin_count(cb), n + 1);
+		assert_ptr_equal(*tsd->bin_cur[ind + 1], p);
+		assert_int_equal(bin_count(tsd, ind), n + 1);
 		void *q = LAUNDER(malloc(200));
 		assert_ptr_equal(q, p);
 		/* (A thread event's cache GC may give half the bin back.) */
@@ -890,14 +889,14 @@ static void test_cache_bin(void **state) {
 		v[i] = LAUNDER(malloc(200));
 	for (unsigned i = 0; i < cap + 2; i++)
 		free(LAUNDER(v[i]));
-	assert_true(bin_count(cb) <= cap);
-	assert_true(bin_count(cb) >= cap / 2);
+	assert_true(bin_count(tsd, ind) <= cap);
+	assert_true(bin_count(tsd, ind) >= cap / 2);
 	/* The newest stayed at the top. */
-	assert_ptr_equal(*cb->cur, v[cap + 1]);
+	assert_ptr_equal(*tsd->bin_cur[ind + 1], v[cap + 1]);
 	free(v);
 
 	tcache_flush(tsd->tcache);
-	assert_int_equal(bin_count(cb), 0);
+	assert_int_equal(bin_count(tsd, ind), 0);
 	assert_int_equal(stats(tsd->arena).slabs_cur, s0.slabs_cur);
 }
 
@@ -913,7 +912,6 @@ static void test_cache_bin_foreign(void **state) {
 	(void)state;
 	tsd_t *tsd = tsd_fetch();
 	const unsigned ind = sz_size2index(200);
-	cache_bin_t *cb = &tsd->bins[ind + 1];
 	tcache_flush(tsd->tcache);
 	void *p = NULL;
 	pthread_t th;
@@ -924,10 +922,10 @@ static void test_cache_bin_foreign(void **state) {
 	assert_ptr_not_equal(owner_of(s), tsd->tcache);
 	assert_false(slab_remote_freed(s, p));
 	free(p);
-	assert_int_equal(bin_count(cb), 1);
+	assert_int_equal(bin_count(tsd, ind), 1);
 	assert_false(slab_remote_freed(s, p));
 	tcache_flush(tsd->tcache);
-	assert_int_equal(bin_count(cb), 0);
+	assert_int_equal(bin_count(tsd, ind), 0);
 	/* The exited thread's cache, an orphan now, collects only at some
 	 * later thread event; none happened since. */
 	assert_true(slab_remote_freed(s, p));

@@ -247,27 +247,22 @@ void background_thread_postfork_child(void);
 
 /* ---------------------------------------------------------------- tcache.c */
 void tcache_init(tcache_t *tc, arena_t *arena, bool shared);
-/* A cache for a new thread: an orphan of `arena` if any, else a new one;
- * its cache bins attached to `bins` (the thread's tsd) unless NULL. */
-tcache_t *tcache_adopt(arena_t *arena, cache_bin_t *bins);
+/* A cache for a new thread: an orphan of `arena` if any, else a new one. */
+tcache_t *tcache_adopt(arena_t *arena);
 /* Thread exit: return what is free, park the rest as an orphan. */
 void tcache_orphan(tcache_t *tc);
-/* Point the thread's cache bins at tc's slots (true: no memory for them)
- * / give every cached region back and leave the bins empty and off. */
-bool tcache_bins_attach(tcache_t *tc, cache_bin_t *bins);
+/* Turn the thread's cache bins (tsd) on over tc's slots (true: no memory
+ * for them) / give every cached region back and turn the bins off. */
+bool tcache_bins_attach(tcache_t *tc, tsd_t *tsd);
 void tcache_bins_detach(tcache_t *tc);
-MP_INLINE bool cache_bin_is_empty(const cache_bin_t *cb) {
-	return (uint32_t)(uintptr_t)cb->cur == cb->empty;
+/* Regions cached in / slots of cache bin ind of a cache whose bins are
+ * on. */
+MP_INLINE unsigned tcache_bin_count(const tcache_t *tc, unsigned ind) {
+	return (unsigned)(tc->cb_empty[ind] - tc->cb_cur[ind]);
 }
-MP_INLINE bool cache_bin_is_full(const cache_bin_t *cb) {
-	return (uint32_t)(uintptr_t)cb->cur == cb->full;
-}
-/* Regions cached / slots of a bin that is on. */
-MP_INLINE unsigned cache_bin_count(const cache_bin_t *cb) {
-	return (cb->empty - (uint32_t)(uintptr_t)cb->cur) / sizeof(void *);
-}
-MP_INLINE unsigned cache_bin_cap(const cache_bin_t *cb) {
-	return (cb->empty - cb->full) / sizeof(void *);
+MP_INLINE unsigned tcache_bin_cap(const tcache_t *tc, unsigned ind) {
+	return ((uint32_t)(uintptr_t)tc->cb_empty[ind] - tc->cb_full[ind]) /
+	    sizeof(void *);
 }
 /* Cache bin ind of tc ran dry: fill half of it from the slabs and return
  * one region (NULL on OOM). */

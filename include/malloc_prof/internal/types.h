@@ -206,27 +206,21 @@ struct extent_s {
 };
 
 /*
- * cache_bin_t: one small class's stack of free regions in a thread, in
- * tsd (the fast paths' working set).  The slots run from `full` (lowest)
- * to `empty`; the regions cached are [cur, empty), the most recently freed
- * at `cur`.  malloc pops at cur unless cur == empty; free pushes below cur
- * unless cur == full.  `empty` and `full` keep only the low 32 bits of
- * their addresses (a bin's slots are far shorter than 4 GiB, so the low
- * bits tell the addresses apart), which makes the struct 16 bytes and the
- * fast paths' index a shift.  A bin that is off (no cache, junk on free,
- * thread not set up) is all zero: both tests fail and every call goes
- * slow.  The slots belong to the thread's tcache_t (cb_slots), which
- * fills a dry bin from its slabs and empties an overflowing one into the
- * regions' slabs (tcache.c).
+ * Cache bins: per small class, a stack of free regions in a thread.  The
+ * slots run from `full` (lowest) to `empty`; the regions cached are
+ * [cur, empty), the most recently freed at `cur`, and the slot at `empty`
+ * always holds NULL.  malloc pops *cur unless it reads that NULL; free
+ * pushes below cur unless cur == full.  What the fast paths use lives in
+ * tsd, indexed by the page map's class tag (szind + 1): bin_cur[] and the
+ * low 32 bits of `full` in bin_full[] (a bin's slots are far shorter than
+ * 4 GiB, so the low bits tell the addresses apart).  Entry 0 and the
+ * entries past the small classes are always off: NULL and 0, so free's
+ * test fails and it needs no range test of the tag.  A thread's bins are
+ * all off without a cache or with junk on free; malloc's fast path never
+ * reads an off bin (its threshold is 0 then).  The slots and `empty`
+ * belong to the thread's tcache_t, which fills a dry bin from its slabs
+ * and empties an overflowing one into the regions' slabs (tcache.c).
  */
-typedef struct cache_bin_s {
-	void **cur;
-	uint32_t empty;
-	uint32_t full;
-} cache_bin_t;
-/* tsd's cache bins are indexed by page-map class tag (szind + 1): entry 0
- * and the entries past the small classes are always off, so free needs
- * no range test of the tag. */
 #define CACHE_BIN_NTAGS 64
 
 /* One size class of a thread cache. */
@@ -261,11 +255,13 @@ struct tcache_s {
 	tcache_large_t large[TCACHE_NLARGE];
 	size_t large_bytes;              /* bytes cached in `large` */
 	arena_t *arena;
-	cache_bin_t *cbins;              /* the owning thread's tsd->bins + 1
-	                                  * (indexed by szind) while attached,
-	                                  * else NULL (shared, orphaned,
-	                                  * cache bins off) */
-	void **cb_slots;                 /* storage of the cache bins' slots
+	void ***cb_cur;                  /* the owning thread's
+	                                  * &tsd->bin_cur[1] (by szind) while
+	                                  * its cache bins are on, else NULL
+	                                  * (shared, orphaned, bins off) */
+	uint32_t *cb_full;               /* &tsd->bin_full[1] likewise */
+	void **cb_empty[SC_NBINS];       /* each bin's NULL sentinel slot */
+	void **cb_slots;                 /* storage of the bins' slots
 	                                  * (thread caches only) */
 	tcache_t *orphan_next;
 	uint32_t gc_bin;                 /* next bin of the incremental GC */
@@ -345,19 +341,20 @@ typedef enum {
  * malloc/free fast path's whole working set:
  *   malloc: allocated + usize >= next_event sends the call to the slow
  *           path (events, prof sampling, uninitialised or slow-mode thread:
- *           next_event is 0 there); otherwise pop bins[ind + 1].
+ *           next_event is 0 there); otherwise pop bin_cur[ind + 1].
  *   free:   the page map entry's class tag (0: not a cacheable small
  *           region, e.g. a sampled one or a large block), then push on
- *           bins[tag].
+ *           bin_cur[tag].
  * fast_owner is the thread's cache when its malloc fast path is on, else
- * NULL (then next_event is 0).
+ * NULL (then next_event is 0); it is on only while the cache bins are.
  */
 struct tsd_s {
 	uint64_t allocated;              /* thread.allocated */
 	uint64_t next_event;
 	tcache_t *fast_owner;
 	uint64_t deallocated;            /* thread.deallocated */
-	cache_bin_t bins[CACHE_BIN_NTAGS]; /* by class tag: see cache_bin_t */
+	void **bin_cur[CACHE_BIN_NTAGS]; /* cache bins by class tag: see */
+	uint32_t bin_full[CACHE_BIN_NTAGS]; /* "Cache bins" above */
 
 	tcache_t *tcache;                /* this thread's cache, if any */
 	arena_t *arena;
