@@ -297,6 +297,25 @@ case_thread(void *arg) {
 
 static char self_exe[4096];
 
+/* Run this program again with one or two arguments; its wait status. */
+static int
+run_self(char *arg1, char *arg2) {
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char *const argv[] = {self_exe, arg1, arg2, NULL};
+		execv(self_exe, argv);
+		_exit(126);
+	}
+	assert_true(pid > 0);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0) {
+		assert_int_equal(errno, EINTR);
+	}
+	return status;
+}
+
 static void
 run_case(void **state) {
 	const struct first_case *c = *state;
@@ -321,20 +340,7 @@ run_case(void **state) {
 	}
 
 	/* In a fresh process. */
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	if (pid == 0) {
-		char *const argv[] = {self_exe, (char *)"--first-op",
-		    (char *)c->name, NULL};
-		execv(self_exe, argv);
-		_exit(126);
-	}
-	assert_true(pid > 0);
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0) {
-		assert_int_equal(errno, EINTR);
-	}
+	int status = run_self((char *)"--first-op", (char *)c->name);
 	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	    "%s as the first call of a new process: status 0x%x", c->name,
 	    status);
@@ -377,20 +383,7 @@ static void
 test_racing_first_calls(void **state) {
 	(void)state;
 	for (int round = 0; round < RACE_ROUNDS; round++) {
-		fflush(stdout);
-		fflush(stderr);
-		pid_t pid = fork();
-		if (pid == 0) {
-			char *const argv[] = {self_exe, (char *)"--race",
-			    NULL};
-			execv(self_exe, argv);
-			_exit(126);
-		}
-		assert_true(pid > 0);
-		int status = 0;
-		while (waitpid(pid, &status, 0) < 0) {
-			assert_int_equal(errno, EINTR);
-		}
+		int status = run_self((char *)"--race", NULL);
 		MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		    "round %d: %d threads' racing first calls: status 0x%x "
 		    "(66: a ThreadSanitizer report)", round, NRACE, status);
