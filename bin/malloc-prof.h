@@ -101,7 +101,14 @@ char *mp_xstrndup(const char *s, size_t n);
 /* ---- mp_profile.c: the heap_v2 reader */
 /* Reads FILE; on error prints one line and returns false. */
 bool mp_profile_read(const char *file, mp_profile_t *prof);
+/* The same for the SIZE bytes at DATA (the contents of FILE, which only
+ * names it in messages); SIZE 0 reads as "not a heap profile". */
+bool mp_profile_read_mem(const char *file, const uint8_t *data, size_t size,
+    mp_profile_t *prof);
 void mp_profile_free(mp_profile_t *prof);
+/* Replaces the control characters of S (from a file, to be shown in one
+ * line) with '?'. */
+void mp_printable(char *s);
 /* jeprof's AdjustSamples for one (objects, bytes) pair. */
 void mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
     double *ubytes);
@@ -151,6 +158,11 @@ typedef struct mp_elf mp_elf_t;
 mp_symbolizer_t *mp_sym_new(const char *program, const char *debug_dir,
     bool lines);
 void mp_sym_free(mp_symbolizer_t *sym);
+/* Makes the SIZE bytes at DATA the ELF file PATH for every later lookup
+ * (instead of reading the file; DATA must outlive SYM).  For the fuzz
+ * target of the ELF reader (test/fuzz/elf.c). */
+const mp_elf_t *mp_sym_add_image(mp_symbolizer_t *sym, const char *path,
+    const uint8_t *data, size_t size);
 /* The name of the frame at PC of PROF (innermost frame: LEAF), in a buffer
  * valid until the next call.  Warns once per file that cannot name it. */
 const char *mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof,

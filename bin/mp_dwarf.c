@@ -71,7 +71,9 @@ mp_rd_uleb(mp_rd_t *r) {
 
 static int64_t
 mp_rd_sleb(mp_rd_t *r) {
-	int64_t v = 0;
+	/* Unsigned arithmetic: a sign extended from bit 63 must not
+	 * shift into the sign of an int64_t (undefined behaviour). */
+	uint64_t v = 0;
 	unsigned shift = 0;
 	uint8_t b;
 	do {
@@ -81,12 +83,12 @@ mp_rd_sleb(mp_rd_t *r) {
 		}
 		b = *r->p++;
 		if (shift < 64)
-			v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+			v |= (uint64_t)(b & 0x7f) << shift;
 		shift += 7;
 	} while (b & 0x80);
 	if (shift < 64 && (b & 0x40))
-		v |= -((int64_t)1 << shift);
-	return v;
+		v |= ~(uint64_t)0 << shift;
+	return (int64_t)v;
 }
 
 static const char *
@@ -140,8 +142,15 @@ mp_sect_get(const uint8_t *img, size_t size, const Elf64_Shdr *s,
 	Elf64_Chdr ch;
 	memcpy(&ch, p, sizeof(ch));
 #if MP_HAVE_ZLIB
-	if (ch.ch_type != ELFCOMPRESS_ZLIB || ch.ch_size > ((size_t)1 << 34)) {
+	if (ch.ch_type != ELFCOMPRESS_ZLIB) {
 		*why = "compressed with an unknown method (not zlib)";
+		return false;
+	}
+	/* Deflate expands at most 1032 times: a larger size is damage,
+	 * and must not be allocated (a header can claim 16 EiB). */
+	if (ch.ch_size > ((size_t)1 << 34) ||
+	    ch.ch_size / 1032 > s->sh_size - sizeof(ch)) {
+		*why = "damaged compressed section";
 		return false;
 	}
 	uLongf len = (uLongf)ch.ch_size;

@@ -205,6 +205,8 @@ mp_inf_stored(mp_inf_t *s) {
 		s->err = "the compressed data ends early (truncated file)";
 		return false;
 	}
+	if (len == 0)
+		return true;	/* s->out may not exist yet */
 	if (!mp_inf_out(s, len))
 		return false;
 	memcpy(s->out + s->outlen, s->in + s->pos, len);
@@ -382,7 +384,10 @@ mp_gunzip(const uint8_t *in, size_t n, uint8_t **out, size_t *outlen,
 		uint32_t isize = t[4] | (uint32_t)t[5] << 8 |
 		    (uint32_t)t[6] << 16 | (uint32_t)t[7] << 24;
 		s.pos += 8;
-		if (pprof_crc32(0, s.out + start, s.outlen - start) != crc) {
+		/* An empty member has no output buffer yet (s.out NULL). */
+		const uint8_t *member = s.outlen > start ? s.out + start :
+		    (const uint8_t *)"";
+		if (pprof_crc32(0, member, s.outlen - start) != crc) {
 			s.err = "CRC-32 mismatch (the data is corrupt)";
 			break;
 		}
@@ -634,6 +639,9 @@ mp_pstr(mp_pdec_t *d, uint64_t idx, const char *what, char **out) {
 		return mp_pb_fail(&d->e, "%s refers to string %" PRIu64 " of "
 		    "%zu", what, idx, d->nstr);
 	*out = mp_xstrndup((const char *)d->str[idx], d->slen[idx]);
+	/* Names, paths and types are shown in lines of reports and in
+	 * one-line messages: no control characters from the file. */
+	mp_printable(*out);
 	return true;
 }
 
@@ -836,8 +844,11 @@ mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 				    "define", l->id, fid);
 				goto out;
 			}
-			if (d->slen[f->name] == 0)
-				continue;	/* unnamed: use the address */
+			/* Unnamed (or a name starting with a NUL byte, which
+			 * would print as ""): use the address. */
+			if (strnlen((const char *)d->str[f->name],
+			    d->slen[f->name]) == 0)
+				continue;
 			if (prof->nfnames == capf) {
 				capf = capf ? 2 * capf : 256;
 				prof->fnames = mp_xrealloc(prof->fnames,
@@ -946,7 +957,8 @@ mp_pprof_read(const char *file, const uint8_t *data, size_t size,
 			    "again", file, why);
 			return false;
 		}
-		data = raw;
+		/* Empty gzip members inflate to nothing (raw NULL). */
+		data = raw != NULL ? raw : (const uint8_t *)"";
 	}
 	prof->format = gz ? "pprof (gzip)" : "pprof";
 	prof->exact_pcs = true;

@@ -56,20 +56,31 @@ mp_next_line(mp_cursor_t *c) {
 	return true;
 }
 
+void
+mp_printable(char *s) {
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
 static void
 mp_bad_line(const mp_cursor_t *c, const char *what) {
 	int len = (int)(c->eol - c->line);
 	if (len > 60)
 		len = 60;
+	/* The excerpt, printable: the error stays one line. */
+	char found[61];
+	memcpy(found, c->line, (size_t)len);
+	found[len] = '\0';
+	mp_printable(found);
 	if (!c->complete) {
 		mp_err("\"%s\" is truncated at line %zu (the last line is "
 		    "incomplete): the dump was cut short; take it again",
 		    c->file, c->lineno);
 		return;
 	}
-	mp_err("\"%s\" line %zu: expected %s, found \"%.*s\": the profile is "
-	    "damaged; take the dump again", c->file, c->lineno, what, len,
-	    c->line);
+	mp_err("\"%s\" line %zu: expected %s, found \"%s\": the profile is "
+	    "damaged; take the dump again", c->file, c->lineno, what, found);
 }
 
 /* Decimal or (HEX) hexadecimal number at *S, at most up to END. */
@@ -216,6 +227,7 @@ mp_parse_map(const mp_cursor_t *c, mp_mapping_t *m) {
 		len -= sizeof(deleted) - 1;
 	}
 	m->path = mp_xstrndup(p, len);
+	mp_printable(m->path);	/* shown in warnings (maps escapes them) */
 	return true;
 }
 
@@ -365,6 +377,7 @@ mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 			t->cnt = cnt;
 			rest = mp_skip_spaces(rest, c->eol);
 			t->name = mp_xstrndup(rest, (size_t)(c->eol - rest));
+			mp_printable(t->name);
 			continue;
 		}
 		if (uid == UINT64_MAX) {
@@ -451,20 +464,30 @@ mp_profile_read(const char *file, mp_profile_t *prof) {
 		mp_err("cannot read \"%s\": %s", file, strerror(errno));
 		return false;
 	}
+	bool ok = mp_profile_read_mem(file, data, (size_t)st.st_size, prof);
+	munmap(data, (size_t)st.st_size);
+	return ok;
+}
+
+bool
+mp_profile_read_mem(const char *file, const uint8_t *data, size_t size,
+    mp_profile_t *prof) {
+	memset(prof, 0, sizeof(*prof));
+	prof->file = file;
 	/* By content, not by name: a heap_v2 dump is text starting with
 	 * its header; anything else that walks as a protobuf Profile (or is
 	 * gzipped) is read as pprof. */
 	bool ok;
-	if ((size_t)st.st_size >= 8 && memcmp(data, "heap_v2/", 8) != 0 &&
-	    mp_pprof_detect(data, (size_t)st.st_size)) {
-		ok = mp_pprof_read(file, data, (size_t)st.st_size, prof);
+	if (size >= 8 && memcmp(data, "heap_v2/", 8) != 0 &&
+	    mp_pprof_detect(data, size)) {
+		ok = mp_pprof_read(file, data, size, prof);
 	} else {
-		mp_cursor_t c = { .file = file, .p = data,
-			.end = (const char *)data + st.st_size };
+		mp_cursor_t c = { .file = file, .p = (const char *)data,
+			.end = (const char *)data + size,
+			.line = (const char *)data };
 		prof->format = "heap_v2";
 		ok = mp_profile_parse(&c, prof);
 	}
-	munmap(data, (size_t)st.st_size);
 	if (!ok)
 		mp_profile_free(prof);
 	return ok;

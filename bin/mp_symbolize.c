@@ -37,11 +37,12 @@ typedef struct {
 	uint64_t offset, filesz, vaddr;
 } mp_load_t;
 
-/* An mmapped file. */
+/* An mmapped file (or, from mp_sym_add_image, the caller's bytes). */
 typedef struct {
 	const uint8_t *data;
 	size_t size;
 	uint64_t inode;
+	bool mapped;		/* ours to munmap */
 } mp_blob_t;
 
 struct mp_elf {
@@ -105,12 +106,13 @@ mp_blob_open(const char *path, mp_blob_t *b, int *err) {
 	b->data = p;
 	b->size = (size_t)st.st_size;
 	b->inode = (uint64_t)st.st_ino;
+	b->mapped = true;
 	return true;
 }
 
 static void
 mp_blob_close(mp_blob_t *b) {
-	if (b->data != NULL)
+	if (b->data != NULL && b->mapped)
 		munmap((void *)b->data, b->size);
 	b->data = NULL;
 	b->size = 0;
@@ -318,6 +320,11 @@ mp_find_debug(mp_symbolizer_t *sym, mp_elf_t *e, const mp_blob_t *b,
 		if (memchr(link, '\0', sh[i].sh_size) == NULL ||
 		    strchr(link, '/') != NULL)
 			link = NULL;
+		/* A file name, shown in warnings: a control character
+		 * (a newline would split the warning) is damage. */
+		for (const char *c = link; c != NULL && *c != '\0'; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				link = NULL;
 	}
 	if (link != NULL) {
 		/* GDB's search order for a debug link. */
@@ -346,10 +353,10 @@ mp_find_debug(mp_symbolizer_t *sym, mp_elf_t *e, const mp_blob_t *b,
 	e->debug_note = mp_xstrdup(path);
 }
 
+/* Reads the ELF image in e->file (the program headers, the build ID and
+ * the symbols); e->bad says why it cannot be used. */
 static void
-mp_elf_load(mp_symbolizer_t *sym, mp_elf_t *e) {
-	if (!mp_blob_open(e->path, &e->file, &e->err))
-		return;
+mp_elf_parse(mp_symbolizer_t *sym, mp_elf_t *e) {
 	const mp_blob_t *b = &e->file;
 	const Elf64_Ehdr *eh = mp_ehdr(b, &e->bad);
 	if (eh == NULL)
@@ -474,6 +481,8 @@ mp_check_inode(mp_elf_t *e, const mp_mapping_t *m) {
 		    "build", e->path, m->inode, e->file.inode);
 }
 
+static mp_elf_t *mp_elf_add(mp_symbolizer_t *sym, mp_elf_t *e);
+
 static mp_elf_t *
 mp_elf_get(mp_symbolizer_t *sym, const char *key) {
 	if (sym->last != NULL && strcmp(sym->last->key, key) == 0)
@@ -491,7 +500,13 @@ mp_elf_get(mp_symbolizer_t *sym, const char *key) {
 		e->path = mp_xstrdup(sym->program);
 	else
 		e->path = mp_xstrdup(key);
-	mp_elf_load(sym, e);
+	if (mp_blob_open(e->path, &e->file, &e->err))
+		mp_elf_parse(sym, e);
+	return mp_elf_add(sym, e);
+}
+
+static mp_elf_t *
+mp_elf_add(mp_symbolizer_t *sym, mp_elf_t *e) {
 	if (sym->nelves == sym->cap) {
 		sym->cap = sym->cap ? 2 * sym->cap : 16;
 		sym->elves = mp_xrealloc(sym->elves,
@@ -499,6 +514,20 @@ mp_elf_get(mp_symbolizer_t *sym, const char *key) {
 	}
 	sym->elves[sym->nelves++] = e;
 	return sym->last = e;
+}
+
+const mp_elf_t *
+mp_sym_add_image(mp_symbolizer_t *sym, const char *path, const uint8_t *data,
+    size_t size) {
+	mp_elf_t *e = mp_xcalloc(1, sizeof(*e));
+	e->key = mp_xstrdup(path);
+	e->path = mp_xstrdup(path);
+	e->file = (mp_blob_t){ .data = data, .size = size };
+	if (size == 0)
+		e->err = EINVAL;	/* as an empty file */
+	else
+		mp_elf_parse(sym, e);
+	return mp_elf_add(sym, e);
 }
 
 static const mp_sym_t *

@@ -303,17 +303,6 @@ static void http_error(int fd, int status, const char *fmt, ...) {
 	va_end(ap);
 }
 
-/* 405, naming the methods the path takes. */
-static void http_not_allowed(int fd, const char *allow, const char *method,
-    size_t mlen) {
-	char extra[64], line[160];
-	mp_snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
-	mp_snprintf(line, sizeof(line), "method %.*s not allowed here (%s "
-	    "only): the endpoint is read-only\n", (int)(mlen < 32 ? mlen : 32),
-	    method, allow);
-	http_respond_ex(fd, 405, "text/plain; charset=utf-8", extra, line, 0);
-}
-
 /* ------------------------------------------------------------- bodies */
 
 /* Empty the memfd (created on first use); false with why[] on error. */
@@ -398,22 +387,11 @@ static bool http_prof_active(void) {
 	    atomic_load_explicit(&prof_active, memory_order_relaxed);
 }
 
-/* GET /debug/pprof/heap or /allocs (alloc: sample_type alloc_space). */
-static void http_serve_profile(int fd, bool alloc, const char *query,
-    size_t qlen) {
-	prof_format_t format = PROF_FORMAT_PPROF;
-	const char *v;
-	size_t vlen;
-	if (http_query_get(query, qlen, "format", &v, &vlen)) {
-		if (vlen == 7 && memcmp(v, "heap_v2", 7) == 0) {
-			format = PROF_FORMAT_HEAP_V2;
-		} else if (!(vlen == 5 && memcmp(v, "pprof", 5) == 0)) {
-			http_error(fd, 400, "unknown format \"%.*s\": expected "
-			    "pprof (the default) or heap_v2",
-			    (int)(vlen < 40 ? vlen : 40), v);
-			return;
-		}
-	}
+/* GET /debug/pprof/heap or /allocs (alloc: sample_type alloc_space);
+ * the format was checked by prof_http_parse_request. */
+static void http_serve_profile(int fd, bool alloc, bool heap_v2) {
+	prof_format_t format = heap_v2 ? PROF_FORMAT_HEAP_V2 :
+	    PROF_FORMAT_PPROF;
 	if (!http_prof_active()) {
 		http_error(fd, 403, "heap profiling not active");
 		return;
@@ -488,26 +466,12 @@ static long long http_header_num(const char *hs, const char *he,
  * function of the dynamic symbol tables (dladdr1 with the symbol's size:
  * the nearest exported symbol before a static function is not its
  * name).  Reading the body blocks the other connections for at most the
- * request's time left; it must fit in PROF_HTTP_SYM_BODY_MAX.
+ * request's time left; its length clen (Content-Length) was checked by
+ * prof_http_parse_request: at most PROF_HTTP_SYM_BODY_MAX.
  */
 static void http_serve_symbol(prof_http_conn_t *c, size_t head_len,
-    const char *hs, const char *he) {
+    size_t clen) {
 	int fd = c->fd;
-	if (http_header_num(hs, he, "Transfer-Encoding") != -1) {
-		http_error(fd, 400, "chunked request bodies are not supported: "
-		    "send Content-Length");
-		return;
-	}
-	long long clen = http_header_num(hs, he, "Content-Length");
-	if (clen < 0) {
-		http_error(fd, 400, "a POST needs a valid Content-Length");
-		return;
-	}
-	if (clen > PROF_HTTP_SYM_BODY_MAX) {
-		http_error(fd, 400, "request body too large: at most %d bytes "
-		    "of addresses", PROF_HTTP_SYM_BODY_MAX);
-		return;
-	}
 	/* What came with the head, then the rest. */
 	size_t have = c->len - head_len;
 	if (have > (size_t)clen)
@@ -637,66 +601,6 @@ static const char *http_line_end(const char *buf, size_t len) {
 	return memchr(buf, '\n', len);
 }
 
-/* The request head in c->buf is complete (c->buf[0..head_len), through
- * the empty line): answer it. */
-static void http_handle(prof_http_conn_t *c, size_t head_len) {
-	int fd = c->fd;
-	const char *nl = http_line_end(c->buf, head_len);
-	size_t l1 = (size_t)(nl - c->buf);
-	size_t l1_body = l1 > 0 && c->buf[l1 - 1] == '\r' ? l1 - 1 : l1;
-	const char *method, *target;
-	size_t mlen, tlen;
-	if (!http_request_line(c->buf, l1_body, &method, &mlen, &target,
-	    &tlen)) {
-		http_error(fd, 400, "malformed request line: expected "
-		    "\"GET /path HTTP/1.1\"");
-		return;
-	}
-	/* Headers: from the line after the request line to the empty
-	 * line (excluded). */
-	const char *hs = nl + 1;
-	const char *he = c->buf + head_len;
-	he -= (he - hs >= 2 && he[-2] == '\r') ? 2 : 1;
-	if (!http_headers_ok(hs, (size_t)(he - hs))) {
-		http_error(fd, 400, "malformed header line");
-		return;
-	}
-	bool get = mlen == 3 && memcmp(method, "GET", 3) == 0;
-	bool post = mlen == 4 && memcmp(method, "POST", 4) == 0;
-	const char *q = memchr(target, '?', tlen);
-	size_t plen = q != NULL ? (size_t)(q - target) : tlen;
-	const char *query = q != NULL ? q + 1 : "";
-	size_t qlen = q != NULL ? tlen - plen - 1 : 0;
-#define HTTP_PATH_IS(s) (plen == sizeof(s) - 1 && memcmp(target, s,	\
-	sizeof(s) - 1) == 0)
-	if (HTTP_PATH_IS("/debug/pprof/symbol")) {
-		if (get)
-			http_respond(fd, 200, "text/plain; charset=utf-8",
-			    "num_symbols: 1\n", 0);
-		else if (post)
-			http_serve_symbol(c, head_len, hs, he);
-		else
-			http_not_allowed(fd, "GET, POST", method, mlen);
-		return;
-	}
-	if (!get) {
-		http_not_allowed(fd, "GET", method, mlen);
-		return;
-	}
-	if (HTTP_PATH_IS("/debug/pprof/heap"))
-		http_serve_profile(fd, false, query, qlen);
-	else if (HTTP_PATH_IS("/debug/pprof/allocs"))
-		http_serve_profile(fd, true, query, qlen);
-	else if (HTTP_PATH_IS("/debug/malloc/stats"))
-		http_serve_stats(fd);
-	else
-		http_error(fd, 404, "not found: %.*s (served: "
-		    "/debug/pprof/heap, /debug/pprof/allocs, "
-		    "/debug/pprof/symbol, /debug/malloc/stats)",
-		    (int)(plen < 100 ? plen : 100), target);
-#undef HTTP_PATH_IS
-}
-
 /* Length of the head (through the empty line) if buf[0..len) holds one,
  * else 0. */
 static size_t http_head_len(const char *buf, size_t len) {
@@ -709,6 +613,188 @@ static size_t http_head_len(const char *buf, size_t len) {
 			return i + 3;
 	}
 	return 0;
+}
+
+static void http_req_error(prof_http_req_t *req, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void http_req_error(prof_http_req_t *req, int status,
+    const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	mp_vsnprintf(req->why, sizeof(req->why), fmt, ap);
+	va_end(ap);
+	req->route = PROF_HTTP_ERROR;
+	req->status = status;
+}
+
+/* 405, naming the methods the path takes. */
+static void http_req_not_allowed(prof_http_req_t *req, const char *allow,
+    const char *method, size_t mlen) {
+	http_req_error(req, 405, "method %.*s not allowed here (%s only): "
+	    "the endpoint is read-only", (int)(mlen < 32 ? mlen : 32), method,
+	    allow);
+	req->allow = allow;
+}
+
+/* The complete head buf[0..head_len) (through the empty line). */
+static void http_parse_head(const char *buf, size_t head_len,
+    prof_http_req_t *req) {
+	const char *nl = http_line_end(buf, head_len);
+	size_t l1 = (size_t)(nl - buf);
+	size_t l1_body = l1 > 0 && buf[l1 - 1] == '\r' ? l1 - 1 : l1;
+	const char *method, *target;
+	size_t mlen, tlen;
+	if (!http_request_line(buf, l1_body, &method, &mlen, &target,
+	    &tlen)) {
+		http_req_error(req, 400, "malformed request line: expected "
+		    "\"GET /path HTTP/1.1\"");
+		return;
+	}
+	/* Headers: from the line after the request line to the empty
+	 * line (excluded). */
+	const char *hs = nl + 1;
+	const char *he = buf + head_len;
+	he -= (he - hs >= 2 && he[-2] == '\r') ? 2 : 1;
+	if (!http_headers_ok(hs, (size_t)(he - hs))) {
+		http_req_error(req, 400, "malformed header line");
+		return;
+	}
+	bool get = mlen == 3 && memcmp(method, "GET", 3) == 0;
+	bool post = mlen == 4 && memcmp(method, "POST", 4) == 0;
+	const char *q = memchr(target, '?', tlen);
+	size_t plen = q != NULL ? (size_t)(q - target) : tlen;
+	const char *query = q != NULL ? q + 1 : "";
+	size_t qlen = q != NULL ? tlen - plen - 1 : 0;
+#define HTTP_PATH_IS(s) (plen == sizeof(s) - 1 && memcmp(target, s,	\
+	sizeof(s) - 1) == 0)
+	if (HTTP_PATH_IS("/debug/pprof/symbol")) {
+		if (get) {
+			req->route = PROF_HTTP_SYMBOL_GET;
+		} else if (post) {
+			if (http_header_num(hs, he, "Transfer-Encoding") != -1) {
+				http_req_error(req, 400, "chunked request "
+				    "bodies are not supported: send "
+				    "Content-Length");
+				return;
+			}
+			long long clen = http_header_num(hs, he,
+			    "Content-Length");
+			if (clen < 0) {
+				http_req_error(req, 400, "a POST needs a valid "
+				    "Content-Length");
+				return;
+			}
+			if (clen > PROF_HTTP_SYM_BODY_MAX) {
+				http_req_error(req, 400, "request body too "
+				    "large: at most %d bytes of addresses",
+				    PROF_HTTP_SYM_BODY_MAX);
+				return;
+			}
+			req->route = PROF_HTTP_SYMBOL_POST;
+			req->clen = (size_t)clen;
+		} else {
+			http_req_not_allowed(req, "GET, POST", method, mlen);
+		}
+		return;
+	}
+	if (!get) {
+		http_req_not_allowed(req, "GET", method, mlen);
+		return;
+	}
+	if (HTTP_PATH_IS("/debug/pprof/heap") ||
+	    HTTP_PATH_IS("/debug/pprof/allocs")) {
+		const char *v;
+		size_t vlen;
+		if (http_query_get(query, qlen, "format", &v, &vlen)) {
+			if (vlen == 7 && memcmp(v, "heap_v2", 7) == 0) {
+				req->heap_v2 = true;
+			} else if (!(vlen == 5 && memcmp(v, "pprof", 5) == 0)) {
+				http_req_error(req, 400, "unknown format "
+				    "\"%.*s\": expected pprof (the default) "
+				    "or heap_v2", (int)(vlen < 40 ? vlen : 40),
+				    v);
+				return;
+			}
+		}
+		req->route = HTTP_PATH_IS("/debug/pprof/heap") ?
+		    PROF_HTTP_HEAP : PROF_HTTP_ALLOCS;
+	} else if (HTTP_PATH_IS("/debug/malloc/stats")) {
+		req->route = PROF_HTTP_STATS;
+	} else {
+		http_req_error(req, 404, "not found: %.*s (served: "
+		    "/debug/pprof/heap, /debug/pprof/allocs, "
+		    "/debug/pprof/symbol, /debug/malloc/stats)",
+		    (int)(plen < 100 ? plen : 100), target);
+	}
+#undef HTTP_PATH_IS
+}
+
+void prof_http_parse_request(const char *buf, size_t len, size_t max,
+    prof_http_req_t *req) {
+	memset(req, 0, sizeof(*req));
+	req->route = PROF_HTTP_MORE;
+	size_t head = http_head_len(buf, len);
+	if (head != 0) {
+		req->head_len = head;
+		http_parse_head(buf, head, req);
+		return;
+	}
+	/* A complete first line that is not a request: say so now. */
+	const char *nl = http_line_end(buf, len);
+	const char *method, *target;
+	size_t mlen, tlen;
+	if (nl != NULL) {
+		size_t l1 = (size_t)(nl - buf);
+		if (l1 > 0 && buf[l1 - 1] == '\r')
+			l1--;
+		if (!http_request_line(buf, l1, &method, &mlen, &target,
+		    &tlen)) {
+			http_req_error(req, 400, "malformed request line: "
+			    "expected \"GET /path HTTP/1.1\"");
+			return;
+		}
+	}
+	if (len >= max) {
+		http_req_error(req, 400, "request too large: the request line "
+		    "and headers must fit in %zu bytes", max);
+	}
+}
+
+/* The request in c->buf is complete (head_len > 0: its head, through the
+ * empty line) or cannot become one: answer it. */
+static void http_handle(prof_http_conn_t *c, const prof_http_req_t *req) {
+	int fd = c->fd;
+	switch (req->route) {
+	case PROF_HTTP_MORE:
+		break;
+	case PROF_HTTP_ERROR:
+		if (req->allow != NULL) {
+			char extra[64], line[sizeof(req->why) + 1];
+			mp_snprintf(extra, sizeof(extra), "Allow: %s\r\n",
+			    req->allow);
+			mp_snprintf(line, sizeof(line), "%s\n", req->why);
+			http_respond_ex(fd, 405, "text/plain; charset=utf-8",
+			    extra, line, 0);
+		} else {
+			http_error(fd, req->status, "%s", req->why);
+		}
+		break;
+	case PROF_HTTP_HEAP:
+	case PROF_HTTP_ALLOCS:
+		http_serve_profile(fd, req->route == PROF_HTTP_ALLOCS,
+		    req->heap_v2);
+		break;
+	case PROF_HTTP_STATS:
+		http_serve_stats(fd);
+		break;
+	case PROF_HTTP_SYMBOL_GET:
+		http_respond(fd, 200, "text/plain; charset=utf-8",
+		    "num_symbols: 1\n", 0);
+		break;
+	case PROF_HTTP_SYMBOL_POST:
+		http_serve_symbol(c, req->head_len, req->clen);
+		break;
+	}
 }
 
 /* Done with c: stop sending, read (and drop) what the client still sends
@@ -760,33 +846,12 @@ static void http_read(prof_http_conn_t *c) {
 		return;
 	}
 	c->len += (size_t)n;
-	size_t head = http_head_len(c->buf, c->len);
-	if (head != 0) {
-		http_handle(c, head);
-		http_finish(c);
+	prof_http_req_t req;
+	prof_http_parse_request(c->buf, c->len, PROF_HTTP_REQ_MAX, &req);
+	if (req.route == PROF_HTTP_MORE)
 		return;
-	}
-	/* A complete first line that is not a request: say so now. */
-	const char *nl = http_line_end(c->buf, c->len);
-	const char *method, *target;
-	size_t mlen, tlen;
-	if (nl != NULL) {
-		size_t l1 = (size_t)(nl - c->buf);
-		if (l1 > 0 && c->buf[l1 - 1] == '\r')
-			l1--;
-		if (!http_request_line(c->buf, l1, &method, &mlen, &target,
-		    &tlen)) {
-			http_error(c->fd, 400, "malformed request line: "
-			    "expected \"GET /path HTTP/1.1\"");
-			http_finish(c);
-			return;
-		}
-	}
-	if (c->len == PROF_HTTP_REQ_MAX) {
-		http_error(c->fd, 400, "request too large: the request line "
-		    "and headers must fit in %d bytes", PROF_HTTP_REQ_MAX);
-		http_finish(c);
-	}
+	http_handle(c, &req);
+	http_finish(c);
 }
 
 static void http_accept(void) {

@@ -20,6 +20,10 @@
 # without prof_symbolize) read against the heap_v2 tables, and
 # `go tool pprof -top` on a converted dump (when go is installed) SKIP
 # in a --disable-prof build.
+#
+# What the fuzz targets found (test/fuzz, doc/reliability.md): gzip data
+# inflating to nothing, a sample type and a debug link with a newline, a
+# function name starting with a NUL byte.
 set -u
 
 builddir=${top_builddir:-.}
@@ -47,7 +51,7 @@ expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
 # show FILE...: a failed check's evidence, as TAP comments.
 show() { sed 's/^/# /' "$@" | head -n 40; }
 
-ntests=66
+ntests=70
 echo "1..$ntests"
 for f in "$mp" "$cs" "$plain"; do
 	if [ ! -x "$f" ]; then
@@ -304,6 +308,53 @@ if [ -s "$tmp/fx.pb" ]; then
 else
 	skip "gzip is not installed"
 fi
+# Found by the fuzz targets (doc/reliability.md, "Findings"; each input
+# is also a seed in test/fuzz/seeds/pprof or heap_v2).  gzip members that
+# inflate to nothing (an empty gzip file; a stored block of length 0):
+# once undefined behaviour (arithmetic on the NULL output buffer), now
+# the profile is damaged: no string table.
+printf '\037\213\010\000\000\000\000\000\000\003\003\000\000\000\000\000\000\000\000\000' \
+    >"$tmp/empty.pb.gz"
+printf '\037\213\010\000\000\000\000\000\000\003\001\000\000\377\377\000\000\000\000\000\000\000\000' \
+    >"$tmp/stored0.pb.gz"
+"$mp" top "$tmp/empty.pb.gz" >/dev/null 2>"$tmp/d4"
+rc1=$?
+"$mp" top "$tmp/stored0.pb.gz" >/dev/null 2>"$tmp/d5"
+rc2=$?
+if one_error "$rc1" "$tmp/d4" "$tmp/empty.pb.gz" &&
+    one_error "$rc2" "$tmp/d5" "$tmp/stored0.pb.gz" &&
+    grep -q 'string table is missing' "$tmp/d4" &&
+    grep -q 'string table is missing' "$tmp/d5"; then
+	ok "pprof: gzip data inflating to nothing: status 2, one line"
+else
+	fail "pprof: gzip data inflating to nothing: status $rc1, $rc2"
+	show "$tmp/d4" "$tmp/d5"
+fi
+# Sample types "a<newline>b/c", no heap type: the error quoted them and
+# took two lines; control characters now show as '?'.
+printf '\012\004\010\001\020\002\062\000\062\003a\012b\062\001c' \
+    >"$tmp/nl.pb"
+"$mp" top "$tmp/nl.pb" >/dev/null 2>"$tmp/d6"
+rc=$?
+if [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/d6")" = 1 ] &&
+    grep -q 'without heap sample types (it has: a?b/c)' "$tmp/d6"; then
+	ok "pprof: a sample type with a newline: status 2, one line"
+else
+	fail "pprof: a sample type with a newline: status $rc"
+	show "$tmp/d6"
+fi
+# A function named "\0x": it printed as an empty name; now the frame is
+# named by its address, as an unnamed one.
+printf '\012\004\010\001\020\002\022\004\010\001\020\005\042\011\010\001\030\264\044\042\002\010\001\052\004\010\001\020\003\062\000\062\013inuse_space\062\005bytes\062\002\000x' \
+    >"$tmp/nul.pb"
+"$mp" collapsed "$tmp/nul.pb" >"$tmp/nul.col" 2>"$tmp/d7"
+rc=$?
+if [ "$rc" = 0 ] && [ "$(cat "$tmp/nul.col")" = "0x1234 5" ]; then
+	ok "pprof: a function name starting with NUL: named by its address"
+else
+	fail "pprof: a function name starting with NUL: status $rc"
+	show "$tmp/nul.col" "$tmp/d7"
+fi
 # Go's heap profile: named functions, its four sample types by name.
 "$mp" top "$gofx" >"$tmp/go.top" 2>"$tmp/go.err"
 rc=$?
@@ -523,7 +574,28 @@ if strip "$tmp/stripped/callsites" 2>/dev/null; then
 	else
 		skip "the program has no build ID (linker without --build-id)"
 	fi
+	# A debug link with a newline in its name (found by the elf fuzz
+	# target): the warning naming it took two lines; such a link is
+	# damage now, not used, and the warning stays one line.
+	mkdir -p "$tmp/stripped/nl"
+	cp "$tmp/stripped/callsites" "$tmp/stripped/nl/callsites"
+	printf 'a\nb.debug\000\000\000\000\000\000\000' >"$tmp/link.bin"
+	if objcopy --add-section .gnu_debuglink="$tmp/link.bin" \
+	    "$tmp/stripped/nl/callsites" 2>/dev/null; then
+		"$mp" top "$tmp/stripped/nl/callsites" "$final" >/dev/null \
+		    2>"$tmp/nl.err"
+		if [ "$(grep -c 'has no symbol table' "$tmp/nl.err")" = 1 ] &&
+		    ! grep -qv '^malloc-prof: ' "$tmp/nl.err"; then
+			ok "a debug link with a newline: one warning, one line"
+		else
+			fail "a debug link with a newline: the warnings"
+			show "$tmp/nl.err"
+		fi
+	else
+		skip "objcopy cannot add a section"
+	fi
 else
+	skip "strip is not installed"
 	skip "strip is not installed"
 	skip "strip is not installed"
 fi

@@ -321,4 +321,35 @@ void prof_http_prefork(void);
 void prof_http_postfork_parent(void);
 void prof_http_postfork_child(void);
 
+/* What the endpoint does with the bytes of a request received so far:
+ * the request parser, a pure function of them (no state, no I/O; fuzzed
+ * by test/fuzz/http_request.c). */
+typedef enum {
+	PROF_HTTP_MORE,         /* not complete yet: read on */
+	PROF_HTTP_ERROR,        /* answer status with the line why */
+	PROF_HTTP_HEAP,         /* GET /debug/pprof/heap */
+	PROF_HTTP_ALLOCS,       /* GET /debug/pprof/allocs */
+	PROF_HTTP_STATS,        /* GET /debug/malloc/stats */
+	PROF_HTTP_SYMBOL_GET,   /* GET /debug/pprof/symbol */
+	PROF_HTTP_SYMBOL_POST   /* POST /debug/pprof/symbol, clen bytes */
+} prof_http_route_t;
+
+typedef struct {
+	prof_http_route_t route;
+	int status;             /* PROF_HTTP_ERROR: 400, 404 or 405 */
+	const char *allow;      /* 405: the Allow header's methods */
+	char why[256];          /* PROF_HTTP_ERROR: one line, no '\n' */
+	size_t head_len;        /* the head through its empty line; 0: the
+				 * head is not complete */
+	bool heap_v2;           /* HEAP, ALLOCS: ?format=heap_v2 */
+	size_t clen;            /* SYMBOL_POST: Content-Length */
+} prof_http_req_t;
+
+/* The request buf[0..len) (at most max bytes are ever read): a route
+ * once its head is complete, an error as soon as the first line is
+ * complete and malformed or max bytes hold no head, else
+ * PROF_HTTP_MORE. */
+void prof_http_parse_request(const char *buf, size_t len, size_t max,
+    prof_http_req_t *req);
+
 #endif /* MP_INTERNAL_PROF_H */

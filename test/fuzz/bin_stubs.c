@@ -1,0 +1,163 @@
+/*
+ * test/fuzz/bin_stubs.c - what the fuzz targets of malloc-prof's readers
+ * (heap_v2, pprof, elf, dwarf) take from bin/malloc-prof.c, which also
+ * holds main(): the messages and the checked allocations.
+ *
+ * Messages are not printed: each is formatted and checked to be one line
+ * (the tool's errors are one line each, "malloc-prof: ..."), and counted
+ * in fuzz_nerrs / fuzz_nwarns for the targets' checks.  Running out of
+ * memory aborts: libFuzzer's malloc limit reports a too large
+ * allocation before that.
+ */
+#include "malloc-prof.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bin_stubs.h"
+
+const char *mp_progname = "malloc-prof";
+unsigned fuzz_nerrs, fuzz_nwarns;
+
+static void
+fuzz_msg(const char *fmt, va_list ap) {
+	char line[4096];
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	/* One line, not empty: a line end inside would split it. */
+	if (n <= 0 || strpbrk(line, "\n\r") != NULL)
+		abort();
+}
+
+void
+mp_err(const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	fuzz_msg(fmt, ap);
+	va_end(ap);
+	fuzz_nerrs++;
+}
+
+void
+mp_warn(const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	fuzz_msg(fmt, ap);
+	va_end(ap);
+	fuzz_nwarns++;
+}
+
+void *
+mp_xmalloc(size_t n) {
+	void *p = malloc(n ? n : 1);
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+void *
+mp_xcalloc(size_t n, size_t size) {
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+void *
+mp_xrealloc(void *p, size_t n) {
+	void *q = realloc(p, n ? n : 1);
+	if (q == NULL)
+		abort();
+	return q;
+}
+
+char *
+mp_xstrdup(const char *s) {
+	return mp_xstrndup(s, strlen(s));
+}
+
+char *
+mp_xstrndup(const char *s, size_t n) {
+	char *p = mp_xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+/* ---- the checks on a profile read without error */
+
+#include <math.h>
+
+/* A string the tool prints in a line: no control characters. */
+static void
+fuzz_check_str(const char *s) {
+	if (s == NULL)
+		abort();
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			abort();
+}
+
+void
+fuzz_check_profile(const mp_profile_t *p, bool ok) {
+	/* A read says what is wrong in exactly one line, or nothing. */
+	if (fuzz_nerrs != (ok ? 0u : 1u))
+		abort();
+	if (!ok)
+		return;
+	bool heap_v2 = p->format != NULL && strcmp(p->format, "heap_v2") == 0;
+	if (p->format == NULL || (heap_v2 && !p->have_total))
+		abort();
+	if ((p->nstacks != 0 && p->stacks == NULL) ||
+	    (p->nthreads != 0 && p->threads == NULL) ||
+	    (p->nmaps != 0 && p->maps == NULL) ||
+	    (p->nfnames != 0 && p->fnames == NULL))
+		abort();
+	if (p->sample_types != NULL)
+		fuzz_check_str(p->sample_types);
+	for (size_t i = 0; i < p->nthreads; i++) {
+		fuzz_check_str(p->threads[i].name);
+		if (p->threads[i].uid == UINT64_MAX)
+			abort();
+	}
+	for (size_t i = 0; i < p->nfnames; i++) {
+		fuzz_check_str(p->fnames[i].name);
+		fuzz_check_str(p->fnames[i].file);
+		if (p->fnames[i].name[0] == '\0')
+			abort();
+	}
+	for (size_t i = 0; i < p->nmaps; i++) {
+		const mp_mapping_t *m = &p->maps[i];
+		fuzz_check_str(m->path);
+		if (m->build_id != NULL)
+			fuzz_check_str(m->build_id);
+		if (m->perms[4] != '\0' ||
+		    (i > 0 && p->maps[i - 1].start > m->start) ||
+		    (heap_v2 && m->end < m->start))
+			abort();
+	}
+	for (size_t i = 0; i < p->nstacks; i++) {
+		const mp_stack_t *s = &p->stacks[i];
+		/* Every stack has frames, and every frame index names a
+		 * function of the profile (or none: UINT32_MAX). */
+		if (s->npcs == 0 || s->pcs == NULL || (heap_v2 && s->fn != NULL))
+			abort();
+		for (uint32_t k = 0; s->fn != NULL && k < s->npcs; k++)
+			if (s->fn[k] != UINT32_MAX && s->fn[k] >= p->nfnames)
+				abort();
+		/* heap_v2: each stack had its t* line before any tN. */
+		if (heap_v2 && s->raw.v[0] == UINT64_MAX)
+			abort();
+		if (s->nthreads != 0 && s->threads == NULL)
+			abort();
+		for (int k = 0; k < MP_NVALUES; k++)
+			if (!isfinite(s->val[k]) || (heap_v2 && s->val[k] < 0))
+				abort();
+		for (uint32_t k = 0; k < s->npcs; k++) {
+			const mp_mapping_t *m = mp_profile_mapping(p, s->pcs[k]);
+			if (m != NULL && (s->pcs[k] < m->start ||
+			    s->pcs[k] >= m->end))
+				abort();
+		}
+	}
+}
