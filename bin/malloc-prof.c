@@ -84,19 +84,6 @@ mp_xrealloc(void *p, size_t n) {
 	return q ? q : mp_oom(n);
 }
 
-char *
-mp_xstrdup(const char *s) {
-	return mp_xstrndup(s, strlen(s));
-}
-
-char *
-mp_xstrndup(const char *s, size_t n) {
-	char *p = mp_xmalloc(n + 1);
-	memcpy(p, s, n);
-	p[n] = '\0';
-	return p;
-}
-
 /* ---- commands and options */
 typedef enum {
 	CMD_TOP, CMD_DIFF, CMD_COLLAPSED, CMD_FLAMEGRAPH, CMD_DOT, CMD_SVG,

@@ -30,6 +30,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* String copies on mp_xmalloc (which the tool, or the fuzz targets' stubs,
+ * define with their out-of-memory behaviour). */
+char *
+mp_xstrdup(const char *s) {
+	return mp_xstrndup(s, strlen(s));
+}
+
+char *
+mp_xstrndup(const char *s, size_t n) {
+	char *p = mp_xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
 /* The reader's cursor: one line at a time, never past END. */
 typedef struct {
 	const char *file;

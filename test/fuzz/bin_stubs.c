@@ -71,19 +71,6 @@ mp_xrealloc(void *p, size_t n) {
 	return q;
 }
 
-char *
-mp_xstrdup(const char *s) {
-	return mp_xstrndup(s, strlen(s));
-}
-
-char *
-mp_xstrndup(const char *s, size_t n) {
-	char *p = mp_xmalloc(n + 1);
-	memcpy(p, s, n);
-	p[n] = '\0';
-	return p;
-}
-
 /* ---- the checks on a profile read without error */
 
 #include <math.h>
