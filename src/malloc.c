@@ -368,11 +368,19 @@ static bool tsd_cache_usable(const tsd_t *tsd, bool tcache_none) {
 }
 
 /* After an allocation event of p (usize bytes, already counted): sample it
- * if it crossed the threshold, then any pending gdump. */
+ * if it crossed the threshold, then any pending gdump.  A small object can
+ * be sampled only if it came from the profiler's cache (`samplable`):
+ * elsewhere its free would take the fast path and leave its record
+ * behind.  One that crossed anyway (prof_active switched meanwhile) just
+ * redraws the wait. */
 static void prof_sample_check(tsd_t *tsd, void *p, size_t usize,
-    const alloc_opts_t *o) {
-	if (config_prof && unlikely(tsd->allocated >= tsd->prof_sample_at))
-		prof_event(tsd, p, usize, o);
+    const alloc_opts_t *o, bool samplable) {
+	if (config_prof && unlikely(tsd->allocated >= tsd->prof_sample_at)) {
+		if (samplable)
+			prof_event(tsd, p, usize, o);
+		else
+			prof_wait_redraw(tsd, tsd->allocated);
+	}
 	tsd_gdump_flush(tsd);
 }
 
@@ -388,6 +396,15 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	arena_t *arena = o->arena;
 	if (arena == NULL)
 		arena = tsd->arena != NULL ? tsd->arena : arena_get(0, false);
+	/* A profiler switch or prof.reset since the wait was drawn: redraw
+	 * (a fast-path thread gets here at its next event at the latest),
+	 * counted from the start of this allocation, which the new wait may
+	 * already cover; before deciding where the object comes from, which
+	 * depends on whether it is to be sampled. */
+	if (config_prof && opt_prof && unlikely(tsd->prof_wait_gen_seen !=
+	    atomic_load_explicit(&prof_wait_gen, memory_order_relaxed)) &&
+	    tsd->state == TSD_NOMINAL)
+		prof_wait_redraw(tsd, tsd->allocated);
 	void *p;
 	/* A small object about to be sampled comes from arena 0's
 	 * prof_cache, shared by every thread (see prof.c). */
@@ -436,15 +453,7 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			memset(p, JUNK_ALLOC_BYTE, usize);
 	}
 	count_alloc(tsd, usize);
-	/* A profiler switch or prof.reset since the wait was drawn: redraw
-	 * (a fast-path thread gets here at its next event at the latest),
-	 * counted from the start of this allocation, which the new wait may
-	 * already cover. */
-	if (config_prof && opt_prof && unlikely(tsd->prof_wait_gen_seen !=
-	    atomic_load_explicit(&prof_wait_gen, memory_order_relaxed)) &&
-	    tsd->state == TSD_NOMINAL)
-		prof_wait_redraw(tsd, tsd->allocated - usize);
-	prof_sample_check(tsd, p, usize, o);
+	prof_sample_check(tsd, p, usize, o, ind >= SC_NBINS || sample_small);
 	/* Outside start-up and the profiler: creating a thread allocates. */
 	if (tsd->state == TSD_NOMINAL && tsd->reentrancy == 0) {
 		background_thread_start_pending();
@@ -778,7 +787,7 @@ static void resized_in_place(tsd_t *tsd, void *p, extent_t *e, size_t usize,
 		prof_sample_free(p, e);
 	count_alloc(tsd, usize);
 	count_dalloc(tsd, old);
-	prof_sample_check(tsd, p, usize, o);
+	prof_sample_check(tsd, p, usize, o, true);
 }
 
 /*

@@ -233,6 +233,65 @@ static void test_samples_in_prof_cache(void **state) {
 	free(q);
 }
 
+/* With every allocation sampled, 20,000 live samples spread over the
+ * sample table's shards (each table doubles several times from its 8
+ * buckets), and every free finds its record: a record lost in a rehash,
+ * or made for an object outside the profiler's cache (whose free then
+ * took the fast path), leaves a slab's nsampled too high.  The latter
+ * happened at the first allocation after prof.reset: the wait was redrawn
+ * after the object had come from the thread's cache bin.  Other sampled
+ * objects may share the slabs: they are counted before and after. */
+#define NGROW 20000
+static void *grow_p[NGROW];
+static extent_t *grow_slab[NGROW];
+
+static int cmp_slab(const void *a, const void *b) {
+	uintptr_t x = (uintptr_t)*(extent_t *const *)a;
+	uintptr_t y = (uintptr_t)*(extent_t *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Sum of nsampled over the distinct slabs in grow_slab[0..n). */
+static size_t slabs_nsampled(size_t n) {
+	size_t sum = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || grow_slab[i] != grow_slab[i - 1])
+			sum += atomic_load(&grow_slab[i]->nsampled);
+	}
+	return sum;
+}
+
+static void test_sample_table_grows(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	prof_reset(0);
+	free(LAUNDER(malloc(64)));  /* the next event redraws the wait */
+	for (int i = 0; i < NGROW; i++) {
+		grow_p[i] = LAUNDER(malloc(16 + (size_t)(i % 8) * 16));
+		assert_non_null(grow_p[i]);
+		grow_slab[i] = pagemap_lookup(grow_p[i]);
+		MP_ASSERT(atomic_load(&grow_slab[i]->nsampled) > 0,
+		    "allocation %d (%p) not sampled", i, grow_p[i]);
+	}
+	/* The slabs stay: each keeps at least one sampled object until the
+	 * last free below, and other samples are counted apart. */
+	qsort(grow_slab, NGROW, sizeof(grow_slab[0]), cmp_slab);
+	size_t before = slabs_nsampled(NGROW);
+	assert_true(before >= NGROW);
+	/* Free all but one per slab's worth in another order than the
+	 * inserts, then check the count fell by exactly as many. */
+	for (int i = 0; i < NGROW; i += 2)
+		free(grow_p[i]);
+	for (int i = NGROW - 1; i > 2; i -= 2)
+		free(grow_p[i]);
+	size_t after = slabs_nsampled(NGROW);
+	free(grow_p[1]);
+	prof_reset(opt_lg_prof_sample);
+	MP_ASSERT(after == before - (NGROW - 1), "nsampled over the slabs: "
+	    "%zu before, %zu after %d frees", before, after, NGROW - 1);
+}
+
 /* Allocate and free enough to reach the next slow-path allocation (a
  * cache event at the latest), where a thread redraws its wait. */
 static void pass_an_event(void) {
@@ -296,6 +355,7 @@ int main(void) {
 		cmocka_unit_test(test_unbias),
 		cmocka_unit_test(test_unbiased_sum),
 		cmocka_unit_test(test_samples_in_prof_cache),
+		cmocka_unit_test(test_sample_table_grows),
 		cmocka_unit_test(test_inactive_draws_no_wait),
 		cmocka_unit_test(test_samples_leave_cache_events_alone),
 	};
