@@ -49,11 +49,59 @@ _Atomic uint64_t prof_dropped;
 _Atomic uint64_t prof_epoch;
 _Atomic uint64_t prof_wait_gen;
 
+/* A shard's chains: `b` has `n` buckets (a power of two), first the
+ * shard's own `init`, later a base_malloc'd array (see PROF_BUCKETS_INIT).
+ * Guarded by the shard's lock. */
+typedef struct {
+	void **b;
+	uint32_t n;
+	uint32_t count;                  /* entries in all chains */
+	void *init[PROF_BUCKETS_INIT];
+} prof_buckets_t;
+
+static void buckets_init(prof_buckets_t *t) {
+	memset(t, 0, sizeof(*t));
+	t->b = t->init;
+	t->n = PROF_BUCKETS_INIT;
+}
+
+/* One more entry; true if the chains should be spread over twice as many
+ * buckets now. */
+static bool buckets_added(prof_buckets_t *t) {
+	return ++t->count > t->n * PROF_BUCKETS_LOAD && t->n < PROF_BUCKETS_MAX;
+}
+
+/* Move every entry to a table of twice the buckets.  `key` gives an
+ * entry's bucket-spreading bits, `next` the offset of its chain link.  On
+ * no memory the chains just stay longer. */
+static void buckets_grow(prof_buckets_t *t, uint64_t (*key)(const void *),
+    size_t next) {
+	uint32_t n = t->n * 2;
+	void **b = base_malloc(n * sizeof(void *));
+	if (b == NULL)
+		return;
+	for (uint32_t i = 0; i < t->n; i++) {
+		void *e = t->b[i];
+		while (e != NULL) {
+			void **link = (void **)((char *)e + next);
+			void *after = *link;
+			void **head = &b[key(e) & (n - 1)];
+			*link = *head;
+			*head = e;
+			e = after;
+		}
+	}
+	if (t->b != t->init)
+		base_free(t->b, t->n * sizeof(void *));
+	t->b = b;
+	t->n = n;
+}
+
 /* Backtrace table: gctx chains, sharded; each shard lock also guards the
  * gctxs and tctxs in its chains. */
 typedef struct {
 	mp_mutex_t mtx;
-	prof_gctx_t *buckets[PROF_GCTX_BUCKETS];
+	prof_buckets_t chains;           /* of prof_gctx_t, by gctx_key */
 } prof_gctx_shard_t;
 static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
@@ -72,7 +120,7 @@ static void unbias_small_fill(void) {
 /* Sample table: live sampled small objects by address. */
 typedef struct {
 	mp_mutex_t mtx;
-	prof_sample_t *buckets[PROF_SAMPLE_BUCKETS];
+	prof_buckets_t chains;           /* of prof_sample_t, by sample_key */
 } prof_sample_shard_t;
 static prof_sample_shard_t sample_shards[PROF_SAMPLE_SHARDS];
 
@@ -91,10 +139,14 @@ static void wait_scale_fill(void) {
 
 bool prof_boot(void) {
 	mp_mutex_init(&tdatas_mtx, LOCK_RANK_PROF_TDATAS);
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		mp_mutex_init(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
-	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
+		buckets_init(&gctx_shards[i].chains);
+	}
+	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
 		mp_mutex_init(&sample_shards[i].mtx, LOCK_RANK_PROF_SAMPLES);
+		buckets_init(&sample_shards[i].chains);
+	}
 	if (!config_prof)
 		opt_prof = false;
 	/* Unlike jemalloc, prof_leak works alone: it implies the final dump
@@ -271,10 +323,20 @@ void prof_shard_unlock(unsigned shard) {
 void prof_gctx_foreach_locked_shard(unsigned shard,
     prof_gctx_visit_t *visit, void *arg) {
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
-	for (unsigned b = 0; b < PROF_GCTX_BUCKETS; b++) {
-		for (prof_gctx_t *g = sh->buckets[b]; g != NULL; g = g->next)
+	for (uint32_t b = 0; b < sh->chains.n; b++) {
+		for (prof_gctx_t *g = sh->chains.b[b]; g != NULL; g = g->next)
 			visit(g, arg);
 	}
+}
+
+/* A gctx's bits for its bucket: the shard took hash % PROF_GCTX_SHARDS. */
+static uint64_t gctx_key(const void *e) {
+	return ((const prof_gctx_t *)e)->hash / PROF_GCTX_SHARDS;
+}
+
+static prof_gctx_t **gctx_bucket(prof_gctx_shard_t *sh, uint64_t hash) {
+	return (prof_gctx_t **)&sh->chains.b[(hash / PROF_GCTX_SHARDS) &
+	    (sh->chains.n - 1)];
 }
 
 static size_t gctx_size(unsigned nframes) {
@@ -286,8 +348,7 @@ static size_t gctx_size(unsigned nframes) {
 static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
     unsigned shard, uint64_t hash, void *const *frames, unsigned n,
     prof_tdata_t *td) {
-	prof_gctx_t **bucket = &sh->buckets[(hash / PROF_GCTX_SHARDS) %
-	    PROF_GCTX_BUCKETS];
+	prof_gctx_t **bucket = gctx_bucket(sh, hash);
 	prof_gctx_t *g;
 	for (g = *bucket; g != NULL; g = g->next) {
 		if (g->hash == hash && g->nframes == n &&
@@ -304,6 +365,9 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 		memcpy(g->frames, frames, n * sizeof(void *));
 		g->next = *bucket;
 		*bucket = g;
+		if (buckets_added(&sh->chains))
+			buckets_grow(&sh->chains, gctx_key,
+			    offsetof(prof_gctx_t, next));
 	}
 	prof_tctx_t *t;
 	for (t = g->tctxs; t != NULL; t = t->next) {
@@ -342,24 +406,36 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
 	tdata_release(td);
 	if (g->tctxs != NULL)
 		return;
-	prof_gctx_t **gp = &sh->buckets[(g->hash / PROF_GCTX_SHARDS) %
-	    PROF_GCTX_BUCKETS];
+	prof_gctx_t **gp = gctx_bucket(sh, g->hash);
 	while (*gp != g)
 		gp = &(*gp)->next;
 	*gp = g->next;
+	sh->chains.count--;
 	base_free(g, gctx_size(g->nframes));
 }
 
 /* ----------------------------------------------------- sample table */
 
-static prof_sample_shard_t *sample_shard(const void *p, prof_sample_t ***b) {
-	uintptr_t k = (uintptr_t)p >> 4;
+/* An address's mixed bits: the top 6 pick the shard, bits 20 up the
+ * bucket within it. */
+static uint64_t sample_mix(const void *p) {
+	uint64_t k = (uintptr_t)p >> 4;
 	k ^= k >> 17;
-	k *= 0x9e3779b97f4a7c15ULL;
-	prof_sample_shard_t *sh = &sample_shards[(k >> 58) %
-	    PROF_SAMPLE_SHARDS];
-	*b = &sh->buckets[(k >> 20) % PROF_SAMPLE_BUCKETS];
-	return sh;
+	return k * 0x9e3779b97f4a7c15ULL;
+}
+
+static uint64_t sample_key(const void *e) {
+	return sample_mix(((const prof_sample_t *)e)->ptr) >> 20;
+}
+
+static prof_sample_shard_t *sample_shard(const void *p) {
+	return &sample_shards[(sample_mix(p) >> 58) % PROF_SAMPLE_SHARDS];
+}
+
+/* p's chain; the shard's lock held (the table may grow). */
+static prof_sample_t **sample_bucket(prof_sample_shard_t *sh, const void *p) {
+	return (prof_sample_t **)&sh->chains.b[(sample_mix(p) >> 20) &
+	    (sh->chains.n - 1)];
 }
 
 /* ---------------------------------------------------- alloc and free */
@@ -435,11 +511,14 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 	if (e->kind == EXTENT_LARGE) {
 		e->prof = s;
 	} else {
-		prof_sample_t **bucket;
-		prof_sample_shard_t *ss = sample_shard(p, &bucket);
+		prof_sample_shard_t *ss = sample_shard(p);
 		mp_mutex_lock(&ss->mtx);
+		prof_sample_t **bucket = sample_bucket(ss, p);
 		s->next = *bucket;
 		*bucket = s;
+		if (buckets_added(&ss->chains))
+			buckets_grow(&ss->chains, sample_key,
+			    offsetof(prof_sample_t, next));
 		mp_mutex_unlock(&ss->mtx);
 		atomic_fetch_add(&e->nsampled, 1);
 	}
@@ -453,13 +532,15 @@ void prof_sample_free(void *p, extent_t *e) {
 		s = e->prof;
 		e->prof = NULL;
 	} else {
-		prof_sample_t **bucket;
-		prof_sample_shard_t *ss = sample_shard(p, &bucket);
+		prof_sample_shard_t *ss = sample_shard(p);
 		mp_mutex_lock(&ss->mtx);
+		prof_sample_t **bucket = sample_bucket(ss, p);
 		while ((s = *bucket) != NULL && s->ptr != p)
 			bucket = &s->next;
-		if (s != NULL)
+		if (s != NULL) {
 			*bucket = s->next;
+			ss->chains.count--;
+		}
 		mp_mutex_unlock(&ss->mtx);
 		if (s == NULL)
 			return;
@@ -494,8 +575,8 @@ void prof_reset(size_t lg_sample) {
 		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		prof_gctx_shard_t *sh = &gctx_shards[i];
-		for (unsigned b = 0; b < PROF_GCTX_BUCKETS; b++) {
-			for (prof_gctx_t *g = sh->buckets[b]; g != NULL;
+		for (uint32_t b = 0; b < sh->chains.n; b++) {
+			for (prof_gctx_t *g = sh->chains.b[b]; g != NULL;
 			    g = g->next) {
 				for (prof_tctx_t *t = g->tctxs; t != NULL;
 				    t = t->next)
