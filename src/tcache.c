@@ -82,6 +82,11 @@ static unsigned slab_nwords(const extent_t *slab) {
 	return (slab->nregs + 63) / 64;
 }
 
+/* Region `bit` of bitmap word w. */
+static char *slab_region(const extent_t *slab, unsigned w, unsigned bit) {
+	return slab->addr + (size_t)(w * 64 + bit) * slab->usize;
+}
+
 /* Collect the regions other threads freed into free_bits.  One word at a
  * time: no region is read or written. */
 static bool slab_collect_remote(extent_t *slab) {
@@ -99,9 +104,8 @@ static bool slab_collect_remote(extent_t *slab) {
 		if (unlikely(twice != 0)) {
 			/* Freed by another thread and by the owner: report
 			 * it, count it once. */
-			malloc_misuse("free", "double free of", slab->addr +
-			    (size_t)(w * 64 + __builtin_ctzll(twice)) *
-			    slab->usize);
+			malloc_misuse("free", "double free of", slab_region(slab,
+			    w, (unsigned)__builtin_ctzll(twice)));
 			bits &= ~twice;
 		}
 		slab->free_bits[w] |= bits;
@@ -127,15 +131,13 @@ static bool slab_remote_pending(extent_t *slab) {
  * slab's pages are touched in order, as they are used). */
 static unsigned slab_take(extent_t *slab, void **out, unsigned n) {
 	unsigned nwords = slab_nwords(slab), got = 0;
-	char *addr = slab->addr;
-	size_t usize = slab->usize;
 	unsigned w = slab->free_word;
 	for (; w < nwords; w++) {
 		uint64_t bits = slab->free_bits[w];
 		while (bits != 0 && got < n) {
 			unsigned b = (unsigned)__builtin_ctzll(bits);
 			bits &= bits - 1;
-			out[got++] = addr + (size_t)(w * 64 + b) * usize;
+			out[got++] = slab_region(slab, w, b);
 		}
 		slab->free_bits[w] = bits;
 		if (got == n && bits != 0)
@@ -267,7 +269,9 @@ unsigned tcache_alloc_batch(tcache_t *tc, unsigned ind, void **out,
 }
 
 void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
-	/* The current slab's lowest free region, when it has one. */
+	/* The current slab's lowest free region, when its hint word has
+	 * one; anything else (other words, remote frees, the inbox, a new
+	 * slab) is the batch path's. */
 	extent_t *slab = tc->bins[ind].partial;
 	if (likely(slab != NULL && slab->free_word < SLAB_WORDS)) {
 		unsigned w = slab->free_word;
@@ -276,7 +280,7 @@ void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
 			unsigned b = (unsigned)__builtin_ctzll(bits);
 			slab->free_bits[w] = bits & (bits - 1);
 			slab->used++;
-			return slab->addr + (size_t)(w * 64 + b) * slab->usize;
+			return slab_region(slab, w, b);
 		}
 	}
 	void *p;
@@ -362,9 +366,8 @@ static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 		uint64_t old = atomic_fetch_or(&slab->remote_bits[w], mask);
 		if (unlikely(old & mask)) {
 			uint64_t twice = old & mask;
-			malloc_misuse("free", "double free of", slab->addr +
-			    (size_t)(w * 64 + __builtin_ctzll(twice)) *
-			    slab->usize);
+			malloc_misuse("free", "double free of", slab_region(slab,
+			    w, (unsigned)__builtin_ctzll(twice)));
 		}
 		k = end;
 	}
