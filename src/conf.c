@@ -148,6 +148,10 @@ const conf_opt_t conf_opts[] = {
 	  .bufsize = sizeof(opt_prof_prefix), .prof = true,
 	  .doc = "start of automatic dump names "
 	  "<prefix>.<pid>.<seq>.<kind>.heap (\"\": no automatic dumps)" },
+	{ .name = "prof_dump_follow_symlinks", .type = CONF_BOOL,
+	  .var = &opt_prof_dump_follow_symlinks, .def = "false", .prof = true,
+	  .doc = "prof.dump with a file name writes through a symbolic link "
+	  "(false: refused, as a link may point at a file to overwrite)" },
 	{ .name = "prof_active", .type = CONF_BOOL, .var = &opt_prof_active,
 	  .def = "true", .prof = true,
 	  .doc = "initial prof.active: whether sampling runs" },

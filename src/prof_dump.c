@@ -19,8 +19,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>     /* rename */
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DUMP_WBUF_SIZE ((size_t)64 << 10)
@@ -451,34 +455,196 @@ static int snap_write_fd(const dump_snap_t *s, int fd, prof_format_t format,
 	return w.err;
 }
 
-/* Write the snapshot to path; true with err[] filled on failure. */
-static bool snap_write(const dump_snap_t *s, const char *path,
-    prof_format_t format, char *err, size_t errsize) {
-	char ebuf[128];
+/* ------------------------------------------------------------- files */
+
+/*
+ * Where a dump goes.  Automatic names are predictable (prefix, pid,
+ * sequence numbers), so in a shared directory another user can plant a
+ * file or a symbolic link at the next one, and a process running as root
+ * would write its profile over whatever the link names.  So:
+ *   - an automatic name is created, never opened (O_EXCL fails on any
+ *     existing name, a link included, without following it); a name that
+ *     exists is skipped for the next sequence number, at most
+ *     DUMP_NAME_TRIES times, and the message names it;
+ *   - a named dump refuses a final symbolic link unless
+ *     prof_dump_follow_symlinks is set (then the link is resolved first);
+ *     a regular file is written under a fresh temporary name beside it
+ *     and renamed over the name once complete, so that a failed dump
+ *     leaves the previous file as it was and no partial one, and rename
+ *     replaces a link planted meanwhile instead of following it; anything
+ *     else there (/dev/null, a FIFO) is written in place;
+ *   - a failed dump removes what it created.
+ */
+#define DUMP_NAME_TRIES 1024
+/* A named dump's temporary name: "<name>.tmp.<pid>.<n>". */
+#define DUMP_TMP_SUFFIX_MAX 48
+#define DUMP_TMP_TRIES 16
+
+bool opt_prof_dump_follow_symlinks = false;
+
+static int dump_open(const char *path, int flags) {
 	int fd;
 	do {
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		fd = open(path, flags | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
 		    0600);
 	} while (fd < 0 && errno == EINTR);
-	if (fd < 0) {
-		int e = errno;
-		mp_snprintf(err, errsize, "cannot open \"%s\": %s", path,
-		    prof_dump_strerror(e, ebuf, sizeof(ebuf)));
+	return fd;
+}
+
+/* A named dump's buffers, apart: automatic dumps run inside malloc, on
+ * threads whose stacks may be small. */
+typedef struct dump_named_buf_s {
+	char tmp[PATH_MAX + DUMP_TMP_SUFFIX_MAX];
+	char resolved[PATH_MAX];
+} dump_named_buf_t;
+
+/* The file a dump is being written to. */
+typedef struct dump_file_s {
+	int fd;
+	const char *path;        /* the name the dump ends up under */
+	const char *tmp;         /* the name written, then renamed to path;
+				  * NULL: written in place */
+	bool created;            /* path was made by this dump */
+} dump_file_t;
+
+/* One dump's outcome, for the messages printed once prof_dump_mtx is
+ * released. */
+typedef struct dump_result_s {
+	const char *path;        /* the file (tried), for the messages */
+	char name[DUMP_PATH_MAX];        /* an automatic name */
+	char taken[DUMP_PATH_MAX];       /* the first automatic name skipped */
+	unsigned ntaken;                 /* automatic names skipped */
+	char err[DUMP_ERR_MAX];          /* why it failed */
+	bool off;                        /* automatic, and prof_prefix "" */
+} dump_result_t;
+
+static void dump_err(char *err, size_t errsize, const char *what,
+    const char *path, int e) {
+	char ebuf[128];
+	mp_snprintf(err, errsize, "cannot %s \"%s\": %s", what, path,
+	    prof_dump_strerror(e, ebuf, sizeof(ebuf)));
+}
+
+/* Open a named dump (see above).  True with err[] filled on failure. */
+static bool dump_open_named(dump_file_t *f, const char *name,
+    dump_named_buf_t *buf, char *err, size_t errsize) {
+	struct stat st;
+	f->path = name;
+	f->tmp = NULL;
+	f->created = false;
+	bool exists = lstat(name, &st) == 0;
+	if (exists && S_ISLNK(st.st_mode)) {
+		if (!opt_prof_dump_follow_symlinks) {
+			mp_snprintf(err, errsize, "cannot write \"%s\": it "
+			    "is a symbolic link, not followed (a dump would "
+			    "overwrite the file it points to; "
+			    "prof_dump_follow_symlinks:true allows it)", name);
+			return true;
+		}
+		if (realpath(name, buf->resolved) == NULL) {
+			dump_err(err, errsize, "resolve the symbolic link",
+			    name, errno);
+			return true;
+		}
+		f->path = buf->resolved;
+		exists = lstat(f->path, &st) == 0;
+	}
+	if (exists && !S_ISREG(st.st_mode)) {
+		/* A device or a FIFO: written as it is, never replaced. */
+		f->fd = dump_open(f->path, 0);
+		if (f->fd < 0) {
+			dump_err(err, errsize, "open", f->path, errno);
+			return true;
+		}
+		return false;
+	}
+	if (strlen(f->path) + DUMP_TMP_SUFFIX_MAX > sizeof(buf->tmp)) {
+		dump_err(err, errsize, "open", f->path, ENAMETOOLONG);
 		return true;
 	}
+	int e = EEXIST;
+	for (unsigned i = 0; i < DUMP_TMP_TRIES && e == EEXIST; i++) {
+		mp_snprintf(buf->tmp, sizeof(buf->tmp), "%s.tmp.%" PRIu64
+		    ".%u", f->path, (uint64_t)getpid(), i);
+		f->fd = dump_open(buf->tmp, O_CREAT | O_EXCL);
+		if (f->fd >= 0) {
+			f->tmp = buf->tmp;
+			return false;
+		}
+		e = errno;
+	}
+	/* Name the file asked for: the temporary name is ours. */
+	dump_err(err, errsize, "open", f->path, e);
+	return true;
+}
+
+/*
+ * Create the next free automatic name of `kind` in r->name (see above),
+ * counting the names skipped in r->ntaken.  True with r->err filled on
+ * failure; r->off when automatic dumps are off (empty prefix).
+ */
+static bool dump_name_locked(dump_kind_t kind, char *path, size_t size);
+static bool dump_open_auto(dump_file_t *f, dump_kind_t kind,
+    dump_result_t *r) {
+	f->fd = -1;
+	f->path = r->name;
+	f->tmp = NULL;
+	f->created = true;
+	r->path = r->name;
+	for (unsigned i = 0; i < DUMP_NAME_TRIES; i++) {
+		if (!dump_name_locked(kind, r->name, sizeof(r->name))) {
+			r->off = true;
+			return false;
+		}
+		f->fd = dump_open(r->name, O_CREAT | O_EXCL);
+		if (f->fd >= 0)
+			return false;
+		if (errno != EEXIST) {
+			dump_err(r->err, sizeof(r->err), "open", r->name,
+			    errno);
+			return true;
+		}
+		if (r->ntaken++ == 0)
+			memcpy(r->taken, r->name, sizeof(r->taken));
+	}
+	mp_snprintf(r->err, sizeof(r->err), "cannot create a dump file: "
+	    "\"%s\" and the next %u names exist (files or links put there "
+	    "by someone else?); none was written through", r->taken,
+	    DUMP_NAME_TRIES - 1);
+	return true;
+}
+
+/*
+ * Write the snapshot to the opened file and close it: a temporary name is
+ * renamed over the final one, a failure removes what the dump created.
+ * True with err[] filled on failure.
+ */
+static bool dump_file_write(dump_file_t *f, const dump_snap_t *s,
+    prof_format_t format, char *err, size_t errsize) {
+	char ebuf[128];
 	const char *why;
-	int werr = snap_write_fd(s, fd, format, &why);
+	int werr = snap_write_fd(s, f->fd, format, &why);
 	/* close can report a delayed write error (NFS, quota); EINTR still
 	 * closes the descriptor on Linux. */
-	if (close(fd) != 0 && errno != EINTR && werr == 0)
+	if (close(f->fd) != 0 && errno != EINTR && werr == 0)
 		werr = errno;
-	if (werr != 0) {
-		mp_snprintf(err, errsize, "cannot write \"%s\": %s", path,
-		    why != NULL ? why : prof_dump_strerror(werr, ebuf,
-		    sizeof(ebuf)));
+	f->fd = -1;
+	if (werr == 0 && f->tmp != NULL && rename(f->tmp, f->path) != 0) {
+		int e = errno;
+		unlink(f->tmp);
+		dump_err(err, errsize, "rename the complete dump to", f->path,
+		    e);
 		return true;
 	}
-	return false;
+	if (werr == 0)
+		return false;
+	if (f->tmp != NULL)
+		unlink(f->tmp);
+	else if (f->created)
+		unlink(f->path);
+	mp_snprintf(err, errsize, "cannot write \"%s\": %s", f->path,
+	    why != NULL ? why : prof_dump_strerror(werr, ebuf, sizeof(ebuf)));
+	return true;
 }
 
 /* ------------------------------------------------------------- naming */
@@ -550,59 +716,120 @@ static void dump_leave(void) {
 	mp_tsd.reentrancy--;
 }
 
+/* Close and remove what a dump that could not be written created. */
+static void dump_file_abandon(dump_file_t *f) {
+	close(f->fd);
+	f->fd = -1;
+	if (f->tmp != NULL)
+		unlink(f->tmp);
+	else if (f->created)
+		unlink(f->path);
+}
+
 /*
- * One dump under prof_dump_mtx: name it (into namebuf, unless filename
- * is given), copy, write; *pathp is the file's name.  Returns true on
- * failure with err[] filled; *skipped when an automatic name could not
- * be made because the prefix is empty.
+ * Collect the snapshot and write it to the opened file; true with r->err
+ * filled on failure.  With keep, the snapshot is kept there for the
+ * caller to release when *kept says it was taken (also if the write
+ * failed).
  */
-static bool dump_locked(dump_kind_t kind, const char *filename,
-    char *namebuf, size_t namesize, const char **pathp, char *err,
-    size_t errsize, bool *skipped) {
-	*skipped = false;
-	if (kind == DUMP_NAMED) {
-		*pathp = filename;
-	} else if (dump_name_locked(kind, namebuf, namesize)) {
-		*pathp = namebuf;
-	} else {
-		*skipped = true;
-		return false;
-	}
-	dump_snap_t s;
+static bool dump_file_fill(dump_file_t *f, dump_result_t *r,
+    prof_format_t format, dump_snap_t *keep, bool *kept) {
+	dump_snap_t local, *s = keep != NULL ? keep : &local;
 	const char *why;
-	if (snap_collect(&s, &why)) {
-		mp_snprintf(err, errsize, "cannot write \"%s\": %s", *pathp,
-		    why);
+	if (kept != NULL)
+		*kept = false;
+	if (snap_collect(s, &why)) {
+		dump_file_abandon(f);
+		mp_snprintf(r->err, sizeof(r->err), "cannot write \"%s\": "
+		    "%s", f->path, why);
 		return true;
 	}
-	bool fail = snap_write(&s, *pathp, dump_format_locked(), err,
-	    errsize);
-	snap_release(&s);
+	bool fail = dump_file_write(f, s, format, r->err, sizeof(r->err));
+	if (kept != NULL)
+		*kept = true;
+	else
+		snap_release(s);
 	return fail;
+}
+
+static void dump_result_init(dump_result_t *r) {
+	r->path = NULL;
+	r->name[0] = r->taken[0] = r->err[0] = '\0';
+	r->ntaken = 0;
+	r->off = false;
+}
+
+/*
+ * One dump under prof_dump_mtx: open the file (a named one, or the next
+ * automatic name of kind), copy, write.  True on failure with r->err
+ * filled; r->off when automatic dumps are off.
+ */
+static bool dump_locked(dump_kind_t kind, const char *filename,
+    dump_named_buf_t *buf, dump_result_t *r) {
+	dump_file_t f;
+	dump_result_init(r);
+	if (kind == DUMP_NAMED) {
+		r->path = filename;
+		if (dump_open_named(&f, filename, buf, r->err,
+		    sizeof(r->err)))
+			return true;
+		r->path = f.path;
+	} else if (dump_open_auto(&f, kind, r) || r->off) {
+		return !r->off;
+	}
+	return dump_file_fill(&f, r, dump_format_locked(), NULL, NULL);
+}
+
+/* The line about automatic names skipped: "" if none was. */
+static void dump_taken_note(const dump_result_t *r, char *buf,
+    size_t size) {
+	buf[0] = '\0';
+	if (r->ntaken == 0 || r->err[0] != '\0')
+		return;
+	if (r->ntaken == 1)
+		mp_snprintf(buf, size, "\"%s\" exists (put there by someone "
+		    "else?): not written through; the dump is \"%s\"",
+		    r->taken, r->path);
+	else
+		mp_snprintf(buf, size, "\"%s\" and %u more names exist (put "
+		    "there by someone else?): not written through; the dump "
+		    "is \"%s\"", r->taken, r->ntaken - 1, r->path);
 }
 
 /* ------------------------------------------------------------ prof.dump */
 
 bool prof_dump_file(const char *filename) {
-	char name[DUMP_PATH_MAX];
-	char err[DUMP_ERR_MAX];
-	const char *path;
-	bool skipped;
+	dump_result_t r;
+	dump_named_buf_t *buf = NULL;
+	char note[DUMP_ERR_MAX + 64];
 	if (filename != NULL && filename[0] == '\0') {
 		mp_error("prof.dump: the file name is empty");
 		return true;
 	}
+	if (filename != NULL) {
+		buf = base_malloc(sizeof(*buf));
+		if (buf == NULL) {
+			mp_error("prof.dump: cannot write \"%s\": out of "
+			    "memory for the file names", filename);
+			return true;
+		}
+	}
 	dump_enter();
 	bool fail = dump_locked(filename != NULL ? DUMP_NAMED : DUMP_M,
-	    filename, name, sizeof(name), &path, err, sizeof(err), &skipped);
+	    filename, buf, &r);
 	dump_leave();
-	if (skipped) {
+	if (buf != NULL)
+		base_free(buf, sizeof(*buf));
+	if (r.off) {
 		mp_error("prof.dump: no file name given and prof_prefix is "
 		    "empty");
 		return true;
 	}
+	dump_taken_note(&r, note, sizeof(note));
+	if (note[0] != '\0')
+		mp_error("prof.dump: %s", note);
 	if (fail)
-		mp_error("prof.dump: %s", err);
+		mp_error("prof.dump: %s", r.err);
 	return fail;
 }
 
@@ -726,26 +953,27 @@ bool prof_dump_prefix_set(const char *prefix) {
  * most once per 10 s with the number of failures not reported.
  */
 static void dump_auto(dump_kind_t kind, const char *what) {
-	char name[DUMP_PATH_MAX];
-	char err[DUMP_ERR_MAX];
+	dump_result_t r;
 	char msg[DUMP_ERR_MAX + 128];
-	const char *path;
-	bool skipped;
-	msg[0] = '\0';
 	dump_enter();
-	bool fail = dump_locked(kind, NULL, name, sizeof(name), &path, err,
-	    sizeof(err), &skipped);
-	if (fail) {
+	bool fail = dump_locked(kind, NULL, NULL, &r);
+	/* Names skipped on the way are not failures: always said. */
+	char note[DUMP_ERR_MAX + 64];
+	dump_taken_note(&r, note, sizeof(note));
+	msg[0] = '\0';
+	if (note[0] != '\0') {
+		mp_snprintf(msg, sizeof(msg), "%s: %s", what, note);
+	} else if (fail) {
 		uint64_t now = os_now_ns();
 		if (dump_fail_count++ == 0) {
 			mp_snprintf(msg, sizeof(msg), "%s: %s (further "
 			    "failures of automatic dumps are reported at most "
-			    "every 10 s)", what, err);
+			    "every 10 s)", what, r.err);
 			dump_fail_last_ns = now;
 		} else if (now - dump_fail_last_ns >= DUMP_FAIL_QUIET_NS) {
 			mp_snprintf(msg, sizeof(msg), "%s: %s (%" PRIu64
 			    " more automatic dump failures since the last "
-			    "report)", what, err, dump_fail_suppressed);
+			    "report)", what, r.err, dump_fail_suppressed);
 			dump_fail_suppressed = 0;
 			dump_fail_last_ns = now;
 		} else {
@@ -822,37 +1050,37 @@ static const char *plural(uint64_t n) {
 void prof_final_dump(void) {
 	if (!config_prof || !opt_prof)
 		return;
-	char path[DUMP_PATH_MAX];
-	char err[DUMP_ERR_MAX];
-	bool wrote = false, failed = false, named;
+	dump_result_t r;
+	dump_file_t f;
+	char note[DUMP_ERR_MAX + 64];
+	bool wrote = false, kept = false;
 	prof_format_t format;
 	dump_snap_t s;
 	const char *why = NULL;
 
 	dump_enter();
 	format = dump_format_locked();
-	named = dump_name_locked(DUMP_F, path, sizeof(path));
-	if (!named && !opt_prof_leak) {
+	dump_result_init(&r);
+	bool failed = dump_open_auto(&f, DUMP_F, &r);
+	if (r.off && !opt_prof_leak) {
 		dump_leave();
 		return;
 	}
-	bool nosnap = snap_collect(&s, &why);
-	if (nosnap) {
-		if (named) {
-			mp_snprintf(err, sizeof(err), "cannot write \"%s\": %s",
-			    path, why);
-			failed = true;
-		}
-	} else if (named) {
-		failed = snap_write(&s, path, format, err,
-		    sizeof(err));
+	if (!failed && !r.off) {
+		failed = dump_file_fill(&f, &r, format, &s, &kept);
 		wrote = !failed;
 	}
+	/* The leak summary needs the snapshot even without a file. */
+	if (!kept && opt_prof_leak)
+		kept = !snap_collect(&s, &why);
 	dump_leave();
 
+	dump_taken_note(&r, note, sizeof(note));
+	if (note[0] != '\0')
+		mp_error("final dump (prof_final): %s", note);
 	if (failed)
-		mp_error("final dump (prof_final): %s", err);
-	if (nosnap) {
+		mp_error("final dump (prof_final): %s", r.err);
+	if (!kept) {
 		if (opt_prof_leak)
 			mp_error("leak check skipped: %s", why);
 		return;
@@ -874,8 +1102,8 @@ void prof_final_dump(void) {
 	if (wrote) {
 		mp_error("Run %s on \"%s\" for leak detail",
 		    format == PROF_FORMAT_PPROF ? "go tool pprof" : "jeprof",
-		    path);
-	} else if (!named) {
+		    r.path);
+	} else if (r.off) {
 		mp_error("No heap profile was written for leak detail: "
 		    "prof_prefix is empty");
 	} else {

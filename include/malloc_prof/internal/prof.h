@@ -111,6 +111,8 @@ extern bool opt_prof_leak;
 extern bool opt_prof_leak_error;
 extern bool opt_prof_accum;
 extern char opt_prof_prefix[1024];
+/* prof_dump.c: named dumps write through a final symbolic link. */
+extern bool opt_prof_dump_follow_symlinks;
 extern unsigned opt_prof_bt_max;
 
 extern _Atomic bool prof_active;           /* prof.active */
