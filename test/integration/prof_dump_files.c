@@ -329,6 +329,7 @@ test_failed_dump_leaves_nothing(void **state) {
 	}
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+	mp_tmpdir_remove(dir);
 	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: "
 	    "status %#x (3: setrlimit failed; failed checks above)", status);
 }
@@ -499,6 +500,7 @@ test_auto_interval_thread(void **state) {
 	make_subdir(dir, sizeof(dir), "interval");
 	run_child("interval", dir, "prof:true,lg_prof_sample:0,"
 	    "lg_prof_interval:20,prof_prefix:");
+	mp_tmpdir_remove(dir);
 }
 
 static void
@@ -507,6 +509,7 @@ test_auto_gdump_thread(void **state) {
 	char dir[512];
 	make_subdir(dir, sizeof(dir), "gdump");
 	run_child("gdump", dir, "prof:true,lg_prof_sample:0,prof_prefix:");
+	mp_tmpdir_remove(dir);
 }
 
 static void
@@ -540,6 +543,7 @@ test_auto_final(void **state) {
 	    (long)pid, path);
 	MP_ASSERT(strstr(err, want) != NULL, "want %s in: %s", want, err);
 	assert_int_equal(atomic_load(&mp_failures), 0);
+	mp_tmpdir_remove(dir);
 }
 
 static void
@@ -549,6 +553,7 @@ test_named_follow_option(void **state) {
 	make_subdir(dir, sizeof(dir), "follow");
 	run_child("follow", dir, "prof:true,lg_prof_sample:0,prof_prefix:,"
 	    "prof_dump_follow_symlinks:true");
+	mp_tmpdir_remove(dir);
 	bool v = true;
 	size_t sz = sizeof(v);
 	assert_int_equal(mallctl("opt.prof_dump_follow_symlinks", &v, &sz,
