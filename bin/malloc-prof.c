@@ -655,17 +655,20 @@ mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
 			    pr->total.v[MP_ALLOC_OBJECTS],
 			    pr->total.v[MP_ALLOC_SPACE]);
 		printf("\n");
+		/* The readers bound each count (MP_COUNT_MAX): the casts
+		 * and sums are exact. */
 		double u[MP_NVALUES] = { 0 };
-		mp_cnt_t raw = { { 0 } };
+		int64_t raw[MP_NVALUES] = { 0 };
 		for (size_t i = 0; i < pr->nstacks; i++) {
 			for (int k = 0; k < MP_NVALUES; k++) {
 				u[k] += pr->stacks[i].val[k];
-				raw.v[k] += pr->stacks[i].raw.v[k];
+				raw[k] = mp_sum(raw[k],
+				    (int64_t)pr->stacks[i].raw.v[k]);
 			}
 		}
-		printf("  stacks: %zu; as printed: %" PRIu64 " objects, %" PRIu64
-		    " bytes in use\n", pr->nstacks, raw.v[MP_INUSE_OBJECTS],
-		    raw.v[MP_INUSE_SPACE]);
+		printf("  stacks: %zu; as printed: %" PRId64 " objects, %" PRId64
+		    " bytes in use\n", pr->nstacks, raw[MP_INUSE_OBJECTS],
+		    raw[MP_INUSE_SPACE]);
 		printf("  %s: %.0f objects, %.0f bytes "
 		    "in use; %.0f objects, %.0f bytes allocated\n",
 		    pr->sample_types != NULL ? "values (unbiased by the "
@@ -887,8 +890,9 @@ mp_run(mp_opts_t *o) {
 	}
 	if (o->demangle)
 		mp_demangle(rep);
-	mp_report_finish(rep, o->which, have_focus ? &focus : NULL,
-	    have_ignore ? &ignore : NULL);
+	if (!mp_report_finish(rep, o->which, have_focus ? &focus : NULL,
+	    have_ignore ? &ignore : NULL))
+		goto out;
 	bool bytes = o->which == MP_INUSE_SPACE || o->which == MP_ALLOC_SPACE;
 
 	if (o->cmd == CMD_SVG) {

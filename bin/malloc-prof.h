@@ -28,6 +28,27 @@ typedef struct {
 	uint64_t v[MP_NVALUES];	/* as printed in the file */
 } mp_cnt_t;
 
+/*
+ * The largest count a profile may hold: 2^62 objects or bytes (4 EiB), as
+ * printed or unbiased, in one line or sample, and as the total of one
+ * profile's stacks (absolute values: pprof diffs are negative).  No heap
+ * is that large: the readers refuse more as a damaged profile.  Within
+ * it, the positive and the negative sums of two profiles (a diff) fit in
+ * int64_t; mp_report_finish checks the sums of more.
+ */
+#define MP_COUNT_MAX ((uint64_t)1 << 62)
+
+/* A + B for the sums of counts in the reports.  The bounds above and
+ * mp_report_finish's check keep every such sum within int64_t; should
+ * one get past them it stops at the limit rather than wrap. */
+static inline int64_t
+mp_sum(int64_t a, int64_t b) {
+	int64_t r;
+	if (__builtin_add_overflow(a, b, &r))
+		return b < 0 ? INT64_MIN : INT64_MAX;
+	return r;
+}
+
 typedef struct {
 	uint64_t uid;
 	mp_cnt_t cnt;
@@ -207,8 +228,10 @@ void mp_report_rename(mp_report_t *rep, uint32_t id, const char *name);
 void mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
     const double *val, int sign);
 /* Keeps the stacks passing FOCUS/IGNORE (compiled regexes or NULL), rounds
- * the selected value WHICH, drops zeros.  No mp_report_add after it. */
-void mp_report_finish(mp_report_t *rep, int which, const void *focus,
+ * the selected value WHICH, drops zeros.  No mp_report_add after it.
+ * False (with one error line) if the merged stacks' positive or negative
+ * sums do not fit in int64_t: profiles that cannot be real. */
+bool mp_report_finish(mp_report_t *rep, int which, const void *focus,
     const void *ignore);
 size_t mp_report_samples(const mp_report_t *rep, const mp_sample_t **out);
 int64_t mp_report_total(const mp_report_t *rep);

@@ -9,6 +9,12 @@
  * subtracted.  Each merged stack's value is rounded once, in
  * mp_report_finish, and every report sums those integers: `collapsed`,
  * `top` and the flame graph always agree on the total.
+ *
+ * Every sum a report makes (a row's flat or cum, the running sum, a flame
+ * graph node, a call graph edge, the total) adds some merged stacks'
+ * values: it lies between the sum of the negative ones and that of the
+ * positive ones.  mp_report_finish checks those two fit in int64_t, so
+ * none of the others can overflow (mp_sum would stop at the limit).
  */
 #include "malloc-prof.h"
 
@@ -181,6 +187,8 @@ mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
 		s->nframes = n;
 		mp_index_set(&rep->sample_ix, i, h, id);
 	}
+	/* In double: every profile's values are within MP_COUNT_MAX, far
+	 * from its limits; mp_report_finish checks them before rounding. */
 	for (int k = 0; k < MP_NVALUES; k++)
 		s->val[k] += sign * val[k];
 }
@@ -194,12 +202,40 @@ mp_stack_matches(const mp_report_t *rep, const mp_sample_t *s,
 	return false;
 }
 
-void
+/* Whether the merged stacks' values round to integers whose positive and
+ * negative sums, for each of the four values, fit in int64_t. */
+static bool
+mp_report_fits(const mp_report_t *rep) {
+	for (int k = 0; k < MP_NVALUES; k++) {
+		int64_t pos = 0, neg = 0;
+		for (size_t i = 0; i < rep->nsamples; i++) {
+			double x = rep->samples[i].val[k];
+			/* Written so that NaN fails too; llround is defined
+			 * within the bound. */
+			if (!(fabs(x) < 0x1p63))
+				return false;
+			int64_t v = llround(x), *sum = v > 0 ? &pos : &neg;
+			if (__builtin_add_overflow(*sum, v, sum))
+				return false;
+		}
+	}
+	return true;
+}
+
+bool
 mp_report_finish(mp_report_t *rep, int which, const void *focus,
     const void *ignore) {
 	size_t n = 0;
 	rep->which = which;
 	rep->total = 0;
+	/* One profile's values are within MP_COUNT_MAX and two profiles'
+	 * (a diff) fit; more profiles added up may not. */
+	if (!mp_report_fits(rep)) {
+		mp_err("the stacks of the profiles add up to more than 2^63 - 1 "
+		    "objects or bytes, which cannot be real: one of them is "
+		    "damaged; read them one at a time to find it");
+		return false;
+	}
 	for (size_t i = 0; i < rep->nsamples; i++) {
 		mp_sample_t *s = &rep->samples[i];
 		s->v = llround(s->val[which]);
@@ -211,12 +247,13 @@ mp_report_finish(mp_report_t *rep, int which, const void *focus,
 			continue;
 		}
 		rep->samples[n++] = *s;
-		rep->total += s->v;
+		rep->total = mp_sum(rep->total, s->v);
 	}
 	rep->nsamples = n;
 	/* The index points at old positions: no more additions. */
 	mp_index_free(&rep->sample_ix);
 	memset(&rep->sample_ix, 0, sizeof(rep->sample_ix));
+	return true;
 }
 
 size_t
@@ -264,13 +301,14 @@ mp_rows(const mp_report_t *rep, size_t *nrows) {
 		const mp_sample_t *s = &rep->samples[i];
 		if (s->nframes == 0)
 			continue;
-		rows[s->frames[s->nframes - 1]].flat += s->v;
+		mp_row_t *leaf = &rows[s->frames[s->nframes - 1]];
+		leaf->flat = mp_sum(leaf->flat, s->v);
 		for (uint32_t k = 0; k < s->nframes; k++) {
 			uint32_t f = s->frames[k];
 			if (seen[f] == (uint32_t)i)
 				continue;
 			seen[f] = (uint32_t)i;
-			rows[f].cum += s->v;
+			rows[f].cum = mp_sum(rows[f].cum, s->v);
 		}
 	}
 	free(seen);
@@ -297,7 +335,7 @@ mp_out_top(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
 	    bytes ? "B" : "objects");
 	int64_t sum = 0;
 	for (size_t i = 0; i < n && (limit < 0 || (long)i < limit); i++) {
-		sum += rows[i].flat;
+		sum = mp_sum(sum, rows[i].flat);
 		char a[16], b[16], c[16];
 		snprintf(a, sizeof(a), "%.1f%%", mp_pct(rows[i].flat, rep->total));
 		snprintf(b, sizeof(b), "%.1f%%", mp_pct(sum, rep->total));
@@ -437,9 +475,9 @@ mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,
 		const mp_sample_t *s = &rep->samples[i];
 		if (s->v <= 0)
 			continue;
-		total += s->v;
+		total = mp_sum(total, s->v);
 		uint32_t cur = 0;
-		node[0].value += s->v;
+		node[0].value = mp_sum(node[0].value, s->v);
 		for (uint32_t k = 0; k < s->nframes; k++) {
 			uint64_t key = ((uint64_t)cur << 32) | s->frames[k];
 			/* The high half of the product mixes both the parent
@@ -470,7 +508,7 @@ mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,
 				if (node[found].depth > maxdepth)
 					maxdepth = node[found].depth;
 			}
-			node[found].value += s->v;
+			node[found].value = mp_sum(node[found].value, s->v);
 			cur = found;
 		}
 	}
@@ -480,8 +518,8 @@ mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,
 	int64_t *next_x = mp_xcalloc(n, sizeof(*next_x));
 	for (size_t i = 1; i < n; i++) {
 		uint32_t p = node[i].parent;
-		node[i].x = node[p].x + next_x[p];
-		next_x[p] += node[i].value;
+		node[i].x = mp_sum(node[p].x, next_x[p]);
+		next_x[p] = mp_sum(next_x[p], node[i].value);
 	}
 	free(next_x);
 
@@ -627,7 +665,8 @@ mp_out_dot(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
 	for (size_t i = 0; i < nedges; i++) {
 		if (m > 0 && edges[m - 1].from == edges[i].from &&
 		    edges[m - 1].to == edges[i].to)
-			edges[m - 1].value += edges[i].value;
+			edges[m - 1].value = mp_sum(edges[m - 1].value,
+			    edges[i].value);
 		else
 			edges[m++] = edges[i];
 	}

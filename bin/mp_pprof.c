@@ -7,13 +7,16 @@
  * Reading needs a gzip inflater (stored, fixed and dynamic Huffman
  * blocks; CRC-32 and ISIZE checked) and a protobuf decoder.  Both are
  * bounds-checked at every step: a damaged file gives one line naming what
- * is wrong, never numbers.  The sample types are taken by name
- * (inuse_objects, inuse_space, alloc_objects, alloc_space, as pprof and
- * Go name them); their values are already unbiased.  Frames are named by
- * the profile's Functions (each Line of a Location is a frame, inlined
- * ones first), else from the address through the Mapping table by the
- * ELF symbolizer, as heap_v2 frames are (a mapping's build ID, when
- * the profile has one, is checked against the file found).
+ * is wrong, never numbers.  A gzip bomb stops early: the inflater looks at
+ * its first KiBs (a profile's fields?) and at how fast it grows.  The
+ * sample types are taken by name (inuse_objects, inuse_space,
+ * alloc_objects, alloc_space, as pprof and Go name them); their values
+ * are already unbiased, and bounded as heap_v2 counts (MP_COUNT_MAX).
+ * Frames are named by the profile's Functions (each Line of a Location is
+ * a frame, inlined ones first), else from the address through the
+ * Mapping table by the ELF symbolizer, as heap_v2 frames are (a
+ * mapping's build ID, when the profile has one, is checked against the
+ * file found).
  *
  * Writing reuses the library's encoder (src/pprof_enc.c: protobuf fields,
  * gzip) with malloc'd buffers; only the profile model is the tool's own.
@@ -31,7 +34,21 @@
 /* A larger profile is not one we can read: a gzip bomb or damage. */
 #define MP_PPROF_MAX ((size_t)1 << 30)
 
+/* A gzip bomb stops early, long before that: once MP_INF_PEEK bytes are
+ * out, they must start like a profile (mp_pprof_prefix: a bomb of zeros
+ * does not); past MP_INF_RATIO_FROM, the output may not be more than
+ * MP_INF_RATIO times the input read.  Real profiles compress 5 to 20
+ * times (the most repetitive we could make, 20,000 samples of a
+ * 128-deep recursion, 34 times); deflate's limit is about 1032. */
+#define MP_INF_PEEK ((size_t)4 << 10)
+#define MP_INF_RATIO_FROM ((size_t)1 << 20)
+#define MP_INF_RATIO 250
+#define MP_INF_RATIO_EVERY ((size_t)64 << 10)
+
 /* ------------------------------------------------------------ inflate */
+
+/* Why inflating stopped: damage, or data refused before its end. */
+typedef enum { MP_INF_DAMAGED, MP_INF_NOT_PROFILE, MP_INF_BOMB } mp_inf_stop_t;
 
 typedef struct {
 	const uint8_t *in;
@@ -41,7 +58,43 @@ typedef struct {
 	uint8_t *out;
 	size_t outlen, outcap;
 	const char *err;	/* the first error; later reads give 0 */
+	mp_inf_stop_t stop;	/* what err is */
+	size_t check_at;	/* output size of the next mp_inf_check */
+	bool peeked;		/* mp_pprof_prefix said yes */
+	char why[512];		/* err, when formatted */
 } mp_inf_t;
+
+static bool mp_pprof_prefix(const uint8_t *data, size_t size, char *why,
+    size_t whylen);
+
+/* As the output passes check_at: first whether it starts like a
+ * profile, then whether it grows too fast for one. */
+static bool
+mp_inf_check(mp_inf_t *s) {
+	if (!s->peeked) {
+		if (!mp_pprof_prefix(s->out, s->outlen, s->why,
+		    sizeof(s->why))) {
+			s->err = s->why;
+			s->stop = MP_INF_NOT_PROFILE;
+			return false;
+		}
+		s->peeked = true;
+		s->check_at = MP_INF_RATIO_FROM;
+		return true;
+	}
+	if (s->outlen / MP_INF_RATIO > s->pos) {
+		snprintf(s->why, sizeof(s->why), "it inflates more than %d "
+		    "times (%zu bytes from %zu of the file): a gzip bomb? (real "
+		    "profiles compress 5 to 20 times; if it is a real one, "
+		    "gunzip it and give the raw protobuf)", MP_INF_RATIO,
+		    s->outlen, s->pos);
+		s->err = s->why;
+		s->stop = MP_INF_BOMB;
+		return false;
+	}
+	s->check_at = s->outlen + MP_INF_RATIO_EVERY;
+	return true;
+}
 
 /* A canonical Huffman code: codes per length, symbols in code order. */
 typedef struct {
@@ -69,10 +122,15 @@ mp_inf_bits(mp_inf_t *s, unsigned need) {
 
 static bool
 mp_inf_out(mp_inf_t *s, size_t more) {
+	/* Before each write: what is out so far is looked at. */
+	if (s->outlen >= s->check_at && !mp_inf_check(s))
+		return false;
 	if (s->outlen + more <= s->outcap)
 		return true;
 	if (s->outlen + more > MP_PPROF_MAX) {
-		s->err = "it inflates to more than 1 GiB";
+		s->err = "it inflates to more than 1 GiB, the most malloc-prof "
+		    "reads";
+		s->stop = MP_INF_BOMB;
 		return false;
 	}
 	size_t cap = s->outcap ? s->outcap : 65536;
@@ -332,26 +390,26 @@ mp_inflate(mp_inf_t *s) {
 	return true;
 }
 
-/* Gunzips IN (one or more members) into *OUT; false with *WHY set. */
+/* Gunzips IN (one or more members) into S (out, outlen); false with
+ * S's err and stop set. */
 static bool
-mp_gunzip(const uint8_t *in, size_t n, uint8_t **out, size_t *outlen,
-    const char **why) {
-	mp_inf_t s = { .in = in, .inlen = n };
+mp_gunzip(mp_inf_t *s, const uint8_t *in, size_t n) {
+	*s = (mp_inf_t){ .in = in, .inlen = n, .check_at = MP_INF_PEEK };
 	do {
-		const uint8_t *h = in + s.pos;
-		size_t left = n - s.pos;
+		const uint8_t *h = in + s->pos;
+		size_t left = n - s->pos;
 		if (left < 18 || h[0] != 0x1f || h[1] != 0x8b) {
-			s.err = left < 18 ? "the gzip data ends early "
+			s->err = left < 18 ? "the gzip data ends early "
 			    "(truncated file)" : "data after the end of the "
 			    "gzip stream";
 			break;
 		}
 		if (h[2] != 8 || (h[3] & 0xe0) != 0) {
-			s.err = "a gzip header with an unknown method or flags";
+			s->err = "a gzip header with an unknown method or flags";
 			break;
 		}
 		unsigned flg = h[3];
-		size_t p = s.pos + 10;
+		size_t p = s->pos + 10;
 		if (flg & 4) {		/* FEXTRA */
 			size_t xlen = p + 2 <= n ?
 			    (size_t)(in[p] | in[p + 1] << 8) : n;
@@ -367,42 +425,40 @@ mp_gunzip(const uint8_t *in, size_t n, uint8_t **out, size_t *outlen,
 		if (flg & 2)		/* FHCRC */
 			p += 2;
 		if (p >= n) {
-			s.err = "the gzip header ends early (truncated file)";
+			s->err = "the gzip header ends early (truncated file)";
 			break;
 		}
-		s.pos = p;
-		size_t start = s.outlen;
-		if (!mp_inflate(&s))
+		s->pos = p;
+		size_t start = s->outlen;
+		if (!mp_inflate(s))
 			break;
-		if (n - s.pos < 8) {
-			s.err = "the gzip trailer is missing (truncated file)";
+		if (n - s->pos < 8) {
+			s->err = "the gzip trailer is missing (truncated file)";
 			break;
 		}
-		const uint8_t *t = in + s.pos;
+		const uint8_t *t = in + s->pos;
 		uint32_t crc = t[0] | (uint32_t)t[1] << 8 |
 		    (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
 		uint32_t isize = t[4] | (uint32_t)t[5] << 8 |
 		    (uint32_t)t[6] << 16 | (uint32_t)t[7] << 24;
-		s.pos += 8;
-		/* An empty member has no output buffer yet (s.out NULL). */
-		const uint8_t *member = s.outlen > start ? s.out + start :
+		s->pos += 8;
+		/* An empty member has no output buffer yet (s->out NULL). */
+		const uint8_t *member = s->outlen > start ? s->out + start :
 		    (const uint8_t *)"";
-		if (pprof_crc32(0, member, s.outlen - start) != crc) {
-			s.err = "CRC-32 mismatch (the data is corrupt)";
+		if (pprof_crc32(0, member, s->outlen - start) != crc) {
+			s->err = "CRC-32 mismatch (the data is corrupt)";
 			break;
 		}
-		if ((uint32_t)(s.outlen - start) != isize) {
-			s.err = "length mismatch with the gzip trailer";
+		if ((uint32_t)(s->outlen - start) != isize) {
+			s->err = "length mismatch with the gzip trailer";
 			break;
 		}
-	} while (s.pos < n);
-	if (s.err != NULL) {
-		free(s.out);
-		*why = s.err;
+	} while (s->pos < n);
+	if (s->err != NULL) {
+		free(s->out);
+		s->out = NULL;
 		return false;
 	}
-	*out = s.out;
-	*outlen = s.outlen;
 	return true;
 }
 
@@ -416,7 +472,16 @@ typedef struct {
 typedef struct {
 	char why[256];
 	bool bad;
+	bool cut;		/* it is a field cut short by the end of the
+				 * data, where a prefix of a profile stops */
 } mp_pberr_t;
+
+/* Marks the error about to be recorded as a cut (or not). */
+static void
+mp_pb_cut(mp_pberr_t *e, bool cut) {
+	if (!e->bad)
+		e->cut = cut;
+}
 
 static bool
 mp_pb_fail(mp_pberr_t *e, const char *fmt, ...) {
@@ -455,8 +520,10 @@ mp_pb_next(mp_pb_t *b, uint32_t *field, unsigned *wire, uint64_t *v,
 	if (b->p == b->end)
 		return false;
 	uint64_t tag;
-	if (!mp_pb_varint(b, &tag))
+	if (!mp_pb_varint(b, &tag)) {
+		mp_pb_cut(e, b->p == b->end);
 		return mp_pb_fail(e, "a field tag of %s is cut short", what);
+	}
 	*field = (uint32_t)(tag >> 3);
 	*wire = (unsigned)(tag & 7);
 	if (tag >> 3 == 0 || tag >> 3 > UINT32_MAX)
@@ -465,16 +532,20 @@ mp_pb_next(mp_pb_t *b, uint32_t *field, unsigned *wire, uint64_t *v,
 	size_t left = (size_t)(b->end - b->p);
 	switch (*wire) {
 	case 0:
-		if (!mp_pb_varint(b, v))
+		if (!mp_pb_varint(b, v)) {
+			mp_pb_cut(e, b->p == b->end);
 			return mp_pb_fail(e, "a number in %s is cut short",
 			    what);
+		}
 		return true;
 	case 1:
 	case 5: {
 		size_t k = *wire == 1 ? 8 : 4;
-		if (left < k)
+		if (left < k) {
+			mp_pb_cut(e, true);
 			return mp_pb_fail(e, "a fixed-size field of %s is cut "
 			    "short", what);
+		}
 		*v = 0;
 		for (size_t i = 0; i < k; i++)
 			*v |= (uint64_t)b->p[i] << (8 * i);
@@ -483,13 +554,17 @@ mp_pb_next(mp_pb_t *b, uint32_t *field, unsigned *wire, uint64_t *v,
 	}
 	case 2: {
 		uint64_t len;
-		if (!mp_pb_varint(b, &len))
+		if (!mp_pb_varint(b, &len)) {
+			mp_pb_cut(e, b->p == b->end);
 			return mp_pb_fail(e, "a length in %s is cut short",
 			    what);
-		if (len > (uint64_t)(b->end - b->p))
+		}
+		if (len > (uint64_t)(b->end - b->p)) {
+			mp_pb_cut(e, true);
 			return mp_pb_fail(e, "field %u of %s is longer (%" PRIu64
 			    " bytes) than what is left of it (%zu)", *field,
 			    what, len, (size_t)(b->end - b->p));
+		}
 		sub->p = b->p;
 		sub->end = b->p + len;
 		b->p += len;
@@ -562,34 +637,94 @@ enum {
 static const int mp_pb_wire[PB_NFIELDS] = {
 	-1, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 2, 0, 0, 0 };
 
+/* Whether top-level field FIELD may have wire type WIRE.  Fields after
+ * 14 are newer than this reader (doc_url): any wire type mp_pb_next
+ * accepts. */
+static bool
+mp_pb_wire_ok(uint64_t field, unsigned wire) {
+	return field >= PB_NFIELDS || mp_pb_wire[field] == (int)wire ||
+	    (field == 13 && wire == 2);
+}
+
+typedef enum {
+	MP_WALK_END,		/* every field well-formed */
+	MP_WALK_CUT,		/* ... up to one cut short by the end */
+	MP_WALK_DAMAGED,	/* a field that is not well-formed */
+	MP_WALK_WIRE		/* a field of a wire type not its own */
+} mp_walk_t;
+
+/* Walks the top-level fields of the Profile at DATA: how the walk ends,
+ * the number of whole fields before in *N, and what is wrong in E. */
+static mp_walk_t
+mp_pb_walk(const uint8_t *data, size_t size, size_t *n, mp_pberr_t *e) {
+	mp_pb_t b = { data, data + size }, sub;
+	uint32_t field;
+	unsigned wire;
+	uint64_t v;
+	*n = 0;
+	while (mp_pb_next(&b, &field, &wire, &v, &sub, e, "the profile")) {
+		if (!mp_pb_wire_ok(field, wire)) {
+			mp_pb_fail(e, "field %u of the profile has wire type "
+			    "%u, not its own", field, wire);
+			return MP_WALK_WIRE;
+		}
+		(*n)++;
+	}
+	return !e->bad ? MP_WALK_END : e->cut ? MP_WALK_CUT : MP_WALK_DAMAGED;
+}
+
 bool
 mp_pprof_detect(const uint8_t *data, size_t size) {
 	if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b)
 		return true;
 	/* A whole walk over the top-level fields: text never gets through
 	 * (a heap_v2 dump is recognised before this). */
-	mp_pb_t b = { data, data + size };
 	mp_pberr_t e = { .bad = false };
-	uint32_t field;
-	unsigned wire;
-	uint64_t v;
-	mp_pb_t sub;
-	size_t n = 0;
-	while (mp_pb_next(&b, &field, &wire, &v, &sub, &e, "the profile")) {
-		/* Fields after 14 are newer than this reader (doc_url):
-		 * any wire type mp_pb_next accepts. */
-		if (field < PB_NFIELDS && mp_pb_wire[field] != (int)wire &&
-		    !(field == 13 && wire == 2))
-			return false;
-		n++;
-	}
-	if (!e.bad && n > 0)
+	size_t n;
+	mp_walk_t w = mp_pb_walk(data, size, &n, &e);
+	if (w == MP_WALK_WIRE)
+		return false;
+	if (w == MP_WALK_END && n > 0)
 		return true;
 	/* A damaged or cut-short one: its first field is a sample type
 	 * (0x0a, then a length, then ValueType's type 0x08), as every
 	 * writer orders it; the decoder then says what is wrong. */
 	return size >= 3 && data[0] == 0x0a && data[1] < 0x80 &&
 	    data[2] == 0x08;
+}
+
+static const char mp_gz_heap_v2[] = "it inflates to a heap_v2 dump: "
+    "gunzip it first (malloc-prof reads heap_v2 dumps as written)";
+
+/* Whether DATA, the first KiBs of a gzip stream's output, starts like a
+ * profile: its fields well-formed up to the end, where one may be cut
+ * short.  If not, WHY says what it is. */
+static bool
+mp_pprof_prefix(const uint8_t *data, size_t size, char *why, size_t whylen) {
+	if (size >= 8 && memcmp(data, "heap_v2/", 8) == 0) {
+		snprintf(why, whylen, "%s", mp_gz_heap_v2);
+		return false;
+	}
+	/* Every writer starts with a field of profile.proto's Profile. */
+	mp_pb_t b = { data, data + size };
+	uint64_t tag = 0;
+	if (mp_pb_varint(&b, &tag) && tag >> 3 != 0 && tag >> 3 < PB_NFIELDS &&
+	    mp_pb_wire_ok(tag >> 3, (unsigned)(tag & 7))) {
+		mp_pberr_t e = { .bad = false };
+		size_t n;
+		mp_walk_t w = mp_pb_walk(data, size, &n, &e);
+		if (w == MP_WALK_END || w == MP_WALK_CUT)
+			return true;
+		snprintf(why, whylen, "its first %zu bytes inflated are not a "
+		    "profile (after %zu fields, %s): a gzip bomb or another "
+		    "kind of file; give a pprof heap profile", size, n, e.why);
+		return false;
+	}
+	snprintf(why, whylen, "its first %zu bytes inflated are not a profile "
+	    "(it starts with field %" PRIu64 " of wire type %u, not a field of "
+	    "profile.proto's Profile): a gzip bomb or another kind of file; "
+	    "give a pprof heap profile", size, tag >> 3, (unsigned)(tag & 7));
+	return false;
 }
 
 typedef struct {
@@ -658,6 +793,7 @@ mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 	bool ok = false;
 	mp_u64s_t ids = { 0 }, vals = { 0 };
 	int which[MP_NVALUES];	/* value index of each sample type, or -1 */
+	uint64_t total[MP_NVALUES] = { 0 };	/* sum of absolute values */
 	size_t ntypes = 0;
 	char *s1 = NULL, *s2 = NULL;
 
@@ -910,6 +1046,27 @@ mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 		}
 		if (nf == 0 || nf > UINT32_MAX)
 			continue;	/* nothing to charge it to */
+		/* int64 values, negative in a diff: bounded as heap_v2's
+		 * (MP_COUNT_MAX), so that sums cannot overflow. */
+		for (int k = 0; k < MP_NVALUES; k++) {
+			if (which[k] < 0)
+				continue;
+			uint64_t x = vals.v[which[k]];
+			uint64_t mag = (int64_t)x < 0 ? -x : x;
+			if (mag > MP_COUNT_MAX) {
+				mp_pb_fail(e, "sample %zu has %s %" PRId64 ", "
+				    "which cannot be real (more than 2^62)", i,
+				    names[k], (int64_t)x);
+				goto out;
+			}
+			total[k] += mag;
+			if (total[k] > MP_COUNT_MAX) {
+				mp_pb_fail(e, "its samples up to sample %zu add "
+				    "up to more than 2^62 %s, which cannot be "
+				    "real", i, names[k]);
+				goto out;
+			}
+		}
 		mp_stack_t *s = &prof->stacks[prof->nstacks++];
 		s->pcs = mp_xmalloc(nf * sizeof(*s->pcs));
 		s->fn = mp_xmalloc(nf * sizeof(*s->fn));
@@ -951,12 +1108,28 @@ mp_pprof_read(const char *file, const uint8_t *data, size_t size,
 	size_t rawlen = size;
 	bool gz = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
 	if (gz) {
-		const char *why;
-		if (!mp_gunzip(data, size, &raw, &rawlen, &why)) {
-			mp_err("\"%s\": damaged gzip data: %s; take the profile "
-			    "again", file, why);
+		mp_inf_t s;
+		bool ok = mp_gunzip(&s, data, size);
+		/* Smaller than MP_INF_PEEK, not looked at yet. */
+		if (ok && s.outlen >= 8 && memcmp(s.out, "heap_v2/", 8) == 0) {
+			free(s.out);
+			ok = false;
+			s.err = mp_gz_heap_v2;
+			s.stop = MP_INF_NOT_PROFILE;
+		}
+		if (!ok) {
+			if (s.stop == MP_INF_NOT_PROFILE)
+				mp_err("\"%s\" is gzip data but not a pprof "
+				    "profile: %s", file, s.err);
+			else if (s.stop == MP_INF_BOMB)
+				mp_err("\"%s\": refused: %s", file, s.err);
+			else
+				mp_err("\"%s\": damaged gzip data: %s; take the "
+				    "profile again", file, s.err);
 			return false;
 		}
+		raw = s.out;
+		rawlen = s.outlen;
 		/* Empty gzip members inflate to nothing (raw NULL). */
 		data = raw != NULL ? raw : (const uint8_t *)"";
 	}

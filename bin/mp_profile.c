@@ -18,6 +18,9 @@
  * profiler and jemalloc both print lines pre-transformed so that this
  * scaling gives the unbiased totals; raw counts (jemalloc's
  * prof_unbias:false, older versions) get jeprof's classic estimate.
+ * A count past MP_COUNT_MAX (2^62), as printed or unbiased, or stacks
+ * adding up past it, cannot come from a heap: the line is damage, and
+ * refusing it keeps every later sum within int64_t.
  */
 #include "malloc-prof.h"
 
@@ -211,6 +214,58 @@ mp_unbias_cnt(uint64_t period, const mp_cnt_t *cnt, double *val) {
 	    &val[MP_ALLOC_OBJECTS], &val[MP_ALLOC_SPACE]);
 }
 
+static const char *const mp_value_names[MP_NVALUES] = {
+	[MP_INUSE_OBJECTS] = "objects in use",
+	[MP_INUSE_SPACE] = "bytes in use",
+	[MP_ALLOC_OBJECTS] = "objects allocated",
+	[MP_ALLOC_SPACE] = "bytes allocated",
+};
+
+/* A counter line's numbers as printed: more than MP_COUNT_MAX is not a
+ * count a heap can have, and would wrap the sums. */
+static bool
+mp_check_raw(const mp_cursor_t *c, const mp_cnt_t *cnt) {
+	for (int k = 0; k < MP_NVALUES; k++) {
+		if (cnt->v[k] <= MP_COUNT_MAX)
+			continue;
+		mp_err("\"%s\" line %zu: %" PRIu64 " %s cannot be real (more "
+		    "than 2^62): the profile is damaged; take the dump again",
+		    c->file, c->lineno, cnt->v[k], mp_value_names[k]);
+		return false;
+	}
+	return true;
+}
+
+/* A stack line's unbiased values VAL (a small average size at a large
+ * period scales a lot), added to TOTAL (the stacks so far; NULL for a
+ * thread's line, which is part of its stack's). */
+static bool
+mp_check_unbiased(const mp_cursor_t *c, uint64_t period, const double *val,
+    double *total) {
+	for (int k = 0; k < MP_NVALUES; k++) {
+		/* Written so that NaN fails too. */
+		if (!(val[k] <= (double)MP_COUNT_MAX)) {
+			mp_err("\"%s\" line %zu: the counts unbias to %.3g %s "
+			    "at sample period %" PRIu64 ", which cannot be real "
+			    "(more than 2^62): the profile is damaged; take the "
+			    "dump again", c->file, c->lineno, val[k],
+			    mp_value_names[k], period);
+			return false;
+		}
+		if (total == NULL)
+			continue;
+		total[k] += val[k];
+		if (total[k] > (double)MP_COUNT_MAX) {
+			mp_err("\"%s\" line %zu: the stacks up to this line "
+			    "hold more than 2^62 %s, which cannot be real: the "
+			    "profile is damaged; take the dump again", c->file,
+			    c->lineno, mp_value_names[k]);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* One /proc/PID/maps line: "start-end perms offset dev inode   path". */
 static bool
 mp_parse_map(const mp_cursor_t *c, mp_mapping_t *m) {
@@ -273,6 +328,7 @@ mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 	size_t cap_stacks = 0, cap_threads = 0, cap_maps = 0;
 	uint64_t uid;
 	mp_cnt_t cnt;
+	double total[MP_NVALUES] = { 0 };	/* the stacks' unbiased values */
 	const char *rest;
 
 	if (!mp_next_line(c))
@@ -375,6 +431,8 @@ mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 		}
 		if (!c->complete)
 			goto truncated;
+		if (!mp_check_raw(c, &cnt))
+			return false;
 		if (cur == NULL) {
 			/* Header lines: t* then the threads, with names. */
 			if (uid == UINT64_MAX) {
@@ -402,12 +460,19 @@ mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 			}
 			cur->raw = cnt;
 			mp_unbias_cnt(prof->period, &cnt, cur->val);
+			if (!mp_check_unbiased(c, prof->period, cur->val, total))
+				return false;
 		} else if (cur->raw.v[0] == UINT64_MAX) {
 			mp_bad_line(c, "the stack's \"t*:\" line first");
 			return false;
 		}
 		if (uid != UINT64_MAX) {
-			/* Kept for --thread: most stacks have one or two. */
+			/* Kept for --thread (most stacks have one or two),
+			 * which unbiases it as the stack's line. */
+			double tval[MP_NVALUES];
+			mp_unbias_cnt(prof->period, &cnt, tval);
+			if (!mp_check_unbiased(c, prof->period, tval, NULL))
+				return false;
 			cur->threads = mp_xrealloc(cur->threads,
 			    (cur->nthreads + 1) * sizeof(*cur->threads));
 			cur->threads[cur->nthreads++] = (mp_tcnt_t){ uid, cnt };

@@ -51,7 +51,7 @@ expect() { if [ "$1" = 0 ]; then ok "$2"; else fail "$2"; fi; }
 # show FILE...: a failed check's evidence, as TAP comments.
 show() { sed 's/^/# /' "$@" | head -n 40; }
 
-ntests=70
+ntests=83
 echo "1..$ntests"
 for f in "$mp" "$cs" "$plain"; do
 	if [ ! -x "$f" ]; then
@@ -383,6 +383,237 @@ if [ -n "$have_go" ]; then
 	fi
 else
 	skip "go is not installed (Debian: apt-get install golang-go)"
+fi
+
+# ---- counts that cannot be real, and gzip bombs (every build)
+# err_is STATUS ERRFILE PATTERN: status 2 and one line matching PATTERN.
+err_is() {
+	[ "$1" = 2 ] && [ "$(wc -l <"$2")" = 1 ] && grep -q "$3" "$2"
+}
+max=9223372036854775807
+big=4611686018427387904		# 2^62, the largest count allowed
+# one_stack FILE PC BYTES: a heap_v2 profile of one stack (1 object).
+one_stack() {
+	printf 'heap_v2/524288\n  t*: 1: %s [0: 0]\n@ 0x%x 0x2\n  t*: 1: %s [0: 0]\n' \
+	    "$3" "$2" "$3" >"$1"
+}
+# The sums were signed 64-bit: 2^64 - 1 bytes printed "Total: -1 B" or
+# worse, and exit status 0.
+one_stack "$tmp/u64.heap" 1 18446744073709551615
+"$mp" top "$tmp/u64.heap" >"$tmp/u64.top" 2>"$tmp/c1"
+rc=$?
+if err_is "$rc" "$tmp/c1" "^malloc-prof: \"$tmp/u64.heap\" line 2: 18446744073709551615 bytes in use cannot be real (more than 2^62): the profile is damaged" &&
+    [ ! -s "$tmp/u64.top" ]; then
+	ok "heap_v2: 18446744073709551615 bytes: status 2, one line naming line 2"
+else
+	fail "heap_v2: 18446744073709551615 bytes: status $rc"
+	show "$tmp/c1" "$tmp/u64.top"
+fi
+printf 'heap_v2/524288\n  t*: 2: 100 [0: 0]\n@ 0x1 0x2\n  t*: 1: %s [0: 0]\n@ 0x3 0x2\n  t*: 1: %s [0: 0]\n' \
+    "$max" "$max" >"$tmp/max2.heap"
+"$mp" collapsed "$tmp/max2.heap" >/dev/null 2>"$tmp/c2"
+rc=$?
+if err_is "$rc" "$tmp/c2" "\"$tmp/max2.heap\" line 4: $max bytes in use cannot be real"; then
+	ok "heap_v2: two stacks of 2^63 - 1 bytes: status 2, the first named"
+else
+	fail "heap_v2: two stacks of 2^63 - 1 bytes: status $rc"
+	show "$tmp/c2"
+fi
+# Each stack within the bound, the two together not.
+sed "s/$max/$big/g" "$tmp/max2.heap" >"$tmp/big2.heap"
+"$mp" top "$tmp/big2.heap" >/dev/null 2>"$tmp/c3"
+rc=$?
+if err_is "$rc" "$tmp/c3" "\"$tmp/big2.heap\" line 6: the stacks up to this line hold more than 2^62 bytes in use, which cannot be real"; then
+	ok "heap_v2: two stacks of 2^62 bytes: status 2, 'the stacks up to line 6'"
+else
+	fail "heap_v2: two stacks of 2^62 bytes: status $rc"
+	show "$tmp/c3"
+fi
+# A diff of two profiles at the bound: +2^62 and -2^62 in every report;
+# the sums (rows, cum, the flame graph's nodes, the edges) stay exact.
+# Frame 0x2 is named 0x1 (a return address): the caller of both stacks,
+# its cum adds up to 0 and it has no row.
+one_stack "$tmp/bigA.heap" 0x10 "$big"
+one_stack "$tmp/bigB.heap" 0x30 "$big"
+"$mp" diff "$tmp/bigA.heap" "$tmp/bigB.heap" >"$tmp/bd.top" 2>"$tmp/bd.err"
+rc=$?
+if [ "$rc" = 0 ] && [ "$(total "$tmp/bd.top")" = 0 ] &&
+    [ "$(flat "$tmp/bd.top" 0x30)" = "$big" ] &&
+    [ "$(flat "$tmp/bd.top" 0x10)" = "-$big" ] &&
+    [ "$(cum "$tmp/bd.top" 0x30)" = "$big" ] &&
+    [ -z "$(cum "$tmp/bd.top" 0x1)" ]; then
+	ok "diff of two profiles of 2^62 bytes: +2^62, -2^62, total 0"
+else
+	fail "diff of two profiles of 2^62 bytes: status $rc"
+	show "$tmp/bd.top" "$tmp/bd.err"
+fi
+"$mp" collapsed --base "$tmp/bigA.heap" "$tmp/bigB.heap" >"$tmp/bd.col" 2>/dev/null
+rc1=$?
+"$mp" flamegraph --base "$tmp/bigA.heap" "$tmp/bigB.heap" >"$tmp/bd.svg" 2>/dev/null
+rc2=$?
+"$mp" leaks --base "$tmp/bigA.heap" "$tmp/bigB.heap" >"$tmp/bd.leaks" 2>/dev/null
+rc3=$?
+"$mp" dot --base "$tmp/bigA.heap" "$tmp/bigB.heap" >"$tmp/bd.dot" 2>/dev/null
+rc4=$?
+if [ "$rc1$rc2$rc3$rc4" = 0000 ] &&
+    [ "$(sort "$tmp/bd.col" | tr '\n' ' ')" = "0x1;0x10 -$big 0x1;0x30 $big " ] &&
+    [ "$(grep -c "data-w=\"$big\"" "$tmp/bd.svg")" = 3 ] &&
+    grep -q '^0 bytes in use, within' "$tmp/bd.leaks" &&
+    grep -q 'label="Total: 0 B' "$tmp/bd.dot"; then
+	ok "... collapsed, flamegraph, leaks and dot of it: exact"
+else
+	fail "... collapsed, flamegraph, leaks and dot of it: statuses $rc1 $rc2 $rc3 $rc4"
+	show "$tmp/bd.col" "$tmp/bd.leaks" "$tmp/bd.dot"
+fi
+# Two of them added up: 2^63, past int64.
+"$mp" top "$tmp/bigA.heap" "$tmp/bigA.heap" >"$tmp/bs.top" 2>"$tmp/c4"
+rc=$?
+if err_is "$rc" "$tmp/c4" '^malloc-prof: the stacks of the profiles add up to more than 2^63 - 1 objects or bytes, which cannot be real' &&
+    [ ! -s "$tmp/bs.top" ]; then
+	ok "two profiles of 2^62 bytes added up: status 2, one line"
+else
+	fail "two profiles of 2^62 bytes added up: status $rc"
+	show "$tmp/c4" "$tmp/bs.top"
+fi
+
+# mkpb FILE VALUE...: a pprof profile (inuse_space/bytes) of one sample
+# per VALUE (int64), sample i at location i in function fi.
+mkpb() {
+	python3 - "$@" <<'PY'
+import sys
+def v(x):
+    x &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = x & 0x7f
+        x >>= 7
+        if not x:
+            out.append(b)
+            return bytes(out)
+        out.append(b | 0x80)
+def f(n, p): return v(n << 3 | 2) + v(len(p)) + p
+vals = [int(a) for a in sys.argv[2:]]
+p = f(1, b"\x08\x01\x10\x02")
+for i, x in enumerate(vals, 1):
+    p += f(2, b"\x08" + v(i) + b"\x10" + v(x))
+for i in range(1, len(vals) + 1):
+    p += f(4, b"\x08" + v(i) + b"\x18" + v(0x1000 * i) + f(4, b"\x08" + v(i)))
+    p += f(5, b"\x08" + v(i) + b"\x10" + v(2 + i))
+for s in [b"", b"inuse_space", b"bytes"] + [b"f%d" % i for i in range(1, len(vals) + 1)]:
+    p += f(6, s)
+open(sys.argv[1], "wb").write(p)
+PY
+}
+mkpb "$tmp/max.pb" 4096 "$max"
+mkpb "$tmp/min.pb" -9223372036854775808
+"$mp" top "$tmp/max.pb" >/dev/null 2>"$tmp/c5"
+rc1=$?
+"$mp" top "$tmp/min.pb" >/dev/null 2>"$tmp/c6"
+rc2=$?
+if one_error "$rc1" "$tmp/c5" "$tmp/max.pb" &&
+    grep -q "damaged pprof profile: sample 1 has inuse_space $max, which cannot be real (more than 2^62)" "$tmp/c5" &&
+    one_error "$rc2" "$tmp/c6" "$tmp/min.pb" &&
+    grep -q 'sample 0 has inuse_space -9223372036854775808, which cannot be real' "$tmp/c6"; then
+	ok "pprof: values 2^63 - 1 and -2^63: status 2, the sample named"
+else
+	fail "pprof: values 2^63 - 1 and -2^63: statuses $rc1 $rc2"
+	show "$tmp/c5" "$tmp/c6"
+fi
+mkpb "$tmp/big2.pb" "$big" "-$big"
+"$mp" top "$tmp/big2.pb" >/dev/null 2>"$tmp/c7"
+rc=$?
+if one_error "$rc" "$tmp/c7" "$tmp/big2.pb" &&
+    grep -q 'its samples up to sample 1 add up to more than 2^62 inuse_space' "$tmp/c7"; then
+	ok "pprof: samples of 2^62 and -2^62: status 2, 'add up'"
+else
+	fail "pprof: samples of 2^62 and -2^62: status $rc"
+	show "$tmp/c7"
+fi
+# A diff profile's negative values are read as they are.
+mkpb "$tmp/neg.pb" -4096 8192
+"$mp" collapsed "$tmp/neg.pb" >"$tmp/neg.col" 2>"$tmp/neg.err"
+rc=$?
+if [ "$rc" = 0 ] && [ "$(sort "$tmp/neg.col" | tr '\n' ' ')" = "f1 -4096 f2 8192 " ]; then
+	ok "pprof: negative values (a diff): read as they are"
+else
+	fail "pprof: negative values: status $rc"
+	show "$tmp/neg.col" "$tmp/neg.err"
+fi
+
+# gzip bombs: 200 MiB of zeros from 200 KB.  The inflater stops after its
+# first KiBs (not a profile) or past its first MiB (it inflates too
+# fast); within a memory limit well below what inflating it all takes
+# when the limit can be set (not under ASan or valgrind, which reserve
+# more address space: there the messages alone show the early stop).
+# bomb FILE PREFIX-HEX [string]: PREFIX then 200 MiB of zeros, gzipped;
+# "string": the zeros are the bytes of a string field.
+bomb() {
+	python3 - "$@" <<'PY'
+import sys, zlib
+n = 200 << 20
+prefix = bytes.fromhex(sys.argv[2])
+if sys.argv[3:] == ["string"]:
+    x, lv = n, bytearray()
+    while x >= 0x80:
+        lv.append(x & 0x7f | 0x80)
+        x >>= 7
+    prefix += b"\x32" + bytes(lv) + bytes([x])
+z = zlib.compressobj(9, zlib.DEFLATED, 31)
+zero = bytes(1 << 20)
+with open(sys.argv[1], "wb") as f:
+    f.write(z.compress(prefix))
+    for _ in range(n >> 20):
+        f.write(z.compress(zero))
+    f.write(z.flush())
+PY
+}
+limit=
+(ulimit -v 131072 && "$mp" --help) >/dev/null 2>&1 && limit=131072
+[ -n "$limit" ] || echo "# gzip bombs: no memory limit (the tool does not start within one)"
+# inflate_top FILE ERRFILE: malloc-prof top FILE, within the limit.
+inflate_top() {
+	if [ -n "$limit" ]; then
+		(ulimit -v "$limit" && exec "$mp" top "$1") >/dev/null 2>"$2"
+	else
+		"$mp" top "$1" >/dev/null 2>"$2"
+	fi
+}
+bomb "$tmp/zeros.gz" ""
+inflate_top "$tmp/zeros.gz" "$tmp/g1"
+rc=$?
+if err_is "$rc" "$tmp/g1" "^malloc-prof: \"$tmp/zeros.gz\" is gzip data but not a pprof profile: its first [0-9]* bytes inflated are not a profile (it starts with field 0 of wire type 0"; then
+	ok "gzip bomb of zeros: stopped in its first KiBs, status 2"
+else
+	fail "gzip bomb of zeros: status $rc"
+	show "$tmp/g1"
+fi
+bomb "$tmp/pzeros.gz" 0a0408011002
+inflate_top "$tmp/pzeros.gz" "$tmp/g2"
+rc=$?
+if err_is "$rc" "$tmp/g2" "\"$tmp/pzeros.gz\" is gzip data but not a pprof profile: .*(after 1 fields, the profile has a field numbered 0)"; then
+	ok "gzip bomb, a sample type then zeros: stopped in its first KiBs"
+else
+	fail "gzip bomb, a sample type then zeros: status $rc"
+	show "$tmp/g2"
+fi
+bomb "$tmp/pstr.gz" 0a0408011002 string
+inflate_top "$tmp/pstr.gz" "$tmp/g3"
+rc=$?
+if err_is "$rc" "$tmp/g3" "^malloc-prof: \"$tmp/pstr.gz\": refused: it inflates more than 250 times ([0-9]* bytes from [0-9]* of the file): a gzip bomb?"; then
+	ok "gzip bomb inside a string field: stopped past its first MiB"
+else
+	fail "gzip bomb inside a string field: status $rc"
+	show "$tmp/g3"
+fi
+python3 -c 'import gzip, sys; sys.stdout.buffer.write(gzip.compress(open(sys.argv[1], "rb").read()))' \
+    "$fixture" >"$tmp/fx.heap.gz"
+"$mp" top "$tmp/fx.heap.gz" >/dev/null 2>"$tmp/g4"
+rc=$?
+if err_is "$rc" "$tmp/g4" "\"$tmp/fx.heap.gz\" is gzip data but not a pprof profile: it inflates to a heap_v2 dump: gunzip it first"; then
+	ok "a gzipped heap_v2 dump: status 2, 'gunzip it first'"
+else
+	fail "a gzipped heap_v2 dump: status $rc"
+	show "$tmp/g4"
 fi
 
 # ---- our own dumps

@@ -74,6 +74,51 @@ mp_xrealloc(void *p, size_t n) {
 /* ---- the checks on a profile read without error */
 
 #include <math.h>
+#include <stdio.h>
+
+/* A count the readers let through: within MP_COUNT_MAX, whatever its
+ * sign. */
+static void
+fuzz_check_count(double v) {
+	if (!(fabs(v) <= (double)MP_COUNT_MAX))
+		abort();
+}
+
+/* Every report on P minus P (its stacks named apart, below one common
+ * root: the largest positive and negative sums two profiles can make)
+ * adds up without failing (mp_report_finish) or overflowing (UBSan). */
+static void
+fuzz_check_report(const mp_profile_t *p) {
+	static FILE *null;
+	if (null == NULL && (null = fopen("/dev/null", "w")) == NULL)
+		abort();
+	mp_report_t *rep = mp_report_new();
+	uint32_t frames[8];
+	for (int sign = 1; sign >= -1; sign -= 2) {
+		for (size_t i = 0; i < p->nstacks; i++) {
+			const mp_stack_t *s = &p->stacks[i];
+			uint32_t n = 1;
+			frames[0] = mp_report_intern(rep, "root");
+			/* Few names: stacks merge, rows add many up. */
+			for (uint32_t k = 0; k < s->npcs && n < 8; k++, n++) {
+				char name[32];
+				snprintf(name, sizeof(name), "%c%u",
+				    sign > 0 ? 'p' : 'b',
+				    (unsigned)(s->pcs[k] % 16));
+				frames[n] = mp_report_intern(rep, name);
+			}
+			mp_report_add(rep, frames, n, s->val, sign);
+		}
+	}
+	if (!mp_report_finish(rep, MP_INUSE_SPACE, NULL, NULL))
+		abort();
+	mp_out_top(rep, null, -1, true);
+	mp_out_collapsed(rep, null);
+	mp_out_leaks(rep, null, -1);
+	mp_out_flamegraph(rep, null, "fuzz", true);
+	mp_out_dot(rep, null, 80, true);
+	mp_report_free(rep);
+}
 
 /* A string the tool prints in a line: no control characters. */
 static void
@@ -123,6 +168,7 @@ fuzz_check_profile(const mp_profile_t *p, bool ok) {
 		    (heap_v2 && m->end < m->start))
 			abort();
 	}
+	double total[MP_NVALUES] = { 0 };
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const mp_stack_t *s = &p->stacks[i];
 		/* Every stack has frames, and every frame index names a
@@ -140,6 +186,20 @@ fuzz_check_profile(const mp_profile_t *p, bool ok) {
 		for (int k = 0; k < MP_NVALUES; k++)
 			if (!isfinite(s->val[k]) || (heap_v2 && s->val[k] < 0))
 				abort();
+		/* Counts as printed and unbiased (--thread's too), each and
+		 * the stacks' total, within MP_COUNT_MAX. */
+		for (int k = 0; k < MP_NVALUES; k++) {
+			fuzz_check_count(s->val[k]);
+			fuzz_check_count((double)s->raw.v[k]);
+			total[k] += fabs(s->val[k]);
+			fuzz_check_count(total[k]);
+		}
+		for (uint32_t t = 0; t < s->nthreads; t++) {
+			double tval[MP_NVALUES];
+			mp_unbias_cnt(p->period, &s->threads[t].cnt, tval);
+			for (int k = 0; k < MP_NVALUES; k++)
+				fuzz_check_count(tval[k]);
+		}
 		for (uint32_t k = 0; k < s->npcs; k++) {
 			const mp_mapping_t *m = mp_profile_mapping(p, s->pcs[k]);
 			if (m != NULL && (s->pcs[k] < m->start ||
@@ -147,4 +207,5 @@ fuzz_check_profile(const mp_profile_t *p, bool ok) {
 				abort();
 		}
 	}
+	fuzz_check_report(p);
 }

@@ -14,8 +14,10 @@ extern unsigned fuzz_nerrs, fuzz_nwarns;
  * frames and its t* line, every frame's function index is in range,
  * the mappings are sorted, mp_profile_mapping finds only mappings that
  * hold the address, every value is finite (and not negative for
- * heap_v2), and no string the tool prints (thread, function, file and
- * mapping names, build IDs, sample types) has a control character. */
+ * heap_v2), every count and each value's total within MP_COUNT_MAX, no
+ * string the tool prints (thread, function, file and mapping names,
+ * build IDs, sample types) has a control character, and the reports on
+ * the profile minus itself add up without failing or overflowing. */
 void fuzz_check_profile(const mp_profile_t *prof, bool ok);
 
 #endif

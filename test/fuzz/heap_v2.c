@@ -8,8 +8,10 @@
  * line, a successful one none, and a profile read is consistent
  * (fuzz_check_profile: every stack has frames and its t* line, indexes
  * in range, mappings sorted and found only for addresses they hold,
- * finite values).  Built with bin/ sources and test/fuzz/bin_stubs.c and run
- * by scripts/fuzz.sh (doc/reliability.md).
+ * finite values, counts within MP_COUNT_MAX, and the reports on the
+ * profile minus itself adding up without overflow).  Built with bin/
+ * sources and test/fuzz/bin_stubs.c and run by scripts/fuzz.sh
+ * (doc/reliability.md).
  */
 #include "malloc-prof.h"
 

@@ -9,8 +9,11 @@
  * successful one none, and a profile read is consistent
  * (fuzz_check_profile: every frame's function index within the
  * profile's functions, every stack with frames, mappings sorted, finite
- * values).  Built with bin/ sources and test/fuzz/bin_stubs.c, run by
- * scripts/fuzz.sh (doc/reliability.md).
+ * values within MP_COUNT_MAX, and the reports on the profile minus
+ * itself adding up without overflow).  A gzip bomb must stop early:
+ * libFuzzer's memory limit is below the inflater's 1 GiB cap.  Built
+ * with bin/ sources and test/fuzz/bin_stubs.c, run by scripts/fuzz.sh
+ * (doc/reliability.md).
  */
 #include "malloc-prof.h"
 
