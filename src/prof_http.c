@@ -25,9 +25,9 @@
  * body) must arrive within opt_prof_http_timeout_ms of connecting, its
  * head in at most PROF_HTTP_REQ_MAX bytes.  At most PROF_HTTP_CONNS
  * connections are open, PROF_HTTP_PER_ADDR of them from one address;
- * past either, the oldest connection of the address that holds the most
- * is dropped (http_victim), so a newcomer always gets in and a flood from
- * one address costs that address, not the others.  Responses are built
+ * past either, an old connection is dropped (http_victim: of the
+ * address that holds the most), so a newcomer always gets in and a flood
+ * from one address costs that address, not the others.  Responses are built
  * only once a request is complete, and sent one at a time (synchronously:
  * the body lives in the one memfd), each send bounded by SO_SNDTIMEO
  * (PROF_HTTP_SEND_STALL_MS without progress) and the whole response by
@@ -101,7 +101,8 @@ static int http_body_fd = -1;
  *           read the response.
  * buf is base_malloc'd (PROF_HTTP_REQ_MAX bytes) at accept and given
  * back once the request is answered: memory for requests being read is
- * at most PROF_HTTP_CONNS buffers, and none when nobody connects.
+ * at most PROF_HTTP_CONNS buffers, and one (the spare) when nobody is
+ * connected.
  */
 typedef enum {
 	HTTP_FREE,                       /* fd == -1 */
