@@ -200,6 +200,11 @@ const conf_opt_t conf_opts[] = {
 	  .check = prof_http_conf_check,
 	  .doc = "serve profiles over HTTP on HOST:PORT (numeric; empty "
 	  "HOST: 127.0.0.1; port 0: any free one; \"\": off)" },
+	{ .name = "prof_http_timeout_ms", .type = CONF_UNSIGNED,
+	  .var = &opt_prof_http_timeout_ms, .def = "2000", .min = 100,
+	  .max = PROF_HTTP_TIMEOUT_MS_MAX, .prof = true,
+	  .doc = "ms a prof_http client has from connecting to send its "
+	  "whole request (then 408)" },
 #if MP_CONFIG_DEBUG
 	/* Fault injection, debug builds only (doc/reliability.md). */
 	{ .name = "debug_mmap_fail", .type = CONF_SIZE_T,

@@ -18,13 +18,22 @@
  * the status is known before the first byte goes out, and a slow client
  * never holds prof_dump_mtx.
  *
- * Bounds, so that no client can stall or exhaust it: requests (request
- * line and headers) of at most PROF_HTTP_REQ_MAX bytes; at most
- * PROF_HTTP_CONNS connections being read at once, the rest waiting in the
- * listen backlog; PROF_HTTP_TIMEOUT_MS to receive a whole request, and
- * each send bounded by SO_SNDTIMEO.  Responses are sent one at a time.
- * Writes use MSG_NOSIGNAL: a client that goes away gets no SIGPIPE sent
- * to the process.
+ * Bounds, so that no client can stall or exhaust it.  One thread serves
+ * everything: one poll over the listening socket and every open
+ * connection, each with a buffer of its own, so that no connection waits
+ * for another's request.  A request (request line, headers and a POST's
+ * body) must arrive within opt_prof_http_timeout_ms of connecting, its
+ * head in at most PROF_HTTP_REQ_MAX bytes.  At most PROF_HTTP_CONNS
+ * connections are open, PROF_HTTP_PER_ADDR of them from one address;
+ * past either, an old connection is dropped (http_victim: of the
+ * address that holds the most), so a newcomer always gets in and a flood
+ * from one address costs that address, not the others.  Responses are built
+ * only once a request is complete, and sent one at a time (synchronously:
+ * the body lives in the one memfd), each send bounded by SO_SNDTIMEO
+ * (PROF_HTTP_SEND_STALL_MS without progress) and the whole response by
+ * PROF_HTTP_SEND_TOTAL_MS: a client that does not read holds the thread
+ * that long at most.  Writes use MSG_NOSIGNAL: a client that goes away
+ * gets no SIGPIPE sent to the process.
  *
  * Like background_thread.c, the thread is started lazily, at a thread's
  * first slow-path allocation after initialisation (or the first read of
@@ -52,15 +61,19 @@
 #include <unistd.h>
 
 #define PROF_HTTP_REQ_MAX 8192          /* request line + headers */
-#define PROF_HTTP_CONNS 8               /* connections read at once */
-#define PROF_HTTP_BACKLOG 64
-#define PROF_HTTP_TIMEOUT_MS 5000       /* to receive a request; per send */
-#define PROF_HTTP_SEND_TOTAL_MS 30000   /* to send one response */
+#define PROF_HTTP_CONNS 256             /* connections open at once */
+#define PROF_HTTP_PER_ADDR 128          /* ... from one address (IPv6: /64) */
+#define PROF_HTTP_BACKLOG 128
+#define PROF_HTTP_ACCEPT_BATCH 64       /* accepts per turn of the loop */
+#define PROF_HTTP_SEND_STALL_MS 2000    /* a send without progress */
+#define PROF_HTTP_SEND_TOTAL_MS 10000   /* to send one response */
 #define PROF_HTTP_LINGER_MS 200         /* reading what follows a reply */
+#define PROF_HTTP_LINGER_MAX 262144     /* ... at most this much */
 #define PROF_HTTP_HOST_MAX 64
 #define PROF_HTTP_SYM_BODY_MAX 65536    /* POST /debug/pprof/symbol */
 
 char opt_prof_http[128] = "";
+unsigned opt_prof_http_timeout_ms = 2000;
 
 /*
  * State.  http_mtx guards every descriptor of the endpoint (listening
@@ -77,14 +90,47 @@ static _Atomic unsigned http_port;
 static int http_lfd = -1;
 static int http_body_fd = -1;
 
-/* One connection whose request is being read: buf[0..len). */
+/*
+ * A connection, from accept to close:
+ *   HEAD    its request line and headers arrive in buf[0..len);
+ *   BODY    the head asked for a symbol POST: its body arrives in
+ *           http_sym_body[0..have) (one connection at a time owns it);
+ *   LINGER  answered and shut for writing: what the client still sends
+ *           is read and dropped until it closes or deadline_ns, so that
+ *           closing does not reset the connection before the client has
+ *           read the response.
+ * buf is base_malloc'd (PROF_HTTP_REQ_MAX bytes) at accept and given
+ * back once the request is answered: memory for requests being read is
+ * at most PROF_HTTP_CONNS buffers, and one (the spare) when nobody is
+ * connected.
+ */
+typedef enum {
+	HTTP_FREE,                       /* fd == -1 */
+	HTTP_HEAD,
+	HTTP_BODY,
+	HTTP_LINGER
+} http_state_t;
+
 typedef struct prof_http_conn_s {
 	int fd;                          /* -1: free slot */
-	size_t len;
-	uint64_t deadline_ns;            /* the whole request by then */
-	char buf[PROF_HTTP_REQ_MAX + 1];
+	http_state_t state;
+	uint64_t seq;                    /* accept order: lower is older */
+	uint64_t deadline_ns;            /* HEAD, BODY: the whole request by
+					  * then; LINGER: close by then */
+	uint8_t addr[17];                /* family, then the peer's IPv4
+					  * address or IPv6 /64 */
+	char *buf;                       /* HEAD */
+	size_t len;                      /* HEAD: bytes in buf; LINGER:
+					  * bytes dropped */
+	size_t clen;                     /* BODY: the body's length */
+	size_t have;                     /* BODY: bytes of it received */
 } prof_http_conn_t;
 static prof_http_conn_t http_conns[PROF_HTTP_CONNS];
+static uint64_t http_seq;
+/* A buffer kept from a closed connection for the next one (http_mtx). */
+static char *http_spare_buf;
+/* The connection in BODY, which owns http_sym_body; NULL: none. */
+static prof_http_conn_t *http_sym_owner;
 
 /* Reused to copy bodies from the memfd to the socket. */
 static char http_io_buf[65536];
@@ -233,21 +279,16 @@ static const char *http_reason(int status) {
 	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
 	case 500: return "Internal Server Error";
+	case 503: return "Service Unavailable";
 	}
 	return "Error";
 }
 
-/* The response: headers (`extra`: more header lines, each ending in
- * \r\n), then the body from text (if not NULL) or from the first
- * body_len bytes of the memfd. */
-static void http_respond_ex(int fd, int status, const char *ctype,
-    const char *extra, const char *text, size_t body_len) {
-	uint64_t deadline = os_now_ns() +
-	    (uint64_t)PROF_HTTP_SEND_TOTAL_MS * 1000000u;
-	char head[512];
-	if (text != NULL)
-		body_len = strlen(text);
-	int n = mp_snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n"
+/* The head of a response into head[0..size): its length.  `extra`:
+ * more header lines, each ending in \r\n. */
+static int http_head(char *head, size_t size, int status, const char *ctype,
+    const char *extra, size_t body_len) {
+	return mp_snprintf(head, size, "HTTP/1.1 %d %s\r\n"
 	    "Content-Type: %s\r\n"
 	    "Content-Length: %zu\r\n"
 	    "%s"
@@ -255,6 +296,19 @@ static void http_respond_ex(int fd, int status, const char *ctype,
 	    "X-Content-Type-Options: nosniff\r\n"
 	    "Connection: close\r\n\r\n", status, http_reason(status), ctype,
 	    body_len, extra);
+}
+
+/* The response: the head, then the body from text (if not NULL) or from
+ * the first body_len bytes of the memfd. */
+static void http_respond_ex(int fd, int status, const char *ctype,
+    const char *extra, const char *text, size_t body_len) {
+	uint64_t deadline = os_now_ns() +
+	    (uint64_t)PROF_HTTP_SEND_TOTAL_MS * 1000000u;
+	char head[512];
+	if (text != NULL)
+		body_len = strlen(text);
+	int n = http_head(head, sizeof(head), status, ctype, extra,
+	    body_len);
 	if (!http_send_all(fd, head, (size_t)n, deadline))
 		return;
 	if (text != NULL) {
@@ -301,6 +355,20 @@ static void http_error(int fd, int status, const char *fmt, ...) {
 	va_start(ap, fmt);
 	http_error_ex(fd, status, "", fmt, ap);
 	va_end(ap);
+}
+
+/* A short error response (`line` ends in \n) in one send that never
+ * waits: for a connection about to be closed to make room, whose send
+ * buffer is empty (nothing was ever sent on it).  Best effort. */
+static void http_send_now(int fd, int status, const char *line) {
+	char msg[768];
+	size_t len = strlen(line);
+	int n = http_head(msg, sizeof(msg), status, "text/plain; "
+	    "charset=utf-8", "", len);
+	if (n < 0 || (size_t)n + len > sizeof(msg))
+		return;
+	memcpy(msg + n, line, len);
+	(void)!send(fd, msg, (size_t)n + len, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 /* ------------------------------------------------------------- bodies */
@@ -433,11 +501,19 @@ static void http_serve_stats(int fd) {
 	http_respond(fd, 200, "application/json", NULL, http_body_len());
 }
 
-/* The value of header `name` in the header lines hs[0..he), as a number;
- * -1 if absent, -2 if not a number. */
+#define HTTP_NUM_ABSENT (-1)
+#define HTTP_NUM_BAD (-2)
+#define HTTP_NUM_CONFLICT (-3)
+
+/* The value of header `name` in the header lines hs[0..he), as a number,
+ * or HTTP_NUM_ABSENT, HTTP_NUM_BAD (a value is not one decimal number),
+ * HTTP_NUM_CONFLICT (lines with different values).  Lines repeating one
+ * value count once: RFC 9112 6.3 lets a recipient take identical values
+ * as one, and only a disagreement makes the framing ambiguous. */
 static long long http_header_num(const char *hs, const char *he,
     const char *name) {
 	size_t nlen = strlen(name);
+	long long found = HTTP_NUM_ABSENT;
 	for (const char *p = hs; p < he;) {
 		const char *nl = memchr(p, '\n', (size_t)(he - p));
 		const char *le = nl != NULL ? nl : he;
@@ -452,53 +528,26 @@ static long long http_header_num(const char *hs, const char *he,
 				n = n * 10 + (*d++ - '0');
 			while (d < le && (*d == ' ' || *d == '\t' || *d == '\r'))
 				d++;
-			return d == v || d != le ? -2 : n;
+			if (d == v || d != le)
+				return HTTP_NUM_BAD;
+			if (found != HTTP_NUM_ABSENT && found != n)
+				return HTTP_NUM_CONFLICT;
+			found = n;
 		}
 		p = le + 1;
 	}
-	return -1;
+	return found;
 }
 
 /*
  * POST /debug/pprof/symbol, what `go tool pprof` asks for the addresses
- * it could not name from local binaries: the body is addresses joined by
- * '+', the answer one "0xADDR name" line per address that lies inside a
- * function of the dynamic symbol tables (dladdr1 with the symbol's size:
- * the nearest exported symbol before a static function is not its
- * name).  Reading the body blocks the other connections for at most the
- * request's time left; its length clen (Content-Length) was checked by
- * prof_http_parse_request: at most PROF_HTTP_SYM_BODY_MAX.
+ * it could not name from local binaries: the body (http_sym_body[0..have),
+ * read by the poll loop like the head) is addresses joined by '+', the
+ * answer one "0xADDR name" line per address that lies inside a function
+ * of the dynamic symbol tables (dladdr1 with the symbol's size: the
+ * nearest exported symbol before a static function is not its name).
  */
-static void http_serve_symbol(prof_http_conn_t *c, size_t head_len,
-    size_t clen) {
-	int fd = c->fd;
-	/* What came with the head, then the rest. */
-	size_t have = c->len - head_len;
-	if (have > (size_t)clen)
-		have = (size_t)clen;
-	memcpy(http_sym_body, c->buf + head_len, have);
-	while (have < (size_t)clen) {
-		uint64_t now = os_now_ns();
-		if (now >= c->deadline_ns) {
-			http_error(fd, 408, "the request did not arrive within "
-			    "%d ms", PROF_HTTP_TIMEOUT_MS);
-			return;
-		}
-		struct pollfd pfd = {fd, POLLIN, 0};
-		int r = poll(&pfd, 1, (int)((c->deadline_ns - now) /
-		    1000000u) + 1);
-		if (r < 0 && errno != EINTR)
-			return;
-		if (r <= 0)
-			continue;
-		ssize_t n = recv(fd, http_sym_body + have, (size_t)clen - have,
-		    MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			return;         /* gone */
-		have += (size_t)n;
-	}
+static void http_serve_symbol(int fd, size_t have) {
 	char err[256];
 	if (!http_body_reset(err, sizeof(err))) {
 		http_error(fd, 500, "%s", err);
@@ -667,18 +716,28 @@ static void http_parse_head(const char *buf, size_t head_len,
 	size_t qlen = q != NULL ? tlen - plen - 1 : 0;
 #define HTTP_PATH_IS(s) (plen == sizeof(s) - 1 && memcmp(target, s,	\
 	sizeof(s) - 1) == 0)
+	/* The body's framing (RFC 9112 6.3), whatever the request: no
+	 * chunked bodies, and one Content-Length that means one thing. */
+	if (http_header_num(hs, he, "Transfer-Encoding") != HTTP_NUM_ABSENT) {
+		http_req_error(req, 400, "Transfer-Encoding is not supported "
+		    "(no chunked request bodies): send Content-Length");
+		return;
+	}
+	long long clen = http_header_num(hs, he, "Content-Length");
+	if (clen == HTTP_NUM_CONFLICT) {
+		http_req_error(req, 400, "conflicting Content-Length headers: "
+		    "the body's length is ambiguous");
+		return;
+	}
+	if (clen == HTTP_NUM_BAD) {
+		http_req_error(req, 400, "invalid Content-Length: expected "
+		    "one decimal number");
+		return;
+	}
 	if (HTTP_PATH_IS("/debug/pprof/symbol")) {
 		if (get) {
 			req->route = PROF_HTTP_SYMBOL_GET;
 		} else if (post) {
-			if (http_header_num(hs, he, "Transfer-Encoding") != -1) {
-				http_req_error(req, 400, "chunked request "
-				    "bodies are not supported: send "
-				    "Content-Length");
-				return;
-			}
-			long long clen = http_header_num(hs, he,
-			    "Content-Length");
 			if (clen < 0) {
 				http_req_error(req, 400, "a POST needs a valid "
 				    "Content-Length");
@@ -760,12 +819,14 @@ void prof_http_parse_request(const char *buf, size_t len, size_t max,
 	}
 }
 
-/* The request in c->buf is complete (head_len > 0: its head, through the
- * empty line) or cannot become one: answer it. */
-static void http_handle(prof_http_conn_t *c, const prof_http_req_t *req) {
-	int fd = c->fd;
+/* ---------------------------------------------------------- connections */
+
+/* The request is complete (or cannot become one) and is not a symbol
+ * POST (whose body http_read_body reads first): answer it on fd. */
+static void http_handle(int fd, const prof_http_req_t *req) {
 	switch (req->route) {
 	case PROF_HTTP_MORE:
+	case PROF_HTTP_SYMBOL_POST:
 		break;
 	case PROF_HTTP_ERROR:
 		if (req->allow != NULL) {
@@ -791,58 +852,100 @@ static void http_handle(prof_http_conn_t *c, const prof_http_req_t *req) {
 		http_respond(fd, 200, "text/plain; charset=utf-8",
 		    "num_symbols: 1\n", 0);
 		break;
-	case PROF_HTTP_SYMBOL_POST:
-		http_serve_symbol(c, req->head_len, req->clen);
-		break;
 	}
 }
 
-/* Done with c: stop sending, read (and drop) what the client still sends
- * for a moment, so that closing does not reset the connection before
- * the client has read the response; then close. */
-static void http_finish(prof_http_conn_t *c) {
-	(void)shutdown(c->fd, SHUT_WR);
-	uint64_t until = os_now_ns() +
-	    (uint64_t)PROF_HTTP_LINGER_MS * 1000000u;
-	size_t drained = 0;
-	for (;;) {
-		uint64_t now = os_now_ns();
-		if (now >= until || drained > sizeof(http_io_buf) * 4)
-			break;
-		struct pollfd pfd = {c->fd, POLLIN, 0};
-		int r = poll(&pfd, 1, (int)((until - now) / 1000000u) + 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		ssize_t n = recv(c->fd, http_io_buf, sizeof(http_io_buf),
-		    MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		drained += (size_t)n;
-	}
-	mp_mutex_lock(&http_mtx);
+/* c no longer needs its buffer: keep it for the next connection or give
+ * it back.  http_mtx held. */
+static void http_buf_release_locked(prof_http_conn_t *c) {
+	if (c->buf == NULL)
+		return;
+	if (http_spare_buf == NULL)
+		http_spare_buf = c->buf;
+	else
+		base_free(c->buf, PROF_HTTP_REQ_MAX);
+	c->buf = NULL;
+}
+
+/* Close c and free its slot.  http_mtx held. */
+static void http_close_locked(prof_http_conn_t *c) {
 	close(c->fd);
 	c->fd = -1;
+	c->state = HTTP_FREE;
+	http_buf_release_locked(c);
+	if (http_sym_owner == c)
+		http_sym_owner = NULL;
+}
+
+static void http_close(prof_http_conn_t *c) {
+	mp_mutex_lock(&http_mtx);
+	http_close_locked(c);
 	mp_mutex_unlock(&http_mtx);
+}
+
+/* c has its answer: shut it for writing and linger (see the states). */
+static void http_done(prof_http_conn_t *c) {
+	(void)shutdown(c->fd, SHUT_WR);
+	mp_mutex_lock(&http_mtx);
+	http_buf_release_locked(c);
+	if (http_sym_owner == c)
+		http_sym_owner = NULL;
+	mp_mutex_unlock(&http_mtx);
+	c->state = HTTP_LINGER;
 	c->len = 0;
+	c->deadline_ns = os_now_ns() +
+	    (uint64_t)PROF_HTTP_LINGER_MS * 1000000u;
 	/* Give back the memory of the last body. */
 	if (http_body_fd >= 0)
 		(void)ftruncate(http_body_fd, 0);
 }
 
-/* Data arrived on c: read it, and answer once the request is whole (or
- * clearly bad). */
-static void http_read(prof_http_conn_t *c) {
+/* The symbol POST's body is all in http_sym_body: answer. */
+static void http_body_done(prof_http_conn_t *c) {
+	http_serve_symbol(c->fd, c->have);
+	http_done(c);
+}
+
+/* The head of a symbol POST is complete in c->buf: move what came of its
+ * body to http_sym_body and read the rest there. */
+static void http_body_start(prof_http_conn_t *c, const prof_http_req_t *req) {
+	if (http_sym_owner != NULL) {
+		/* One body buffer: 64 KiB per connection would make the
+		 * endpoint's memory a client's choice. */
+		http_respond_ex(c->fd, 503, "text/plain; charset=utf-8",
+		    "Retry-After: 1\r\n", "another symbol request is being "
+		    "received: retry in a moment\n", 0);
+		http_done(c);
+		return;
+	}
+	size_t have = c->len - req->head_len;
+	if (have > req->clen)
+		have = req->clen;
+	memcpy(http_sym_body, c->buf + req->head_len, have);
+	http_sym_owner = c;
+	c->state = HTTP_BODY;
+	c->clen = req->clen;
+	c->have = have;
+	mp_mutex_lock(&http_mtx);
+	http_buf_release_locked(c);
+	mp_mutex_unlock(&http_mtx);
+	if (have == req->clen)
+		http_body_done(c);
+}
+
+static bool http_again(ssize_t n) {
+	return n < 0 && (errno == EINTR || errno == EAGAIN ||
+	    errno == EWOULDBLOCK);
+}
+
+static void http_read_head(prof_http_conn_t *c) {
 	ssize_t n = recv(c->fd, c->buf + c->len, PROF_HTTP_REQ_MAX - c->len,
 	    MSG_DONTWAIT);
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+	if (http_again(n))
 		return;
 	if (n <= 0) {
 		/* Gone before the request was complete. */
-		http_finish(c);
+		http_close(c);
 		return;
 	}
 	c->len += (size_t)n;
@@ -850,25 +953,222 @@ static void http_read(prof_http_conn_t *c) {
 	prof_http_parse_request(c->buf, c->len, PROF_HTTP_REQ_MAX, &req);
 	if (req.route == PROF_HTTP_MORE)
 		return;
-	http_handle(c, &req);
-	http_finish(c);
+	if (req.route == PROF_HTTP_SYMBOL_POST) {
+		http_body_start(c, &req);
+		return;
+	}
+	http_handle(c->fd, &req);
+	http_done(c);
 }
 
-static void http_accept(void) {
+/* BODY: clen > have. */
+static void http_read_body(prof_http_conn_t *c) {
+	ssize_t n = recv(c->fd, http_sym_body + c->have, c->clen - c->have,
+	    MSG_DONTWAIT);
+	if (http_again(n))
+		return;
+	if (n <= 0) {
+		http_close(c);
+		return;
+	}
+	c->have += (size_t)n;
+	if (c->have == c->clen)
+		http_body_done(c);
+}
+
+/* LINGER: drop what the client still sends; close at its EOF, or when it
+ * sends more than anyone answered would. */
+static void http_read_linger(prof_http_conn_t *c) {
+	for (unsigned k = 0; k < 4; k++) {
+		ssize_t n = recv(c->fd, http_io_buf, sizeof(http_io_buf),
+		    MSG_DONTWAIT);
+		if (http_again(n))
+			return;
+		if (n <= 0 || (c->len += (size_t)n) > PROF_HTTP_LINGER_MAX)
+			break;
+	}
+	http_close(c);
+}
+
+/* Something (data, EOF or an error) is there to read on c: read it
+ * without waiting, and answer once the request is complete (or clearly
+ * bad). */
+static void http_read(prof_http_conn_t *c) {
+	switch (c->state) {
+	case HTTP_HEAD:
+		http_read_head(c);
+		break;
+	case HTTP_BODY:
+		http_read_body(c);
+		break;
+	case HTTP_LINGER:
+		http_read_linger(c);
+		break;
+	case HTTP_FREE:
+		break;
+	}
+}
+
+/* Connections past their deadline: a request that is still incomplete
+ * gets 408, a lingering connection is closed.  What arrived while the
+ * thread was busy (sending a response, building a profile) is read first:
+ * the deadline is the client's, not the thread's. */
+static void http_expire(void) {
+	uint64_t now = os_now_ns();
+	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
+		prof_http_conn_t *c = &http_conns[i];
+		if (c->fd < 0 || c->deadline_ns > now)
+			continue;
+		if (c->state == HTTP_LINGER) {
+			http_close(c);
+			continue;
+		}
+		http_read(c);
+		if (c->fd < 0 || c->state == HTTP_LINGER)
+			continue;
+		http_error(c->fd, 408, "the request did not arrive within %u "
+		    "ms", opt_prof_http_timeout_ms);
+		http_done(c);
+	}
+}
+
+/* The key connections are counted by: the family, then the IPv4 address
+ * or the IPv6 /64 (one host may hold any number of addresses of its
+ * /64). */
+static void http_addr_key(const struct sockaddr_storage *ss,
+    uint8_t key[17]) {
+	memset(key, 0, 17);
+	key[0] = (uint8_t)ss->ss_family;
+	if (ss->ss_family == AF_INET) {
+		memcpy(key + 1, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		memcpy(key + 1, &((const struct sockaddr_in6 *)ss)->sin6_addr,
+		    8);
+	}
+}
+
+/*
+ * The connection to close so that one from `key` gets in, or NULL if it
+ * fits: when key holds PROF_HTTP_PER_ADDR, key's oldest; else, in a full
+ * table, the oldest answered (lingering) connection, or failing that the
+ * oldest connection of the address that holds the most.  So a newcomer
+ * always gets in, and a flood costs the flooding address first.  At most
+ * PROF_HTTP_CONNS^2 comparisons, only when the table is full.
+ */
+static prof_http_conn_t *http_victim(const uint8_t *key) {
+	prof_http_conn_t *oldest_same = NULL, *oldest_linger = NULL;
+	unsigned same = 0, used = 0;
+	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
+		prof_http_conn_t *c = &http_conns[i];
+		if (c->fd < 0)
+			continue;
+		used++;
+		if (c->state == HTTP_LINGER && (oldest_linger == NULL ||
+		    c->seq < oldest_linger->seq))
+			oldest_linger = c;
+		if (memcmp(c->addr, key, sizeof(c->addr)) == 0) {
+			same++;
+			if (oldest_same == NULL || c->seq < oldest_same->seq)
+				oldest_same = c;
+		}
+	}
+	if (same >= PROF_HTTP_PER_ADDR)
+		return oldest_same;
+	if (used < PROF_HTTP_CONNS)
+		return NULL;
+	if (oldest_linger != NULL)
+		return oldest_linger;
+	prof_http_conn_t *best = NULL;
+	unsigned best_n = 0;
+	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
+		prof_http_conn_t *c = &http_conns[i];
+		unsigned n = 0;
+		bool oldest = true;
+		for (unsigned j = 0; j < PROF_HTTP_CONNS && oldest; j++) {
+			prof_http_conn_t *d = &http_conns[j];
+			if (memcmp(d->addr, c->addr, sizeof(c->addr)) != 0)
+				continue;
+			n++;
+			oldest = d->seq >= c->seq;
+		}
+		if (oldest && n > best_n) {
+			best = c;
+			best_n = n;
+		}
+	}
+	return best;
+}
+
+/* Close v to make room; a request being read is told why (without
+ * waiting: see http_send_now).  http_mtx held. */
+static void http_evict_locked(prof_http_conn_t *v) {
+	if (v->state != HTTP_LINGER)
+		http_send_now(v->fd, 503, "dropped to make room: too many "
+		    "connections open (this was the oldest of its address)\n");
+	http_close_locked(v);
+}
+
+/* fd was just accepted from ss: give it a slot and a buffer, making room
+ * if needed.  http_mtx held. */
+static void http_admit_locked(int fd, const struct sockaddr_storage *ss) {
+	if (http_spare_buf == NULL) {
+		http_send_now(fd, 503, "out of memory for one more "
+		    "connection\n");
+		close(fd);
+		return;
+	}
+	uint8_t key[17];
+	http_addr_key(ss, key);
+	prof_http_conn_t *v = http_victim(key);
+	if (v != NULL)
+		http_evict_locked(v);
 	prof_http_conn_t *c = NULL;
 	for (unsigned i = 0; i < PROF_HTTP_CONNS && c == NULL; i++) {
 		if (http_conns[i].fd < 0)
 			c = &http_conns[i];
 	}
-	if (c == NULL)
+	if (c == NULL) {                 /* http_victim made room */
+		close(fd);
 		return;
-	mp_mutex_lock(&http_mtx);
-	int fd = accept4(http_lfd, NULL, NULL, SOCK_CLOEXEC);
-	int err = errno;
-	if (fd >= 0)
-		c->fd = fd;
-	mp_mutex_unlock(&http_mtx);
-	if (fd < 0) {
+	}
+	/* Reads do not wait (poll); sends block, without progress for this
+	 * long at most. */
+	struct timeval tv = {PROF_HTTP_SEND_STALL_MS / 1000,
+	    (PROF_HTTP_SEND_STALL_MS % 1000) * 1000};
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	c->fd = fd;
+	c->state = HTTP_HEAD;
+	c->seq = ++http_seq;
+	c->deadline_ns = os_now_ns() +
+	    (uint64_t)opt_prof_http_timeout_ms * 1000000u;
+	memcpy(c->addr, key, sizeof(c->addr));
+	c->buf = http_spare_buf;
+	http_spare_buf = NULL;
+	c->len = 0;
+	c->clen = 0;
+	c->have = 0;
+}
+
+/* Accept what waits in the backlog, a batch at a time: the open
+ * connections are read between batches, so a flood of newcomers does not
+ * push out a request that has already arrived. */
+static void http_accept(void) {
+	for (unsigned k = 0; k < PROF_HTTP_ACCEPT_BATCH; k++) {
+		struct sockaddr_storage ss;
+		socklen_t sslen = sizeof(ss);
+		/* Under http_mtx from accept to the slot: fork sees the
+		 * descriptor recorded or not at all. */
+		mp_mutex_lock(&http_mtx);
+		if (http_spare_buf == NULL)
+			http_spare_buf = base_malloc(PROF_HTTP_REQ_MAX);
+		int fd = accept4(http_lfd, (struct sockaddr *)&ss, &sslen,
+		    SOCK_CLOEXEC);
+		int err = errno;
+		if (fd >= 0)
+			http_admit_locked(fd, &ss);
+		mp_mutex_unlock(&http_mtx);
+		if (fd >= 0)
+			continue;
 		/* Out of descriptors or memory: back off instead of
 		 * spinning on a listen socket that stays readable. */
 		if (err == EMFILE || err == ENFILE || err == ENOBUFS ||
@@ -876,15 +1176,11 @@ static void http_accept(void) {
 			poll(NULL, 0, 100);
 		return;
 	}
-	/* Reads are non-blocking (poll, with the request's deadline);
-	 * sends block, for this long at most each. */
-	struct timeval tv = {PROF_HTTP_TIMEOUT_MS / 1000,
-	    (PROF_HTTP_TIMEOUT_MS % 1000) * 1000};
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	c->len = 0;
-	c->deadline_ns = os_now_ns() +
-	    (uint64_t)PROF_HTTP_TIMEOUT_MS * 1000000u;
 }
+
+/* The poll set: the listening socket, then every open connection. */
+static struct pollfd http_pfd[1 + PROF_HTTP_CONNS];
+static prof_http_conn_t *http_who[1 + PROF_HTTP_CONNS];
 
 static void *http_main(void *arg) {
 	(void)arg;
@@ -892,51 +1188,35 @@ static void *http_main(void *arg) {
 	mp_tsd.reentrancy++;
 	pthread_setname_np(pthread_self(), "mp_prof_http");
 	for (;;) {
-		struct pollfd pfd[1 + PROF_HTTP_CONNS];
-		prof_http_conn_t *who[1 + PROF_HTTP_CONNS];
 		nfds_t n = 0;
-		bool room = false;
-		uint64_t now = os_now_ns(), next = UINT64_MAX;
+		uint64_t next = UINT64_MAX;
+		http_pfd[n] = (struct pollfd){http_lfd, POLLIN, 0};
+		http_who[n++] = NULL;
 		for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
 			prof_http_conn_t *c = &http_conns[i];
-			if (c->fd < 0) {
-				room = true;
+			if (c->fd < 0)
 				continue;
-			}
-			if (c->deadline_ns <= now) {
-				http_error(c->fd, 408, "the request did not "
-				    "arrive within %d ms",
-				    PROF_HTTP_TIMEOUT_MS);
-				http_finish(c);
-				room = true;
-				continue;
-			}
 			if (c->deadline_ns < next)
 				next = c->deadline_ns;
-			pfd[n].fd = c->fd;
-			pfd[n].events = POLLIN;
-			pfd[n].revents = 0;
-			who[n++] = c;
+			http_pfd[n] = (struct pollfd){c->fd, POLLIN, 0};
+			http_who[n++] = c;
 		}
-		if (room) {
-			pfd[n].fd = http_lfd;
-			pfd[n].events = POLLIN;
-			pfd[n].revents = 0;
-			who[n++] = NULL;
-		}
-		int timeout = next == UINT64_MAX ? -1 :
+		uint64_t now = os_now_ns();
+		int timeout = next == UINT64_MAX ? -1 : next <= now ? 0 :
 		    (int)((next - now) / 1000000u) + 1;
-		int r = poll(pfd, n, timeout);
-		if (r <= 0)
-			continue;
-		for (nfds_t i = 0; i < n; i++) {
-			if (pfd[i].revents == 0)
-				continue;
-			if (who[i] == NULL)
-				http_accept();
-			else if (who[i]->fd >= 0)
-				http_read(who[i]);
+		int r = poll(http_pfd, n, timeout);
+		if (r < 0 && errno != EINTR)
+			poll(NULL, 0, 100);     /* ENOMEM: back off */
+		/* The connections first (handling one closes no other),
+		 * then newcomers, then deadlines. */
+		for (nfds_t i = 1; r > 0 && i < n; i++) {
+			if (http_pfd[i].revents != 0 &&
+			    http_who[i]->fd == http_pfd[i].fd)
+				http_read(http_who[i]);
 		}
+		if (r > 0 && http_pfd[0].revents != 0)
+			http_accept();
+		http_expire();
 	}
 	return NULL;
 }
@@ -945,8 +1225,10 @@ static void *http_main(void *arg) {
 
 bool prof_http_boot(void) {
 	mp_mutex_init(&http_mtx, LOCK_RANK_PROF_HTTP);
-	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++)
+	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
 		http_conns[i].fd = -1;
+		http_conns[i].state = HTTP_FREE;
+	}
 	atomic_store(&http_start_pending, config_prof &&
 	    opt_prof_http[0] != '\0');
 	return false;
@@ -1059,9 +1341,12 @@ void prof_http_postfork_child(void) {
 	http_body_fd = -1;
 	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
 		if (http_conns[i].fd >= 0)
-			close(http_conns[i].fd);
-		http_conns[i].fd = -1;
+			http_close_locked(&http_conns[i]);
 	}
+	if (http_spare_buf != NULL)
+		base_free(http_spare_buf, PROF_HTTP_REQ_MAX);
+	http_spare_buf = NULL;
+	http_sym_owner = NULL;
 	atomic_store(&http_port, 0);
 	atomic_store(&http_start_pending, false);
 }

@@ -310,6 +310,10 @@ uint32_t prof_crc32(uint32_t crc, const void *data, size_t len);
 /* ------------------------------------------------------- prof_http.c */
 /* prof_http:HOST:PORT, the scrape endpoint ("": off). */
 extern char opt_prof_http[128];
+/* prof_http_timeout_ms: how long a client has, from connecting, to send
+ * its whole request (a connection still incomplete then gets 408). */
+extern unsigned opt_prof_http_timeout_ms;
+#define PROF_HTTP_TIMEOUT_MS_MAX 3600000u
 /* The conf row's check: true if v[0..len) is not "" nor a HOST:PORT the
  * endpoint can listen on, with why[] saying what is wrong (one line). */
 bool prof_http_conf_check(const char *v, size_t len, char *why,
