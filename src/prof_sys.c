@@ -119,9 +119,10 @@ static _Atomic uint64_t text_gen;        /* 0: never loaded */
 static _Atomic uint64_t text_started;    /* generation being written */
 static _Atomic uint64_t text_loaded_ns;  /* monotonic time of the load */
 static _Atomic bool text_busy;           /* a reload is running */
-/* The executable mapping holding this code, when this is a shared
- * object and not the main program (else 0, 0); set by the first load. */
+/* The executable segment holding this code, when this is a shared object
+ * and not the main program (else 0, 0); set by text_self_init. */
 static _Atomic uintptr_t text_self_lo, text_self_hi;
+static _Atomic bool text_self_known;
 static char text_buf[4096];              /* text_busy */
 
 enum { TEXT_NO, TEXT_YES, TEXT_UNKNOWN, TEXT_UNLOADED };
@@ -247,14 +248,38 @@ static void text_reload_locked(void) {
 	atomic_store_explicit(&t->complete, ok && n > 0,
 	    memory_order_release);
 	atomic_store_explicit(&text_gen, g + 1, memory_order_release);
-	if (g == 0 && ok && !in_main_program()) {
+}
+
+/*
+ * The allocator's own executable segment, from its program headers: known
+ * without /proc/self/maps, so that a walk that races the first table load
+ * (another thread's, slow on a loaded machine) still skips the allocator's
+ * frames instead of recording one (test/integration/prof_threads under
+ * TSan saw mp_malloc's frame in 1 sample of 20).  Every thread computes
+ * the same values, so racing ones agree.  Left empty when the allocator
+ * is linked into the program: its frames share the program's segment.
+ */
+static void text_self_init(void) {
+	if (!in_main_program()) {
+		const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(const void *)
+		    ((const char *)&__ehdr_start + __ehdr_start.e_phoff);
+		uintptr_t base = (uintptr_t)&__ehdr_start, bias = 0;
+		bool have_bias = false;
+		for (unsigned i = 0; i < __ehdr_start.e_phnum; i++) {
+			if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
+				bias = base - (uintptr_t)ph[i].p_vaddr;
+				have_bias = true;
+				break;
+			}
+		}
 		uintptr_t self = (uintptr_t)&prof_backtrace;
-		for (unsigned i = 0; i < n; i++) {
-			uintptr_t lo = atomic_load_explicit(&t->lo[i],
-			    memory_order_relaxed);
-			uintptr_t hi = atomic_load_explicit(&t->hi[i],
-			    memory_order_relaxed);
-			if (lo <= self && self < hi) {
+		for (unsigned i = 0; have_bias && i < __ehdr_start.e_phnum;
+		    i++) {
+			uintptr_t lo = bias + (uintptr_t)ph[i].p_vaddr;
+			uintptr_t hi = lo + (uintptr_t)ph[i].p_memsz;
+			if (ph[i].p_type == PT_LOAD &&
+			    (ph[i].p_flags & PF_X) != 0 && lo <= self &&
+			    self < hi) {
 				atomic_store_explicit(&text_self_lo, lo,
 				    memory_order_relaxed);
 				atomic_store_explicit(&text_self_hi, hi,
@@ -262,6 +287,7 @@ static void text_reload_locked(void) {
 			}
 		}
 	}
+	atomic_store_explicit(&text_self_known, true, memory_order_release);
 }
 
 /* Loads the tables once, unless another thread is loading them. */
@@ -324,6 +350,8 @@ unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp) {
 	uintptr_t hi = tsd->stack_hi;
 	unsigned n = 0, skipped = 0;
 	text_load_once();
+	if (!atomic_load_explicit(&text_self_known, memory_order_acquire))
+		text_self_init();
 	uintptr_t self_hi = atomic_load_explicit(&text_self_hi,
 	    memory_order_acquire);
 	uintptr_t self_lo = atomic_load_explicit(&text_self_lo,

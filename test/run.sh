@@ -14,7 +14,9 @@
 #   "Bail out!", which the TAP driver counts as exactly one ERROR.  A
 #   missing or incomplete plan is an ERROR too.
 # - A test running longer than $MALLOC_PROF_TEST_TIMEOUT seconds (default
-#   900, 0 = no limit) is killed and reported as an ERROR.
+#   900, 0 = no limit) gets SIGALRM, which the C tests' hang detector
+#   (test_util.h, mp_alarm_arm) turns into a dump of every thread's state
+#   before it exits, then SIGKILL 10 s later; it is reported as an ERROR.
 set -u
 
 if [ $# -lt 1 ]; then
@@ -59,7 +61,7 @@ case $t in
 esac
 limit=${MALLOC_PROF_TEST_TIMEOUT:-900}
 if [ "$limit" != 0 ] && command -v timeout >/dev/null 2>&1; then
-	set -- timeout -k 10 "$limit" "$@"
+	set -- timeout -s ALRM -k 10 "$limit" "$@"
 fi
 
 out=$(mktemp "${TMPDIR:-/tmp}/mp-test-out.XXXXXX") || exit 99

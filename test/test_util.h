@@ -55,6 +55,7 @@
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <cmocka.h>
@@ -434,6 +435,22 @@ mp_sleep_ms(unsigned ms) {
 	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
 	}
+}
+
+/*
+ * A test that waits for something the library does in its own time (a
+ * thread to start, decay to purge, a rate limit to open) polls the
+ * quantity itself and calls the feature broken only after MP_WAIT_S: far
+ * more than the slowest build on a loaded machine needs, so that only a
+ * real hang reaches it (a busy machine can stall a process for seconds).
+ * Alarms of programs that wait so must be well above it.
+ */
+#define MP_WAIT_S 60
+
+/* True once MP_WAIT_S have passed since t0 (mp_now_ns()). */
+static inline bool
+mp_waited_too_long(uint64_t t0) {
+	return mp_now_ns() - t0 > (uint64_t)MP_WAIT_S * 1000000000u;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1826,27 +1843,254 @@ mp_read_fd_all(int fd, size_t *n) {
 /* ------------------------------------------------------------------------ */
 /* Program entry.                                                           */
 
+/*
+ * Hang detector.  Alarms here are never time budgets: each is far above
+ * the slowest build's run time on a loaded machine (doc/reliability.md, "A
+ * suite that passes on a busy machine").  When one fires (or test/run.sh's
+ * timeout sends SIGALRM) the handler writes, as TAP comments, how long
+ * after arming it fired and every thread's name, state, CPU time, wait
+ * channel and system call from /proc/self/task: threads asleep in futex
+ * with CPU times that no longer grow are a deadlock, threads running are
+ * a slow machine.  Only async-signal-safe calls (open, read, write,
+ * getdents64, clock_gettime): no stdio, no malloc.  The test program
+ * (mp_test_init) then bails out; any other process (a forked child, a
+ * program run by a test) dies of SIGALRM, so that its parent sees why.
+ */
+static uint64_t mp_alarm_armed_ns MP_UNUSED;
+static unsigned mp_alarm_secs MP_UNUSED;
+static pid_t mp_alarm_main_pid MP_UNUSED;
+
+typedef struct {
+	char b[768];
+	size_t n;
+} mp_sigline_t;
+
+static inline void
+mp_sigline_str(mp_sigline_t *l, const char *s) {
+	while (*s != '\0' && l->n < sizeof(l->b) - 1) {
+		l->b[l->n++] = *s++;
+	}
+}
+
+static inline void
+mp_sigline_u(mp_sigline_t *l, uint64_t v) {
+	char d[24];
+	int k = 0;
+	do {
+		d[k++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	while (k > 0 && l->n < sizeof(l->b) - 1) {
+		l->b[l->n++] = d[--k];
+	}
+}
+
+/* ms as seconds with one decimal. */
+static inline void
+mp_sigline_secs(mp_sigline_t *l, uint64_t ms) {
+	mp_sigline_u(l, ms / 1000);
+	mp_sigline_str(l, ".");
+	mp_sigline_u(l, ms / 100 % 10);
+	mp_sigline_str(l, " s");
+}
+
+static inline void
+mp_sigline_end(mp_sigline_t *l) {
+	l->b[l->n++] = '\n';
+	(void)!write(STDOUT_FILENO, l->b, l->n);
+	l->n = 0;
+}
+
+/* /proc/self/task/<tid>/<what> into buf (first line, NUL-terminated). */
+static inline size_t
+mp_sig_read_task(const char *tid, const char *what, char *buf, size_t size) {
+	mp_sigline_t path = {.n = 0};
+	mp_sigline_str(&path, "/proc/self/task/");
+	mp_sigline_str(&path, tid);
+	mp_sigline_str(&path, "/");
+	mp_sigline_str(&path, what);
+	path.b[path.n] = '\0';
+	size_t len = 0;
+	int fd = open(path.b, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t r = read(fd, buf, size - 1);
+		len = r > 0 ? (size_t)r : 0;
+		close(fd);
+	}
+	buf[len] = '\0';
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] == '\n') {
+			buf[i] = '\0';
+			return i;
+		}
+	}
+	return len;
+}
+
+/* One line for thread tid: name, state, utime+stime (clock ticks), wchan,
+ * syscall ("nr args... sp pc", or "running"). */
+static inline void
+mp_sig_dump_task(const char *tid) {
+	char stat[512], buf[256];
+	mp_sigline_t l = {.n = 0};
+	mp_sigline_str(&l, "#   thread ");
+	mp_sigline_str(&l, tid);
+	mp_sig_read_task(tid, "stat", stat, sizeof(stat));
+	/* "tid (comm) S f4 ... f13 utime stime ...": comm may hold spaces
+	 * and parentheses, the fields after the last ')' do not. */
+	char *close_paren = strrchr(stat, ')');
+	char *open_paren = strchr(stat, '(');
+	if (close_paren != NULL && open_paren != NULL &&
+	    open_paren < close_paren) {
+		*close_paren = '\0';
+		mp_sigline_str(&l, " (");
+		mp_sigline_str(&l, open_paren + 1);
+		mp_sigline_str(&l, ") state ");
+		const char *f = close_paren + 2;
+		char state[2] = {*f, '\0'};
+		mp_sigline_str(&l, state);
+		uint64_t ticks = 0;
+		for (unsigned field = 3; *f != '\0' && field <= 15; f++) {
+			if (*f == ' ') {
+				field++;
+			} else if (field >= 14 && *f >= '0' && *f <= '9') {
+				uint64_t v = 0;
+				while (*f >= '0' && *f <= '9') {
+					v = v * 10 + (uint64_t)(*f++ - '0');
+				}
+				ticks += v;
+				f--;
+			}
+		}
+		mp_sigline_str(&l, ", cpu ");
+		mp_sigline_u(&l, ticks);
+		mp_sigline_str(&l, " ticks");
+	}
+	mp_sig_read_task(tid, "wchan", buf, sizeof(buf));
+	mp_sigline_str(&l, ", wchan ");
+	mp_sigline_str(&l, buf[0] != '\0' ? buf : "?");
+	mp_sig_read_task(tid, "syscall", buf, sizeof(buf));
+	mp_sigline_str(&l, ", syscall ");
+	mp_sigline_str(&l, buf[0] != '\0' ? buf : "?");
+	uint64_t self = 0;
+	for (const char *c = tid; *c >= '0' && *c <= '9'; c++) {
+		self = self * 10 + (uint64_t)(*c - '0');
+	}
+	if (self == (uint64_t)syscall(SYS_gettid)) {
+		mp_sigline_str(&l, " (this thread: the handler's reads)");
+	}
+	mp_sigline_end(&l);
+}
+
+/* Every thread of the calling process, one line each, as TAP comments. */
+static inline void
+mp_dump_threads(void) {
+	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		static const char msg[] = "#   (no /proc/self/task)\n";
+		(void)!write(STDOUT_FILENO, msg, sizeof(msg) - 1);
+		return;
+	}
+	/* struct linux_dirent64: ino, off, reclen, type, name. */
+	_Alignas(8) char ents[4096];
+	long n;
+	while ((n = syscall(SYS_getdents64, dfd, ents, sizeof(ents))) > 0) {
+		for (long off = 0; off < n;) {
+			unsigned short reclen;
+			memcpy(&reclen, ents + off + 16, sizeof(reclen));
+			const char *name = ents + off + 19;
+			if (name[0] >= '0' && name[0] <= '9') {
+				mp_sig_dump_task(name);
+			}
+			off += reclen;
+		}
+	}
+	close(dfd);
+}
+
 static void
-mp_timeout_handler(int sig) {
+mp_alarm_handler(int sig) {
 	(void)sig;
-	static const char msg[] = "Bail out! test timed out (alarm)\n";
-	(void)!write(STDOUT_FILENO, msg, sizeof(msg) - 1);
-	_exit(99);
+	int saved_errno = errno;
+	uint64_t ms = (mp_now_ns() - mp_alarm_armed_ns) / 1000000u;
+	mp_sigline_t l = {.n = 0};
+	mp_sigline_str(&l, "# SIGALRM in pid ");
+	mp_sigline_u(&l, (uint64_t)getpid());
+	mp_sigline_str(&l, " ");
+	mp_sigline_secs(&l, ms);
+	mp_sigline_str(&l, " after arming its ");
+	mp_sigline_u(&l, mp_alarm_secs);
+	mp_sigline_str(&l, " s alarm; its threads (state R = running, S/D "
+	    "= waiting; syscall 'nr args sp pc'):");
+	mp_sigline_end(&l);
+	mp_dump_threads();
+	if (getpid() == mp_alarm_main_pid) {
+		mp_sigline_str(&l, "Bail out! test timed out (SIGALRM after ");
+		mp_sigline_secs(&l, ms);
+		mp_sigline_str(&l, "; thread states above)");
+		mp_sigline_end(&l);
+		_exit(99);
+	}
+	/* Die of the signal itself: SIG_DFL, then unblock the pending one. */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGALRM, &sa, NULL);
+	raise(SIGALRM);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGALRM);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	errno = saved_errno;
+}
+
+/*
+ * Arms the hang detector for this process: `seconds` from now SIGALRM
+ * dumps every thread's state and ends the process (see above).  Every
+ * test's alarm goes through here, forked children's too.
+ */
+static inline void
+mp_alarm_arm(unsigned seconds) {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = mp_alarm_handler;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	mp_alarm_armed_ns = mp_now_ns();
+	mp_alarm_secs = seconds;
+	alarm(seconds);
 }
 
 /*
  * Call first in main(): selects TAP output (CMOCKA_MESSAGE_OUTPUT in the
- * environment still wins) and arms a watchdog so a deadlock ends the program
- * with a TAP "Bail out!" instead of hanging the suite.
+ * environment still wins) and arms the hang detector (mp_alarm_arm; 0:
+ * none) so a deadlock ends the program with a TAP "Bail out!" after the
+ * thread states instead of hanging the suite.
  */
 static inline void
 mp_test_init(unsigned timeout_seconds) {
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (timeout_seconds != 0) {
-		signal(SIGALRM, mp_timeout_handler);
-		alarm(timeout_seconds);
+	mp_alarm_main_pid = getpid();
+	/* With 0 no alarm, but run.sh's timeout still gets the states. */
+	mp_alarm_arm(timeout_seconds);
+}
+
+/*
+ * True in the builds that run several times slower (--enable-debug:
+ * assertions, junk filling; sanitizers), for stress tests to size their
+ * loops so that those too finish far below their alarm.  Reads
+ * config.debug: call after the allocator is in use.
+ */
+static inline bool
+mp_slow_build(void) {
+	bool debug = false;
+	size_t sz = sizeof(debug);
+	if (mallctl("config.debug", &debug, &sz, NULL, 0) != 0) {
+		debug = false;
 	}
+	return debug || mp_env_sanitizer()[0] != '\0';
 }
 
 /* Runs one group (one TAP plan); the exit status is 0 iff all passed. */

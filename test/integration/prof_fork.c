@@ -76,7 +76,7 @@ test_fork_names(void **state) {
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		alarm(30);
+		mp_alarm_arm(120);
 		child_site();
 		int r1 = mallctl("prof.dump", NULL, NULL, NULL, 0);
 		int r2 = mallctl("prof.dump", NULL, NULL, NULL, 0);
@@ -166,7 +166,7 @@ test_fork_under_load(void **state) {
 		assert_true(pid >= 0);
 		if (pid == 0) {
 			/* A deadlock on a profiler lock ends in SIGALRM. */
-			alarm(20);
+			mp_alarm_arm(120);
 			child_site();
 			char path[600];
 			snprintf(path, sizeof(path), "%s/child-%d.heap", tmpdir,
@@ -211,7 +211,7 @@ forking_thread(void *arg) {
 	(void)arg;
 	pid_t pid = fork();
 	if (pid == 0) {
-		alarm(20);
+		mp_alarm_arm(120);
 		child_site();
 		char path[600];
 		snprintf(path, sizeof(path), "%s/thread-child.heap", tmpdir);

@@ -363,7 +363,7 @@ race_thread(void *arg) {
 /* "--race" mode: NRACE threads' first calls, at the same time. */
 static int
 race_mode(void) {
-	alarm(20);
+	mp_alarm_arm(120);
 	pthread_t t[NRACE];
 	if (pthread_barrier_init(&race_bar, NULL, NRACE) != 0) {
 		return 3;
@@ -395,7 +395,7 @@ static int
 child_mode(const char *name) {
 	for (size_t i = 0; i < NCASES; i++) {
 		if (strcmp(cases[i].name, name) == 0) {
-			alarm(20);
+			mp_alarm_arm(120);
 			cases[i].fn();
 			return atomic_load(&mp_failures) == 0 ? 0 : 1;
 		}
@@ -411,7 +411,7 @@ main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "--race") == 0) {
 		return race_mode();
 	}
-	mp_test_init(60);
+	mp_test_init(300);
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
 	if (n <= 0) {
 		snprintf(self_exe, sizeof(self_exe), "%s", argv[0]);

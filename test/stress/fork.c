@@ -2,8 +2,10 @@
  * test/stress/fork.c - fork() while other threads are inside the allocator.
  *
  * Four threads allocate and free in a loop while the main thread forks 50
- * times.  Each child (with an alarm() so a deadlock kills it instead of
- * hanging the suite) checks and frees blocks it inherited, allocates and
+ * times (NFORKS_SLOW in the debug and sanitizer builds, which run each
+ * fork 2-3 times slower: 61-74 s for 50 on a loaded machine).  Each child
+ * (with an alarm so a deadlock kills it instead of hanging the suite)
+ * checks and frees blocks it inherited, allocates and
  * frees small, large and huge blocks through several entry points, uses
  * mallctl and malloc_stats_print, starts a thread that allocates, and every
  * tenth child forks a grandchild that does the same.  The parent checks
@@ -16,7 +18,11 @@
 
 #define NWORKERS 4
 #define NFORKS 50
-#define CHILD_TIMEOUT 15
+#define NFORKS_SLOW 20
+/* Hang detectors, 20x and more above a loaded debug build's 1.5 s per
+ * child and ~30 s for the test. */
+#define CHILD_TIMEOUT 60
+#define TEST_TIMEOUT 300
 
 static atomic_bool stop_workers;
 static atomic_ulong worker_ops;
@@ -229,8 +235,7 @@ wait_child(pid_t pid, int *status_out) {
 
 static void
 child_main(int depth, int index) {
-	signal(SIGALRM, SIG_DFL);
-	alarm(CHILD_TIMEOUT);
+	mp_alarm_arm(CHILD_TIMEOUT);
 	unsigned failed = child_work(depth);
 	if (failed == 0 && depth == 1) {
 		/* A grandchild from a single-threaded child. */
@@ -273,8 +278,9 @@ test_fork_with_busy_threads(void **state) {
 	}
 	mp_sleep_ms(20);
 
+	int nforks = mp_slow_build() ? NFORKS_SLOW : NFORKS;
 	unsigned bad = 0;
-	for (int k = 0; k < NFORKS; k++) {
+	for (int k = 0; k < nforks; k++) {
 		fflush(stdout);
 		fflush(stderr);
 		pid_t pid = fork();
@@ -295,14 +301,14 @@ test_fork_with_busy_threads(void **state) {
 	for (unsigned i = 0; i < NWORKERS; i++) {
 		assert_int_equal(pthread_join(workers[i], NULL), 0);
 	}
-	printf("# %d forks, %lu operations by %d busy threads\n", NFORKS,
+	printf("# %d forks, %lu operations by %d busy threads\n", nforks,
 	    atomic_load(&worker_ops), NWORKERS);
 	for (int i = 0; i < NINHERITED; i++) {
 		assert_int_equal(pattern_check(inherited[i], inherited_size[i],
 		    (uint64_t)i + 1), SIZE_MAX);
 		free(inherited[i]);
 	}
-	MP_ASSERT(bad == 0, "%u of %d children failed", bad, NFORKS);
+	MP_ASSERT(bad == 0, "%u of %d children failed", bad, nforks);
 	assert_int_equal(atomic_load(&mp_failures), 0);
 	assert_true(atomic_load(&worker_ops) > 0);
 }
@@ -329,7 +335,7 @@ test_parent_after_fork(void **state) {
 
 int
 main(void) {
-	mp_test_init(90);
+	mp_test_init(TEST_TIMEOUT);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_with_busy_threads),
 		cmocka_unit_test(test_parent_after_fork),

@@ -5,7 +5,7 @@
  * Three threads swap blocks through a shared table (each frees what
  * another allocated) and one of them also writes prof.dump to a
  * temporary directory every few milliseconds.  The main thread forks
- * NFORKS children, at most MAXLIVE alive at once.  Each child (alarm()
+ * NFORKS children, at most MAXLIVE alive at once.  Each child (an alarm
  * against deadlock) frees a few blocks it inherited from the table,
  * allocates blocks of mixed sizes, writes prof.dump with the automatic
  * name (prof.prefix is the temporary directory), checks that exactly one
@@ -24,7 +24,7 @@
 #define MAXLIVE 4
 #define NTHREADS 3
 #define NSHARED 512
-#define CHILD_TIMEOUT 30
+#define CHILD_TIMEOUT 120
 
 static _Atomic(unsigned char *) shared[NSHARED];
 static atomic_bool stop;
@@ -202,8 +202,7 @@ test_fork_storm(void **state) {
 		fflush(NULL);
 		pid_t pid = fork();
 		if (pid == 0) {
-			signal(SIGALRM, SIG_DFL);
-			alarm(CHILD_TIMEOUT);
+			mp_alarm_arm(CHILD_TIMEOUT);
 			unsigned b = child_work((unsigned)k);
 			_exit(b == 0 ? 0 : b > 100 ? 100 : (int)b);
 		}

@@ -996,6 +996,7 @@ watchdog(int sig) {
 	static const char msg[] = "soak: FAIL: watchdog: the run did not end "
 	    "in time (deadlock?)\n";
 	(void)!write(STDOUT_FILENO, msg, sizeof(msg) - 1);
+	mp_dump_threads();
 	_exit(1);
 }
 

@@ -190,7 +190,7 @@ test_thread_churn(void **state) {
 
 int
 main(void) {
-	mp_test_init(300);
+	mp_test_init(600);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_thread_churn),
 	};

@@ -451,7 +451,7 @@ test_allocated_returns(void **state) {
 
 int
 main(void) {
-	mp_test_init(90);
+	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cross_thread),
 		cmocka_unit_test(test_thread_churn),
