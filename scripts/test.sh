@@ -33,6 +33,7 @@ tsan_tests="test/unit/base test/unit/pagemap test/unit/tcache
 test/unit/prof_dump test/integration/mallctl test/integration/prof_fork
 test/integration/prof_mdump test/integration/background_thread
 test/integration/prof_threads test/integration/prof_active
+test/integration/prof_http
 test/integration/prof_reset test/integration/prof_pprof
 test/integration/prof_nofp test/integration/prof_callsite
 test/stress/threads test/stress/fork test/stress/first_op

@@ -596,11 +596,18 @@ void tcache_gc_step(tcache_t *tc) {
 		empty_flush(tc, tc->nempty - 1);
 }
 
+/* Writers hold orphans_mtx; tcache_orphans_collect peeks at the head
+ * without it, so every store of the head is atomic (relaxed: the lock
+ * orders the list itself, the peek only decides whether to take it). */
+static inline void orphans_head_set(arena_t *arena, tcache_t *head) {
+	__atomic_store_n(&arena->orphans, head, __ATOMIC_RELAXED);
+}
+
 tcache_t *tcache_adopt(arena_t *arena) {
 	mp_mutex_lock(&arena->orphans_mtx);
 	tcache_t *tc = arena->orphans;
 	if (tc != NULL) {
-		arena->orphans = tc->orphan_next;
+		orphans_head_set(arena, tc->orphan_next);
 		arena->norphans--;
 	}
 	mp_mutex_unlock(&arena->orphans_mtx);
@@ -620,7 +627,7 @@ void tcache_orphan(tcache_t *tc) {
 	arena_t *arena = tc->arena;
 	mp_mutex_lock(&arena->orphans_mtx);
 	tc->orphan_next = arena->orphans;
-	arena->orphans = tc;
+	orphans_head_set(arena, tc);
 	arena->norphans++;
 	mp_mutex_unlock(&arena->orphans_mtx);
 }
@@ -639,12 +646,13 @@ void tcache_orphans_collect(arena_t *arena, unsigned max) {
 		for (unsigned n = 0; n < max; n++) {
 			tcache_t *tc = arena->orphans;
 			tcache_flush(tc);
-			arena->orphans = tc->orphan_next;
+			orphans_head_set(arena, tc->orphan_next);
 			tc->orphan_next = NULL;
 			tcache_t **tail = &arena->orphans;
 			while (*tail != NULL)
 				tail = &(*tail)->orphan_next;
-			*tail = tc;
+			/* tail may be the head itself (one orphan). */
+			__atomic_store_n(tail, tc, __ATOMIC_RELAXED);
 		}
 	}
 	mp_mutex_unlock(&arena->orphans_mtx);
