@@ -1,7 +1,7 @@
 /*
  * test/unit/prof_pprof.c - the building blocks of pprof output
- * (src/prof_pprof.c): protobuf varints, CRC-32 and the gzip/deflate
- * writer; and prof_dump_to_fd (src/prof_dump.c), the silent entry point
+ * (src/prof/prof_pprof.c): protobuf varints, CRC-32 and the gzip/deflate
+ * writer; and prof_dump_to_fd (src/prof/prof_dump.c), the silent entry point
  * meant for an HTTP endpoint (prof_pprof.conf: prof:true,
  * lg_prof_sample:0).
  *

@@ -1,6 +1,6 @@
 /*
- * pprof_enc.h: the generic half of the pprof writer (src/pprof_enc.c),
- * shared by the library (src/prof_pprof.c) and the malloc-prof tool
+ * pprof_enc.h: the generic half of the pprof writer (src/prof/pprof_enc.c),
+ * shared by the library (src/prof/prof_pprof.c) and the malloc-prof tool
  * (bin/mp_pprof.c): growable byte buffers, protobuf field encoding,
  * CRC-32 and a gzip writer with its own deflate.
  *
