@@ -17,6 +17,8 @@
 #ifndef MP_INTERNAL_PROF_H
 #define MP_INTERNAL_PROF_H
 
+#include "malloc_prof/internal/alloc.h"
+
 #define PROF_BT_MAX_LIMIT 256
 #define PROF_GCTX_SHARDS 64
 #define PROF_SAMPLE_SHARDS 64
