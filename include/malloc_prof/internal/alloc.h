@@ -288,11 +288,21 @@ void tcache_gc_step(tcache_t *tc);       /* one incremental GC step */
 /* Reclaim free memory held by orphaned caches of `arena`. */
 void tcache_orphans_collect(arena_t *arena, unsigned max);
 
-/* ---------------------------------------------------------------- malloc.c */
+/* ------------------------------------------------------------------- tsd.c */
 extern __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
-extern bool malloc_initialized;
+/* Hidden: the slow paths of malloc.c read it with one instruction, as
+ * they did when it was defined beside them. */
+extern bool malloc_initialized __attribute__((visibility("hidden")));
 bool malloc_init(void);
-tsd_t *tsd_fetch(void);                  /* initialises the thread if needed */
+tsd_t *tsd_fetch_slow(void);
+/* The calling thread's state, initialising the thread if needed.  Inline
+ * so that the slow paths of malloc.c keep its first test in line. */
+static inline tsd_t *tsd_fetch(void) {
+	tsd_t *tsd = &mp_tsd;
+	if (likely(tsd->state == TSD_NOMINAL))
+		return tsd;
+	return tsd_fetch_slow();
+}
 /* Sums of thread.allocated / thread.deallocated over all threads, live
  * and exited: their difference is stats.allocated. */
 void tsd_totals(uint64_t *allocated, uint64_t *deallocated);
@@ -301,6 +311,34 @@ void tsd_tcache_flush(tsd_t *tsd);
 bool tsd_arena_set(tsd_t *tsd, unsigned ind);
 /* Redraw the calling thread's sampling wait now (thread.prof.active). */
 void tsd_prof_redraw(tsd_t *tsd);
+/* Draw the distance to the thread's next sample, counted from `from` (a
+ * value of `allocated`); true if the thread is sampling. */
+bool tsd_prof_wait_redraw(tsd_t *tsd, uint64_t from);
+/* Crossing the event threshold: cache GC, decay (malloc.c's slow path). */
+void tsd_event(tsd_t *tsd);
+/* Counters of the exited threads (and of calls made after a thread's
+ * exit), folded in by tsd_totals. */
+extern _Atomic uint64_t tsd_dead_allocated, tsd_dead_deallocated;
+/* Whether the thread's cache bins are on. */
+static inline bool tsd_cache_bins(const tsd_t *tsd) {
+	return tsd->tcache != NULL && tsd->tcache->cb_cur == &tsd->bin_cur[1];
+}
+/* Counting for threads outside the registry (dead or never registered). */
+static inline void tsd_count_alloc(tsd_t *tsd, size_t usize) {
+	if (likely(tsd->state != TSD_DEAD))
+		tsd->allocated += usize;
+	else
+		atomic_fetch_add(&tsd_dead_allocated, usize);
+}
+
+static inline void tsd_count_dalloc(tsd_t *tsd, size_t usize) {
+	if (likely(tsd->state != TSD_DEAD))
+		tsd->deallocated += usize;
+	else
+		atomic_fetch_add(&tsd_dead_deallocated, usize);
+}
+
+/* ---------------------------------------------------------------- malloc.c */
 /* Report misuse of p ("free(): double free of 0x..."); aborts in debug
  * builds and with abort:true. */
 void malloc_misuse(const char *func, const char *what, void *p);
