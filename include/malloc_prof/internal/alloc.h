@@ -244,6 +244,16 @@ void *tcache_bin_fill(tcache_t *tc, unsigned ind);
 /* Give all but the `keep` most recently freed regions of bin ind back to
  * their slabs. */
 void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep);
+/* Large blocks up to opt_tcache_max: reuse a cached one / cache a freed
+ * one.  alloc returns NULL when none is cached; dalloc true if not taken. */
+void *tcache_alloc_large(tcache_t *tc, unsigned ind);
+bool tcache_dalloc_large(tcache_t *tc, extent_t *e);
+void tcache_flush(tcache_t *tc);         /* thread.tcache.flush */
+void tcache_gc_step(tcache_t *tc);       /* one incremental GC step */
+/* Reclaim free memory held by orphaned caches of `arena`. */
+void tcache_orphans_collect(arena_t *arena, unsigned max);
+
+/* ------------------------------------------------------------------ slab.c */
 /* Up to n regions of class ind from tc's slabs into out (the count got:
  * fewer only on OOM) / one region or NULL.  The shared caches call them
  * under arena->shared_mtx. */
@@ -279,14 +289,16 @@ static inline bool slab_free_listed(const extent_t *slab, const void *p) {
 	uint32_t ind = slab_region_index(slab, p);
 	return (slab->free_bits[ind / 64] >> (ind % 64)) & 1;
 }
-/* Large blocks up to opt_tcache_max: reuse a cached one / cache a freed
- * one.  alloc returns NULL when none is cached; dalloc true if not taken. */
-void *tcache_alloc_large(tcache_t *tc, unsigned ind);
-bool tcache_dalloc_large(tcache_t *tc, extent_t *e);
-void tcache_flush(tcache_t *tc);         /* thread.tcache.flush */
-void tcache_gc_step(tcache_t *tc);       /* one incremental GC step */
-/* Reclaim free memory held by orphaned caches of `arena`. */
-void tcache_orphans_collect(arena_t *arena, unsigned max);
+/* Give regions q[0..n), which left a cache bin of tc, back to their
+ * slabs. */
+void slab_regions_return(tcache_t *tc, void *const *q, unsigned n);
+/* Move the slabs that came back through tc's inbox to their partial
+ * lists. */
+void slab_inbox_drain(tcache_t *tc);
+/* Collect remote frees into every slab of bin ind and release the empty
+ * ones / give all but `keep` of the empty slabs back to the arena. */
+void slab_bin_flush(tcache_t *tc, unsigned ind);
+void slab_empty_flush(tcache_t *tc, uint32_t keep);
 
 /* ------------------------------------------------------------------- tsd.c */
 extern __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
