@@ -58,6 +58,8 @@ bool os_purge_lazy(void *addr, size_t size);    /* MADV_FREE */
 unsigned os_ncpus(void);
 uint64_t os_now_ns(void);                        /* monotonic */
 uint64_t os_now_coarse_ns(void);                 /* at tick resolution */
+
+/* ----------------------------------------------------------------- mutex.c */
 void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank);
 void mp_mutex_lock(mp_mutex_t *m);
 void mp_mutex_unlock(mp_mutex_t *m);
