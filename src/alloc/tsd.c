@@ -57,7 +57,7 @@ static MP_COLD bool malloc_init_hard(void) {
 		    prof_http_boot();
 	}
 	if (!err) {
-		err = arena_boot() || ctl_boot() ||
+		err = arena_boot() || ctl_boot() || prof_ctl_boot() ||
 		    pthread_key_create(&tsd_key, tsd_cleanup) != 0;
 	}
 	if (!err) {

@@ -65,6 +65,81 @@ bool ctl_boot(void);
 void ctl_prefork(void);
 void ctl_postfork_parent(void);
 void ctl_postfork_child(void);
+/* The tree's nodes, shared with the files that register nodes of their
+ * own (src/prof/prof_ctl.c).  The tree is plain static data: a node has
+ * children (by name, by index, or the options table) or is a leaf with a
+ * handler. */
+typedef struct ctl_node_s ctl_node_t;
+
+/* A leaf's handler.  mib holds the whole path (index components verbatim),
+ * the rest are mallctl's arguments. */
+typedef int ctl_handler_t(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+
+typedef enum {
+	CTL_NAMED,       /* children looked up by name */
+	CTL_INDEXED,     /* the next component is a number, checked by
+	                  * bad_index; children[0] is the node for every
+	                  * index */
+	CTL_OPTS,        /* the next component names a row of conf_opts */
+} ctl_kind_t;
+
+/* Value types of the shared handlers. */
+typedef enum {
+	CTL_T_NONE,
+	CTL_T_BOOL,      /* bool */
+	CTL_T_UNSIGNED,  /* unsigned (also uint32_t fields) */
+	CTL_T_SIZE,      /* size_t */
+	CTL_T_U64,       /* uint64_t */
+	CTL_T_STR,       /* const char * */
+	CTL_T_U64P,      /* uint64_t * */
+} ctl_type_t;
+
+/* What a node needs of the profiler: nothing, to be built in
+ * (config_prof), or to be built in and started (opt_prof). */
+typedef enum {
+	CTL_PROF_ANY = 0,
+	CTL_PROF_BUILT,
+	CTL_PROF_STARTED,
+} ctl_prof_need_t;
+
+struct ctl_node_s {
+	const char *name;
+	ctl_kind_t kind;
+	const ctl_node_t *children;
+	unsigned nchildren;
+	ctl_handler_t *handler;          /* leaves only */
+	bool (*bad_index)(size_t i);     /* CTL_INDEXED: true if i is invalid */
+	ctl_type_t type;                 /* for the shared handlers: */
+	const void *ptr;                 /*   the variable read */
+	size_t off;                      /*   or the field's offset */
+	/* Profiler nodes: what the dispatcher checks once before the
+	 * handler runs (ctl_prof_guard), and whether a refusal prints a
+	 * line saying why. */
+	ctl_prof_need_t prof;
+	bool prof_hint;
+};
+
+#define CTL_MAX_DEPTH 8
+#define CTL_CHILDREN(a)							\
+	.children = (a), .nchildren = (unsigned)(sizeof(a) / sizeof((a)[0]))
+
+/* Access helpers for handlers.  ctl_read hands a value of len bytes to
+ * the caller, jemalloc's way (EINVAL, copying what fits, when *oldlenp is
+ * wrong); ctl_oldlen_bad: a read whose size is wrong, checked by rw nodes
+ * before they change state; ctl_writes / ctl_reads: whether the call
+ * passes a new value / asks for the old one. */
+int ctl_read(void *oldp, size_t *oldlenp, const void *v, size_t len);
+bool ctl_oldlen_bad(void *oldp, size_t *oldlenp, size_t len);
+bool ctl_writes(void *newp, size_t newlen);
+bool ctl_reads(void *oldp, size_t *oldlenp);
+/* Hang children under the named node at path ("prof", "thread.prof"),
+ * which ctl.c leaves empty: how src/prof/ adds its nodes without ctl.c
+ * naming them.  At boot, before any lookup; true if there is no such
+ * node. */
+bool ctl_register(const char *path, const ctl_node_t *children,
+    unsigned nchildren);
+
 /* The statistics snapshot served by stats.* and printed by stats.c.  It
  * changes only under ctl_lock, when "epoch" is written (ctl_refresh) or
  * on first use (ctl_snapshot_ensure_locked).  Static: no allocation. */

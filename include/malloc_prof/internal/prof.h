@@ -309,6 +309,10 @@ size_t prof_pb_varint(uint8_t *out, uint64_t v);
 bool prof_gzip_write(int fd, const void *data, size_t len, int *errp);
 uint32_t prof_crc32(uint32_t crc, const void *data, size_t len);
 
+/* -------------------------------------------------------- prof_ctl.c */
+/* Register prof.* and thread.prof.* into ctl.c's tree (after ctl_boot). */
+bool prof_ctl_boot(void);
+
 /* ------------------------------------------------------- prof_http.c */
 /* prof_http:HOST:PORT, the scrape endpoint ("": off). */
 extern char opt_prof_http[128];
