@@ -307,7 +307,6 @@ bool prof_pprof_sample_type_ok(const char *name);
  * with *errp set (an errno, or ENOMEM). */
 size_t prof_pb_varint(uint8_t *out, uint64_t v);
 bool prof_gzip_write(int fd, const void *data, size_t len, int *errp);
-uint32_t prof_crc32(uint32_t crc, const void *data, size_t len);
 
 /* -------------------------------------------------------- prof_ctl.c */
 /* Register prof.* and thread.prof.* into ctl.c's tree (after ctl_boot). */
