@@ -37,7 +37,7 @@ mp_make fuzz libmalloc_prof_core.la || mp_die "build failed"
 # The tool's readers and what they need (bin/malloc-prof.c holds main:
 # test/fuzz/bin_stubs.c stands in for its messages and allocations).
 bin_srcs="bin/mp_profile.c bin/mp_pprof.c bin/mp_symbolize.c bin/mp_dwarf.c
-    bin/mp_output.c src/pprof_enc.c test/fuzz/bin_stubs.c"
+    bin/mp_output.c src/prof/pprof_enc.c test/fuzz/bin_stubs.c"
 zlib=
 grep -q 'define MP_HAVE_ZLIB 1' "$dir/include/malloc_prof/internal/config.h" &&
     zlib=-lz

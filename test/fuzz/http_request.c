@@ -1,6 +1,6 @@
 /*
  * test/fuzz/http_request.c - libFuzzer target: the scrape endpoint's
- * request parser (src/prof_http.c, prof_http_parse_request: request
+ * request parser (src/prof/prof_http.c, prof_http_parse_request: request
  * line, headers, path, query, Content-Length).
  *
  * Each input is the bytes a client sent (at most the server's 8192, as

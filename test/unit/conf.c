@@ -1,6 +1,6 @@
 /*
  * test/unit/conf.c - the MALLOC_CONF parser and the options table
- * (src/conf.c).
+ * (src/ctl/conf.c).
  *
  * Every kind of bad input must produce exactly one line through the
  * malloc_message hook, starting with "<malloc_prof>: <source>: " and

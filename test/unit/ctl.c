@@ -1,6 +1,6 @@
 /*
- * test/unit/ctl.c - the mallctl tree (src/ctl.c) and malloc_stats_print
- * (src/stats.c).
+ * test/unit/ctl.c - the mallctl tree (src/ctl/ctl.c) and malloc_stats_print
+ * (src/ctl/stats.c).
  *
  * Names resolve only to leaves (ENOENT for unknown and partial names),
  * sizes must match exactly (EINVAL, with the partial copy jemalloc does),

@@ -1,6 +1,6 @@
 /*
- * test/unit/extent.c - extents inside an arena (src/extent.c, through the
- * large-block and slab API of src/arena.c).
+ * test/unit/extent.c - extents inside an arena (src/alloc/extent.c, through the
+ * large-block and slab API of src/alloc/arena.c).
  *
  * Every test works on a fresh arena from arena_create, which no thread
  * uses, so its statistics and free sets hold exactly what the test did.

@@ -1,5 +1,5 @@
 /*
- * test/unit/pagemap.c - the page map (src/pagemap.c).
+ * test/unit/pagemap.c - the page map (src/alloc/pagemap.c).
  *
  * The allocator's own pages live in the same map, so every test works on
  * pages of a PROT_NONE reservation made here (no one else can map there

@@ -1,6 +1,6 @@
 /*
- * test/unit/prof_dump.c - heap profile dumps (src/prof_dump.c) and the
- * prof.* / thread.prof.* controls (src/ctl.c).
+ * test/unit/prof_dump.c - heap profile dumps (src/prof/prof_dump.c) and the
+ * prof.* / thread.prof.* controls (src/ctl/ctl.c).
  *
  * Runs with lg_prof_sample:0 (prof_dump.conf): every allocation is
  * sampled, so the counts in a dump are exact and the unbiased values

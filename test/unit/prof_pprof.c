@@ -1,7 +1,7 @@
 /*
  * test/unit/prof_pprof.c - the building blocks of pprof output
- * (src/prof_pprof.c): protobuf varints, CRC-32 and the gzip/deflate
- * writer; and prof_dump_to_fd (src/prof_dump.c), the silent entry point
+ * (src/prof/prof_pprof.c): protobuf varints, CRC-32 and the gzip/deflate
+ * writer; and prof_dump_to_fd (src/prof/prof_dump.c), the silent entry point
  * meant for an HTTP endpoint (prof_pprof.conf: prof:true,
  * lg_prof_sample:0).
  *
@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include "malloc_prof/internal/internal.h"
+#include "malloc_prof/internal/pprof_enc.h"
 
 static int
 setup(void **state) {
@@ -74,16 +75,16 @@ static void
 test_crc32(void **state) {
 	(void)state;
 	const char *check = "123456789";
-	assert_true(prof_crc32(0, check, 9) == 0xcbf43926u);
-	assert_true(prof_crc32(0, "", 0) == 0);
+	assert_true(pprof_crc32(0, check, 9) == 0xcbf43926u);
+	assert_true(pprof_crc32(0, "", 0) == 0);
 	/* Incremental equals one-shot equals the test's bitwise one. */
 	uint8_t buf[5000];
 	mp_rng_t rng = {12345};
 	for (size_t i = 0; i < sizeof(buf); i++) {
 		buf[i] = (uint8_t)mp_rng_next(&rng);
 	}
-	uint32_t one = prof_crc32(0, buf, sizeof(buf));
-	uint32_t inc = prof_crc32(prof_crc32(0, buf, 1234), buf + 1234,
+	uint32_t one = pprof_crc32(0, buf, sizeof(buf));
+	uint32_t inc = pprof_crc32(pprof_crc32(0, buf, 1234), buf + 1234,
 	    sizeof(buf) - 1234);
 	assert_true(one == inc);
 	assert_true(one == mp_crc32(buf, sizeof(buf)));

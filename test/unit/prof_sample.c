@@ -1,5 +1,5 @@
 /*
- * test/unit/prof_sample.c - the sampling maths of src/prof.c:
+ * test/unit/prof_sample.c - the sampling maths of src/prof/prof.c:
  * prof_sample_wait (the bytes to the next sample: geometric with mean
  * 2^lg_prof_sample) and prof_unbias (what one sampled object stands for).
  *

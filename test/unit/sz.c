@@ -1,5 +1,5 @@
 /*
- * test/unit/sz.c - size classes and slab geometry (src/sz.c).
+ * test/unit/sz.c - size classes and slab geometry (src/alloc/sz.c).
  *
  * Every request size up to 64 KiB and sampled sizes up to 2^40 round up to
  * the smallest class that holds them; the class tables round-trip and

@@ -1,6 +1,6 @@
 /*
  * test/unit/tcache.c - slab bookkeeping of the thread caches
- * (src/tcache.c).
+ * (src/alloc/tcache.c).
  *
  * Most tests drive a cache of their own, made with tcache_init on a fresh
  * arena from arena_create, so that the arena's statistics count exactly

@@ -1,5 +1,5 @@
 /*
- * test/unit/util.c - the non-allocating output layer (src/util.c).
+ * test/unit/util.c - the non-allocating output layer (src/sys/util.c).
  *
  * mp_snprintf is checked against the C library's snprintf for a table of
  * formats and for every truncation length; mp_error, mp_write, mp_abort and

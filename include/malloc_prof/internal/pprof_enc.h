@@ -1,6 +1,6 @@
 /*
- * pprof_enc.h: the generic half of the pprof writer (src/pprof_enc.c),
- * shared by the library (src/prof_pprof.c) and the malloc-prof tool
+ * pprof_enc.h: the generic half of the pprof writer (src/prof/pprof_enc.c),
+ * shared by the library (src/prof/prof_pprof.c) and the malloc-prof tool
  * (bin/mp_pprof.c): growable byte buffers, protobuf field encoding,
  * CRC-32 and a gzip writer with its own deflate.
  *
@@ -45,8 +45,6 @@ void pprof_buf_release(pprof_buf_t *b);
  * length. */
 size_t pprof_pb_varint(uint8_t *out, uint64_t v);
 void pprof_pb_raw_varint(pprof_buf_t *b, uint64_t v);
-/* Wire types: 0 varint, 2 length-delimited. */
-void pprof_pb_tag(pprof_buf_t *b, unsigned field, unsigned wire);
 /* A varint field; zero is the default and is left out (proto3). */
 void pprof_pb_uint(pprof_buf_t *b, unsigned field, uint64_t v);
 void pprof_pb_bytes(pprof_buf_t *b, unsigned field, const void *data,

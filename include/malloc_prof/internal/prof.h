@@ -17,6 +17,8 @@
 #ifndef MP_INTERNAL_PROF_H
 #define MP_INTERNAL_PROF_H
 
+#include "malloc_prof/internal/alloc.h"
+
 #define PROF_BT_MAX_LIMIT 256
 #define PROF_GCTX_SHARDS 64
 #define PROF_SAMPLE_SHARDS 64
@@ -305,7 +307,10 @@ bool prof_pprof_sample_type_ok(const char *name);
  * with *errp set (an errno, or ENOMEM). */
 size_t prof_pb_varint(uint8_t *out, uint64_t v);
 bool prof_gzip_write(int fd, const void *data, size_t len, int *errp);
-uint32_t prof_crc32(uint32_t crc, const void *data, size_t len);
+
+/* -------------------------------------------------------- prof_ctl.c */
+/* Register prof.* and thread.prof.* into ctl.c's tree (after ctl_boot). */
+bool prof_ctl_boot(void);
 
 /* ------------------------------------------------------- prof_http.c */
 /* prof_http:HOST:PORT, the scrape endpoint ("": off). */

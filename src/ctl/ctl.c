@@ -18,7 +18,6 @@
  */
 #include "malloc_prof/internal/internal.h"
 
-#include <ctype.h>
 #include <errno.h>
 
 /* ---------------------------------------------------------- snapshot */
@@ -116,48 +115,6 @@ void ctl_refresh(void) {
 
 /* -------------------------------------------------------------- nodes */
 
-typedef struct ctl_node_s ctl_node_t;
-
-/* A leaf's handler.  mib holds the whole path (index components verbatim),
- * the rest are mallctl's arguments. */
-typedef int ctl_handler_t(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
-
-typedef enum {
-	CTL_NAMED,       /* children looked up by name */
-	CTL_INDEXED,     /* the next component is a number, checked by
-	                  * bad_index; children[0] is the node for every
-	                  * index */
-	CTL_OPTS,        /* the next component names a row of conf_opts */
-} ctl_kind_t;
-
-/* Value types of the shared handlers. */
-typedef enum {
-	CTL_T_NONE,
-	CTL_T_BOOL,      /* bool */
-	CTL_T_UNSIGNED,  /* unsigned (also uint32_t fields) */
-	CTL_T_SIZE,      /* size_t */
-	CTL_T_U64,       /* uint64_t */
-	CTL_T_STR,       /* const char * */
-	CTL_T_U64P,      /* uint64_t * */
-} ctl_type_t;
-
-struct ctl_node_s {
-	const char *name;
-	ctl_kind_t kind;
-	const ctl_node_t *children;
-	unsigned nchildren;
-	ctl_handler_t *handler;          /* leaves only */
-	bool (*bad_index)(size_t i);     /* CTL_INDEXED: true if i is invalid */
-	ctl_type_t type;                 /* for the shared handlers: */
-	const void *ptr;                 /*   the variable read */
-	size_t off;                      /*   or the field's offset */
-};
-
-#define CTL_MAX_DEPTH 8
-#define CTL_CHILDREN(a)							\
-	.children = (a), .nchildren = (unsigned)(sizeof(a) / sizeof((a)[0]))
-
 static size_t ctl_type_size(ctl_type_t type) {
 	switch (type) {
 	case CTL_T_BOOL: return sizeof(bool);
@@ -178,7 +135,7 @@ static size_t ctl_type_size(ctl_type_t type) {
  * there is nowhere to put it; with a wrong *oldlenp, copy what fits, say
  * how much, and fail with EINVAL.
  */
-static int ctl_read(void *oldp, size_t *oldlenp, const void *v, size_t len) {
+int ctl_read(void *oldp, size_t *oldlenp, const void *v, size_t len) {
 	if (oldp == NULL || oldlenp == NULL)
 		return 0;
 	if (*oldlenp != len) {
@@ -192,15 +149,15 @@ static int ctl_read(void *oldp, size_t *oldlenp, const void *v, size_t len) {
 }
 
 /* A read whose size is wrong: rw nodes check it before changing state. */
-static bool ctl_oldlen_bad(void *oldp, size_t *oldlenp, size_t len) {
+bool ctl_oldlen_bad(void *oldp, size_t *oldlenp, size_t len) {
 	return oldp != NULL && oldlenp != NULL && *oldlenp != len;
 }
 
-static bool ctl_writes(void *newp, size_t newlen) {
+bool ctl_writes(void *newp, size_t newlen) {
 	return newp != NULL || newlen != 0;
 }
 
-static bool ctl_reads(void *oldp, size_t *oldlenp) {
+bool ctl_reads(void *oldp, size_t *oldlenp) {
 	return oldp != NULL || oldlenp != NULL;
 }
 
@@ -491,329 +448,6 @@ static int ctl_stats_arena_read(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &buf, len);
 }
 
-/* ------------------------------------------------------------ profiler */
-
-/*
- * jemalloc's rules: without the profiler built in every prof.* and
- * thread.prof.* control is ENOENT; built in but not started (opt.prof
- * false) the switches read false and refuse to be turned on (ENOENT),
- * and the actions are ENOENT.  The failures a user cannot guess the
- * cause of also print one line saying it.
- */
-#define CTL_PROF_OFF_HINT "profiling is off: start the process with " \
-	MP_CONF_ENV "=prof:true"
-#define CTL_PROF_NONE_HINT "this build has no profiler (configured with " \
-	"--disable-prof; config.prof is false)"
-
-/* rw: prof.active, prof.thread_active_init, prof.gdump: the atomic bool
- * at node->ptr.  A write returns the old value. */
-static int ctl_prof_switch(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof)
-		return ENOENT;
-	_Atomic bool *var = (_Atomic bool *)(uintptr_t)node->ptr;
-	bool old = opt_prof ? atomic_load(var) : false;
-	if (newp != NULL) {
-		if (newlen != sizeof(bool))
-			return EINVAL;
-		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
-			return ctl_read(oldp, oldlenp, &old, sizeof(old));
-		bool v = *(const bool *)newp;
-		if (!opt_prof) {
-			/* Turning prof.active off is already true. */
-			if (var == &prof_active && !v)
-				return ctl_read(oldp, oldlenp, &old,
-				    sizeof(old));
-			if (var == &prof_active)
-				mp_error("prof.active: " CTL_PROF_OFF_HINT);
-			return ENOENT;
-		}
-		old = atomic_exchange(var, v);
-		if (var != &prof_gdump_enabled)
-			prof_wait_gen_bump();
-	}
-	return ctl_read(oldp, oldlenp, &old, sizeof(old));
-}
-
-/* -w: write a heap profile to the given file, or (no value, or NULL) to
- * the next automatic name. */
-static int ctl_prof_dump(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof) {
-		mp_error("prof.dump: " CTL_PROF_NONE_HINT);
-		return ENOENT;
-	}
-	if (!opt_prof) {
-		mp_error("prof.dump: " CTL_PROF_OFF_HINT);
-		return ENOENT;
-	}
-	if (ctl_reads(oldp, oldlenp)) {
-		mp_error("prof.dump: write-only: pass the value in newp, "
-		    "with oldp and oldlenp NULL");
-		return EPERM;
-	}
-	const char *filename = NULL;
-	if ((newp != NULL && newlen != sizeof(filename)) ||
-	    (newp == NULL && newlen != 0)) {
-		mp_error("prof.dump: newlen is %zu: the value is a const "
-		    "char * (newlen %zu)", newlen, sizeof(filename));
-		return EINVAL;
-	}
-	if (newp != NULL)
-		filename = *(const char *const *)newp;
-	return prof_dump_file(filename) ? EFAULT : 0;
-}
-
-/* -w: write the current profile, in the current format, to an open file
- * descriptor (an int). */
-static int ctl_prof_dump_fd(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof) {
-		mp_error("prof.dump_fd: " CTL_PROF_NONE_HINT);
-		return ENOENT;
-	}
-	if (!opt_prof) {
-		mp_error("prof.dump_fd: " CTL_PROF_OFF_HINT);
-		return ENOENT;
-	}
-	if (ctl_reads(oldp, oldlenp)) {
-		mp_error("prof.dump_fd: write-only: pass the value in newp, "
-		    "with oldp and oldlenp NULL");
-		return EPERM;
-	}
-	if (newp == NULL || newlen != sizeof(int)) {
-		mp_error("prof.dump_fd: newlen is %zu: the value is an int "
-		    "file descriptor (newlen %zu)", newp == NULL ? (size_t)0 :
-		    newlen, sizeof(int));
-		return EINVAL;
-	}
-	return prof_dump_fd(*(const int *)newp) ? EFAULT : 0;
-}
-
-/* rw: the format of every dump from now on, as a const char *:
- * "heap_v2" or "pprof". */
-static int ctl_prof_format(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof) {
-		mp_error("prof.format: " CTL_PROF_NONE_HINT);
-		return ENOENT;
-	}
-	if (!opt_prof) {
-		mp_error("prof.format: " CTL_PROF_OFF_HINT);
-		return ENOENT;
-	}
-	const char *old = prof_format_names[prof_dump_format_get()];
-	if (ctl_writes(newp, newlen)) {
-		const char *name;
-		if (newp == NULL || newlen != sizeof(name)) {
-			mp_error("prof.format: newlen is %zu: the value is a "
-			    "const char * (newlen %zu)", newlen, sizeof(name));
-			return EINVAL;
-		}
-		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
-			return ctl_read(oldp, oldlenp, &old, sizeof(old));
-		name = *(const char *const *)newp;
-		unsigned f = 0;
-		while (f < PROF_FORMAT_COUNT && (name == NULL ||
-		    strcmp(name, prof_format_names[f]) != 0))
-			f++;
-		if (f == PROF_FORMAT_COUNT) {
-			mp_error("prof.format: \"%s\" is not a format: expected "
-			    "\"heap_v2\" or \"pprof\"", name != NULL ? name :
-			    "(null)");
-			return EINVAL;
-		}
-		prof_dump_format_set((prof_format_t)f);
-	}
-	return ctl_read(oldp, oldlenp, &old, sizeof(old));
-}
-
-/* -w: the prefix of automatic dump names from now on. */
-static int ctl_prof_prefix(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof) {
-		mp_error("prof.prefix: " CTL_PROF_NONE_HINT);
-		return ENOENT;
-	}
-	if (!opt_prof) {
-		mp_error("prof.prefix: " CTL_PROF_OFF_HINT);
-		return ENOENT;
-	}
-	if (ctl_reads(oldp, oldlenp)) {
-		mp_error("prof.prefix: write-only: pass the value in newp, "
-		    "with oldp and oldlenp NULL");
-		return EPERM;
-	}
-	const char *prefix = NULL;
-	if ((newp != NULL && newlen != sizeof(prefix)) ||
-	    (newp == NULL && newlen != 0)) {
-		mp_error("prof.prefix: newlen is %zu: the value is a const "
-		    "char * (newlen %zu)", newlen, sizeof(prefix));
-		return EINVAL;
-	}
-	if (newp != NULL)
-		prefix = *(const char *const *)newp;
-	if (prefix == NULL) {
-		mp_error("prof.prefix: no prefix given (the value is a NULL "
-		    "pointer)");
-		return EFAULT;
-	}
-	if (prof_dump_prefix_set(prefix)) {
-		mp_error("prof.prefix: the prefix is %zu characters long; at "
-		    "most %zu are supported", strlen(prefix),
-		    sizeof(opt_prof_prefix) - 1);
-		return EINVAL;
-	}
-	return 0;
-}
-
-/* -w: forget the counts of what was sampled so far; the value, if any,
- * is the new lg_prof_sample (clamped to 63). */
-static int ctl_prof_reset(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof || !opt_prof)
-		return ENOENT;
-	if (ctl_reads(oldp, oldlenp))
-		return EPERM;
-	size_t lg = atomic_load(&prof_lg_sample);
-	if (newp != NULL) {
-		if (newlen != sizeof(lg))
-			return EINVAL;
-		lg = *(const size_t *)newp;
-		if (lg > 63)
-			lg = 63;
-	} else if (newlen != 0) {
-		return EINVAL;
-	}
-	prof_reset(lg);
-	return 0;
-}
-
-/* r-: the sampling rate in effect (readable with the profiler off). */
-static int ctl_prof_lg_sample(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof)
-		return ENOENT;
-	if (ctl_writes(newp, newlen))
-		return EPERM;
-	size_t v = atomic_load(&prof_lg_sample);
-	return ctl_read(oldp, oldlenp, &v, sizeof(v));
-}
-
-/* r-: bytes between interval dumps, 0 when they are off. */
-static int ctl_prof_interval(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof)
-		return ENOENT;
-	if (ctl_writes(newp, newlen))
-		return EPERM;
-	uint64_t v = opt_lg_prof_interval < 0 ? 0 :
-	    (uint64_t)1 << opt_lg_prof_interval;
-	return ctl_read(oldp, oldlenp, &v, sizeof(v));
-}
-
-/* r-: samples the profiler dropped because its own memory (base_malloc)
- * ran out; the allocations themselves succeeded.  Readable with the
- * profiler off (it stays 0). */
-static int ctl_prof_dropped_samples(const ctl_node_t *node,
-    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
-    void *newp, size_t newlen) {
-	if (!config_prof)
-		return ENOENT;
-	if (ctl_writes(newp, newlen))
-		return EPERM;
-	uint64_t v = atomic_load(&prof_dropped);
-	return ctl_read(oldp, oldlenp, &v, sizeof(v));
-}
-
-/* r-: the scrape endpoint's port; ENOENT when it is not running (no
- * prof_http option, it could not start, or a forked child).  Reading it
- * starts the endpoint if it is pending, so the port is known at once. */
-static int ctl_prof_http_port(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof)
-		return ENOENT;
-	if (ctl_writes(newp, newlen))
-		return EPERM;
-	prof_http_start_pending();
-	unsigned port = prof_http_port();
-	if (port == 0)
-		return ENOENT;
-	return ctl_read(oldp, oldlenp, &port, sizeof(port));
-}
-
-/* thread.prof.name accepts what jemalloc does: printable characters,
- * spaces and tabs. */
-static bool ctl_thread_name_ok(const char *name) {
-	for (const unsigned char *p = (const unsigned char *)name; *p != '\0';
-	    p++) {
-		if (!isgraph(*p) && !isblank(*p))
-			return false;
-	}
-	return true;
-}
-
-/* r- xor -w: the calling thread's name in dumps (15 characters kept). */
-static int ctl_thread_prof_name(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (!config_prof || !opt_prof)
-		return ENOENT;
-	bool writes = ctl_writes(newp, newlen);
-	if (writes && ctl_reads(oldp, oldlenp))
-		return EPERM;
-	const char *name = NULL;
-	if (writes) {
-		if (newp == NULL || newlen != sizeof(name))
-			return EINVAL;
-		name = *(const char *const *)newp;
-		if (name == NULL || !ctl_thread_name_ok(name))
-			return EINVAL;
-	}
-	prof_tdata_t *td = prof_tdata_get(tsd_fetch());
-	if (td == NULL)
-		return EAGAIN;
-	if (writes) {
-		size_t len = strnlen(name, PROF_THREAD_NAME_MAX - 1);
-		prof_tdatas_lock();
-		memcpy(td->name, name, len);
-		memset(td->name + len, 0, PROF_THREAD_NAME_MAX - len);
-		prof_tdatas_unlock();
-		return 0;
-	}
-	/* The thread's own storage, as in jemalloc: only this thread
-	 * changes it. */
-	const char *cur = td->name;
-	return ctl_read(oldp, oldlenp, &cur, sizeof(cur));
-}
-
-/* rw: whether the calling thread's allocations are sampled. */
-static int ctl_thread_prof_active(const ctl_node_t *node,
-    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
-    void *newp, size_t newlen) {
-	if (!config_prof)
-		return ENOENT;
-	if (!opt_prof) {
-		if (newp != NULL)
-			return ENOENT;
-		bool old = false;
-		return ctl_read(oldp, oldlenp, &old, sizeof(old));
-	}
-	tsd_t *tsd = tsd_fetch();
-	prof_tdata_t *td = prof_tdata_get(tsd);
-	if (td == NULL)
-		return EAGAIN;
-	bool old = atomic_load(&td->active);
-	if (newp != NULL) {
-		if (newlen != sizeof(bool))
-			return EINVAL;
-		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
-			return ctl_read(oldp, oldlenp, &old, sizeof(old));
-		old = atomic_exchange(&td->active, *(const bool *)newp);
-		tsd_prof_redraw(tsd);
-	}
-	return ctl_read(oldp, oldlenp, &old, sizeof(old));
-}
-
 /* ------------------------------------------------------ index checks */
 
 static bool ctl_bin_bad_index(size_t i) {
@@ -872,12 +506,8 @@ static const ctl_node_t ctl_thread_tcache_children[] = {
 	{ .name = "flush", .handler = ctl_thread_tcache_flush },
 };
 
-static const ctl_node_t ctl_thread_prof_children[] = {
-	{ .name = "name", .handler = ctl_thread_prof_name },
-	{ .name = "active", .handler = ctl_thread_prof_active },
-};
-
-static const ctl_node_t ctl_thread_children[] = {
+/* Non-const: src/prof/ hangs thread.prof's children here (ctl_register). */
+static ctl_node_t ctl_thread_children[] = {
 	{ .name = "arena", .handler = ctl_thread_arena },
 	{ .name = "allocated", .handler = ctl_thread_counter,
 	  .type = CTL_T_U64, .off = offsetof(tsd_t, allocated) },
@@ -888,7 +518,7 @@ static const ctl_node_t ctl_thread_children[] = {
 	{ .name = "deallocatedp", .handler = ctl_thread_counter,
 	  .type = CTL_T_U64P, .off = offsetof(tsd_t, deallocated) },
 	{ .name = "tcache", CTL_CHILDREN(ctl_thread_tcache_children) },
-	{ .name = "prof", CTL_CHILDREN(ctl_thread_prof_children) },
+	{ .name = "prof" },             /* prof_ctl.c registers them */
 };
 
 static const ctl_node_t ctl_arenas_bin_i_children[] = {
@@ -994,23 +624,6 @@ static const ctl_node_t ctl_stats_children[] = {
 	  CTL_CHILDREN(ctl_stats_arenas_i) },
 };
 
-static const ctl_node_t ctl_prof_children[] = {
-	{ .name = "thread_active_init", .handler = ctl_prof_switch,
-	  .ptr = &prof_thread_active_init },
-	{ .name = "active", .handler = ctl_prof_switch, .ptr = &prof_active },
-	{ .name = "dump", .handler = ctl_prof_dump },
-	{ .name = "dump_fd", .handler = ctl_prof_dump_fd },
-	{ .name = "format", .handler = ctl_prof_format },
-	{ .name = "gdump", .handler = ctl_prof_switch,
-	  .ptr = &prof_gdump_enabled },
-	{ .name = "prefix", .handler = ctl_prof_prefix },
-	{ .name = "reset", .handler = ctl_prof_reset },
-	{ .name = "interval", .handler = ctl_prof_interval },
-	{ .name = "lg_sample", .handler = ctl_prof_lg_sample },
-	{ .name = "http_port", .handler = ctl_prof_http_port },
-	{ .name = "dropped_samples", .handler = ctl_prof_dropped_samples },
-};
-
 #if MP_CONFIG_DEBUG
 static const ctl_node_t ctl_debug_children[] = {
 	{ .name = "mmap_fail", .handler = ctl_debug_mmap_fail },
@@ -1018,7 +631,8 @@ static const ctl_node_t ctl_debug_children[] = {
 };
 #endif
 
-static const ctl_node_t ctl_root_children[] = {
+/* Non-const: src/prof/ hangs prof's children here (ctl_register). */
+static ctl_node_t ctl_root_children[] = {
 	{ .name = "version", .handler = ctl_var_read, .type = CTL_T_STR,
 	  .ptr = &ctl_version },
 	{ .name = "epoch", .handler = ctl_epoch },
@@ -1030,7 +644,7 @@ static const ctl_node_t ctl_root_children[] = {
 	{ .name = "arena", .kind = CTL_INDEXED,
 	  .bad_index = ctl_arena_bad_index, CTL_CHILDREN(ctl_arena_i) },
 	{ .name = "stats", CTL_CHILDREN(ctl_stats_children) },
-	{ .name = "prof", CTL_CHILDREN(ctl_prof_children) },
+	{ .name = "prof" },             /* prof_ctl.c registers them */
 #if MP_CONFIG_DEBUG
 	{ .name = "debug", CTL_CHILDREN(ctl_debug_children) },
 #endif
@@ -1148,6 +762,64 @@ static const ctl_node_t *ctl_bymib_node(const size_t *mib, size_t miblen) {
 	return node->handler != NULL ? node : NULL;
 }
 
+/* ---------------------------------------------------- registration */
+
+bool ctl_register(const char *path, const ctl_node_t *children,
+    unsigned nchildren) {
+	const ctl_node_t *node = &ctl_root;
+	const char *p = path;
+	for (;;) {
+		const char *dot = strchr(p, '.');
+		size_t len = dot != NULL ? (size_t)(dot - p) : strlen(p);
+		const ctl_node_t *next = NULL;
+		for (unsigned i = 0; node->kind == CTL_NAMED &&
+		    i < node->nchildren; i++) {
+			const char *n = node->children[i].name;
+			if (strlen(n) == len && memcmp(n, p, len) == 0)
+				next = &node->children[i];
+		}
+		if (next == NULL)
+			return true;
+		node = next;
+		if (dot == NULL)
+			break;
+		p = dot + 1;
+	}
+	/* The registration slots are in the non-const arrays above. */
+	ctl_node_t *slot = (ctl_node_t *)(uintptr_t)node;
+	slot->children = children;
+	slot->nchildren = nchildren;
+	return false;
+}
+
+/*
+ * The one check of a profiler node's needs, before its handler runs
+ * (jemalloc's rules): without the profiler built in every prof.* and
+ * thread.prof.* control is ENOENT; built in but not started (opt.prof
+ * false) the CTL_PROF_STARTED nodes are ENOENT.  The failures a user
+ * cannot guess the cause of (prof_hint) also print one line saying it.
+ */
+#define CTL_PROF_OFF_HINT "profiling is off: start the process with " \
+	MP_CONF_ENV "=prof:true"
+#define CTL_PROF_NONE_HINT "this build has no profiler (configured with " \
+	"--disable-prof; config.prof is false)"
+
+static int ctl_prof_guard(const ctl_node_t *node) {
+	if (node->prof == CTL_PROF_ANY)
+		return 0;
+	if (!config_prof) {
+		if (node->prof_hint)
+			mp_error("prof.%s: " CTL_PROF_NONE_HINT, node->name);
+		return ENOENT;
+	}
+	if (node->prof == CTL_PROF_STARTED && !opt_prof) {
+		if (node->prof_hint)
+			mp_error("prof.%s: " CTL_PROF_OFF_HINT, node->name);
+		return ENOENT;
+	}
+	return 0;
+}
+
 /* ----------------------------------------------------- public entries */
 
 MP_EXPORT int MP_PUBLIC(mallctl)(const char *name, void *oldp,
@@ -1164,6 +836,9 @@ MP_EXPORT int MP_PUBLIC(mallctl)(const char *name, void *oldp,
 		return ret;
 	if (node->handler == NULL)
 		return ENOENT;
+	ret = ctl_prof_guard(node);
+	if (ret != 0)
+		return ret;
 	return node->handler(node, mib, depth, oldp, oldlenp, newp, newlen);
 }
 
@@ -1190,5 +865,8 @@ MP_EXPORT int MP_PUBLIC(mallctlbymib)(const size_t *mib, size_t miblen,
 	const ctl_node_t *node = ctl_bymib_node(mib, miblen);
 	if (node == NULL)
 		return ENOENT;
+	int ret = ctl_prof_guard(node);
+	if (ret != 0)
+		return ret;
 	return node->handler(node, mib, miblen, oldp, oldlenp, newp, newlen);
 }

@@ -1,32 +1,21 @@
 /*
- * tcache.c: thread caches.  A cache owns slabs, one bin of them per small
- * size class, and a few freed large blocks per large class up to
- * tcache_max.  In front of the slabs, a thread's cache has a cache bin
- * per small class (tsd->bin_cur, types.h): a stack of pointers that malloc
- * pops and free pushes.  A dry bin is filled with half its slots from the
- * current slab's bitmap; an overflowing one gives its older half back,
- * each region to its own slab: the owner's regions set their bits in the
- * slab's free_bits, other owners' in its remote bitmap (one atomic or per
- * word), which the owner collects when the current slab runs dry.  Slabs that fill up are
- * parked on a full list and come back when a free lands in them (see the
- * `full` protocol in types.h).  Caches of exited threads become orphans
- * that the next new thread adopts, and decay reclaims their free memory
- * meanwhile.
+ * slab.c: the slabs a cache owns (tcache_t, types.h), the regions in them
+ * and the ways back to them.  Per small class, a cache has a partial list
+ * (its head is the current slab, which hands out regions in address
+ * order from its free_bits) and a full list; emptied slabs wait on a
+ * short empty list for reuse, then go back to the arena.  A region goes
+ * home by its owner setting its bit in free_bits, or by anyone else
+ * setting it in the slab's remote bitmap (one atomic or per word), which
+ * the owner collects when the current slab runs dry.  Slabs that fill up
+ * are parked on the full list and come back when a free lands in them,
+ * through the owner's inbox (the `full` protocol in types.h).
  *
- * The arena's shared cache uses the same slab code under arena->shared_mtx
- * (it has no cache bins).
+ * The thread caches (tcache.c) call in here for fills, flushes and GC;
+ * the arenas' shared caches and the profiler's cache use the same code
+ * under arena->shared_mtx.  Functions named tcache_* here are the entry
+ * points for a cache's small regions, named by what they serve.
  */
 #include "malloc_prof/internal/internal.h"
-
-/* Bytes of large blocks one cache may hold. */
-#define TCACHE_LARGE_BUDGET(max) ((max) * 4 > ((size_t)1 << 20) ? \
-    (max) * 4 : ((size_t)1 << 20))
-
-void tcache_init(tcache_t *tc, arena_t *arena, bool shared) {
-	memset(tc, 0, sizeof(*tc));
-	tc->arena = arena;
-	tc->shared = shared;
-}
 
 /* ---- slab lists (owner-private, doubly linked through prev/next) ---- */
 
@@ -198,7 +187,7 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 }
 
 /* Slabs whose `full` flag a remote freer cleared come back here. */
-static void inbox_drain(tcache_t *tc) {
+void slab_inbox_drain(tcache_t *tc) {
 	if (atomic_load_explicit(&tc->inbox, memory_order_relaxed) == NULL)
 		return;
 	extent_t *s = atomic_exchange_explicit(&tc->inbox, NULL,
@@ -239,7 +228,7 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
  * that have none, or a fresh slab.  NULL on OOM. */
 static extent_t *slab_current(tcache_t *tc, unsigned ind) {
 	tcache_bin_t *bin = &tc->bins[ind];
-	inbox_drain(tc);
+	slab_inbox_drain(tc);
 	extent_t *slab;
 	while ((slab = bin->partial) != NULL) {
 		if (slab_has_free(slab) || slab_collect_remote(slab))
@@ -308,7 +297,7 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 	}
 	slab->used -= n - twice;
 	/* If a remote freer flipped `full` first, the slab is on its way
-	 * through our inbox and moves at inbox_drain. */
+	 * through our inbox and moves at slab_inbox_drain. */
 	tcache_bin_t *bin = &tc->bins[slab->szind];
 	uint8_t one = 1;
 	if (unlikely(slab->list == SLAB_LIST_FULL) &&
@@ -386,22 +375,12 @@ bool tcache_free_remote(extent_t *slab, void *p) {
 	return false;
 }
 
-/* ---- cache bins ---- */
-
-/* Slots of class ind's cache bin: 32 KiB of regions, within bounds. */
-static unsigned cache_bin_slots(unsigned ind) {
-	size_t n = ((size_t)32 << 10) / sz_index2size(ind);
-	if (n < CACHE_BIN_MIN)
-		n = CACHE_BIN_MIN;
-	if (n > CACHE_BIN_MAX)
-		n = CACHE_BIN_MAX;
-	return (unsigned)n;
-}
+/* ---- regions back from a cache bin, flushes ---- */
 
 /* Give regions q[0..n), which left a cache bin of tc, back to their
  * slabs, a run of regions of one slab at a time (one page-map lookup and
  * one pass over the slab's state per run). */
-static void regions_return(tcache_t *tc, void *const *q, unsigned n) {
+void slab_regions_return(tcache_t *tc, void *const *q, unsigned n) {
 	unsigned k = 0;
 	while (k < n) {
 		extent_t *slab = pagemap_lookup(q[k]);
@@ -419,115 +398,10 @@ static void regions_return(tcache_t *tc, void *const *q, unsigned n) {
 	}
 }
 
-void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
-	unsigned have = tcache_bin_count(tc, ind);
-	if (have <= keep)
-		return;
-	/* The oldest regions go; the most recently freed, likeliest still
-	 * in this core's cache, stay. */
-	void **cur = tc->cb_cur[ind], **empty = tc->cb_empty[ind];
-	regions_return(tc, cur + keep, have - keep);
-	memmove(empty - keep, cur, keep * sizeof(void *));
-	tc->cb_cur[ind] = empty - keep;
-}
-
-void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
-	mp_assert(tcache_bin_count(tc, ind) == 0);
-	unsigned n = tcache_bin_cap(tc, ind) / 2;
-	void **empty = tc->cb_empty[ind];
-	void **first = empty - n;
-	/* Popped in the order the slab hands them out: address order. */
-	unsigned got = tcache_alloc_batch(tc, ind, first, n);
-	if (got == 0)
-		return NULL;
-	if (got < n)
-		memmove(empty - got, first, got * sizeof(void *));
-	tc->cb_cur[ind] = empty - got + 1;
-	return empty[-(ptrdiff_t)got];
-}
-
-bool tcache_bins_attach(tcache_t *tc, tsd_t *tsd) {
-	if (tc->cb_slots == NULL) {
-		/* Each bin's slots and its NULL sentinel (base memory is
-		 * zeroed, and no one ever writes a sentinel). */
-		size_t total = 0;
-		for (unsigned i = 0; i < SC_NBINS; i++)
-			total += cache_bin_slots(i) + 1;
-		tc->cb_slots = base_alloc(total * sizeof(void *));
-		if (tc->cb_slots == NULL)
-			return true;
-	}
-	void **slot = tc->cb_slots;
-	for (unsigned i = 0; i < SC_NBINS; i++) {
-		tsd->bin_full[i + 1] = (uint32_t)(uintptr_t)slot;
-		slot += cache_bin_slots(i);
-		mp_assert(*slot == NULL);
-		tc->cb_empty[i] = slot;
-		tsd->bin_cur[i + 1] = slot;
-		slot++;
-	}
-	tc->cb_cur = &tsd->bin_cur[1];
-	tc->cb_full = &tsd->bin_full[1];
-	return false;
-}
-
-void tcache_bins_detach(tcache_t *tc) {
-	if (tc->cb_cur == NULL)
-		return;
-	for (unsigned i = 0; i < SC_NBINS; i++) {
-		tcache_bin_flush(tc, i, 0);
-		tc->cb_cur[i] = NULL;
-		tc->cb_full[i] = 0;
-	}
-	tc->cb_cur = NULL;
-	tc->cb_full = NULL;
-}
-
-/* ---- large blocks ---- */
-
-void *tcache_alloc_large(tcache_t *tc, unsigned ind) {
-	unsigned li = ind - SC_NBINS;
-	if (li >= TCACHE_NLARGE)
-		return NULL;
-	tcache_large_t *c = &tc->large[li];
-	if (c->n == 0)
-		return NULL;
-	extent_t *e = c->slots[--c->n];
-	if (c->n < c->low_water)
-		c->low_water = c->n;
-	tc->large_bytes -= e->size;
-	return e->addr;
-}
-
-bool tcache_dalloc_large(tcache_t *tc, extent_t *e) {
-	unsigned li = e->szind - SC_NBINS;
-	if (e->size > opt_tcache_max || li >= TCACHE_NLARGE || e->prof != NULL)
-		return true;
-	tcache_large_t *c = &tc->large[li];
-	if (c->n == TCACHE_LARGE_SLOTS || tc->large_bytes + e->size >
-	    TCACHE_LARGE_BUDGET(opt_tcache_max))
-		return true;
-	c->slots[c->n++] = e;
-	tc->large_bytes += e->size;
-	return false;
-}
-
-static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
-	tcache_large_t *c = &tc->large[li];
-	while (c->n > keep) {
-		extent_t *e = c->slots[--c->n];
-		tc->large_bytes -= e->size;
-		arena_large_dalloc(e);
-	}
-	c->low_water = c->n;
-}
-
-/* ---- flush, GC, orphans ---- */
-
 /* Collect remote frees into every slab of a bin and release the empty
  * ones.  A full-list slab is touched only after we win its `full` flag;
  * otherwise a remote freer owns the transition and it is in the inbox. */
-static void bin_flush(tcache_t *tc, unsigned ind) {
+void slab_bin_flush(tcache_t *tc, unsigned ind) {
 	tcache_bin_t *bin = &tc->bins[ind];
 	extent_t *s = bin->full;
 	while (s != NULL) {
@@ -553,7 +427,7 @@ static void bin_flush(tcache_t *tc, unsigned ind) {
 	}
 }
 
-static void empty_flush(tcache_t *tc, uint32_t keep) {
+void slab_empty_flush(tcache_t *tc, uint32_t keep) {
 	while (tc->nempty > keep) {
 		extent_t *s = tc->empty;
 		list_remove(&tc->empty, s);
@@ -561,99 +435,4 @@ static void empty_flush(tcache_t *tc, uint32_t keep) {
 		s->list = SLAB_LIST_NONE;
 		arena_slab_dalloc(s->arena, s);
 	}
-}
-
-void tcache_flush(tcache_t *tc) {
-	if (tc->cb_cur != NULL) {
-		for (unsigned i = 0; i < SC_NBINS; i++)
-			tcache_bin_flush(tc, i, 0);
-	}
-	inbox_drain(tc);
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		bin_flush(tc, i);
-	for (unsigned i = 0; i < TCACHE_NLARGE; i++)
-		large_flush(tc, i, 0);
-	empty_flush(tc, 0);
-}
-
-/* One step per thread event: half of one cache bin, that class's remote
- * frees and empty slabs, the large blocks of one class that went unused
- * since the last visit, and one kept empty slab. */
-void tcache_gc_step(tcache_t *tc) {
-	inbox_drain(tc);
-	uint32_t step = tc->gc_bin++;
-	unsigned i = step % SC_NBINS;
-	if (tc->cb_cur != NULL)
-		tcache_bin_flush(tc, i, tcache_bin_count(tc, i) / 2);
-	bin_flush(tc, i);
-	/* Its own modulus: there are more large classes than bins. */
-	unsigned li = step % TCACHE_NLARGE;
-	tcache_large_t *c = &tc->large[li];
-	if (c->low_water > 0)
-		large_flush(tc, li, c->n - c->low_water + c->low_water / 4);
-	c->low_water = c->n;
-	if (tc->nempty > 1)
-		empty_flush(tc, tc->nempty - 1);
-}
-
-/* Writers hold orphans_mtx; tcache_orphans_collect peeks at the head
- * without it, so every store of the head is atomic (relaxed: the lock
- * orders the list itself, the peek only decides whether to take it). */
-static inline void orphans_head_set(arena_t *arena, tcache_t *head) {
-	__atomic_store_n(&arena->orphans, head, __ATOMIC_RELAXED);
-}
-
-tcache_t *tcache_adopt(arena_t *arena) {
-	mp_mutex_lock(&arena->orphans_mtx);
-	tcache_t *tc = arena->orphans;
-	if (tc != NULL) {
-		orphans_head_set(arena, tc->orphan_next);
-		arena->norphans--;
-	}
-	mp_mutex_unlock(&arena->orphans_mtx);
-	if (tc == NULL) {
-		tc = base_alloc(sizeof(tcache_t));
-		if (tc == NULL)
-			return NULL;
-		tcache_init(tc, arena, false);
-	}
-	tc->orphan_next = NULL;
-	return tc;
-}
-
-void tcache_orphan(tcache_t *tc) {
-	tcache_bins_detach(tc);
-	tcache_flush(tc);
-	arena_t *arena = tc->arena;
-	mp_mutex_lock(&arena->orphans_mtx);
-	tc->orphan_next = arena->orphans;
-	orphans_head_set(arena, tc);
-	arena->norphans++;
-	mp_mutex_unlock(&arena->orphans_mtx);
-}
-
-void tcache_orphans_collect(arena_t *arena, unsigned max) {
-	if (__atomic_load_n(&arena->orphans, __ATOMIC_RELAXED) == NULL)
-		return;
-	mp_mutex_lock(&arena->orphans_mtx);
-	if (max >= arena->norphans) {
-		for (tcache_t *tc = arena->orphans; tc != NULL;
-		    tc = tc->orphan_next)
-			tcache_flush(tc);
-	} else {
-		/* Flush from the head and rotate what was flushed to the
-		 * tail, so successive calls visit every orphan. */
-		for (unsigned n = 0; n < max; n++) {
-			tcache_t *tc = arena->orphans;
-			tcache_flush(tc);
-			orphans_head_set(arena, tc->orphan_next);
-			tc->orphan_next = NULL;
-			tcache_t **tail = &arena->orphans;
-			while (*tail != NULL)
-				tail = &(*tail)->orphan_next;
-			/* tail may be the head itself (one orphan). */
-			__atomic_store_n(tail, tc, __ATOMIC_RELAXED);
-		}
-	}
-	mp_mutex_unlock(&arena->orphans_mtx);
 }

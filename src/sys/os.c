@@ -1,7 +1,8 @@
 /*
- * os.c: the operating-system layer: page mappings, purging, time, CPU
- * count and ranked mutexes.  Nothing above this file calls mmap, madvise or
- * pthread_mutex_* directly.
+ * os.c: the operating-system layer: page mappings, purging, time and the
+ * CPU count, with the mapping fault injection of debug builds in a
+ * section of its own.  Nothing above this file calls mmap or madvise
+ * directly (mutexes are in mutex.c).
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -10,6 +11,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ---- fault injection (debug builds; doc/reliability.md) ---- */
 
 #if MP_CONFIG_DEBUG
 size_t opt_debug_mmap_fail;
@@ -52,6 +55,8 @@ static bool mmap_fail_now(void) {
 	return false;
 }
 #endif
+
+/* ---- pages ---- */
 
 /*
  * Map `size` bytes aligned to `align`.  Over-map and trim when the kernel's
@@ -104,6 +109,8 @@ bool os_purge_lazy(void *addr, size_t size) {
 #endif
 }
 
+/* ---- time and CPUs ---- */
+
 unsigned os_ncpus(void) {
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof(set), &set) == 0) {
@@ -129,42 +136,4 @@ uint64_t os_now_coarse_ns(void) {
 	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
 		return os_now_ns();
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/*
- * Ranked mutexes.  In debug builds each thread remembers the ranks it holds
- * (a bit set: ranks are small) and taking a lock whose rank is not above
- * every held one aborts, naming both: a lock-order bug found in a test
- * rather than a deadlock found in production.
- */
-static __thread uint32_t held_ranks __attribute__((tls_model("initial-exec")));
-
-void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank) {
-	pthread_mutex_init(&m->lock, NULL);
-	m->rank = rank;
-}
-
-void mp_mutex_lock(mp_mutex_t *m) {
-	if (config_debug) {
-		uint32_t above = ~(((uint32_t)1 << m->rank) - 1);
-		if (held_ranks & above)
-			mp_abort("lock order violation: taking rank %d while "
-			    "holding ranks 0x%x", (int)m->rank,
-			    (unsigned)held_ranks);
-	}
-	pthread_mutex_lock(&m->lock);
-	if (config_debug)
-		held_ranks |= (uint32_t)1 << m->rank;
-}
-
-void mp_mutex_unlock(mp_mutex_t *m) {
-	if (config_debug)
-		held_ranks &= ~((uint32_t)1 << m->rank);
-	pthread_mutex_unlock(&m->lock);
-}
-
-void mp_mutex_postfork_child(mp_mutex_t *m) {
-	pthread_mutex_init(&m->lock, NULL);
-	if (config_debug)
-		held_ranks &= ~((uint32_t)1 << m->rank);
 }

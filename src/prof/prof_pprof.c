@@ -1010,10 +1010,6 @@ size_t prof_pb_varint(uint8_t *out, uint64_t v) {
 	return pprof_pb_varint(out, v);
 }
 
-uint32_t prof_crc32(uint32_t crc, const void *data, size_t len) {
-	return pprof_crc32(crc, data, len);
-}
-
 bool prof_gzip_write(int fd, const void *data, size_t len, int *errp) {
 	return pprof_gzip_write(&pprof_state.gz, fd, data, len, errp);
 }

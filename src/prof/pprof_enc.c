@@ -82,7 +82,8 @@ void pprof_pb_raw_varint(pprof_buf_t *b, uint64_t v) {
 	pprof_buf_put(b, tmp, pprof_pb_varint(tmp, v));
 }
 
-void pprof_pb_tag(pprof_buf_t *b, unsigned field, unsigned wire) {
+/* Wire types: 0 varint, 2 length-delimited. */
+static void pprof_pb_tag(pprof_buf_t *b, unsigned field, unsigned wire) {
 	pprof_pb_raw_varint(b, ((uint64_t)field << 3) | wire);
 }
 

@@ -1,0 +1,362 @@
+/*
+ * alloc.h: the allocator's cross-file prototypes (src/alloc/), grouped by
+ * the file that defines them, plus the small inline helpers the fast
+ * paths are built from (size classes, the page map, the cache bins).
+ * It uses sys.h only; ctl.h and prof.h are built on it.
+ */
+#ifndef MP_INTERNAL_ALLOC_H
+#define MP_INTERNAL_ALLOC_H
+
+#include "malloc_prof/internal/sys.h"
+
+/* ------------------------------------------------ options (set by conf.c) */
+/* The allocator's options.  They are defined beside the options table in
+ * conf.c, which parses them; the allocator only reads them. */
+typedef enum {
+	ZERO_REALLOC_FREE = 0,   /* glibc: free and return NULL */
+	ZERO_REALLOC_ALLOC,      /* treat as malloc(0) */
+	ZERO_REALLOC_ABORT,
+} zero_realloc_t;
+extern bool opt_abort;
+extern bool opt_abort_conf;
+extern bool opt_confirm_conf;
+extern unsigned opt_narenas;             /* 0: 4 per CPU */
+extern bool opt_tcache;
+extern size_t opt_tcache_max;
+extern ssize_t opt_dirty_decay_ms;
+extern ssize_t opt_muzzy_decay_ms;
+extern bool opt_retain;
+extern const char *opt_junk;             /* "false", "true", "alloc", "free" */
+extern bool opt_junk_alloc;              /* derived from opt_junk */
+extern bool opt_junk_free;
+extern bool opt_zero;
+extern unsigned opt_zero_realloc;        /* zero_realloc_t */
+extern bool opt_stats_print;
+extern char opt_stats_print_opts[64];
+
+/* -------------------------------------------------------------------- sz.c */
+/* Constant tables (built at compile time: the fast path reads them before
+ * initialisation, see sz.c); the *_compute functions define them. */
+extern const uint8_t sz_size2index_tab[SC_LOOKUP_LEN];
+extern const size_t sz_index2size_tab[SC_NSIZES];
+extern const uint32_t sz_slab_size[SC_NBINS];    /* bytes per slab */
+extern const uint32_t sz_slab_nregs[SC_NBINS];
+/* Slabs of the profiler's cache: as small as waste allows (see sz.c). */
+extern const uint32_t sz_prof_slab_size[SC_NBINS];
+/* Slab geometry bounds (see sz_slab_geometry_compute in sz.c). */
+#define SZ_SLAB_MIN_BYTES ((size_t)64 << 10)
+#define SZ_SLAB_MAX_PAGES 64
+void sz_boot(void);                              /* debug: checks the tables */
+unsigned sz_size2index_compute(size_t size);     /* size <= LARGE_MAXCLASS */
+size_t sz_index2size_compute(unsigned ind);      /* ind < SC_NSIZES */
+void sz_slab_geometry_compute(unsigned ind, uint32_t *slab_size,
+    uint32_t *nregs, uint32_t *prof_slab_size);  /* ind < SC_NBINS */
+unsigned sz_psz_floor(size_t npages);            /* page-count class */
+unsigned sz_psz_ceil(size_t npages);
+
+/* size -> class index; size must be <= SC_LARGE_MAXCLASS. */
+MP_INLINE unsigned sz_size2index(size_t size) {
+	if (likely(size <= SC_LOOKUP_MAX))
+		return sz_size2index_tab[(size + (QUANTUM - 1)) >> LG_QUANTUM];
+	return sz_size2index_compute(size);
+}
+MP_INLINE size_t sz_index2size(unsigned ind) {
+	return sz_index2size_tab[ind];
+}
+/* Usable size for a request, 0 when the request cannot be satisfied. */
+MP_INLINE size_t sz_s2u(size_t size) {
+	if (unlikely(size > SC_LARGE_MAXCLASS))
+		return 0;
+	return sz_index2size(sz_size2index(size));
+}
+/* Usable size for a request with alignment (a power of two); 0 on
+ * overflow.  Small classes whose size is a multiple of the alignment have
+ * naturally aligned regions, so small aligned requests stay small. */
+size_t sz_sa2u(size_t size, size_t alignment);
+
+/* ------------------------------------------------------------------ base.c */
+/* Metadata memory, never returned to the OS (it never shows up in
+ * stats.allocated, only in stats.metadata). */
+bool base_boot(void);
+void *base_alloc(size_t size);                    /* zeroed, 64-aligned */
+/* Freeable metadata (the profiler's): size classes of 64 bytes up to 4 KiB
+ * recycled on free lists, larger blocks mapped directly.  Zeroed.  Carved
+ * from chunks of its own: it never takes the memory base_alloc and
+ * base_extent_alloc draw on. */
+void *base_malloc(size_t size);
+void base_free(void *p, size_t size);
+/* Thread exit: give the thread's stash of freed blocks back (state is
+ * TSD_DEAD by then, so later frees bypass the stash). */
+void base_stash_flush(tsd_t *tsd);
+extent_t *base_extent_alloc(void);                /* zeroed */
+void base_extent_free(extent_t *e);
+size_t base_mapped_bytes(void);
+void base_prefork(void);
+void base_postfork_parent(void);
+void base_postfork_child(void);
+
+/* --------------------------------------------------------------- pagemap.c */
+/* Page number -> extent_t.  Two levels over a 48-bit address space: the
+ * root is static, leaves are mapped on demand and never freed. */
+#define PAGEMAP_KEY_BITS (48 - LG_PAGE)
+#define PAGEMAP_LEAF_BITS (PAGEMAP_KEY_BITS / 2)
+#define PAGEMAP_ROOT_BITS (PAGEMAP_KEY_BITS - PAGEMAP_LEAF_BITS)
+#define PAGEMAP_ROOT_LEN ((size_t)1 << PAGEMAP_ROOT_BITS)
+#define PAGEMAP_LEAF_LEN ((size_t)1 << PAGEMAP_LEAF_BITS)
+typedef _Atomic(extent_t *) pagemap_leaf_t[PAGEMAP_LEAF_LEN];
+extern _Atomic(pagemap_leaf_t *) pagemap_root[PAGEMAP_ROOT_LEN];
+/*
+ * An entry is an extent_t pointer whose low bits (free: extent_t is
+ * cache-line aligned) may carry a size-class tag, szind + 1, meaning "p
+ * is a block of class szind": on every page of a slab, and on the first
+ * page of a large block whose class index is below PAGEMAP_TAG_MASK.
+ * Every other entry has tag 0 (look at the extent).  The tag lets realloc
+ * decide "same class, nothing to do" without touching the extent, a
+ * second dependent cache miss (22% of realloc's time before).
+ */
+#define PAGEMAP_TAG_MASK ((uintptr_t)CACHELINE - 1)
+_Static_assert(_Alignof(extent_t) >= CACHELINE, "page-map tags need "
+    "cache-line aligned extents");
+/* Point every page of [addr, addr + size) at e (NULL clears), untagged. */
+bool pagemap_set_range(const void *addr, size_t size, extent_t *e);
+/* Point every page of [addr, addr + size) at e, tagged with e's class. */
+bool pagemap_set_class(const void *addr, size_t size, extent_t *e);
+/* Point the first and last page of e at e (what coalescing looks up). */
+bool pagemap_set_bounds(extent_t *e);
+/* Create the leaves for a new mapping, so updates inside it cannot fail. */
+bool pagemap_prepare(const void *addr, size_t size);
+
+/* The raw entry of p's page (0 if none): extent pointer | tag. */
+MP_INLINE uintptr_t pagemap_lookup_entry(const void *p) {
+	uintptr_t key = (uintptr_t)p >> LG_PAGE;
+	/* One shift serves the bound and the root index. */
+	uintptr_t root_ind = key >> PAGEMAP_LEAF_BITS;
+	if (unlikely(root_ind >= PAGEMAP_ROOT_LEN))
+		return 0;
+	pagemap_leaf_t *leaf = atomic_load_explicit(&pagemap_root[root_ind],
+	    memory_order_acquire);
+	if (unlikely(leaf == NULL))
+		return 0;
+	return (uintptr_t)atomic_load_explicit(
+	    &(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)], memory_order_relaxed);
+}
+
+MP_INLINE extent_t *pagemap_entry_extent(uintptr_t entry) {
+	return (extent_t *)(entry & ~PAGEMAP_TAG_MASK);
+}
+
+MP_INLINE extent_t *pagemap_lookup(const void *p) {
+	return pagemap_entry_extent(pagemap_lookup_entry(p));
+}
+
+/* ---------------------------------------------------------------- extent.c */
+/* Free-extent sets, splitting, coalescing, OS growth and purging.  All
+ * under arena->mtx. */
+void extent_set_init(extent_set_t *set);
+/* Carve `size` bytes aligned to `align` (>= PAGE) for the caller, from
+ * dirty, then muzzy, then clean extents, else a new mapping.  The result
+ * has its bounds in the page map; *zeroed says its pages read as zero. */
+extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t align,
+    bool *zeroed);
+/* Return an extent to the free sets (dirty), coalescing with neighbours. */
+void extent_dalloc_locked(arena_t *arena, extent_t *e);
+/* The same, with the caller's reading of os_now_ns() as its free time. */
+void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now);
+/* Grow e in place to new_size from the free extent right after it. */
+bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
+    bool *zeroed_tail);
+/* Shrink e to new_size, returning the tail to the free sets. */
+bool extent_shrink_locked(arena_t *arena, extent_t *e, size_t new_size);
+/* Purge what has been dirty (muzzy) longer than the decay time, or all of
+ * it with force; returns pages purged. */
+size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force);
+
+/* ----------------------------------------------------------------- arena.c */
+#define ARENAS_MAX 4096                  /* MALLCTL_ARENAS_ALL */
+extern _Atomic(arena_t *) arenas[ARENAS_MAX];
+extern unsigned narenas_auto;            /* arenas threads are spread over */
+extern _Atomic unsigned narenas_total;   /* indices handed out so far */
+extern tcache_t extent_large_owner;      /* owner of large and free extents */
+bool arena_boot(void);
+arena_t *arena_get(unsigned ind, bool create);
+arena_t *arena_choose_auto(void);        /* the automatic one with the
+                                          * fewest threads */
+bool arena_create(unsigned *ind);        /* arenas.create */
+/* Slabs for the caches: a fresh slab for class ind (owner unset). */
+extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size);
+void arena_slab_init(extent_t *slab, unsigned ind);
+void arena_slab_dalloc(arena_t *arena, extent_t *slab);
+/* Large blocks. usize is a large size class, align a power of two. */
+void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
+    bool zero);
+void arena_large_dalloc(extent_t *e);
+/* In-place resize of a large block to usize; true if it could not. */
+bool arena_large_resize(extent_t *e, size_t usize, bool zero);
+void arena_decay(arena_t *arena, bool force);  /* arena.<i>.decay/purge */
+void arena_shared_flush(arena_t *arena);
+void arena_decay_tick(arena_t *arena);        /* cheap, from slow paths */
+void arena_stats_read(arena_t *arena, arena_stats_t *out);
+void arena_prefork(void);
+void arena_postfork_parent(void);
+void arena_postfork_child(void);
+
+/* ------------------------------------------------------ background_thread.c */
+extern bool opt_background_thread;
+extern size_t opt_max_background_threads;
+bool background_thread_boot(void);                 /* after conf; true on error */
+/* Start the thread if the option or the mallctl asked for it and it is not
+ * running (cheap when not: one relaxed load).  From event paths with no
+ * allocator lock held. */
+void background_thread_start_pending(void);
+/* background_thread mallctl: true if the thread could not be created. */
+bool background_thread_set(bool enable, bool *was);
+bool background_thread_enabled(void);
+/* Pages were freed: wake the thread if it waits with nothing to purge. */
+void background_thread_notify(void);
+void background_thread_stats(size_t *nthreads, uint64_t *nruns,
+    uint64_t *run_interval_ns);
+void background_thread_prefork(void);
+void background_thread_postfork_parent(void);
+void background_thread_postfork_child(void);
+
+/* ---------------------------------------------------------------- tcache.c */
+void tcache_init(tcache_t *tc, arena_t *arena, bool shared);
+/* A cache for a new thread: an orphan of `arena` if any, else a new one. */
+tcache_t *tcache_adopt(arena_t *arena);
+/* Thread exit: return what is free, park the rest as an orphan. */
+void tcache_orphan(tcache_t *tc);
+/* Turn the thread's cache bins (tsd) on over tc's slots (true: no memory
+ * for them) / give every cached region back and turn the bins off. */
+bool tcache_bins_attach(tcache_t *tc, tsd_t *tsd);
+void tcache_bins_detach(tcache_t *tc);
+/* Regions cached in / slots of cache bin ind of a cache whose bins are
+ * on. */
+MP_INLINE unsigned tcache_bin_count(const tcache_t *tc, unsigned ind) {
+	return (unsigned)(tc->cb_empty[ind] - tc->cb_cur[ind]);
+}
+MP_INLINE unsigned tcache_bin_cap(const tcache_t *tc, unsigned ind) {
+	return ((uint32_t)(uintptr_t)tc->cb_empty[ind] - tc->cb_full[ind]) /
+	    sizeof(void *);
+}
+/* Cache bin ind of tc ran dry: fill half of it from the slabs and return
+ * one region (NULL on OOM). */
+void *tcache_bin_fill(tcache_t *tc, unsigned ind);
+/* Give all but the `keep` most recently freed regions of bin ind back to
+ * their slabs. */
+void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep);
+/* Large blocks up to opt_tcache_max: reuse a cached one / cache a freed
+ * one.  alloc returns NULL when none is cached; dalloc true if not taken. */
+void *tcache_alloc_large(tcache_t *tc, unsigned ind);
+bool tcache_dalloc_large(tcache_t *tc, extent_t *e);
+void tcache_flush(tcache_t *tc);         /* thread.tcache.flush */
+void tcache_gc_step(tcache_t *tc);       /* one incremental GC step */
+/* Reclaim free memory held by orphaned caches of `arena`. */
+void tcache_orphans_collect(arena_t *arena, unsigned max);
+
+/* ------------------------------------------------------------------ slab.c */
+/* Up to n regions of class ind from tc's slabs into out (the count got:
+ * fewer only on OOM) / one region or NULL.  The shared caches call them
+ * under arena->shared_mtx. */
+unsigned tcache_alloc_batch(tcache_t *tc, unsigned ind, void **out,
+    unsigned n);
+void *tcache_alloc_small(tcache_t *tc, unsigned ind);
+/* A slab's owning cache. */
+MP_INLINE tcache_t *slab_owner(const extent_t *slab) {
+	return atomic_load_explicit(&((extent_t *)slab)->owner,
+	    memory_order_acquire);
+}
+/* Free by the owner: the region's bit back in free_bits; an emptied slab
+ * other than the current one retires.  true (nothing done) if the region
+ * was free already: a double free. */
+bool tcache_free_small(tcache_t *tc, extent_t *slab, void *p);
+/* Free by anyone but the owner; true (nothing done) if p was already
+ * freed and not yet collected: a double free. */
+bool tcache_free_remote(extent_t *slab, void *p);
+/* Region index of p in slab (p inside a region; no division). */
+static inline uint32_t slab_region_index(const extent_t *slab,
+    const void *p) {
+	return (uint32_t)(((uint64_t)((const char *)p - slab->addr) *
+	    slab->div_magic) >> 32);
+}
+/* Whether p's region sits freed in the slab's remote bitmap / in its
+ * owner's free_bits (only the owner may ask: the map is not atomic). */
+static inline bool slab_remote_freed(const extent_t *slab, const void *p) {
+	uint32_t ind = slab_region_index(slab, p);
+	return (atomic_load_explicit(&slab->remote_bits[ind / 64],
+	    memory_order_acquire) >> (ind % 64)) & 1;
+}
+static inline bool slab_free_listed(const extent_t *slab, const void *p) {
+	uint32_t ind = slab_region_index(slab, p);
+	return (slab->free_bits[ind / 64] >> (ind % 64)) & 1;
+}
+/* Give regions q[0..n), which left a cache bin of tc, back to their
+ * slabs. */
+void slab_regions_return(tcache_t *tc, void *const *q, unsigned n);
+/* Move the slabs that came back through tc's inbox to their partial
+ * lists. */
+void slab_inbox_drain(tcache_t *tc);
+/* Collect remote frees into every slab of bin ind and release the empty
+ * ones / give all but `keep` of the empty slabs back to the arena. */
+void slab_bin_flush(tcache_t *tc, unsigned ind);
+void slab_empty_flush(tcache_t *tc, uint32_t keep);
+
+/* ------------------------------------------------------------------- tsd.c */
+extern __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
+/* Hidden: the slow paths of malloc.c read it with one instruction, as
+ * they did when it was defined beside them. */
+extern bool malloc_initialized __attribute__((visibility("hidden")));
+bool malloc_init(void);
+tsd_t *tsd_fetch_slow(void);
+/* The calling thread's state, initialising the thread if needed.  Inline
+ * so that the slow paths of malloc.c keep its first test in line. */
+static inline tsd_t *tsd_fetch(void) {
+	tsd_t *tsd = &mp_tsd;
+	if (likely(tsd->state == TSD_NOMINAL))
+		return tsd;
+	return tsd_fetch_slow();
+}
+/* Sums of thread.allocated / thread.deallocated over all threads, live
+ * and exited: their difference is stats.allocated. */
+void tsd_totals(uint64_t *allocated, uint64_t *deallocated);
+void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled);
+void tsd_tcache_flush(tsd_t *tsd);
+bool tsd_arena_set(tsd_t *tsd, unsigned ind);
+/* Redraw the calling thread's sampling wait now (thread.prof.active). */
+void tsd_prof_redraw(tsd_t *tsd);
+/* Draw the distance to the thread's next sample, counted from `from` (a
+ * value of `allocated`); true if the thread is sampling. */
+bool tsd_prof_wait_redraw(tsd_t *tsd, uint64_t from);
+/* Crossing the event threshold: cache GC, decay (malloc.c's slow path). */
+void tsd_event(tsd_t *tsd);
+/* Counters of the exited threads (and of calls made after a thread's
+ * exit), folded in by tsd_totals. */
+extern _Atomic uint64_t tsd_dead_allocated, tsd_dead_deallocated;
+/* Whether the thread's cache bins are on. */
+static inline bool tsd_cache_bins(const tsd_t *tsd) {
+	return tsd->tcache != NULL && tsd->tcache->cb_cur == &tsd->bin_cur[1];
+}
+/* Counting for threads outside the registry (dead or never registered). */
+static inline void tsd_count_alloc(tsd_t *tsd, size_t usize) {
+	if (likely(tsd->state != TSD_DEAD))
+		tsd->allocated += usize;
+	else
+		atomic_fetch_add(&tsd_dead_allocated, usize);
+}
+
+static inline void tsd_count_dalloc(tsd_t *tsd, size_t usize) {
+	if (likely(tsd->state != TSD_DEAD))
+		tsd->deallocated += usize;
+	else
+		atomic_fetch_add(&tsd_dead_deallocated, usize);
+}
+
+/* ---------------------------------------------------------------- malloc.c */
+/* Report misuse of p ("free(): double free of 0x..."); aborts in debug
+ * builds and with abort:true. */
+void malloc_misuse(const char *func, const char *what, void *p);
+
+/* The junk bytes written over new and freed memory when junk is on. */
+#define JUNK_ALLOC_BYTE 0xa5
+#define JUNK_FREE_BYTE 0x5a
+
+#endif /* MP_INTERNAL_ALLOC_H */

@@ -1,0 +1,174 @@
+/*
+ * ctl.h: options, the mallctl tree and statistics printing (src/ctl/):
+ * the options table and its parser, the tree's nodes and the statistics
+ * snapshot, the printer.  Built on alloc.h.
+ */
+#ifndef MP_INTERNAL_CTL_H
+#define MP_INTERNAL_CTL_H
+
+#include "malloc_prof/internal/alloc.h"
+
+/* ------------------------------------------------------------------ conf.c */
+/* Parse every conf source (no allocation); report bad input on stderr. */
+void conf_boot(void);
+
+/* The options table (conf.c): one row per option drives the parser, the
+ * opt.* mallctls and the option list of malloc_stats_print. */
+typedef enum {
+	CONF_BOOL,               /* bool */
+	CONF_UNSIGNED,           /* unsigned, range [min, max] */
+	CONF_SIZE_T,             /* size_t, range [min, max] */
+	CONF_SSIZE_T,            /* ssize_t, range [min, max] */
+	CONF_STRING,             /* char[bufsize]; reads as const char * */
+	CONF_ENUM,               /* unsigned index into names; reads as the
+	                          * name (const char *) */
+} conf_type_t;
+typedef struct conf_opt_s {
+	const char *name;        /* key in MALLOC_CONF, opt.<name> */
+	conf_type_t type;
+	void *var;               /* the option variable */
+	const char *def;         /* default, in conf syntax */
+	intmax_t min, max;       /* integer types: inclusive range */
+	size_t bufsize;          /* CONF_STRING: size of var */
+	const char *const *names; /* CONF_ENUM: the accepted values */
+	unsigned nnames;
+	void (*on_set)(void);    /* derives dependent variables, or NULL */
+	bool early;              /* applied in a first pass (abort_conf...) */
+	bool prof;               /* a profiler option: absent (ENOENT, and an
+	                          * error in conf) when !config_prof */
+	/* CONF_STRING: rejects a value the type accepts but the option
+	 * cannot use (true, with why[] filled); the option then goes back
+	 * to its default.  NULL: no check. */
+	bool (*check)(const char *v, size_t vlen, char *why, size_t whysize);
+	const char *doc;         /* one line, for listings */
+} conf_opt_t;
+extern const conf_opt_t conf_opts[];
+extern const unsigned conf_nopts;
+extern const char *conf_file_path;       /* MP_CONF_FILE; tests change it */
+/* The row named name[0..len), or NULL. */
+const conf_opt_t *conf_opt_lookup(const char *name, size_t len);
+/* false for a profiler row in a build without the profiler. */
+MP_INLINE bool conf_opt_available(const conf_opt_t *opt) {
+	return config_prof || !opt->prof;
+}
+/* CONF_STRING / CONF_ENUM rows: the current value as a string. */
+const char *conf_opt_str(const conf_opt_t *opt);
+/* The current value as text (like snprintf: returns the full length). */
+int conf_opt_format(const conf_opt_t *opt, char *buf, size_t size);
+/* Parse one conf string; true if anything in it was in error (each error
+ * is reported on one line naming `source`). */
+bool conf_parse(const char *source, const char *conf);
+void conf_reset_defaults(void);
+
+/* ------------------------------------------------------------------- ctl.c */
+bool ctl_boot(void);
+void ctl_prefork(void);
+void ctl_postfork_parent(void);
+void ctl_postfork_child(void);
+/* The tree's nodes, shared with the files that register nodes of their
+ * own (src/prof/prof_ctl.c).  The tree is plain static data: a node has
+ * children (by name, by index, or the options table) or is a leaf with a
+ * handler. */
+typedef struct ctl_node_s ctl_node_t;
+
+/* A leaf's handler.  mib holds the whole path (index components verbatim),
+ * the rest are mallctl's arguments. */
+typedef int ctl_handler_t(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+
+typedef enum {
+	CTL_NAMED,       /* children looked up by name */
+	CTL_INDEXED,     /* the next component is a number, checked by
+	                  * bad_index; children[0] is the node for every
+	                  * index */
+	CTL_OPTS,        /* the next component names a row of conf_opts */
+} ctl_kind_t;
+
+/* Value types of the shared handlers. */
+typedef enum {
+	CTL_T_NONE,
+	CTL_T_BOOL,      /* bool */
+	CTL_T_UNSIGNED,  /* unsigned (also uint32_t fields) */
+	CTL_T_SIZE,      /* size_t */
+	CTL_T_U64,       /* uint64_t */
+	CTL_T_STR,       /* const char * */
+	CTL_T_U64P,      /* uint64_t * */
+} ctl_type_t;
+
+/* What a node needs of the profiler: nothing, to be built in
+ * (config_prof), or to be built in and started (opt_prof). */
+typedef enum {
+	CTL_PROF_ANY = 0,
+	CTL_PROF_BUILT,
+	CTL_PROF_STARTED,
+} ctl_prof_need_t;
+
+struct ctl_node_s {
+	const char *name;
+	ctl_kind_t kind;
+	const ctl_node_t *children;
+	unsigned nchildren;
+	ctl_handler_t *handler;          /* leaves only */
+	bool (*bad_index)(size_t i);     /* CTL_INDEXED: true if i is invalid */
+	ctl_type_t type;                 /* for the shared handlers: */
+	const void *ptr;                 /*   the variable read */
+	size_t off;                      /*   or the field's offset */
+	/* Profiler nodes: what the dispatcher checks once before the
+	 * handler runs (ctl_prof_guard), and whether a refusal prints a
+	 * line saying why. */
+	ctl_prof_need_t prof;
+	bool prof_hint;
+};
+
+#define CTL_MAX_DEPTH 8
+#define CTL_CHILDREN(a)							\
+	.children = (a), .nchildren = (unsigned)(sizeof(a) / sizeof((a)[0]))
+
+/* Access helpers for handlers.  ctl_read hands a value of len bytes to
+ * the caller, jemalloc's way (EINVAL, copying what fits, when *oldlenp is
+ * wrong); ctl_oldlen_bad: a read whose size is wrong, checked by rw nodes
+ * before they change state; ctl_writes / ctl_reads: whether the call
+ * passes a new value / asks for the old one. */
+int ctl_read(void *oldp, size_t *oldlenp, const void *v, size_t len);
+bool ctl_oldlen_bad(void *oldp, size_t *oldlenp, size_t len);
+bool ctl_writes(void *newp, size_t newlen);
+bool ctl_reads(void *oldp, size_t *oldlenp);
+/* Hang children under the named node at path ("prof", "thread.prof"),
+ * which ctl.c leaves empty: how src/prof/ adds its nodes without ctl.c
+ * naming them.  At boot, before any lookup; true if there is no such
+ * node. */
+bool ctl_register(const char *path, const ctl_node_t *children,
+    unsigned nchildren);
+
+/* The statistics snapshot served by stats.* and printed by stats.c.  It
+ * changes only under ctl_lock, when "epoch" is written (ctl_refresh) or
+ * on first use (ctl_snapshot_ensure_locked).  Static: no allocation. */
+typedef struct ctl_arena_snap_s {
+	bool initialized;        /* the arena existed; stats are valid */
+	arena_stats_t stats;
+} ctl_arena_snap_t;
+typedef struct ctl_snapshot_s {
+	uint64_t epoch;          /* refreshes so far; 0: never taken */
+	size_t allocated;        /* sum over threads of allocated - dealloc. */
+	size_t active;           /* pages in slabs and large blocks */
+	size_t metadata;         /* base_mapped_bytes() */
+	size_t resident;         /* active + dirty + metadata */
+	size_t mapped;           /* mapped - retained + metadata */
+	size_t retained;
+	unsigned narenas;        /* narenas_total at the refresh */
+	arena_stats_t merged;    /* sum over the arenas (index 4096) */
+	ctl_arena_snap_t arenas[ARENAS_MAX];
+} ctl_snapshot_t;
+extern ctl_snapshot_t ctl_snap;
+void ctl_lock(void);
+void ctl_unlock(void);
+void ctl_refresh(void);                  /* new snapshot, epoch + 1 */
+void ctl_refresh_locked(void);
+void ctl_snapshot_ensure_locked(void);   /* take the first one if needed */
+
+/* ----------------------------------------------------------------- stats.c */
+void stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
+    const char *opts);
+void stats_print_atexit(void);
+
+#endif /* MP_INTERNAL_CTL_H */

@@ -1,0 +1,68 @@
+/*
+ * sys.h: the system layer's cross-file prototypes (src/sys/): output that
+ * never allocates, assertions, pages and time from the OS, ranked mutexes.
+ * It depends on nothing but types.h and the public header: everything
+ * else may use it, it uses nothing of the allocator.
+ * Conventions (for every internal header): a `bool` return means "true on
+ * error" unless said otherwise; functions named *_locked expect the named
+ * lock to be held.
+ */
+#ifndef MP_INTERNAL_SYS_H
+#define MP_INTERNAL_SYS_H
+
+#include "malloc_prof/internal/types.h"
+#include "malloc_prof.h"     /* the public prototypes, prefixed */
+
+#include <stdarg.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ util.c */
+/* Output never allocates: formatting is done into caller buffers and
+ * written with write(2) (or through the public malloc_message hook). */
+int mp_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
+int mp_snprintf(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void mp_write(const char *s);                 /* malloc_message or stderr */
+/* One line "<malloc_prof>: ...\n" on stderr (through mp_write). */
+void mp_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+MP_COLD __attribute__((noreturn)) void mp_abort(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+MP_COLD __attribute__((noreturn)) void mp_assert_fail(const char *file,
+    int line, const char *expr);
+
+#define mp_assert(e) do {						\
+	if (config_debug && unlikely(!(e)))				\
+		mp_assert_fail(__FILE__, __LINE__, #e);			\
+} while (0)
+#define mp_not_reached() mp_assert_fail(__FILE__, __LINE__, "not reached")
+
+/* -------------------------------------------------------------------- os.c */
+/* The OS layer.  Mappings are page aligned; all return NULL/true on error. */
+void *os_map(size_t size, size_t align);
+void os_unmap(void *addr, size_t size);
+#if MP_CONFIG_DEBUG
+/* Fault injection (debug builds only; doc/reliability.md): with n != 0,
+ * n - 1 more OS mappings succeed, then the nth and every later one fails
+ * with ENOMEM until n is set again (0: off).  Set by the conf option
+ * debug_mmap_fail and the mallctl debug.mmap_fail, which reads what is
+ * left (1: failing now). */
+extern size_t opt_debug_mmap_fail;
+void os_mmap_fail_conf_apply(void);
+void os_mmap_fail_set(size_t n);
+size_t os_mmap_fail_get(void);
+/* Mappings failed by the switch since start-up. */
+uint64_t os_mmap_fail_count(void);
+#endif
+bool os_purge_forced(void *addr, size_t size);  /* MADV_DONTNEED: zero */
+bool os_purge_lazy(void *addr, size_t size);    /* MADV_FREE */
+unsigned os_ncpus(void);
+uint64_t os_now_ns(void);                        /* monotonic */
+uint64_t os_now_coarse_ns(void);                 /* at tick resolution */
+
+/* ----------------------------------------------------------------- mutex.c */
+void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank);
+void mp_mutex_lock(mp_mutex_t *m);
+void mp_mutex_unlock(mp_mutex_t *m);
+void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
+
+#endif /* MP_INTERNAL_SYS_H */

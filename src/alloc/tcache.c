@@ -1,0 +1,237 @@
+/*
+ * tcache.c: thread caches.  A cache owns slabs, one bin of them per small
+ * size class (slab.c), and a few freed large blocks per large class up to
+ * tcache_max.  In front of the slabs, a thread's cache has a cache bin
+ * per small class (tsd->bin_cur, types.h): a stack of pointers that malloc
+ * pops and free pushes.  A dry bin is filled with half its slots from the
+ * current slab; an overflowing one gives its older half back, each region
+ * to its own slab (slab_regions_return).  This file holds the cache bins,
+ * the large blocks, flushing and GC, and the orphans: caches of exited
+ * threads, which the next new thread adopts and decay reclaims meanwhile.
+ *
+ * The arena's shared cache uses the same slab code under arena->shared_mtx
+ * (it has no cache bins).
+ */
+#include "malloc_prof/internal/internal.h"
+
+/* Bytes of large blocks one cache may hold. */
+#define TCACHE_LARGE_BUDGET(max) ((max) * 4 > ((size_t)1 << 20) ? \
+    (max) * 4 : ((size_t)1 << 20))
+
+void tcache_init(tcache_t *tc, arena_t *arena, bool shared) {
+	memset(tc, 0, sizeof(*tc));
+	tc->arena = arena;
+	tc->shared = shared;
+}
+
+/* ---- cache bins ---- */
+
+/* Slots of class ind's cache bin: 32 KiB of regions, within bounds. */
+static unsigned cache_bin_slots(unsigned ind) {
+	size_t n = ((size_t)32 << 10) / sz_index2size(ind);
+	if (n < CACHE_BIN_MIN)
+		n = CACHE_BIN_MIN;
+	if (n > CACHE_BIN_MAX)
+		n = CACHE_BIN_MAX;
+	return (unsigned)n;
+}
+
+void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
+	unsigned have = tcache_bin_count(tc, ind);
+	if (have <= keep)
+		return;
+	/* The oldest regions go; the most recently freed, likeliest still
+	 * in this core's cache, stay. */
+	void **cur = tc->cb_cur[ind], **empty = tc->cb_empty[ind];
+	slab_regions_return(tc, cur + keep, have - keep);
+	memmove(empty - keep, cur, keep * sizeof(void *));
+	tc->cb_cur[ind] = empty - keep;
+}
+
+void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
+	mp_assert(tcache_bin_count(tc, ind) == 0);
+	unsigned n = tcache_bin_cap(tc, ind) / 2;
+	void **empty = tc->cb_empty[ind];
+	void **first = empty - n;
+	/* Popped in the order the slab hands them out: address order. */
+	unsigned got = tcache_alloc_batch(tc, ind, first, n);
+	if (got == 0)
+		return NULL;
+	if (got < n)
+		memmove(empty - got, first, got * sizeof(void *));
+	tc->cb_cur[ind] = empty - got + 1;
+	return empty[-(ptrdiff_t)got];
+}
+
+bool tcache_bins_attach(tcache_t *tc, tsd_t *tsd) {
+	if (tc->cb_slots == NULL) {
+		/* Each bin's slots and its NULL sentinel (base memory is
+		 * zeroed, and no one ever writes a sentinel). */
+		size_t total = 0;
+		for (unsigned i = 0; i < SC_NBINS; i++)
+			total += cache_bin_slots(i) + 1;
+		tc->cb_slots = base_alloc(total * sizeof(void *));
+		if (tc->cb_slots == NULL)
+			return true;
+	}
+	void **slot = tc->cb_slots;
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		tsd->bin_full[i + 1] = (uint32_t)(uintptr_t)slot;
+		slot += cache_bin_slots(i);
+		mp_assert(*slot == NULL);
+		tc->cb_empty[i] = slot;
+		tsd->bin_cur[i + 1] = slot;
+		slot++;
+	}
+	tc->cb_cur = &tsd->bin_cur[1];
+	tc->cb_full = &tsd->bin_full[1];
+	return false;
+}
+
+void tcache_bins_detach(tcache_t *tc) {
+	if (tc->cb_cur == NULL)
+		return;
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		tcache_bin_flush(tc, i, 0);
+		tc->cb_cur[i] = NULL;
+		tc->cb_full[i] = 0;
+	}
+	tc->cb_cur = NULL;
+	tc->cb_full = NULL;
+}
+
+/* ---- large blocks ---- */
+
+void *tcache_alloc_large(tcache_t *tc, unsigned ind) {
+	unsigned li = ind - SC_NBINS;
+	if (li >= TCACHE_NLARGE)
+		return NULL;
+	tcache_large_t *c = &tc->large[li];
+	if (c->n == 0)
+		return NULL;
+	extent_t *e = c->slots[--c->n];
+	if (c->n < c->low_water)
+		c->low_water = c->n;
+	tc->large_bytes -= e->size;
+	return e->addr;
+}
+
+bool tcache_dalloc_large(tcache_t *tc, extent_t *e) {
+	unsigned li = e->szind - SC_NBINS;
+	if (e->size > opt_tcache_max || li >= TCACHE_NLARGE || e->prof != NULL)
+		return true;
+	tcache_large_t *c = &tc->large[li];
+	if (c->n == TCACHE_LARGE_SLOTS || tc->large_bytes + e->size >
+	    TCACHE_LARGE_BUDGET(opt_tcache_max))
+		return true;
+	c->slots[c->n++] = e;
+	tc->large_bytes += e->size;
+	return false;
+}
+
+static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
+	tcache_large_t *c = &tc->large[li];
+	while (c->n > keep) {
+		extent_t *e = c->slots[--c->n];
+		tc->large_bytes -= e->size;
+		arena_large_dalloc(e);
+	}
+	c->low_water = c->n;
+}
+
+/* ---- flush, GC, orphans ---- */
+
+void tcache_flush(tcache_t *tc) {
+	if (tc->cb_cur != NULL) {
+		for (unsigned i = 0; i < SC_NBINS; i++)
+			tcache_bin_flush(tc, i, 0);
+	}
+	slab_inbox_drain(tc);
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		slab_bin_flush(tc, i);
+	for (unsigned i = 0; i < TCACHE_NLARGE; i++)
+		large_flush(tc, i, 0);
+	slab_empty_flush(tc, 0);
+}
+
+/* One step per thread event: half of one cache bin, that class's remote
+ * frees and empty slabs, the large blocks of one class that went unused
+ * since the last visit, and one kept empty slab. */
+void tcache_gc_step(tcache_t *tc) {
+	slab_inbox_drain(tc);
+	uint32_t step = tc->gc_bin++;
+	unsigned i = step % SC_NBINS;
+	if (tc->cb_cur != NULL)
+		tcache_bin_flush(tc, i, tcache_bin_count(tc, i) / 2);
+	slab_bin_flush(tc, i);
+	/* Its own modulus: there are more large classes than bins. */
+	unsigned li = step % TCACHE_NLARGE;
+	tcache_large_t *c = &tc->large[li];
+	if (c->low_water > 0)
+		large_flush(tc, li, c->n - c->low_water + c->low_water / 4);
+	c->low_water = c->n;
+	if (tc->nempty > 1)
+		slab_empty_flush(tc, tc->nempty - 1);
+}
+
+/* Writers hold orphans_mtx; tcache_orphans_collect peeks at the head
+ * without it, so every store of the head is atomic (relaxed: the lock
+ * orders the list itself, the peek only decides whether to take it). */
+static inline void orphans_head_set(arena_t *arena, tcache_t *head) {
+	__atomic_store_n(&arena->orphans, head, __ATOMIC_RELAXED);
+}
+
+tcache_t *tcache_adopt(arena_t *arena) {
+	mp_mutex_lock(&arena->orphans_mtx);
+	tcache_t *tc = arena->orphans;
+	if (tc != NULL) {
+		orphans_head_set(arena, tc->orphan_next);
+		arena->norphans--;
+	}
+	mp_mutex_unlock(&arena->orphans_mtx);
+	if (tc == NULL) {
+		tc = base_alloc(sizeof(tcache_t));
+		if (tc == NULL)
+			return NULL;
+		tcache_init(tc, arena, false);
+	}
+	tc->orphan_next = NULL;
+	return tc;
+}
+
+void tcache_orphan(tcache_t *tc) {
+	tcache_bins_detach(tc);
+	tcache_flush(tc);
+	arena_t *arena = tc->arena;
+	mp_mutex_lock(&arena->orphans_mtx);
+	tc->orphan_next = arena->orphans;
+	orphans_head_set(arena, tc);
+	arena->norphans++;
+	mp_mutex_unlock(&arena->orphans_mtx);
+}
+
+void tcache_orphans_collect(arena_t *arena, unsigned max) {
+	if (__atomic_load_n(&arena->orphans, __ATOMIC_RELAXED) == NULL)
+		return;
+	mp_mutex_lock(&arena->orphans_mtx);
+	if (max >= arena->norphans) {
+		for (tcache_t *tc = arena->orphans; tc != NULL;
+		    tc = tc->orphan_next)
+			tcache_flush(tc);
+	} else {
+		/* Flush from the head and rotate what was flushed to the
+		 * tail, so successive calls visit every orphan. */
+		for (unsigned n = 0; n < max; n++) {
+			tcache_t *tc = arena->orphans;
+			tcache_flush(tc);
+			orphans_head_set(arena, tc->orphan_next);
+			tc->orphan_next = NULL;
+			tcache_t **tail = &arena->orphans;
+			while (*tail != NULL)
+				tail = &(*tail)->orphan_next;
+			/* tail may be the head itself (one orphan). */
+			__atomic_store_n(tail, tc, __ATOMIC_RELAXED);
+		}
+	}
+	mp_mutex_unlock(&arena->orphans_mtx);
+}

@@ -1,0 +1,326 @@
+/*
+ * tsd.c: per-thread state (tsd), initialisation, thread exit and fork.
+ *
+ * This is one of the two places where the folders' one-way dependencies
+ * (sys <- alloc <- ctl, prof beside them) are crossed on purpose: the
+ * boot and fork lists below name every subsystem that has state to set
+ * up or to hold across fork(), the ctl and prof ones included, in their
+ * lock order.  (The other is the sampling hook on the allocation path in
+ * malloc.c.)  Everything else in src/alloc/ leaves ctl/ and prof/ alone.
+ *
+ * A thread's tsd_t lives in initial-exec TLS (mp_tsd): its first fields
+ * are all the fast paths of malloc.c read.  It is set up by tsd_fetch on
+ * the thread's first slow-path call, registered so that statistics can
+ * sum its counters, and folded into the dead threads' totals at exit.
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <stdlib.h>
+
+__thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
+bool malloc_initialized;
+
+static mp_mutex_t init_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_INIT);
+/* This thread is running malloc_init_hard: thread-local, so that other
+ * threads never read it while it changes (a data race TSan reported). */
+static __thread bool init_in_progress
+    __attribute__((tls_model("initial-exec")));
+static pthread_key_t tsd_key;
+
+/* Live threads, so that stats can sum their counters; exited threads'
+ * counters are folded into tsd_dead_*. */
+static mp_mutex_t registry_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_TSD_REGISTRY);
+static tsd_t *registry_head;
+_Atomic uint64_t tsd_dead_allocated, tsd_dead_deallocated;
+
+/* ------------------------------------------------------------- init */
+
+static void malloc_prefork(void);
+static void malloc_postfork_parent(void);
+static void malloc_postfork_child(void);
+static void tsd_cleanup(void *arg);
+
+static MP_COLD bool malloc_init_hard(void) {
+	if (init_in_progress)
+		return true;    /* recursion from inside init: cannot serve */
+	mp_mutex_lock(&init_mtx);
+	if (malloc_initialized) {
+		mp_mutex_unlock(&init_mtx);
+		return false;
+	}
+	init_in_progress = true;
+	bool err = base_boot();
+	if (!err) {
+		conf_boot();
+		sz_boot();
+		err = prof_boot() || background_thread_boot() ||
+		    prof_http_boot();
+	}
+	if (!err) {
+		err = arena_boot() || ctl_boot() || prof_ctl_boot() ||
+		    pthread_key_create(&tsd_key, tsd_cleanup) != 0;
+	}
+	if (!err) {
+		__atomic_store_n(&malloc_initialized, true, __ATOMIC_RELEASE);
+		/* Both may allocate: we are initialised by now. */
+		pthread_atfork(malloc_prefork, malloc_postfork_parent,
+		    malloc_postfork_child);
+		if (opt_stats_print)
+			atexit(stats_print_atexit);
+		/* Registered first, so it runs after the program's own exit
+		 * handlers: the final dump sees what they freed. */
+		if (config_prof && opt_prof && opt_prof_final)
+			atexit(prof_final_dump);
+	} else {
+		mp_error("initialisation failed: out of memory");
+	}
+	init_in_progress = false;
+	mp_mutex_unlock(&init_mtx);
+	return err;
+}
+
+bool malloc_init(void) {
+	if (likely(__atomic_load_n(&malloc_initialized, __ATOMIC_ACQUIRE)))
+		return false;
+	return malloc_init_hard();
+}
+
+/* ------------------------------------------------------------- tsd */
+
+/* Set the fast path's one threshold: the nearer of the next cache event
+ * and the next profiler sample; 0 keeps every call on the slow path. */
+static void tsd_arm(tsd_t *tsd) {
+	if (tsd->fast_owner == NULL) {
+		tsd->next_event = 0;
+		return;
+	}
+	tsd->next_event = tsd->cache_event_at < tsd->prof_sample_at ?
+	    tsd->cache_event_at : tsd->prof_sample_at;
+}
+
+/* Draw the distance to the thread's next sample, counted from `from`
+ * (a value of `allocated`); none while the thread is not sampling.
+ * true if it is sampling. */
+bool tsd_prof_wait_redraw(tsd_t *tsd, uint64_t from) {
+	/* The generation before the switches: see prof_wait_gen. */
+	tsd->prof_wait_gen_seen = atomic_load(&prof_wait_gen);
+	bool sampling = prof_thread_sampling(tsd);
+	uint64_t wait = sampling ? prof_sample_wait(tsd) : UINT64_MAX;
+	tsd->prof_sample_at = wait < UINT64_MAX - from ? from + wait
+	    : UINT64_MAX;
+	tsd_arm(tsd);
+	return sampling;
+}
+
+void tsd_prof_redraw(tsd_t *tsd) {
+	if (config_prof && opt_prof && tsd->state == TSD_NOMINAL)
+		tsd_prof_wait_redraw(tsd, tsd->allocated);
+}
+
+/* Decide whether this thread may use the fast paths, and arm them: the
+ * cache bins (free's fast path) whenever the thread's cache is on and frees
+ * need no junk, malloc's fast path when allocations need no filling
+ * either. */
+static void tsd_update_fast(tsd_t *tsd) {
+	bool cached = tsd->state == TSD_NOMINAL && tsd->tcache_enabled &&
+	    tsd->tcache != NULL;
+	/* Without cache bins (junk on free, or no memory for the slots) the
+	 * thread's calls take the slow paths to the slabs. */
+	bool bins = false;
+	if (cached && !opt_junk_free)
+		bins = tsd->tcache->cb_cur != NULL ||
+		    !tcache_bins_attach(tsd->tcache, tsd);
+	else if (tsd->tcache != NULL)
+		tcache_bins_detach(tsd->tcache);
+	bool fast = bins && tsd->reentrancy == 0 && !opt_junk_alloc &&
+	    !opt_zero;
+	tsd->fast_owner = fast ? tsd->tcache : NULL;
+	tsd_arm(tsd);
+}
+
+static void registry_insert(tsd_t *tsd) {
+	mp_mutex_lock(&registry_mtx);
+	tsd->reg_prev = NULL;
+	tsd->reg_next = registry_head;
+	if (registry_head != NULL)
+		registry_head->reg_prev = tsd;
+	registry_head = tsd;
+	mp_mutex_unlock(&registry_mtx);
+}
+
+static void registry_remove_locked(tsd_t *tsd) {
+	if (tsd->reg_prev != NULL)
+		tsd->reg_prev->reg_next = tsd->reg_next;
+	else
+		registry_head = tsd->reg_next;
+	if (tsd->reg_next != NULL)
+		tsd->reg_next->reg_prev = tsd->reg_prev;
+	atomic_fetch_add(&tsd_dead_allocated, tsd->allocated);
+	atomic_fetch_add(&tsd_dead_deallocated, tsd->deallocated);
+}
+
+void tsd_totals(uint64_t *allocated, uint64_t *deallocated) {
+	mp_mutex_lock(&registry_mtx);
+	uint64_t a = atomic_load(&tsd_dead_allocated);
+	uint64_t d = atomic_load(&tsd_dead_deallocated);
+	for (tsd_t *t = registry_head; t != NULL; t = t->reg_next) {
+		a += __atomic_load_n(&t->allocated, __ATOMIC_RELAXED);
+		d += __atomic_load_n(&t->deallocated, __ATOMIC_RELAXED);
+	}
+	mp_mutex_unlock(&registry_mtx);
+	*allocated = a;
+	*deallocated = d;
+}
+
+static MP_COLD void tsd_init(tsd_t *tsd) {
+	tsd->state = TSD_INITIALIZING;
+	tsd->arena = arena_choose_auto();
+	atomic_fetch_add(&tsd->arena->nthreads, 1);
+	tsd->tcache_enabled = opt_tcache;
+	tsd->prng = (uint64_t)(uintptr_t)tsd ^ os_now_ns();
+	tsd->cache_event_at = tsd->allocated + TSD_EVENT_INTERVAL;
+	tsd->prof_sample_at = UINT64_MAX;
+	if (config_prof && opt_prof)
+		tsd_prof_wait_redraw(tsd, tsd->allocated);
+	registry_insert(tsd);
+	/* May allocate (keys past glibc's first block): we are INITIALIZING,
+	 * so such calls are served by the arena's shared cache. */
+	pthread_setspecific(tsd_key, tsd);
+	if (opt_tcache)
+		tsd->tcache = tcache_adopt(tsd->arena);
+	tsd->state = TSD_NOMINAL;
+	tsd_update_fast(tsd);
+}
+
+MP_NOINLINE tsd_t *tsd_fetch_slow(void) {
+	tsd_t *tsd = &mp_tsd;
+	if (malloc_init())
+		return tsd;
+	if (tsd->state == TSD_UNINIT)
+		tsd_init(tsd);
+	return tsd;
+}
+
+/* Thread exit: park the cache as an orphan and fold the counters.  Later
+ * calls from other destructors of this thread use the shared caches. */
+static void tsd_cleanup(void *arg) {
+	tsd_t *tsd = arg;
+	if (tsd->state != TSD_NOMINAL)
+		return;
+	tsd->state = TSD_DEAD;
+	tcache_t *tc = tsd->tcache;
+	tsd->tcache = NULL;
+	tsd_update_fast(tsd);
+	/* Gives the cache bins' regions back and turns the bins off. */
+	if (tc != NULL)
+		tcache_orphan(tc);
+	if (config_prof)
+		prof_thread_exit(tsd);
+	base_stash_flush(tsd);
+	atomic_fetch_sub(&tsd->arena->nthreads, 1);
+	mp_mutex_lock(&registry_mtx);
+	registry_remove_locked(tsd);
+	mp_mutex_unlock(&registry_mtx);
+	tsd->allocated = tsd->deallocated = 0;
+}
+
+void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled) {
+	if (!enabled && tsd->tcache != NULL)
+		tcache_flush(tsd->tcache);
+	if (enabled && tsd->tcache == NULL && tsd->state == TSD_NOMINAL)
+		tsd->tcache = tcache_adopt(tsd->arena);
+	tsd->tcache_enabled = enabled;
+	tsd_update_fast(tsd);
+}
+
+void tsd_tcache_flush(tsd_t *tsd) {
+	if (tsd->tcache != NULL)
+		tcache_flush(tsd->tcache);
+}
+
+bool tsd_arena_set(tsd_t *tsd, unsigned ind) {
+	arena_t *arena = arena_get(ind, true);
+	if (arena == NULL)
+		return true;
+	if (tsd->arena != NULL)
+		atomic_fetch_sub(&tsd->arena->nthreads, 1);
+	atomic_fetch_add(&arena->nthreads, 1);
+	tsd->arena = arena;
+	if (tsd->tcache != NULL)
+		tsd->tcache->arena = arena;
+	return false;
+}
+
+/* Crossing the event threshold: one GC step of the cache, a decay tick. */
+MP_NOINLINE void tsd_event(tsd_t *tsd) {
+	tsd->cache_event_at = tsd->allocated + TSD_EVENT_INTERVAL;
+	tsd_arm(tsd);
+	tsd->event_count++;
+	tcache_gc_step(tsd->tcache);
+	arena_decay_tick(tsd->arena);
+	if ((tsd->event_count & 63) == 0) {
+		tcache_orphans_collect(tsd->arena, 1);
+		arena_shared_flush(tsd->arena);
+	}
+}
+
+/* ------------------------------------------------------------- fork */
+
+static void malloc_prefork(void) {
+	if (!malloc_initialized)
+		return;
+	pthread_mutex_lock(&init_mtx.lock);
+	ctl_prefork();
+	background_thread_prefork();
+	prof_http_prefork();
+	if (config_prof)
+		prof_prefork();
+	pthread_mutex_lock(&registry_mtx.lock);
+	arena_prefork();
+	base_prefork();
+}
+
+static void malloc_postfork_parent(void) {
+	if (!malloc_initialized)
+		return;
+	base_postfork_parent();
+	arena_postfork_parent();
+	pthread_mutex_unlock(&registry_mtx.lock);
+	if (config_prof)
+		prof_postfork_parent();
+	prof_http_postfork_parent();
+	background_thread_postfork_parent();
+	ctl_postfork_parent();
+	pthread_mutex_unlock(&init_mtx.lock);
+}
+
+/*
+ * In the child only the forking thread exists.  The other threads' caches
+ * may have been mid-update when fork happened, so they are left alone:
+ * their free memory is lost to the child, which is safe.  Their counters
+ * are folded so that stats stay right.
+ */
+static void malloc_postfork_child(void) {
+	if (!malloc_initialized)
+		return;
+	base_postfork_child();
+	arena_postfork_child();
+	mp_mutex_postfork_child(&registry_mtx);
+	if (config_prof)
+		prof_postfork_child();
+	prof_http_postfork_child();
+	background_thread_postfork_child();
+	ctl_postfork_child();
+	mp_mutex_postfork_child(&init_mtx);
+	tsd_t *self = &mp_tsd;
+	tsd_t *t = registry_head;
+	while (t != NULL) {
+		tsd_t *next = t->reg_next;
+		if (t != self) {
+			registry_remove_locked(t);
+			if (t->arena != NULL)
+				atomic_fetch_sub(&t->arena->nthreads, 1);
+		}
+		t = next;
+	}
+}
