@@ -261,11 +261,19 @@ static void text_reload_locked(void) {
  */
 static void text_self_init(void) {
 	if (!in_main_program()) {
+		/* __ehdr_start is declared as one Ehdr, but it starts the
+		 * first mapped page, which holds the program headers too:
+		 * hide the declared size from the compiler (UBSan's
+		 * object-size check read the headers as out of bounds). */
+		const char *image = (const char *)&__ehdr_start;
+		__asm__("" : "+r"(image));
+		const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)(const void *)image;
 		const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(const void *)
-		    ((const char *)&__ehdr_start + __ehdr_start.e_phoff);
-		uintptr_t base = (uintptr_t)&__ehdr_start, bias = 0;
+		    (image + eh->e_phoff);
+		unsigned phnum = eh->e_phnum;
+		uintptr_t base = (uintptr_t)image, bias = 0;
 		bool have_bias = false;
-		for (unsigned i = 0; i < __ehdr_start.e_phnum; i++) {
+		for (unsigned i = 0; i < phnum; i++) {
 			if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
 				bias = base - (uintptr_t)ph[i].p_vaddr;
 				have_bias = true;
@@ -273,8 +281,7 @@ static void text_self_init(void) {
 			}
 		}
 		uintptr_t self = (uintptr_t)&prof_backtrace;
-		for (unsigned i = 0; have_bias && i < __ehdr_start.e_phnum;
-		    i++) {
+		for (unsigned i = 0; have_bias && i < phnum; i++) {
 			uintptr_t lo = bias + (uintptr_t)ph[i].p_vaddr;
 			uintptr_t hi = lo + (uintptr_t)ph[i].p_memsz;
 			if (ph[i].p_type == PT_LOAD &&
