@@ -5,6 +5,13 @@
  * on first use; arenas.create adds manual ones.  One mutex per arena
  * guards its extents and counters; small allocations never reach it
  * except to fetch or return a whole slab.
+ *
+ * The layers above know the arena, not the reverse: this file calls no
+ * cache and no background-thread function.  The caches an arena embeds
+ * (shared, prof_cache) are set up by tcache.c through the setup function
+ * arena_boot is given, and flushed by tcache.c before a decay pass; the
+ * background thread learns of freed pages through arena_pages_freed,
+ * which it sets at its boot.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -16,6 +23,11 @@ _Atomic unsigned narenas_total;
 tcache_t extent_large_owner;
 
 static mp_mutex_t arenas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_ARENAS);
+/* Sets up the caches a new arena embeds (tcache.c's, given to
+ * arena_boot): they must be ready before the arena is published, which
+ * happens here under arenas_mtx, so the setup is passed in rather than
+ * left to arena_get's callers. */
+static void (*arena_cache_setup)(arena_t *arena);
 /* Pages in slabs and large blocks over all arenas: prof_gdump watches its
  * high-water mark. */
 static _Atomic size_t arenas_pactive;
@@ -31,10 +43,18 @@ static void active_grew(size_t pages) {
 		mp_tsd.prof_gdump_pending = total;
 }
 
+/* A hook rather than a call so that arena.c does not depend on the
+ * background thread (which depends on it): the thread sets it at boot.
+ * Never NULL, so the free paths that reach it pay no test; the cost is
+ * the same call as before, made through a pointer. */
+static void pages_freed_none(void) {
+}
+void (*arena_pages_freed)(void) = pages_freed_none;
+
 /* Called after pages were freed, with no arena lock held. */
 static void active_shrank(size_t pages) {
 	atomic_fetch_sub_explicit(&arenas_pactive, pages, memory_order_relaxed);
-	background_thread_notify();
+	arena_pages_freed();
 }
 
 static arena_t *arena_new(unsigned ind) {
@@ -48,14 +68,13 @@ static arena_t *arena_new(unsigned ind) {
 		extent_set_init(&arena->sets[k]);
 	arena->grow_next = (size_t)2 << 20;
 	arena->ind = ind;
-	tcache_init(&arena->shared, arena, true);
-	tcache_init(&arena->prof_cache, arena, true);
-	arena->prof_cache.small_slabs = true;
+	arena_cache_setup(arena);
 	return arena;
 }
 
-bool arena_boot(void) {
+bool arena_boot(void (*cache_setup)(arena_t *arena)) {
 	mp_mutex_init(&arenas_mtx, LOCK_RANK_ARENAS);
+	arena_cache_setup = cache_setup;
 	unsigned n = opt_narenas != 0 ? opt_narenas : 4 * os_ncpus();
 	if (n > ARENAS_MAX - 1)
 		n = ARENAS_MAX - 1;
@@ -279,24 +298,13 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 	return err;
 }
 
+/* Only the arena's free extents: what its caches hold is returned first
+ * by tcache.c's decay, the entry point of arena.<i>.decay/purge and
+ * malloc_trim. */
 void arena_decay(arena_t *arena, bool force) {
-	arena_shared_flush(arena);
-	/* Emptied prof_cache slabs retire as they empty; this returns the
-	 * current ones too. */
-	mp_mutex_lock(&arena->shared_mtx);
-	tcache_flush(&arena->prof_cache);
-	mp_mutex_unlock(&arena->shared_mtx);
-	tcache_orphans_collect(arena, UINT32_MAX);
 	mp_mutex_lock(&arena->mtx);
 	extent_decay_locked(arena, os_now_ns(), force);
 	mp_mutex_unlock(&arena->mtx);
-}
-
-/* Return what the arena's own caches hold free (slabs, large blocks). */
-void arena_shared_flush(arena_t *arena) {
-	mp_mutex_lock(&arena->shared_mtx);
-	tcache_flush(&arena->shared);
-	mp_mutex_unlock(&arena->shared_mtx);
 }
 
 /* Called from slow paths, also inside cache flushes (so it must not touch

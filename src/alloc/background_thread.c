@@ -8,9 +8,10 @@
  * freed pages resident.  With background_thread:true one thread sleeps
  * until the oldest free extent of any arena has aged past its decay time,
  * purges what is due in every arena, and sleeps again; with nothing to
- * purge it waits until pages are freed (active_shrank calls
- * background_thread_notify).  One thread serves all arenas: purging is a
- * few madvise calls per period.
+ * purge it waits until pages are freed (arena.c calls
+ * background_thread_notify through arena_pages_freed, set at boot, so
+ * that arena.c does not depend on this file).  One thread serves all
+ * arenas: purging is a few madvise calls per period.
  *
  * The option starts it lazily, at a thread's first slow-path allocation
  * (never inside malloc_init, where creating a thread would allocate); the
@@ -59,6 +60,7 @@ bool background_thread_boot(void) {
 	opt_max_background_threads = 1;     /* the number in effect */
 	bg_enabled = opt_background_thread;
 	atomic_store(&bg_start_pending, opt_background_thread);
+	arena_pages_freed = background_thread_notify;
 	return false;
 }
 

@@ -743,7 +743,7 @@ MP_EXPORT int malloc_trim(size_t pad) {
 	for (unsigned i = 0; i < n; i++) {
 		arena_t *arena = arena_get(i, false);
 		if (arena != NULL)
-			arena_decay(arena, true);
+			tcache_arena_decay(arena, true);
 	}
 	return 1;
 }

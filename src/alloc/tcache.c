@@ -10,7 +10,11 @@
  * threads, which the next new thread adopts and decay reclaims meanwhile.
  *
  * The arena's shared cache uses the same slab code under arena->shared_mtx
- * (it has no cache bins).
+ * (it has no cache bins).  The cache knows the arena, not the reverse:
+ * this file sets up the caches an arena embeds when the arena is made
+ * (tcache_arena_setup, which arena_boot is given) and returns what they
+ * hold before a decay pass (tcache_arena_decay); arena.c calls no cache
+ * function.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -234,4 +238,30 @@ void tcache_orphans_collect(arena_t *arena, unsigned max) {
 		}
 	}
 	mp_mutex_unlock(&arena->orphans_mtx);
+}
+
+/* ---- an arena's caches ---- */
+
+void tcache_arena_setup(arena_t *arena) {
+	tcache_init(&arena->shared, arena, true);
+	tcache_init(&arena->prof_cache, arena, true);
+	arena->prof_cache.small_slabs = true;
+}
+
+/* Return what the arena's own caches hold free (slabs, large blocks). */
+void tcache_arena_shared_flush(arena_t *arena) {
+	mp_mutex_lock(&arena->shared_mtx);
+	tcache_flush(&arena->shared);
+	mp_mutex_unlock(&arena->shared_mtx);
+}
+
+void tcache_arena_decay(arena_t *arena, bool force) {
+	tcache_arena_shared_flush(arena);
+	/* Emptied prof_cache slabs retire as they empty; this returns the
+	 * current ones too. */
+	mp_mutex_lock(&arena->shared_mtx);
+	tcache_flush(&arena->prof_cache);
+	mp_mutex_unlock(&arena->shared_mtx);
+	tcache_orphans_collect(arena, UINT32_MAX);
+	arena_decay(arena, force);
 }

@@ -57,7 +57,7 @@ static MP_COLD bool malloc_init_hard(void) {
 		    prof_http_boot();
 	}
 	if (!err) {
-		err = arena_boot() || ctl_boot() || prof_ctl_boot() ||
+		err = arena_boot(tcache_arena_setup) || ctl_boot() || prof_ctl_boot() ||
 		    pthread_key_create(&tsd_key, tsd_cleanup) != 0;
 	}
 	if (!err) {
@@ -260,7 +260,7 @@ MP_NOINLINE void tsd_event(tsd_t *tsd) {
 	arena_decay_tick(tsd->arena);
 	if ((tsd->event_count & 63) == 0) {
 		tcache_orphans_collect(tsd->arena, 1);
-		arena_shared_flush(tsd->arena);
+		tcache_arena_shared_flush(tsd->arena);
 	}
 }
 

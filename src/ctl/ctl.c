@@ -395,7 +395,7 @@ static int ctl_arena_decay_common(const size_t *mib, void *oldp,
 		for (unsigned i = 0; i < n; i++) {
 			arena_t *arena = arena_get(i, false);
 			if (arena != NULL)
-				arena_decay(arena, force);
+				tcache_arena_decay(arena, force);
 		}
 		return 0;
 	}
@@ -403,7 +403,7 @@ static int ctl_arena_decay_common(const size_t *mib, void *oldp,
 		return ENOENT;
 	arena_t *arena = arena_get((unsigned)mib[1], false);
 	if (arena != NULL)
-		arena_decay(arena, force);
+		tcache_arena_decay(arena, force);
 	return 0;
 }
 

@@ -177,7 +177,9 @@ extern _Atomic(arena_t *) arenas[ARENAS_MAX];
 extern unsigned narenas_auto;            /* arenas threads are spread over */
 extern _Atomic unsigned narenas_total;   /* indices handed out so far */
 extern tcache_t extent_large_owner;      /* owner of large and free extents */
-bool arena_boot(void);
+/* cache_setup readies the caches a new arena embeds, before the arena is
+ * published (tcache_arena_setup: arena.c calls no cache function). */
+bool arena_boot(void (*cache_setup)(arena_t *arena));
 arena_t *arena_get(unsigned ind, bool create);
 arena_t *arena_choose_auto(void);        /* the automatic one with the
                                           * fewest threads */
@@ -192,10 +194,14 @@ void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
 void arena_large_dalloc(extent_t *e);
 /* In-place resize of a large block to usize; true if it could not. */
 bool arena_large_resize(extent_t *e, size_t usize, bool zero);
-void arena_decay(arena_t *arena, bool force);  /* arena.<i>.decay/purge */
-void arena_shared_flush(arena_t *arena);
+/* Decay (force: purge) the free extents only; tcache_arena_decay returns
+ * what the arena's caches hold first. */
+void arena_decay(arena_t *arena, bool force);
 void arena_decay_tick(arena_t *arena);        /* cheap, from slow paths */
 void arena_stats_read(arena_t *arena, arena_stats_t *out);
+/* Pages were freed (no arena lock held): background_thread_boot points it
+ * at background_thread_notify; a no-op until then. */
+extern void (*arena_pages_freed)(void);
 void arena_prefork(void);
 void arena_postfork_parent(void);
 void arena_postfork_child(void);
@@ -221,6 +227,14 @@ void background_thread_postfork_child(void);
 
 /* ---------------------------------------------------------------- tcache.c */
 void tcache_init(tcache_t *tc, arena_t *arena, bool shared);
+/* A new arena's embedded caches (shared, prof_cache); given to
+ * arena_boot, which calls it before it publishes an arena. */
+void tcache_arena_setup(arena_t *arena);
+/* Return what the arena's shared cache holds free. */
+void tcache_arena_shared_flush(arena_t *arena);
+/* arena.<i>.decay/purge, malloc_trim: return what the arena's shared
+ * cache, prof_cache and orphans hold free, then arena_decay. */
+void tcache_arena_decay(arena_t *arena, bool force);
 /* A cache for a new thread: an orphan of `arena` if any, else a new one. */
 tcache_t *tcache_adopt(arena_t *arena);
 /* Thread exit: return what is free, park the rest as an orphan. */
