@@ -748,32 +748,6 @@ MP_EXPORT int malloc_trim(size_t pad) {
 	return 1;
 }
 
-MP_EXPORT struct mallinfo2 mallinfo2(void) {
-	struct mallinfo2 mi;
-	memset(&mi, 0, sizeof(mi));
-	if (malloc_init())
-		return mi;
-	/* The same numbers as stats.mapped, stats.allocated, stats.active. */
-	ctl_lock();
-	ctl_refresh_locked();
-	mi.arena = ctl_snap.mapped;
-	mi.uordblks = ctl_snap.allocated;
-	mi.fordblks = ctl_snap.active > ctl_snap.allocated ?
-	    ctl_snap.active - ctl_snap.allocated : 0;
-	ctl_unlock();
-	return mi;
-}
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-MP_EXPORT struct mallinfo mallinfo(void) {
-	struct mallinfo2 m2 = mallinfo2();
-	struct mallinfo mi;
-	memset(&mi, 0, sizeof(mi));
-	mi.arena = (int)m2.arena;
-	mi.uordblks = (int)m2.uordblks;
-	mi.fordblks = (int)m2.fordblks;
-	return mi;
-}
-#pragma GCC diagnostic pop
+/* mallinfo2 and mallinfo read ctl's statistics snapshot: they are in
+ * ctl.c, beside malloc_stats_print's snapshot copy. */
 #endif

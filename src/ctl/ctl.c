@@ -14,28 +14,31 @@
  * Statistics are served from a snapshot taken under ctl_mtx when "epoch"
  * is written (and once on first use), so that a set of values read
  * together is consistent.  The snapshot lives in static storage: no
- * allocation, whatever the number of arenas.
+ * allocation, whatever the number of arenas.  Only this file reads it
+ * or takes ctl_mtx: malloc_stats_print's printer (stats.c) is handed a
+ * copy (ctl_snapshot_copy), and mallinfo2 is here.
  */
 #include "malloc_prof/internal/internal.h"
 
 #include <errno.h>
 
+/* The glibc names (mallinfo2, mallinfo) exist only without a prefix, as
+ * in malloc.c. */
+#if MP_CAT(MP_PREFIX, 1) == 1
+#define CTL_GLIBC_NAMES 1
+#include <malloc.h>
+#else
+#define CTL_GLIBC_NAMES 0
+#endif
+
 /* ---------------------------------------------------------- snapshot */
 
 static mp_mutex_t ctl_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_CTL);
-ctl_snapshot_t ctl_snap;
+static ctl_snapshot_t ctl_snap;          /* ctl_mtx */
 
 bool ctl_boot(void) {
 	mp_mutex_init(&ctl_mtx, LOCK_RANK_CTL);
 	return false;
-}
-
-void ctl_lock(void) {
-	mp_mutex_lock(&ctl_mtx);
-}
-
-void ctl_unlock(void) {
-	mp_mutex_unlock(&ctl_mtx);
 }
 
 void ctl_prefork(void) {
@@ -69,7 +72,7 @@ static void ctl_stats_merge(arena_stats_t *acc, const arena_stats_t *s) {
 	acc->nthreads += s->nthreads;
 }
 
-void ctl_refresh_locked(void) {
+static void ctl_refresh_locked(void) {
 	unsigned n = atomic_load(&narenas_total);
 	if (n > ARENAS_MAX)
 		n = ARENAS_MAX;
@@ -102,15 +105,34 @@ void ctl_refresh_locked(void) {
 	ctl_snap.epoch++;
 }
 
-void ctl_snapshot_ensure_locked(void) {
+static void ctl_snapshot_ensure_locked(void) {
 	if (ctl_snap.epoch == 0)
 		ctl_refresh_locked();
 }
 
-void ctl_refresh(void) {
+/*
+ * The block is mapped after the refresh, under ctl_mtx, so that the
+ * snapshot's metadata does not count it (stats print what they printed
+ * when no copy was made).  It is far above base_malloc's 4 KiB classes,
+ * so it is mapped on its own and ctl_snapshot_free unmaps it: a print
+ * leaves stats.metadata as it found it.  Only the arenas that exist are
+ * copied; the pages of the rest are never touched.
+ */
+ctl_snapshot_t *ctl_snapshot_copy(void) {
 	mp_mutex_lock(&ctl_mtx);
 	ctl_refresh_locked();
+	ctl_snapshot_t *copy = base_malloc(sizeof(ctl_snapshot_t));
+	if (copy != NULL) {
+		memcpy(copy, &ctl_snap, offsetof(ctl_snapshot_t, arenas));
+		memcpy(copy->arenas, ctl_snap.arenas, ctl_snap.narenas *
+		    sizeof(ctl_snap.arenas[0]));
+	}
 	mp_mutex_unlock(&ctl_mtx);
+	return copy;
+}
+
+void ctl_snapshot_free(ctl_snapshot_t *copy) {
+	base_free(copy, sizeof(ctl_snapshot_t));
 }
 
 /* -------------------------------------------------------------- nodes */
@@ -870,3 +892,35 @@ MP_EXPORT int MP_PUBLIC(mallctlbymib)(const size_t *mib, size_t miblen,
 		return ret;
 	return node->handler(node, mib, miblen, oldp, oldlenp, newp, newlen);
 }
+
+/* glibc's statistics calls: here, because they read the snapshot. */
+#if CTL_GLIBC_NAMES
+MP_EXPORT struct mallinfo2 mallinfo2(void) {
+	struct mallinfo2 mi;
+	memset(&mi, 0, sizeof(mi));
+	if (malloc_init())
+		return mi;
+	/* The same numbers as stats.mapped, stats.allocated, stats.active. */
+	mp_mutex_lock(&ctl_mtx);
+	ctl_refresh_locked();
+	mi.arena = ctl_snap.mapped;
+	mi.uordblks = ctl_snap.allocated;
+	mi.fordblks = ctl_snap.active > ctl_snap.allocated ?
+	    ctl_snap.active - ctl_snap.allocated : 0;
+	mp_mutex_unlock(&ctl_mtx);
+	return mi;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+MP_EXPORT struct mallinfo mallinfo(void) {
+	struct mallinfo2 m2 = mallinfo2();
+	struct mallinfo mi;
+	memset(&mi, 0, sizeof(mi));
+	mi.arena = (int)m2.arena;
+	mi.uordblks = (int)m2.uordblks;
+	mi.fordblks = (int)m2.fordblks;
+	return mi;
+}
+#pragma GCC diagnostic pop
+#endif

@@ -1,13 +1,17 @@
 /*
  * stats.c: malloc_stats_print, as text or as one JSON object, in
  * jemalloc's spirit.  Everything printed comes from the options table
- * (conf.c), the size-class tables (sz.c) and the ctl snapshot (ctl.c),
- * refreshed first.
+ * (conf.c), the size-class tables (sz.c) and a fresh copy of the
+ * statistics snapshot, which ctl.c takes under its lock and hands over
+ * (ctl_snapshot_copy): this file takes no ctl lock and never reads ctl's
+ * own snapshot.
  *
  * Output is formatted into a 4 KiB stack buffer and handed to the
- * caller's write_cb in chunks, so printing never allocates.  The snapshot
- * is read under ctl_lock, which is dropped around every write_cb call: a
- * callback may itself call mallctl (or malloc) without deadlocking.
+ * caller's write_cb in chunks, so printing never calls malloc (the copy
+ * is metadata memory, mapped for the print).  No lock is held while
+ * printing, since the copy is ours alone: a callback may itself call
+ * mallctl (or malloc) without deadlocking, and a new epoch it takes does
+ * not show in the rest of the report.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -17,7 +21,6 @@
 typedef struct stats_out_s {
 	void (*write_cb)(void *, const char *);
 	void *cbopaque;
-	bool locked;             /* we hold ctl_lock between flushes */
 	size_t len;              /* bytes in buf, not counting the NUL */
 	unsigned depth;          /* JSON nesting */
 	bool nonempty[STATS_JSON_DEPTH]; /* a member was written at depth */
@@ -42,11 +45,7 @@ static void stats_flush(stats_out_t *out) {
 	if (out->len == 0)
 		return;
 	out->buf[out->len] = '\0';
-	if (out->locked)
-		ctl_unlock();
 	out->write_cb(out->cbopaque, out->buf);
-	if (out->locked)
-		ctl_lock();
 	out->len = 0;
 }
 
@@ -248,8 +247,8 @@ static void stats_arena_json(stats_out_t *out, const char *key,
 	stats_json_close(out, '}');
 }
 
-static void stats_print_text(stats_out_t *out, const stats_sel_t *sel) {
-	const ctl_snapshot_t *snap = &ctl_snap;
+static void stats_print_text(stats_out_t *out, const stats_sel_t *sel,
+    const ctl_snapshot_t *snap) {
 	stats_printf(out, "___ Begin malloc_prof statistics ___\n");
 	if (sel->general)
 		stats_general_text(out);
@@ -293,8 +292,8 @@ static void stats_print_text(stats_out_t *out, const stats_sel_t *sel) {
 	stats_printf(out, "--- End malloc_prof statistics ---\n");
 }
 
-static void stats_print_json(stats_out_t *out, const stats_sel_t *sel) {
-	const ctl_snapshot_t *snap = &ctl_snap;
+static void stats_print_json(stats_out_t *out, const stats_sel_t *sel,
+    const ctl_snapshot_t *snap) {
 	stats_putc(out, '{');
 	out->depth = 1;
 	out->nonempty[1] = false;
@@ -383,7 +382,7 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel) {
 	stats_printf(out, "\n}\n");
 }
 
-void stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
+bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
     const char *opts) {
 	stats_sel_t sel = {false, true, true, true, true, true};
 	for (const char *o = opts; o != NULL && *o != '\0'; o++) {
@@ -405,16 +404,18 @@ void stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
 	out.depth = 0;
 	out.nonempty[0] = false;
 
-	ctl_refresh();
-	ctl_lock();
-	out.locked = true;
+	ctl_snapshot_t *snap = ctl_snapshot_copy();
+	if (snap == NULL) {
+		mp_error("malloc_stats_print(): out of memory; nothing printed");
+		return true;
+	}
 	if (sel.json)
-		stats_print_json(&out, &sel);
+		stats_print_json(&out, &sel, snap);
 	else
-		stats_print_text(&out, &sel);
-	ctl_unlock();
-	out.locked = false;
+		stats_print_text(&out, &sel, snap);
 	stats_flush(&out);
+	ctl_snapshot_free(snap);
+	return false;
 }
 
 void stats_print_atexit(void) {

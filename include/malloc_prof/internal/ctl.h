@@ -140,9 +140,11 @@ bool ctl_reads(void *oldp, size_t *oldlenp);
 bool ctl_register(const char *path, const ctl_node_t *children,
     unsigned nchildren);
 
-/* The statistics snapshot served by stats.* and printed by stats.c.  It
- * changes only under ctl_lock, when "epoch" is written (ctl_refresh) or
- * on first use (ctl_snapshot_ensure_locked).  Static: no allocation. */
+/* The statistics snapshot served by stats.* and mallinfo2.  ctl.c keeps
+ * it in static storage and changes it only under its lock, when "epoch"
+ * is written, on first use, and for mallinfo2 and malloc_stats_print,
+ * which refresh first.  Nothing outside ctl.c reads it: stats.c prints a
+ * copy. */
 typedef struct ctl_arena_snap_s {
 	bool initialized;        /* the arena existed; stats are valid */
 	arena_stats_t stats;
@@ -159,15 +161,18 @@ typedef struct ctl_snapshot_s {
 	arena_stats_t merged;    /* sum over the arenas (index 4096) */
 	ctl_arena_snap_t arenas[ARENAS_MAX];
 } ctl_snapshot_t;
-extern ctl_snapshot_t ctl_snap;
-void ctl_lock(void);
-void ctl_unlock(void);
-void ctl_refresh(void);                  /* new snapshot, epoch + 1 */
-void ctl_refresh_locked(void);
-void ctl_snapshot_ensure_locked(void);   /* take the first one if needed */
+/* A new snapshot (epoch + 1), copied out under the lock into metadata
+ * memory (base_malloc) of its own: its reader holds no lock and may call
+ * malloc or mallctl.  NULL if the memory cannot be had.  About 520 KiB
+ * (ARENAS_MAX arenas), of which only the arenas that exist are copied. */
+ctl_snapshot_t *ctl_snapshot_copy(void);
+void ctl_snapshot_free(ctl_snapshot_t *copy);
 
 /* ----------------------------------------------------------------- stats.c */
-void stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
+/* Print a fresh snapshot through write_cb (NULL: mp_write).  True if the
+ * snapshot could not be copied (out of memory): one line on stderr, and
+ * nothing through write_cb. */
+bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
     const char *opts);
 void stats_print_atexit(void);
 
