@@ -21,7 +21,7 @@
 typedef struct stats_out_s {
 	void (*write_cb)(void *, const char *);
 	void *cbopaque;
-	size_t len;              /* bytes in buf, not counting the NUL */
+	mp_buf_t w;              /* over buf, flushed by stats_flush */
 	unsigned depth;          /* JSON nesting */
 	bool nonempty[STATS_JSON_DEPTH]; /* a member was written at depth */
 	char buf[STATS_BUF_SIZE];
@@ -41,18 +41,16 @@ static void stats_write_default(void *cbopaque, const char *s) {
 	mp_write(s);
 }
 
-static void stats_flush(stats_out_t *out) {
-	if (out->len == 0)
-		return;
-	out->buf[out->len] = '\0';
-	out->write_cb(out->cbopaque, out->buf);
-	out->len = 0;
+/* The buffered writer's sink: one NUL-terminated chunk to write_cb. */
+static bool stats_flush(void *ctx, const char *p, size_t n) {
+	stats_out_t *out = ctx;
+	(void)n;
+	out->write_cb(out->cbopaque, p);
+	return false;
 }
 
 static void stats_putc(stats_out_t *out, char c) {
-	if (out->len + 1 >= STATS_BUF_SIZE)
-		stats_flush(out);
-	out->buf[out->len++] = c;
+	mp_buf_putc(&out->w, c);
 }
 
 static void stats_printf(stats_out_t *out, const char *fmt, ...)
@@ -60,21 +58,9 @@ static void stats_printf(stats_out_t *out, const char *fmt, ...)
 
 static void stats_printf(stats_out_t *out, const char *fmt, ...) {
 	va_list ap;
-	size_t room = STATS_BUF_SIZE - out->len;
 	va_start(ap, fmt);
-	int n = mp_vsnprintf(out->buf + out->len, room, fmt, ap);
+	mp_buf_vprintf(&out->w, fmt, ap);
 	va_end(ap);
-	if ((size_t)n >= room) {
-		/* It did not fit: send what we have and format again into
-		 * the empty buffer (a piece longer than that is cut). */
-		stats_flush(out);
-		va_start(ap, fmt);
-		n = mp_vsnprintf(out->buf, STATS_BUF_SIZE, fmt, ap);
-		va_end(ap);
-		if ((size_t)n >= STATS_BUF_SIZE)
-			n = STATS_BUF_SIZE - 1;
-	}
-	out->len += (size_t)n;
 }
 
 /* ----------------------------------------------------------------- JSON */
@@ -400,7 +386,7 @@ bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
 	stats_out_t out;
 	out.write_cb = write_cb != NULL ? write_cb : stats_write_default;
 	out.cbopaque = cbopaque;
-	out.len = 0;
+	mp_buf_init(&out.w, out.buf, sizeof(out.buf), stats_flush, &out);
 	out.depth = 0;
 	out.nonempty[0] = false;
 
@@ -413,7 +399,7 @@ bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
 		stats_print_json(&out, &sel, snap);
 	else
 		stats_print_text(&out, &sel, snap);
-	stats_flush(&out);
+	mp_buf_flush(&out.w);
 	ctl_snapshot_free(snap);
 	return false;
 }

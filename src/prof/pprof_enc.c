@@ -6,17 +6,17 @@
  * block).
  *
  * It knows nothing of the allocator: buffers come from the caller's
- * allocate/free pair (pprof_mem_t) and output goes out with write(2), so
- * it may run inside the allocator (the library passes base_malloc) and
- * in a plain program (the tool passes malloc).  Only the C library's
- * headers are included.
+ * allocate/free pair (pprof_mem_t) and output goes out with write(2)
+ * through the buffered writer of buf.h, so it may run inside the
+ * allocator (the library passes base_malloc) and in a plain program (the
+ * tool passes malloc).  Only the C library's headers are included, and
+ * buf.h, which includes no more.
  */
 #include "malloc_prof/internal/pprof_enc.h"
+#include "malloc_prof/internal/buf.h"
 
 #include <errno.h>
 #include <string.h>
-#include <sys/types.h>
-#include <unistd.h>
 
 /* Output buffer of the gzip writer: written to the file when full. */
 #define PPROF_GZ_OUT_SIZE ((size_t)64 << 10)
@@ -152,40 +152,17 @@ static const uint8_t defl_dist_extra[30] = {
 	10, 11, 11, 12, 12, 13, 13,
 };
 
-/* Bits go out least significant first; whole bytes into `out`, written
- * to fd when it fills. */
+/* Bits go out least significant first; whole bytes through the
+ * buffered writer (buf.h) to the file. */
 typedef struct defl_out_s {
-	int fd;
-	uint8_t *out;
-	size_t len;
+	mp_buf_t buf;
+	mp_buf_fd_t fd;
 	uint64_t bits;
 	unsigned nbits;
-	int err;
 } defl_out_t;
 
-static void defl_flush(defl_out_t *o) {
-	const uint8_t *p = o->out;
-	size_t left = o->len;
-	o->len = 0;
-	while (left > 0 && o->err == 0) {
-		ssize_t n = write(o->fd, p, left);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			o->err = errno;
-		} else if (n == 0) {
-			o->err = EIO;
-		} else {
-			p += n;
-			left -= (size_t)n;
-		}
-	}
-}
-
 static void defl_byte(defl_out_t *o, uint8_t b) {
-	if (o->len == PPROF_GZ_OUT_SIZE)
-		defl_flush(o);
-	o->out[o->len++] = b;
+	mp_buf_putc(&o->buf, (char)b);
 }
 
 static void defl_bits(defl_out_t *o, uint32_t v, unsigned n) {
@@ -319,7 +296,9 @@ bool pprof_gzip_write(pprof_gzip_t *z, int fd, const void *data, size_t len,
 		*errp = ENOMEM;
 		return true;
 	}
-	defl_out_t o = {fd, z->out, 0, 0, 0, 0};
+	defl_out_t o = {.fd = {fd, 0}};
+	mp_buf_init(&o.buf, (char *)z->out, PPROF_GZ_OUT_SIZE, mp_buf_fd_sink,
+	    &o.fd);
 	/* Header (RFC 1952): magic, CM 8 (deflate), no flags, no time,
 	 * XFL 0, OS 3 (Unix). */
 	static const uint8_t hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
@@ -328,9 +307,9 @@ bool pprof_gzip_write(pprof_gzip_t *z, int fd, const void *data, size_t len,
 	defl_block(&o, data, len, z->head, z->prev);
 	defl_le32(&o, pprof_crc32(0, data, len));
 	defl_le32(&o, (uint32_t)len);
-	defl_flush(&o);
-	*errp = o.err;
-	return o.err != 0;
+	mp_buf_flush(&o.buf);
+	*errp = o.fd.err;
+	return o.fd.err != 0;
 }
 
 void pprof_gzip_release(pprof_gzip_t *z) {

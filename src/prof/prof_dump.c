@@ -1,13 +1,15 @@
 /*
- * prof_dump.c: heap profile dumps in jemalloc's heap_v2 format, the
- * triggers that write them (prof.dump, lg_prof_interval, prof.gdump,
- * prof_final) and the exit leak report.
+ * prof_dump.c: heap profile dumps: the heap_v2 writer (jemalloc's
+ * format), the files and names dumps go to, the triggers that write them
+ * (prof.dump, lg_prof_interval, prof.gdump, prof_final) and the exit leak
+ * report.
  *
- * A dump copies what it prints before formatting anything: one gctx shard
- * at a time under that shard's lock (samplers of the other 63 shards go on
- * undisturbed), then the thread list under prof_tdatas_lock.  Formatting
- * and write(2) happen with no profiler lock held but prof_dump_mtx, which
- * only orders dumps among themselves.  Every buffer comes from base_malloc
+ * A dump copies what it prints before formatting anything (prof_snap.c
+ * takes the snapshot, under the profiler's locks, and hands it to the
+ * writer of the dump's format: heap_v2 here, pprof in prof_pprof.c).
+ * Formatting and write(2) happen with no profiler lock held but
+ * prof_dump_mtx, which only orders dumps among themselves (and ranks
+ * before the locks the snapshot takes).  Every buffer comes from base_malloc
  * and every message is formatted with mp_snprintf: nothing here calls
  * malloc or stdio, so a dump never recurses into the allocator.
  *
@@ -27,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The heap_v2 writer's output buffer. */
 #define DUMP_WBUF_SIZE ((size_t)64 << 10)
 /* prefix + ".<pid>.<seq>.m<seq>.heap" (two u64 and a pid). */
 #define DUMP_PATH_MAX (sizeof(opt_prof_prefix) + 64)
@@ -58,327 +61,35 @@ typedef enum {
 	DUMP_F,              /* prof_final */
 } dump_kind_t;
 
-/* ----------------------------------------------------------- snapshot */
+/* ------------------------------------------------------------ heap_v2 */
 
-static void cnt_add(prof_cnt_t *acc, const prof_cnt_t *c) {
-	acc->curobjs += c->curobjs;
-	acc->curbytes += c->curbytes;
-	acc->curobjs_shifted_unbiased += c->curobjs_shifted_unbiased;
-	acc->curbytes_unbiased += c->curbytes_unbiased;
-	acc->accumobjs += c->accumobjs;
-	acc->accumbytes += c->accumbytes;
-	acc->accumobjs_shifted_unbiased += c->accumobjs_shifted_unbiased;
-	acc->accumbytes_unbiased += c->accumbytes_unbiased;
-}
-
-/* A backtrace or a (thread, backtrace) pair is printed if it counts a
- * live object, or (prof_accum) any object at all. */
-static bool cnt_printable(const prof_cnt_t *c) {
-	return c->curobjs != 0 || (opt_prof_accum && c->accumobjs != 0);
-}
-
-typedef struct dump_visit_s {
-	dump_snap_t *snap;
-	bool copy;               /* false: only add up `need` */
-	size_t need;             /* bytes the shard's records take */
-} dump_visit_t;
-
-/* Shard lock held: size (or copy) one backtrace. */
-static void dump_visit(prof_gctx_t *g, void *arg) {
-	dump_visit_t *v = arg;
-	prof_cnt_t sum;
-	uint32_t ntctx = 0;
-	memset(&sum, 0, sizeof(sum));
-	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
-		cnt_add(&sum, &t->cnt);
-		if (cnt_printable(&t->cnt))
-			ntctx++;
-	}
-	if (!cnt_printable(&sum))
-		return;
-	size_t size = sizeof(dump_gctx_t) + dump_frames_size(g->nframes) +
-	    ntctx * sizeof(dump_tctx_t);
-	if (!v->copy) {
-		v->need += size;
-		return;
-	}
-	dump_snap_t *s = v->snap;
-	mp_assert(s->glen + size <= s->gcap);
-	char *p = s->gbuf + s->glen;
-	dump_gctx_t *rec = (dump_gctx_t *)p;
-	rec->cnt = sum;
-	rec->nframes = g->nframes;
-	rec->ntctx = ntctx;
-	p += sizeof(*rec);
-	memcpy(p, g->frames, g->nframes * sizeof(void *));
-	p += dump_frames_size(g->nframes);
-	/* By ascending uid, as jemalloc prints them (insertion: a stack
-	 * rarely has more than a few threads). */
-	dump_tctx_t *tr = (dump_tctx_t *)p;
-	uint32_t n = 0;
-	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
-		if (!cnt_printable(&t->cnt))
-			continue;
-		/* A tdata outlives every tctx naming it: uid is safe. */
-		uint64_t uid = t->tdata->uid;
-		uint32_t j = n++;
-		while (j > 0 && tr[j - 1].uid > uid) {
-			tr[j] = tr[j - 1];
-			j--;
-		}
-		tr[j].uid = uid;
-		tr[j].cnt = t->cnt;
-	}
-	s->glen += size;
-	s->ngctx++;
-	if (sum.curobjs != 0)
-		s->ncontexts++;
-	cnt_add(&s->total, &sum);
-}
-
-static void snap_release(dump_snap_t *s) {
-	base_free(s->gbuf, s->gcap);
-	base_free(s->threads, s->tcap * sizeof(dump_thread_t));
-	memset(s, 0, sizeof(*s));
-}
-
-/* Make room for `need` more bytes of records (no lock held). */
-static bool snap_reserve(dump_snap_t *s, size_t need) {
-	if (s->glen + need <= s->gcap)
-		return false;
-	size_t cap = s->gcap < DUMP_WBUF_SIZE ? DUMP_WBUF_SIZE : s->gcap;
-	while (cap < s->glen + need) {
-		if (cap > SIZE_MAX / 2)
-			return true;
-		cap *= 2;
-	}
-	char *buf = base_malloc(cap);
-	if (buf == NULL)
-		return true;
-	if (s->glen != 0)
-		memcpy(buf, s->gbuf, s->glen);
-	base_free(s->gbuf, s->gcap);
-	s->gbuf = buf;
-	s->gcap = cap;
-	return false;
-}
-
-static int dump_thread_cmp_uid(const dump_thread_t *a, uint64_t uid) {
-	return a->uid < uid ? -1 : a->uid > uid;
-}
-
-static dump_thread_t *snap_thread_find(const dump_snap_t *s,
-    uint64_t uid) {
-	size_t lo = 0, hi = s->nthreads;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = dump_thread_cmp_uid(&s->threads[mid], uid);
-		if (c == 0)
-			return &s->threads[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
-const dump_thread_t *prof_dump_thread_find(const dump_snap_t *s,
-    uint64_t uid) {
-	return snap_thread_find(s, uid);
-}
-
-/*
- * Copy the backtraces, then the threads.  The two copies are not one
- * atomic picture (a thread may start or a backtrace change in between),
- * but each record is consistent in itself and the sums printed are sums
- * of the records printed.  true (and *errp set) when memory ran out.
- */
-static bool snap_collect(dump_snap_t *s, const char **errp) {
-	memset(s, 0, sizeof(*s));
-	s->lg_sample = atomic_load(&prof_lg_sample);
-	for (unsigned shard = 0; shard < PROF_GCTX_SHARDS; shard++) {
-		for (;;) {
-			dump_visit_t v = {s, false, 0};
-			prof_shard_lock(shard);
-			prof_gctx_foreach_locked_shard(shard, dump_visit, &v);
-			if (s->glen + v.need <= s->gcap) {
-				v.copy = true;
-				prof_gctx_foreach_locked_shard(shard,
-				    dump_visit, &v);
-				prof_shard_unlock(shard);
-				break;
-			}
-			prof_shard_unlock(shard);
-			/* Grow outside the lock, then count again: the
-			 * shard may have changed meanwhile. */
-			if (snap_reserve(s, v.need + v.need / 4 + 4096)) {
-				*errp = "out of memory for the dump snapshot";
-				snap_release(s);
-				return true;
-			}
-		}
-	}
-
-	for (;;) {
-		size_t n = 0;
-		prof_tdatas_lock();
-		for (prof_tdata_t *td = prof_tdatas_head; td != NULL;
-		    td = td->next)
-			n++;
-		if (n <= s->tcap) {
-			for (prof_tdata_t *td = prof_tdatas_head; td != NULL;
-			    td = td->next) {
-				dump_thread_t *t = &s->threads[s->nthreads++];
-				memset(t, 0, sizeof(*t));
-				t->uid = td->uid;
-				memcpy(t->name, td->name, sizeof(t->name));
-				t->name[sizeof(t->name) - 1] = '\0';
-			}
-			prof_tdatas_unlock();
-			break;
-		}
-		prof_tdatas_unlock();
-		size_t cap = n + n / 4 + 16;
-		dump_thread_t *th = base_malloc(cap * sizeof(*th));
-		if (th == NULL) {
-			*errp = "out of memory for the dump snapshot";
-			snap_release(s);
-			return true;
-		}
-		base_free(s->threads, s->tcap * sizeof(*th));
-		s->threads = th;
-		s->tcap = cap;
-	}
-	/* The list is kept by uid; make sure (insertion sort: O(n) when
-	 * already sorted). */
-	for (size_t i = 1; i < s->nthreads; i++) {
-		dump_thread_t t = s->threads[i];
-		size_t j = i;
-		while (j > 0 && s->threads[j - 1].uid > t.uid) {
-			s->threads[j] = s->threads[j - 1];
-			j--;
-		}
-		s->threads[j] = t;
-	}
-	/* Per-thread sums from the copied pairs. */
-	char *p = s->gbuf;
-	for (size_t i = 0; i < s->ngctx; i++) {
-		dump_gctx_t *g = (dump_gctx_t *)p;
-		p += sizeof(*g) + dump_frames_size(g->nframes);
-		dump_tctx_t *tr = (dump_tctx_t *)p;
-		for (uint32_t k = 0; k < g->ntctx; k++) {
-			dump_thread_t *t = snap_thread_find(s, tr[k].uid);
-			if (t != NULL)
-				cnt_add(&t->cnt, &tr[k].cnt);
-		}
-		p += g->ntctx * sizeof(dump_tctx_t);
-	}
-	return false;
-}
-
-/* ------------------------------------------------------------- writer */
-
-typedef struct dump_writer_s {
-	int fd;
-	char *buf;
-	size_t len;
-	int err;                 /* errno of the first failed write */
-} dump_writer_t;
-
-static void w_flush(dump_writer_t *w) {
-	const char *p = w->buf;
-	size_t left = w->len;
-	w->len = 0;
-	while (left > 0 && w->err == 0) {
-		ssize_t n = write(w->fd, p, left);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			w->err = errno;
-		} else if (n == 0) {
-			w->err = EIO;
-		} else {
-			p += n;
-			left -= (size_t)n;
-		}
-	}
-}
-
-static void w_printf(dump_writer_t *w, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void w_printf(dump_writer_t *w, const char *fmt, ...) {
-	va_list ap;
-	size_t room = DUMP_WBUF_SIZE - w->len;
-	va_start(ap, fmt);
-	int n = mp_vsnprintf(w->buf + w->len, room, fmt, ap);
-	va_end(ap);
-	if ((size_t)n >= room) {
-		/* Did not fit (pieces are short): flush and redo. */
-		w_flush(w);
-		va_start(ap, fmt);
-		n = mp_vsnprintf(w->buf, DUMP_WBUF_SIZE, fmt, ap);
-		va_end(ap);
-		if ((size_t)n >= DUMP_WBUF_SIZE)
-			n = DUMP_WBUF_SIZE - 1;
-	}
-	w->len += (size_t)n;
-}
-
-static uint64_t dump_round(double v) {
-	if (!(v > 0.0))
-		return 0;
-	if (v >= 18446744073709549568.0)
-		return UINT64_MAX;
-	return (uint64_t)round(v);
-}
-
-/*
- * What jemalloc prints for a pair of unbiased sums (prof_do_unbias):
- * c = shifted / 8 objects of s bytes in all, average x = s / c; print
- * the (count, bytes) that jeprof's per-line scaling 1/(1 - e^(-x/R))
- * turns back into (c, s).
- */
-void prof_dump_unbias(uint64_t shifted, uint64_t bytes, double R,
-    uint64_t *n_out, uint64_t *s_out) {
-	if (shifted == 0 || bytes == 0) {
-		*n_out = 0;
-		*s_out = 0;
-		return;
-	}
-	double c = (double)shifted / 8.0;
-	double s = (double)bytes;
-	double p = 1.0 - exp(-(s / c) / R);
-	*n_out = dump_round(c * p);
-	*s_out = dump_round(s * p);
-}
-
-static void w_cnts(dump_writer_t *w, const prof_cnt_t *c, double R) {
+static void w_cnts(mp_buf_t *w, const prof_cnt_t *c, double R) {
 	uint64_t cn, cs, an = 0, as = 0;
-	prof_dump_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
+	prof_snap_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
 	    &cn, &cs);
 	if (opt_prof_accum) {
-		prof_dump_unbias(c->accumobjs_shifted_unbiased,
+		prof_snap_unbias(c->accumobjs_shifted_unbiased,
 		    c->accumbytes_unbiased, R, &an, &as);
 	}
-	w_printf(w, "%" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]",
+	mp_buf_printf(w, "%" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]",
 	    cn, cs, an, as);
 }
 
 /* Append /proc/self/maps verbatim; nothing if it cannot be opened. */
-static void w_maps(dump_writer_t *w) {
+static void w_maps(mp_buf_t *w) {
 	int fd;
 	do {
 		fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	} while (fd < 0 && errno == EINTR);
 	if (fd < 0)
 		return;
-	w_printf(w, "\nMAPPED_LIBRARIES:\n");
-	while (w->err == 0) {
-		if (w->len == DUMP_WBUF_SIZE)
-			w_flush(w);
-		ssize_t n = read(fd, w->buf + w->len, DUMP_WBUF_SIZE - w->len);
+	mp_buf_puts(w, "\nMAPPED_LIBRARIES:\n");
+	/* Read straight into the buffer's free room (its last byte is
+	 * mp_buf's). */
+	while (!w->err) {
+		if (w->len + 1 >= w->size)
+			mp_buf_flush(w);
+		ssize_t n = read(fd, w->p + w->len, w->size - 1 - w->len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -388,71 +99,62 @@ static void w_maps(dump_writer_t *w) {
 	close(fd);
 }
 
-static void w_profile(dump_writer_t *w, const dump_snap_t *s) {
+static void w_profile(mp_buf_t *w, const dump_snap_t *s) {
 	double R = (double)((uint64_t)1 << s->lg_sample);
-	w_printf(w, "heap_v2/%" PRIu64 "\n", (uint64_t)1 << s->lg_sample);
-	w_printf(w, "  t*: ");
+	mp_buf_printf(w, "heap_v2/%" PRIu64 "\n", (uint64_t)1 << s->lg_sample);
+	mp_buf_puts(w, "  t*: ");
 	w_cnts(w, &s->total, R);
-	w_printf(w, "\n");
+	mp_buf_putc(w, '\n');
 	for (size_t i = 0; i < s->nthreads; i++) {
 		const dump_thread_t *t = &s->threads[i];
-		w_printf(w, "  t%" PRIu64 ": ", t->uid);
+		mp_buf_printf(w, "  t%" PRIu64 ": ", t->uid);
 		w_cnts(w, &t->cnt, R);
-		w_printf(w, "%s%s\n", t->name[0] != '\0' ? " " : "", t->name);
+		mp_buf_printf(w, "%s%s\n", t->name[0] != '\0' ? " " : "",
+		    t->name);
 	}
 	const char *p = s->gbuf;
-	for (size_t i = 0; i < s->ngctx && w->err == 0; i++) {
+	for (size_t i = 0; i < s->ngctx && !w->err; i++) {
 		const dump_gctx_t *g = (const dump_gctx_t *)p;
 		p += sizeof(*g);
 		void *const *frames = (void *const *)p;
-		w_printf(w, "@");
+		mp_buf_putc(w, '@');
 		for (uint32_t k = 0; k < g->nframes; k++) {
-			w_printf(w, " 0x%lx",
+			mp_buf_printf(w, " 0x%lx",
 			    (unsigned long)(uintptr_t)frames[k]);
 		}
-		w_printf(w, "\n  t*: ");
+		mp_buf_puts(w, "\n  t*: ");
 		w_cnts(w, &g->cnt, R);
-		w_printf(w, "\n");
+		mp_buf_putc(w, '\n');
 		p += dump_frames_size(g->nframes);
 		const dump_tctx_t *tr = (const dump_tctx_t *)p;
 		for (uint32_t k = 0; k < g->ntctx; k++) {
-			w_printf(w, "  t%" PRIu64 ": ", tr[k].uid);
+			mp_buf_printf(w, "  t%" PRIu64 ": ", tr[k].uid);
 			w_cnts(w, &tr[k].cnt, R);
-			w_printf(w, "\n");
+			mp_buf_putc(w, '\n');
 		}
 		p += g->ntctx * sizeof(dump_tctx_t);
 	}
 	w_maps(w);
-	w_flush(w);
+	mp_buf_flush(w);
+}
+
+int prof_dump_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp) {
+	char *buf = base_malloc(DUMP_WBUF_SIZE);
+	if (buf == NULL) {
+		*whyp = "out of memory for the dump buffer";
+		return ENOMEM;
+	}
+	mp_buf_fd_t out = {fd, 0};
+	mp_buf_t w;
+	mp_buf_init(&w, buf, DUMP_WBUF_SIZE, mp_buf_fd_sink, &out);
+	w_profile(&w, s);
+	base_free(buf, DUMP_WBUF_SIZE);
+	return out.err;
 }
 
 /* The OS error text, without allocating (GNU strerror_r). */
 const char *prof_dump_strerror(int err, char *buf, size_t size) {
 	return strerror_r(err, buf, size);
-}
-
-/*
- * Write the snapshot to an open fd in `format`; 0, or the errno of the
- * first failed write (*whyp names a failure that has no errno).
- */
-static int snap_write_fd(const dump_snap_t *s, int fd, prof_format_t format,
-    const char **whyp) {
-	*whyp = NULL;
-	if (format == PROF_FORMAT_PPROF) {
-		int e = 0;
-		if (prof_pprof_write(s, fd, NULL, &e, whyp))
-			return e != 0 ? e : ENOMEM;
-		return 0;
-	}
-	dump_writer_t w = {fd, NULL, 0, 0};
-	w.buf = base_malloc(DUMP_WBUF_SIZE);
-	if (w.buf == NULL) {
-		*whyp = "out of memory for the dump buffer";
-		return ENOMEM;
-	}
-	w_profile(&w, s);
-	base_free(w.buf, DUMP_WBUF_SIZE);
-	return w.err;
 }
 
 /* ------------------------------------------------------------- files */
@@ -623,7 +325,7 @@ static bool dump_file_write(dump_file_t *f, const dump_snap_t *s,
     prof_format_t format, char *err, size_t errsize) {
 	char ebuf[128];
 	const char *why;
-	int werr = snap_write_fd(s, f->fd, format, &why);
+	int werr = prof_snap_write(s, f->fd, format, NULL, &why);
 	/* close can report a delayed write error (NFS, quota); EINTR still
 	 * closes the descriptor on Linux. */
 	if (close(f->fd) != 0 && errno != EINTR && werr == 0)
@@ -738,7 +440,7 @@ static bool dump_file_fill(dump_file_t *f, dump_result_t *r,
 	const char *why;
 	if (kept != NULL)
 		*kept = false;
-	if (snap_collect(s, &why)) {
+	if (prof_snap_collect(s, &why)) {
 		dump_file_abandon(f);
 		mp_snprintf(r->err, sizeof(r->err), "cannot write \"%s\": "
 		    "%s", f->path, why);
@@ -748,7 +450,7 @@ static bool dump_file_fill(dump_file_t *f, dump_result_t *r,
 	if (kept != NULL)
 		*kept = true;
 	else
-		snap_release(s);
+		prof_snap_release(s);
 	return fail;
 }
 
@@ -872,7 +574,7 @@ bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
 		    "read-only", fd);
 		return true;
 	}
-	if (sample_type != NULL && !prof_pprof_sample_type_ok(sample_type)) {
+	if (sample_type != NULL && !prof_snap_sample_type_ok(sample_type)) {
 		mp_snprintf(err, errsize, "\"%s\" is not a sample type of "
 		    "this profile: expected inuse_objects, inuse_space%s",
 		    sample_type, opt_prof_accum ? ", alloc_objects, "
@@ -892,20 +594,12 @@ bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
 		format = dump_format_locked();
 	dump_snap_t s;
 	const char *why = NULL;
-	bool fail = snap_collect(&s, &why);
+	bool fail = prof_snap_collect(&s, &why);
 	if (fail) {
 		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd, why);
 	} else {
-		int e;
-		if (format == PROF_FORMAT_PPROF) {
-			e = 0;
-			if (prof_pprof_write(&s, fd, sample_type, &e, &why) &&
-			    e == 0)
-				e = ENOMEM;
-		} else {
-			e = snap_write_fd(&s, fd, format, &why);
-		}
-		snap_release(&s);
+		int e = prof_snap_write(&s, fd, format, sample_type, &why);
+		prof_snap_release(&s);
 		if (e != 0) {
 			fail = true;
 			mp_snprintf(err, errsize, "cannot write to fd %d: %s",
@@ -1072,7 +766,7 @@ void prof_final_dump(void) {
 	}
 	/* The leak summary needs the snapshot even without a file. */
 	if (!kept && opt_prof_leak)
-		kept = !snap_collect(&s, &why);
+		kept = !prof_snap_collect(&s, &why);
 	dump_leave();
 
 	dump_taken_note(&r, note, sizeof(note));
@@ -1088,14 +782,14 @@ void prof_final_dump(void) {
 	uint64_t curobjs = s.total.curobjs, curbytes = s.total.curbytes;
 	size_t ncontexts = s.ncontexts;
 	double R = (double)((uint64_t)1 << s.lg_sample);
-	snap_release(&s);
+	prof_snap_release(&s);
 	if (!opt_prof_leak || curbytes == 0)
 		return;
 
 	double ratio = ((double)curbytes / (double)curobjs) / R;
 	double scale = 1.0 / (1.0 - exp(-ratio));
-	uint64_t bytes = dump_round((double)curbytes * scale);
-	uint64_t objs = dump_round((double)curobjs * scale);
+	uint64_t bytes = prof_snap_round((double)curbytes * scale);
+	uint64_t objs = prof_snap_round((double)curobjs * scale);
 	mp_error("Leak approximation summary: ~%" PRIu64 " byte%s, ~%" PRIu64
 	    " object%s, >= %zu context%s", bytes, plural(bytes), objs,
 	    plural(objs), ncontexts, plural(ncontexts));

@@ -1,6 +1,6 @@
 /*
  * prof_pprof.c: heap profiles in pprof's format (profile.proto, gzipped),
- * written from the same snapshot as heap_v2 dumps (prof_dump.c).
+ * written from the same snapshot as heap_v2 dumps (prof_snap.c).
  *
  * Two pieces: the profile builder (string table, mappings from
  * /proc/self/maps with GNU build IDs read from each ELF file's notes,
@@ -811,7 +811,7 @@ static uint64_t pprof_round(double v) {
 
 /*
  * What jeprof computes for one stack of a heap_v2 dump at rate R: the
- * printed (count, bytes) of prof_dump_unbias scaled by 1/(1 - e^(-x/R)),
+ * printed (count, bytes) of prof_snap_unbias scaled by 1/(1 - e^(-x/R)),
  * x the average size (no scaling at R = 1, as in jeprof).  Starting from
  * the printed numbers makes a pprof dump and a heap_v2 dump of the same
  * moment agree to the byte.
@@ -819,7 +819,7 @@ static uint64_t pprof_round(double v) {
 static void pprof_values(uint64_t shifted, uint64_t bytes, double R,
     uint64_t *objs, uint64_t *space) {
 	uint64_t n, s;
-	prof_dump_unbias(shifted, bytes, R, &n, &s);
+	prof_snap_unbias(shifted, bytes, R, &n, &s);
 	if (n == 0 || R <= 1.0) {
 		*objs = n;
 		*space = s;
@@ -887,7 +887,7 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
 
 		/* One allocating thread with a name: label the sample. */
 		const dump_thread_t *t = g->ntctx == 1 ?
-		    prof_dump_thread_find(s, tr[0].uid) : NULL;
+		    prof_snap_thread_find(s, tr[0].uid) : NULL;
 		if (t != NULL && t->name[0] != '\0') {
 			uint8_t label[24];
 			size_t n = 0;
@@ -929,13 +929,6 @@ static void pprof_reset(pprof_state_t *st) {
 	st->fhash_n = 0;
 }
 
-bool prof_pprof_sample_type_ok(const char *name) {
-	return strcmp(name, "inuse_objects") == 0 ||
-	    strcmp(name, "inuse_space") == 0 || (opt_prof_accum &&
-	    (strcmp(name, "alloc_objects") == 0 ||
-	    strcmp(name, "alloc_space") == 0));
-}
-
 /* Encode the whole Profile message into st->prof; true on OOM. */
 static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
     const char *sample_type) {
@@ -953,11 +946,10 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 		return true;
 	pprof_collect_maps(st);
 
-	pprof_value_type(st, 1, "inuse_objects", "count");
-	pprof_value_type(st, 1, "inuse_space", "bytes");
-	if (opt_prof_accum) {
-		pprof_value_type(st, 1, "alloc_objects", "count");
-		pprof_value_type(st, 1, "alloc_space", "bytes");
+	unsigned ntypes = prof_snap_nsample_types();
+	for (unsigned i = 0; i < ntypes; i++) {
+		pprof_value_type(st, 1, prof_snap_sample_types[i].type,
+		    prof_snap_sample_types[i].unit);
 	}
 	pprof_emit_samples(st, s, str_index(st, "thread_name"));
 	/* Locations first: symbolizing them marks the mappings that have

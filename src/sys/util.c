@@ -4,6 +4,8 @@
  * are malloc), and messages leave through write(2) or the public
  * malloc_message hook.  Error reporting, aborts and failed assertions are
  * built on top, so every file can report problems from any lock context.
+ * The buffered writer of dumps, statistics and pprof output is buf.h
+ * (inline, for pprof_enc.c's sake) plus its printf here.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -306,20 +308,48 @@ int mp_snprintf(char *buf, size_t size, const char *fmt, ...) {
 	return ret;
 }
 
+/* ------------------------------------------------------ buffered writer */
+
+/*
+ * Format into the buffer's free room; a piece that does not fit is
+ * formatted again into the buffer just flushed, and a piece longer than
+ * the whole buffer is cut (the callers' pieces are short lines).
+ */
+void mp_buf_vprintf(mp_buf_t *b, const char *fmt, va_list ap) {
+	if (b->err)
+		return;
+	va_list again;
+	va_copy(again, ap);
+	size_t room = b->size - b->len;
+	int n = mp_vsnprintf(b->p + b->len, room, fmt, ap);
+	if ((size_t)n >= room) {
+		mp_buf_flush(b);
+		n = mp_vsnprintf(b->p, b->size, fmt, again);
+		if ((size_t)n >= b->size)
+			n = (int)(b->size - 1);
+	}
+	va_end(again);
+	b->len += (size_t)n;
+}
+
+void mp_buf_printf(mp_buf_t *b, const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	mp_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+void mp_buf_puts(mp_buf_t *b, const char *s) {
+	mp_buf_put(b, s, strlen(s));
+}
+
 /* --------------------------------------------------------------- output */
 
-/* Write all of s to stderr, retrying interrupted and partial writes. */
+/* Write all of s to stderr, retrying interrupted and partial writes;
+ * a failure is dropped (there is nowhere else to report it). */
 static void mp_write_stderr(const char *s) {
-	size_t len = strlen(s);
-	while (len > 0) {
-		ssize_t n = write(STDERR_FILENO, s, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;         /* nowhere else to report it */
-		s += n;
-		len -= (size_t)n;
-	}
+	mp_buf_fd_t f = {STDERR_FILENO, 0};
+	(void)mp_buf_fd_sink(&f, s, strlen(s));
 }
 
 void mp_write(const char *s) {

@@ -1,7 +1,8 @@
 /*
  * prof.h: the heap profiler's structs and cross-file prototypes (prof.c:
  * sampling, thread data, the backtrace and sample tables; prof_sys.c:
- * frame-pointer backtraces; prof_dump.c: heap_v2 dumps and their triggers).
+ * frame-pointer backtraces; prof_snap.c: the snapshot dumps are written
+ * from; prof_dump.c: heap_v2 dumps, dump files and their triggers).
  *
  * What is counted: each sampled object adds to the counters of the
  * (thread, backtrace) pair that allocated it, a tctx; freeing it, from any
@@ -182,11 +183,12 @@ void prof_sys_postfork_child(void);
 /* Frame-pointer walk bounds for the calling thread (lazily computed). */
 void prof_sys_thread_init(tsd_t *tsd);
 
-/* ------------------------------------------------------- prof_dump.c */
+/* ------------------------------------------------------- prof_snap.c */
 /*
- * A dump's snapshot, copied out of the profiler's tables by prof_dump.c
- * and read by the writers of both formats (heap_v2 there, pprof in
- * prof_pprof.c).  Records are only read while prof_dump_mtx is held.
+ * A dump's snapshot, copied out of the profiler's tables by
+ * prof_snap_collect and read by the writers of both formats (heap_v2 in
+ * prof_dump.c, pprof in prof_pprof.c), which never call each other.
+ * Records are only read while prof_dump_mtx is held.
  */
 /* A backtrace in the snapshot buffer: this header, nframes frames
  * (padded to 8 bytes), then ntctx dump_tctx_t. */
@@ -232,16 +234,45 @@ typedef enum {
 	PROF_FORMAT_PPROF,
 	PROF_FORMAT_COUNT
 } prof_format_t;
+
+/* Copy the profiler's tables into s (prof_dump_mtx held; takes the gctx
+ * shard locks one at a time, then prof_tdatas_lock).  true on error (out
+ * of memory) with *whyp saying so and s released. */
+bool prof_snap_collect(dump_snap_t *s, const char **whyp);
+void prof_snap_release(dump_snap_t *s);
+/* The snapshot's thread of this uid, or NULL. */
+const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
+    uint64_t uid);
+/* What jemalloc prints for a pair of unbiased sums at rate R: both
+ * formats start from these numbers, so that their dumps of one moment
+ * agree to the byte. */
+void prof_snap_unbias(uint64_t shifted, uint64_t bytes, double R,
+    uint64_t *n_out, uint64_t *s_out);
+/* v rounded to the nearest integer, clamped to [0, UINT64_MAX]. */
+uint64_t prof_snap_round(double v);
+/* The sample types of a profile: (type, unit) of the live counts, then
+ * of the accumulated ones (prof_accum only): prof_snap_nsample_types()
+ * of them are in use. */
+typedef struct prof_snap_sample_type_s {
+	const char *type;
+	const char *unit;
+} prof_snap_sample_type_t;
+extern const prof_snap_sample_type_t prof_snap_sample_types[4];
+unsigned prof_snap_nsample_types(void);
+/* Whether name is a sample type in use. */
+bool prof_snap_sample_type_ok(const char *name);
+/* Write s to fd in `format` (not CURRENT), with prof_dump_mtx held;
+ * sample_type is pprof's default sample type (NULL: inuse_space).  0, or
+ * the errno of the failure (ENOMEM, with *whyp naming what ran out). */
+int prof_snap_write(const dump_snap_t *s, int fd, prof_format_t format,
+    const char *sample_type, const char **whyp);
+
+/* ------------------------------------------------------- prof_dump.c */
 extern const char *const prof_format_names[PROF_FORMAT_COUNT];
 extern unsigned opt_prof_format;
 
-/* What jemalloc prints for a pair of unbiased sums at rate R (see
- * prof_dump.c); the pprof writer starts from the same numbers. */
-void prof_dump_unbias(uint64_t shifted, uint64_t bytes, double R,
-    uint64_t *n_out, uint64_t *s_out);
-/* The snapshot's thread of this uid, or NULL. */
-const dump_thread_t *prof_dump_thread_find(const dump_snap_t *s,
-    uint64_t uid);
+/* The heap_v2 writer (prof_snap_write's): 0 or an errno, as there. */
+int prof_dump_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp);
 /* The OS error text, without allocating. */
 const char *prof_dump_strerror(int err, char *buf, size_t size);
 
@@ -287,17 +318,14 @@ void prof_dump_postfork_child(void);
 /* ------------------------------------------------------ prof_pprof.c */
 /* prof_symbolize: function names in pprof profiles. */
 extern bool opt_prof_symbolize;
-/* Write the snapshot to fd as a gzipped pprof profile.proto.  Called
- * with prof_dump_mtx held (its buffers are kept for the next dump).
- * sample_type is the default sample type (NULL: inuse_space; checked
- * with prof_pprof_sample_type_ok by the caller).
+/* The pprof writer (prof_snap_write's): the snapshot to fd as a gzipped
+ * profile.proto.  Called with prof_dump_mtx held (its buffers are kept
+ * for the next dump).  sample_type is the default sample type (NULL:
+ * inuse_space; checked with prof_snap_sample_type_ok by the caller).
  * true on error: *errp is the errno of a failed write, or 0 with *whyp
  * naming the cause (out of memory). */
 bool prof_pprof_write(const dump_snap_t *s, int fd,
     const char *sample_type, int *errp, const char **whyp);
-/* Whether name is a sample type of the profiles written now
- * (inuse_objects, inuse_space; alloc_* with prof_accum). */
-bool prof_pprof_sample_type_ok(const char *name);
 /* Building blocks, exposed for the unit tests: pprof_enc.c's, shared
  * with malloc-prof.  prof_pb_varint writes v
  * as a protobuf base-128 varint to out (room for 10 bytes) and returns

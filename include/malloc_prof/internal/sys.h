@@ -1,7 +1,8 @@
 /*
  * sys.h: the system layer's cross-file prototypes (src/sys/): output that
- * never allocates, assertions, pages and time from the OS, ranked mutexes.
- * It depends on nothing but types.h and the public header: everything
+ * never allocates (and its buffered writer, buf.h), assertions, pages and
+ * time from the OS, ranked mutexes.
+ * It depends on nothing but types.h, buf.h and the public header: everything
  * else may use it, it uses nothing of the allocator.
  * Conventions (for every internal header): a `bool` return means "true on
  * error" unless said otherwise; functions named *_locked expect the named
@@ -11,6 +12,7 @@
 #define MP_INTERNAL_SYS_H
 
 #include "malloc_prof/internal/types.h"
+#include "malloc_prof/internal/buf.h"    /* mp_buf_t, inline */
 #include "malloc_prof.h"     /* the public prototypes, prefixed */
 
 #include <stdarg.h>
@@ -29,6 +31,12 @@ MP_COLD __attribute__((noreturn)) void mp_abort(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 MP_COLD __attribute__((noreturn)) void mp_assert_fail(const char *file,
     int line, const char *expr);
+/* The buffered writer's formatted output (the rest is inline in buf.h):
+ * a piece longer than the whole buffer is cut. */
+void mp_buf_vprintf(mp_buf_t *b, const char *fmt, va_list ap);
+void mp_buf_printf(mp_buf_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void mp_buf_puts(mp_buf_t *b, const char *s);
 
 #define mp_assert(e) do {						\
 	if (config_debug && unlikely(!(e)))				\
