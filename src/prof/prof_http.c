@@ -2,20 +2,16 @@
  * prof_http.c: the scrape endpoint (prof_http:HOST:PORT), a small HTTP/1.1
  * server on a thread of the allocator's own, so that continuous-profiling
  * agents (Parca, Pyroscope, Grafana Alloy, `go tool pprof`) can pull heap
- * profiles the way they pull them from Go services:
+ * profiles the way they pull them from Go services.  This file is the
+ * server: the listening socket, the poll loop over connections, their
+ * caps and deadlines, the request's framing (prof_http_parse_request) and
+ * sending; what is served, and the route table, are prof_http_routes.c's.
  *
- *   GET /debug/pprof/heap     the pprof profile (?format=heap_v2: jeprof)
- *   GET /debug/pprof/allocs   the same, alloc_space by default
- *                             (needs prof_accum)
- *   GET /debug/malloc/stats   malloc_stats_print's JSON
- *   GET, POST /debug/pprof/symbol   Go's symbol service: names of
- *                             addresses, which `go tool pprof` asks for
- *                             those it cannot name itself
- *
- * Nothing served changes the process.  Every response is built into a
- * memfd first (profiles by prof_dump_to_fd, which serializes with every
- * other dump), then sent with its Content-Length and `Connection: close`:
- * the status is known before the first byte goes out, and a slow client
+ * The server hands a route its parsed request (and a POST's body) and
+ * gives it a narrow way to answer (prof_http_send_*).  A body longer
+ * than a line (a profile, the statistics, symbols) is built into a memfd
+ * first, then sent with its Content-Length and `Connection: close`: the
+ * status is known before the first byte goes out, and a slow client
  * never holds prof_dump_mtx.
  *
  * Bounds, so that no client can stall or exhaust it.  One thread serves
@@ -48,10 +44,8 @@
 #include "malloc_prof/internal/internal.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -70,7 +64,6 @@
 #define PROF_HTTP_LINGER_MS 200         /* reading what follows a reply */
 #define PROF_HTTP_LINGER_MAX 262144     /* ... at most this much */
 #define PROF_HTTP_HOST_MAX 64
-#define PROF_HTTP_SYM_BODY_MAX 65536    /* POST /debug/pprof/symbol */
 
 char opt_prof_http[128] = "";
 unsigned opt_prof_http_timeout_ms = 2000;
@@ -135,7 +128,7 @@ static prof_http_conn_t *http_sym_owner;
 /* Reused to copy bodies from the memfd to the socket. */
 static char http_io_buf[65536];
 /* The addresses of a POST /debug/pprof/symbol. */
-static char http_sym_body[PROF_HTTP_SYM_BODY_MAX];
+static char http_sym_body[PROF_HTTP_BODY_MAX];
 
 /* ------------------------------------------------------------- address */
 
@@ -330,33 +323,6 @@ static void http_respond_ex(int fd, int status, const char *ctype,
 	}
 }
 
-static void http_respond(int fd, int status, const char *ctype,
-    const char *text, size_t body_len) {
-	http_respond_ex(fd, status, ctype, "", text, body_len);
-}
-
-/* An error response: one line of text; `extra` header lines. */
-static void http_error_ex(int fd, int status, const char *extra,
-    const char *fmt, va_list ap) {
-	char line[512];
-	int n = mp_vsnprintf(line, sizeof(line) - 1, fmt, ap);
-	if ((size_t)n >= sizeof(line) - 1)
-		n = (int)sizeof(line) - 2;
-	line[n] = '\n';
-	line[n + 1] = '\0';
-	http_respond_ex(fd, status, "text/plain; charset=utf-8", extra, line,
-	    0);
-}
-
-static void http_error(int fd, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void http_error(int fd, int status, const char *fmt, ...) {
-	va_list ap;
-	va_start(ap, fmt);
-	http_error_ex(fd, status, "", fmt, ap);
-	va_end(ap);
-}
-
 /* A short error response (`line` ends in \n) in one send that never
  * waits: for a connection about to be closed to make room, whose send
  * buffer is empty (nothing was ever sent on it).  Best effort. */
@@ -373,8 +339,7 @@ static void http_send_now(int fd, int status, const char *line) {
 
 /* ------------------------------------------------------------- bodies */
 
-/* Empty the memfd (created on first use); false with why[] on error. */
-static bool http_body_reset(char *why, size_t whysize) {
+int prof_http_body_begin(char *why, size_t whysize) {
 	char ebuf[128];
 	if (http_body_fd < 0) {
 		mp_mutex_lock(&http_mtx);
@@ -385,16 +350,16 @@ static bool http_body_reset(char *why, size_t whysize) {
 			mp_snprintf(why, whysize, "cannot buffer the response "
 			    "(memfd_create): %s",
 			    prof_dump_strerror(err, ebuf, sizeof(ebuf)));
-			return false;
+			return -1;
 		}
 	}
 	if (ftruncate(http_body_fd, 0) != 0 ||
 	    lseek(http_body_fd, 0, SEEK_SET) != 0) {
 		mp_snprintf(why, whysize, "cannot buffer the response: %s",
 		    prof_dump_strerror(errno, ebuf, sizeof(ebuf)));
-		return false;
+		return -1;
 	}
-	return true;
+	return http_body_fd;
 }
 
 static size_t http_body_len(void) {
@@ -402,25 +367,36 @@ static size_t http_body_len(void) {
 	return end > 0 ? (size_t)end : 0;
 }
 
-typedef struct http_stats_out_s {
-	int fd;
-	int err;                 /* first write error */
-} http_stats_out_t;
+/* ---------------------------------------------------------- responses */
 
-static void http_stats_write(void *opaque, const char *s) {
-	http_stats_out_t *o = opaque;
-	size_t n = strlen(s);
-	while (n > 0 && o->err == 0) {
-		ssize_t w = write(o->fd, s, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			o->err = w < 0 ? errno : EIO;
-			break;
-		}
-		s += w;
-		n -= (size_t)w;
-	}
+/* The connection a route answers on: the routes hold only the handle. */
+struct prof_http_resp_s {
+	int fd;
+};
+
+void prof_http_send_text(prof_http_resp_t *r, int status, const char *ctype,
+    const char *extra, const char *text) {
+	http_respond_ex(r->fd, status, ctype, extra, text, 0);
+}
+
+void prof_http_send_body(prof_http_resp_t *r, int status,
+    const char *ctype) {
+	http_respond_ex(r->fd, status, ctype, "", NULL, http_body_len());
+}
+
+void prof_http_send_error(prof_http_resp_t *r, int status,
+    const char *fmt, ...) {
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = mp_vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if ((size_t)n >= sizeof(line) - 1)
+		n = (int)sizeof(line) - 2;
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	http_respond_ex(r->fd, status, "text/plain; charset=utf-8", "", line,
+	    0);
 }
 
 /* ------------------------------------------------------------ requests */
@@ -429,76 +405,6 @@ static bool http_is_tchar(char c) {
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
 	    (c >= '0' && c <= '9') || (c != '\0' &&
 	    strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-/* Whether query q[0..len) has name=value; *val, *vlen: its value. */
-static bool http_query_get(const char *q, size_t len, const char *name,
-    const char **val, size_t *vlen) {
-	size_t nlen = strlen(name);
-	const char *end = q + len;
-	while (q < end) {
-		const char *amp = memchr(q, '&', (size_t)(end - q));
-		const char *pe = amp != NULL ? amp : end;
-		if ((size_t)(pe - q) > nlen && memcmp(q, name, nlen) == 0 &&
-		    q[nlen] == '=') {
-			*val = q + nlen + 1;
-			*vlen = (size_t)(pe - *val);
-			return true;
-		}
-		q = pe + (amp != NULL);
-	}
-	return false;
-}
-
-static bool http_prof_active(void) {
-	return config_prof && opt_prof &&
-	    atomic_load_explicit(&prof_active, memory_order_relaxed);
-}
-
-/* GET /debug/pprof/heap or /allocs (alloc: sample_type alloc_space);
- * the format was checked by prof_http_parse_request. */
-static void http_serve_profile(int fd, bool alloc, bool heap_v2) {
-	prof_format_t format = heap_v2 ? PROF_FORMAT_HEAP_V2 :
-	    PROF_FORMAT_PPROF;
-	if (!http_prof_active()) {
-		http_error(fd, 403, "heap profiling not active");
-		return;
-	}
-	if (alloc && !opt_prof_accum) {
-		http_error(fd, 404, "allocation profiles need prof_accum:true "
-		    "in " MP_CONF_ENV " (freed samples are not counted)");
-		return;
-	}
-	char err[256];
-	if (!http_body_reset(err, sizeof(err))) {
-		http_error(fd, 500, "%s", err);
-		return;
-	}
-	if (prof_dump_to_fd(http_body_fd, format, alloc && format ==
-	    PROF_FORMAT_PPROF ? "alloc_space" : NULL, err, sizeof(err))) {
-		http_error(fd, 500, "cannot write the profile: %s", err);
-		return;
-	}
-	http_respond(fd, 200, format == PROF_FORMAT_PPROF ?
-	    "application/octet-stream" : "text/plain; charset=utf-8", NULL,
-	    http_body_len());
-}
-
-static void http_serve_stats(int fd) {
-	char err[256];
-	if (!http_body_reset(err, sizeof(err))) {
-		http_error(fd, 500, "%s", err);
-		return;
-	}
-	http_stats_out_t o = {http_body_fd, 0};
-	stats_print(http_stats_write, &o, "J");
-	if (o.err != 0) {
-		char ebuf[128];
-		http_error(fd, 500, "cannot write the statistics: %s",
-		    prof_dump_strerror(o.err, ebuf, sizeof(ebuf)));
-		return;
-	}
-	http_respond(fd, 200, "application/json", NULL, http_body_len());
 }
 
 #define HTTP_NUM_ABSENT (-1)
@@ -537,63 +443,6 @@ static long long http_header_num(const char *hs, const char *he,
 		p = le + 1;
 	}
 	return found;
-}
-
-/*
- * POST /debug/pprof/symbol, what `go tool pprof` asks for the addresses
- * it could not name from local binaries: the body (http_sym_body[0..have),
- * read by the poll loop like the head) is addresses joined by '+', the
- * answer one "0xADDR name" line per address that lies inside a function
- * of the dynamic symbol tables (dladdr1 with the symbol's size: the
- * nearest exported symbol before a static function is not its name).
- */
-static void http_serve_symbol(int fd, size_t have) {
-	char err[256];
-	if (!http_body_reset(err, sizeof(err))) {
-		http_error(fd, 500, "%s", err);
-		return;
-	}
-	http_stats_out_t o = {http_body_fd, 0};
-	http_stats_write(&o, "num_symbols: 1\n");
-	const char *p = http_sym_body, *end = http_sym_body + have;
-	while (p < end && o.err == 0) {
-		const char *plus = memchr(p, '+', (size_t)(end - p));
-		const char *te = plus != NULL ? plus : end;
-		uintptr_t a = 0;
-		const char *d = p;
-		if (te - d > 2 && d[0] == '0' && (d[1] == 'x' || d[1] == 'X'))
-			d += 2;
-		bool ok = d < te && te - d <= 16;
-		for (; ok && d < te; d++) {
-			char ch = *d;
-			unsigned v = ch >= '0' && ch <= '9' ? (unsigned)(ch - '0') :
-			    ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10) :
-			    ch >= 'A' && ch <= 'F' ? (unsigned)(ch - 'A' + 10) :
-			    16u;
-			ok = v < 16;
-			a = a << 4 | v;
-		}
-		Dl_info info;
-		const ElfW(Sym) *sym = NULL;
-		if (ok && a != 0 && dladdr1((void *)a, &info, (void **)&sym,
-		    RTLD_DL_SYMENT) != 0 && info.dli_sname != NULL &&
-		    sym != NULL && a >= (uintptr_t)info.dli_saddr &&
-		    a < (uintptr_t)info.dli_saddr + sym->st_size) {
-			char line[320];
-			mp_snprintf(line, sizeof(line), "0x%lx %.256s\n",
-			    (unsigned long)a, info.dli_sname);
-			http_stats_write(&o, line);
-		}
-		p = te + (plus != NULL);
-	}
-	if (o.err != 0) {
-		char ebuf[128];
-		http_error(fd, 500, "cannot write the symbols: %s",
-		    prof_dump_strerror(o.err, ebuf, sizeof(ebuf)));
-		return;
-	}
-	http_respond(fd, 200, "text/plain; charset=utf-8", NULL,
-	    http_body_len());
 }
 
 /*
@@ -664,9 +513,7 @@ static size_t http_head_len(const char *buf, size_t len) {
 	return 0;
 }
 
-static void http_req_error(prof_http_req_t *req, int status,
-    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void http_req_error(prof_http_req_t *req, int status,
+void prof_http_req_error(prof_http_req_t *req, int status,
     const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
@@ -674,15 +521,6 @@ static void http_req_error(prof_http_req_t *req, int status,
 	va_end(ap);
 	req->route = PROF_HTTP_ERROR;
 	req->status = status;
-}
-
-/* 405, naming the methods the path takes. */
-static void http_req_not_allowed(prof_http_req_t *req, const char *allow,
-    const char *method, size_t mlen) {
-	http_req_error(req, 405, "method %.*s not allowed here (%s only): "
-	    "the endpoint is read-only", (int)(mlen < 32 ? mlen : 32), method,
-	    allow);
-	req->allow = allow;
 }
 
 /* The complete head buf[0..head_len) (through the empty line). */
@@ -695,8 +533,8 @@ static void http_parse_head(const char *buf, size_t head_len,
 	size_t mlen, tlen;
 	if (!http_request_line(buf, l1_body, &method, &mlen, &target,
 	    &tlen)) {
-		http_req_error(req, 400, "malformed request line: expected "
-		    "\"GET /path HTTP/1.1\"");
+		prof_http_req_error(req, 400, "malformed request line: "
+		    "expected \"GET /path HTTP/1.1\"");
 		return;
 	}
 	/* Headers: from the line after the request line to the empty
@@ -705,87 +543,35 @@ static void http_parse_head(const char *buf, size_t head_len,
 	const char *he = buf + head_len;
 	he -= (he - hs >= 2 && he[-2] == '\r') ? 2 : 1;
 	if (!http_headers_ok(hs, (size_t)(he - hs))) {
-		http_req_error(req, 400, "malformed header line");
+		prof_http_req_error(req, 400, "malformed header line");
 		return;
 	}
-	bool get = mlen == 3 && memcmp(method, "GET", 3) == 0;
-	bool post = mlen == 4 && memcmp(method, "POST", 4) == 0;
-	const char *q = memchr(target, '?', tlen);
-	size_t plen = q != NULL ? (size_t)(q - target) : tlen;
-	const char *query = q != NULL ? q + 1 : "";
-	size_t qlen = q != NULL ? tlen - plen - 1 : 0;
-#define HTTP_PATH_IS(s) (plen == sizeof(s) - 1 && memcmp(target, s,	\
-	sizeof(s) - 1) == 0)
 	/* The body's framing (RFC 9112 6.3), whatever the request: no
 	 * chunked bodies, and one Content-Length that means one thing. */
 	if (http_header_num(hs, he, "Transfer-Encoding") != HTTP_NUM_ABSENT) {
-		http_req_error(req, 400, "Transfer-Encoding is not supported "
-		    "(no chunked request bodies): send Content-Length");
+		prof_http_req_error(req, 400, "Transfer-Encoding is not "
+		    "supported (no chunked request bodies): send "
+		    "Content-Length");
 		return;
 	}
 	long long clen = http_header_num(hs, he, "Content-Length");
 	if (clen == HTTP_NUM_CONFLICT) {
-		http_req_error(req, 400, "conflicting Content-Length headers: "
-		    "the body's length is ambiguous");
+		prof_http_req_error(req, 400, "conflicting Content-Length "
+		    "headers: the body's length is ambiguous");
 		return;
 	}
 	if (clen == HTTP_NUM_BAD) {
-		http_req_error(req, 400, "invalid Content-Length: expected "
-		    "one decimal number");
+		prof_http_req_error(req, 400, "invalid Content-Length: "
+		    "expected one decimal number");
 		return;
 	}
-	if (HTTP_PATH_IS("/debug/pprof/symbol")) {
-		if (get) {
-			req->route = PROF_HTTP_SYMBOL_GET;
-		} else if (post) {
-			if (clen < 0) {
-				http_req_error(req, 400, "a POST needs a valid "
-				    "Content-Length");
-				return;
-			}
-			if (clen > PROF_HTTP_SYM_BODY_MAX) {
-				http_req_error(req, 400, "request body too "
-				    "large: at most %d bytes of addresses",
-				    PROF_HTTP_SYM_BODY_MAX);
-				return;
-			}
-			req->route = PROF_HTTP_SYMBOL_POST;
-			req->clen = (size_t)clen;
-		} else {
-			http_req_not_allowed(req, "GET, POST", method, mlen);
-		}
-		return;
-	}
-	if (!get) {
-		http_req_not_allowed(req, "GET", method, mlen);
-		return;
-	}
-	if (HTTP_PATH_IS("/debug/pprof/heap") ||
-	    HTTP_PATH_IS("/debug/pprof/allocs")) {
-		const char *v;
-		size_t vlen;
-		if (http_query_get(query, qlen, "format", &v, &vlen)) {
-			if (vlen == 7 && memcmp(v, "heap_v2", 7) == 0) {
-				req->heap_v2 = true;
-			} else if (!(vlen == 5 && memcmp(v, "pprof", 5) == 0)) {
-				http_req_error(req, 400, "unknown format "
-				    "\"%.*s\": expected pprof (the default) "
-				    "or heap_v2", (int)(vlen < 40 ? vlen : 40),
-				    v);
-				return;
-			}
-		}
-		req->route = HTTP_PATH_IS("/debug/pprof/heap") ?
-		    PROF_HTTP_HEAP : PROF_HTTP_ALLOCS;
-	} else if (HTTP_PATH_IS("/debug/malloc/stats")) {
-		req->route = PROF_HTTP_STATS;
-	} else {
-		http_req_error(req, 404, "not found: %.*s (served: "
-		    "/debug/pprof/heap, /debug/pprof/allocs, "
-		    "/debug/pprof/symbol, /debug/malloc/stats)",
-		    (int)(plen < 100 ? plen : 100), target);
-	}
-#undef HTTP_PATH_IS
+	/* What the request asks for is the routes' to say. */
+	const char *q = memchr(target, '?', tlen);
+	size_t plen = q != NULL ? (size_t)(q - target) : tlen;
+	const char *query = q != NULL ? q + 1 : "";
+	size_t qlen = q != NULL ? tlen - plen - 1 : 0;
+	prof_http_route_match(req, method, mlen, target, plen, query, qlen,
+	    clen);
 }
 
 void prof_http_parse_request(const char *buf, size_t len, size_t max,
@@ -808,52 +594,18 @@ void prof_http_parse_request(const char *buf, size_t len, size_t max,
 			l1--;
 		if (!http_request_line(buf, l1, &method, &mlen, &target,
 		    &tlen)) {
-			http_req_error(req, 400, "malformed request line: "
+			prof_http_req_error(req, 400, "malformed request line: "
 			    "expected \"GET /path HTTP/1.1\"");
 			return;
 		}
 	}
 	if (len >= max) {
-		http_req_error(req, 400, "request too large: the request line "
-		    "and headers must fit in %zu bytes", max);
+		prof_http_req_error(req, 400, "request too large: the request "
+		    "line and headers must fit in %zu bytes", max);
 	}
 }
 
 /* ---------------------------------------------------------- connections */
-
-/* The request is complete (or cannot become one) and is not a symbol
- * POST (whose body http_read_body reads first): answer it on fd. */
-static void http_handle(int fd, const prof_http_req_t *req) {
-	switch (req->route) {
-	case PROF_HTTP_MORE:
-	case PROF_HTTP_SYMBOL_POST:
-		break;
-	case PROF_HTTP_ERROR:
-		if (req->allow != NULL) {
-			char extra[64], line[sizeof(req->why) + 1];
-			mp_snprintf(extra, sizeof(extra), "Allow: %s\r\n",
-			    req->allow);
-			mp_snprintf(line, sizeof(line), "%s\n", req->why);
-			http_respond_ex(fd, 405, "text/plain; charset=utf-8",
-			    extra, line, 0);
-		} else {
-			http_error(fd, req->status, "%s", req->why);
-		}
-		break;
-	case PROF_HTTP_HEAP:
-	case PROF_HTTP_ALLOCS:
-		http_serve_profile(fd, req->route == PROF_HTTP_ALLOCS,
-		    req->heap_v2);
-		break;
-	case PROF_HTTP_STATS:
-		http_serve_stats(fd);
-		break;
-	case PROF_HTTP_SYMBOL_GET:
-		http_respond(fd, 200, "text/plain; charset=utf-8",
-		    "num_symbols: 1\n", 0);
-		break;
-	}
-}
 
 /* c no longer needs its buffer: keep it for the next connection or give
  * it back.  http_mtx held. */
@@ -902,7 +654,10 @@ static void http_done(prof_http_conn_t *c) {
 
 /* The symbol POST's body is all in http_sym_body: answer. */
 static void http_body_done(prof_http_conn_t *c) {
-	http_serve_symbol(c->fd, c->have);
+	prof_http_resp_t r = {c->fd};
+	prof_http_req_t req = {.route = PROF_HTTP_SYMBOL_POST,
+	    .clen = c->clen};
+	prof_http_route_serve(&r, &req, http_sym_body, c->have);
 	http_done(c);
 }
 
@@ -957,7 +712,8 @@ static void http_read_head(prof_http_conn_t *c) {
 		http_body_start(c, &req);
 		return;
 	}
-	http_handle(c->fd, &req);
+	prof_http_resp_t r = {c->fd};
+	prof_http_route_serve(&r, &req, NULL, 0);
 	http_done(c);
 }
 
@@ -1026,8 +782,9 @@ static void http_expire(void) {
 		http_read(c);
 		if (c->fd < 0 || c->state == HTTP_LINGER)
 			continue;
-		http_error(c->fd, 408, "the request did not arrive within %u "
-		    "ms", opt_prof_http_timeout_ms);
+		prof_http_resp_t r = {c->fd};
+		prof_http_send_error(&r, 408, "the request did not arrive "
+		    "within %u ms", opt_prof_http_timeout_ms);
 		http_done(c);
 	}
 }

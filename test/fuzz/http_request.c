@@ -1,7 +1,8 @@
 /*
  * test/fuzz/http_request.c - libFuzzer target: the scrape endpoint's
  * request parser (src/prof/prof_http.c, prof_http_parse_request: request
- * line, headers, path, query, Content-Length).
+ * line, headers, Content-Length; path and query by the route table,
+ * prof_http_route_match in src/prof/prof_http_routes.c).
  *
  * Each input is the bytes a client sent (at most the server's 8192, as
  * it reads them).  Nothing may crash or read out of bounds, and the

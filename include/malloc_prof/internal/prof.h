@@ -364,7 +364,8 @@ void prof_http_postfork_child(void);
 
 /* What the endpoint does with the bytes of a request received so far:
  * the request parser, a pure function of them (no state, no I/O; fuzzed
- * by test/fuzz/http_request.c). */
+ * by test/fuzz/http_request.c).  It frames the request and asks
+ * prof_http_route_match for the route. */
 typedef enum {
 	PROF_HTTP_MORE,         /* not complete yet: read on */
 	PROF_HTTP_ERROR,        /* answer status with the line why */
@@ -392,5 +393,40 @@ typedef struct {
  * PROF_HTTP_MORE. */
 void prof_http_parse_request(const char *buf, size_t len, size_t max,
     prof_http_req_t *req);
+/* Make req an error page: status, with the line fmt... as req->why. */
+void prof_http_req_error(prof_http_req_t *req, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The longest request body the server reads (one buffer, which a
+ * symbol POST's addresses fill). */
+#define PROF_HTTP_BODY_MAX 65536
+
+/* How a route answers: r is the server's handle on the connection, and
+ * each request gets one of the prof_http_send_* calls (they block until
+ * sent, within the server's time limits).  A body is written to the
+ * buffer prof_http_body_begin empties and returns (a descriptor; -1 with
+ * why[] on error), then sent whole by prof_http_send_body.  send_text:
+ * extra is "" or more header lines, each ending in \r\n; send_error:
+ * one line of text/plain. */
+typedef struct prof_http_resp_s prof_http_resp_t;
+int prof_http_body_begin(char *why, size_t whysize);
+void prof_http_send_body(prof_http_resp_t *r, int status,
+    const char *ctype);
+void prof_http_send_text(prof_http_resp_t *r, int status, const char *ctype,
+    const char *extra, const char *text);
+void prof_http_send_error(prof_http_resp_t *r, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------ prof_http_routes.c */
+/* The route of a framed request: sets req->route (heap_v2, clen) or
+ * makes it an error page (404, 405, or 400 for a bad query or body
+ * length).  path and query are the target's two halves (query "" if it
+ * has none); clen is the Content-Length, -1 if absent. */
+void prof_http_route_match(prof_http_req_t *req, const char *method,
+    size_t mlen, const char *path, size_t plen, const char *query,
+    size_t qlen, long long clen);
+/* Answer the complete request req through r: a route's response, or
+ * its error page.  body[0..body_len): a SYMBOL_POST's body. */
+void prof_http_route_serve(prof_http_resp_t *r, const prof_http_req_t *req,
+    const char *body, size_t body_len);
 
 #endif /* MP_INTERNAL_PROF_H */
