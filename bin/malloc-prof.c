@@ -34,24 +34,21 @@ extern char **environ;
 const char *mp_progname = "malloc-prof";
 
 /* ---- messages: one line, "malloc-prof: " first */
-static void
-mp_vmsg(const char *fmt, va_list ap) {
+static void mp_vmsg(const char *fmt, va_list ap) {
 	fflush(stdout);
 	fprintf(stderr, "%s: ", mp_progname);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 }
 
-void
-mp_err(const char *fmt, ...) {
+void mp_err(const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
 	mp_vmsg(fmt, ap);
 	va_end(ap);
 }
 
-void
-mp_warn(const char *fmt, ...) {
+void mp_warn(const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
 	mp_vmsg(fmt, ap);
@@ -59,27 +56,23 @@ mp_warn(const char *fmt, ...) {
 }
 
 /* ---- memory: running out is reported and ends the run */
-static void *
-mp_oom(size_t n) {
+static void *mp_oom(size_t n) {
 	mp_err("out of memory (%zu bytes): the profile or the symbol tables "
 	    "are too large for this machine", n);
 	exit(MP_EXIT_USAGE);
 }
 
-void *
-mp_xmalloc(size_t n) {
+void *mp_xmalloc(size_t n) {
 	void *p = malloc(n ? n : 1);
 	return p ? p : mp_oom(n);
 }
 
-void *
-mp_xcalloc(size_t n, size_t size) {
+void *mp_xcalloc(size_t n, size_t size) {
 	void *p = calloc(n ? n : 1, size ? size : 1);
 	return p ? p : mp_oom(n * size);
 }
 
-void *
-mp_xrealloc(void *p, size_t n) {
+void *mp_xrealloc(void *p, size_t n) {
 	void *q = realloc(p, n ? n : 1);
 	return q ? q : mp_oom(n);
 }
@@ -132,8 +125,7 @@ typedef struct {
 	int nprofiles;
 } mp_opts_t;
 
-static void
-mp_usage(FILE *f) {
+static void mp_usage(FILE *f) {
 	fprintf(f, "usage: malloc-prof COMMAND [options] [PROGRAM] PROFILE...\n"
 	    "Reads heap profiles (heap_v2 dumps of malloc_prof or jemalloc, "
 	    "pprof heap\nprofiles) and names their frames from the files in "
@@ -147,8 +139,7 @@ mp_usage(FILE *f) {
 	    "input errors.\n");
 }
 
-static void
-mp_cmd_help(mp_cmd_t cmd) {
+static void mp_cmd_help(mp_cmd_t cmd) {
 	printf("usage: malloc-prof %s [options] %s\n%s.\n\nOptions:\n",
 	    mp_cmds[cmd].name, mp_cmds[cmd].args, mp_cmds[cmd].what);
 	if (cmd == CMD_LEAKS)
@@ -196,8 +187,7 @@ mp_cmd_help(mp_cmd_t cmd) {
 	    "  -h, --help        this text\n");
 }
 
-static int
-mp_usage_error(const mp_opts_t *o, const char *fmt, ...) {
+static int mp_usage_error(const mp_opts_t *o, const char *fmt, ...) {
 	va_list ap;
 	fflush(stdout);
 	fprintf(stderr, "%s: ", mp_progname);
@@ -214,8 +204,7 @@ mp_usage_error(const mp_opts_t *o, const char *fmt, ...) {
 	return MP_EXIT_USAGE;
 }
 
-static bool
-mp_parse_count(const char *s, uint64_t *out) {
+static bool mp_parse_count(const char *s, uint64_t *out) {
 	char *end;
 	if (*s < '0' || *s > '9')
 		return false;
@@ -260,8 +249,7 @@ static const struct option mp_long_opts[] = {
 };
 
 /* Returns -1 to go on, or the exit status. */
-static int
-mp_parse_args(int argc, char **argv, mp_opts_t *o) {
+static int mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 	o->which = MP_INUSE_SPACE;
 	o->limit = -1;
 	o->debug_dir = "/usr/lib/debug";
@@ -364,8 +352,7 @@ static const char *const mp_alloc_fns[] = {
 	"fallbackNewImpl", "fallback_impl",
 };
 
-static bool
-mp_is_alloc_fn(const char *name) {
+static bool mp_is_alloc_fn(const char *name) {
 	static const char *const prefixes[] = { "", "_", "je_", "_je_", "mp_",
 		"_mp_", "__libc_" };
 	/* The function only: --lines adds " file:line". */
@@ -390,9 +377,8 @@ typedef struct {
 	uint8_t *alloc;
 } mp_fnmap_t;
 
-static uint32_t
-mp_fn_name(mp_fnmap_t *fm, mp_report_t *rep, const mp_profile_t *prof,
-    uint32_t fn, bool lines, bool *alloc) {
+static uint32_t mp_fn_name(mp_fnmap_t *fm, mp_report_t *rep,
+    const mp_profile_t *prof, uint32_t fn, bool lines, bool *alloc) {
 	if (fm->id == NULL) {
 		fm->id = mp_xmalloc(prof->nfnames * sizeof(*fm->id));
 		fm->alloc = mp_xmalloc(prof->nfnames);
@@ -425,9 +411,9 @@ typedef struct {
 	size_t cap, n;
 } mp_pcmap_t;
 
-static uint32_t
-mp_pc_name(mp_pcmap_t *pm, mp_symbolizer_t *sym, mp_report_t *rep,
-    const mp_profile_t *prof, uint64_t pc, bool leaf, bool *alloc) {
+static uint32_t mp_pc_name(mp_pcmap_t *pm, mp_symbolizer_t *sym,
+    mp_report_t *rep, const mp_profile_t *prof, uint64_t pc, bool leaf,
+    bool *alloc) {
 	if (2 * (pm->n + 1) > pm->cap) {
 		size_t cap = pm->cap ? 2 * pm->cap : 4096;
 		uint64_t *key = mp_xmalloc(cap * sizeof(*key));
@@ -474,8 +460,7 @@ mp_pc_name(mp_pcmap_t *pm, mp_symbolizer_t *sym, mp_report_t *rep,
 /* THREAD >= 0: only what thread tTHREAD allocated (its lines of each
  * stack, unbiased the same way), as jeprof's --thread.  PP (the pprof
  * command) gets every stack too, without the allocator's frames. */
-static void
-mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
+static void mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
     const mp_profile_t *prof, int sign, int64_t thread, bool lines,
     mp_pprof_out_t *pp) {
 	mp_pcmap_t pm = { 0 };
@@ -554,8 +539,7 @@ mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
 
 /* ---- C++ names: c++filt, when installed, turns _Z... into source names.
  * One run for all the names; without c++filt they stay mangled. */
-static void
-mp_demangle(mp_report_t *rep) {
+static void mp_demangle(mp_report_t *rep) {
 	size_t n = mp_report_nnames(rep), count = 0;
 	for (size_t i = 0; i < n; i++)
 		count += strncmp(mp_report_name(rep, (uint32_t)i), "_Z", 2) == 0;
@@ -632,8 +616,8 @@ mp_demangle(mp_report_t *rep) {
 }
 
 /* ---- info */
-static void
-mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
+static void mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym,
+    mp_profile_t *profs) {
 	for (int p = 0; p < o->nprofiles; p++) {
 		const mp_profile_t *pr = &profs[p];
 		int lg = -1;
@@ -723,8 +707,7 @@ mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym, mp_profile_t *profs) {
 }
 
 /* ---- output files */
-static FILE *
-mp_open_output(const char *path) {
+static FILE *mp_open_output(const char *path) {
 	if (path == NULL || strcmp(path, "-") == 0)
 		return stdout;
 	FILE *f = fopen(path, "w");
@@ -733,8 +716,7 @@ mp_open_output(const char *path) {
 	return f;
 }
 
-static bool
-mp_close_output(FILE *f, const char *path) {
+static bool mp_close_output(FILE *f, const char *path) {
 	bool ok = !ferror(f);
 	if (f == stdout)
 		ok = fflush(f) == 0 && ok;
@@ -746,8 +728,7 @@ mp_close_output(FILE *f, const char *path) {
 	return ok;
 }
 
-static int
-mp_no_dot(const char *why) {
+static int mp_no_dot(const char *why) {
 	mp_err("cannot run \"dot\": %s: svg needs Graphviz (Debian: "
 	    "apt-get install graphviz); without it use `malloc-prof "
 	    "flamegraph` or `malloc-prof dot`", why);
@@ -755,8 +736,7 @@ mp_no_dot(const char *why) {
 }
 
 /* Runs `dot -Tsvg [-o OUT]` on the call graph. */
-static int
-mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
+static int mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
 	int fds[2];
 	if (pipe(fds) != 0) {
 		mp_err("cannot create a pipe: %s", strerror(errno));
@@ -807,8 +787,8 @@ mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
 
 /* The pprof command's output: -o FILE, or standard output (not a
  * terminal: checked with the options). */
-static int
-mp_pprof_write_file(const mp_opts_t *o, mp_pprof_out_t *pp, uint64_t period) {
+static int mp_pprof_write_file(const mp_opts_t *o, mp_pprof_out_t *pp,
+    uint64_t period) {
 	const char *path = o->output;
 	int fd = 1;
 	if (path != NULL && strcmp(path, "-") != 0) {
@@ -829,8 +809,7 @@ mp_pprof_write_file(const mp_opts_t *o, mp_pprof_out_t *pp, uint64_t period) {
 	return ok ? MP_EXIT_OK : MP_EXIT_USAGE;
 }
 
-static bool
-mp_compile(const char *opt, const char *re, regex_t *out) {
+static bool mp_compile(const char *opt, const char *re, regex_t *out) {
 	int r = regcomp(out, re, REG_EXTENDED | REG_NOSUB);
 	if (r != 0) {
 		char buf[256];
@@ -841,8 +820,7 @@ mp_compile(const char *opt, const char *re, regex_t *out) {
 	return true;
 }
 
-static int
-mp_run(mp_opts_t *o) {
+static int mp_run(mp_opts_t *o) {
 	regex_t focus, ignore;
 	bool have_focus = false, have_ignore = false;
 	if (o->focus != NULL) {
@@ -965,8 +943,7 @@ out:
 	return status;
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc < 2)
 		return mp_usage_error(NULL, "no command given");
 	const char *cmd = argv[1];

@@ -41,8 +41,7 @@ typedef struct {
 /* A + B for the sums of counts in the reports.  The bounds above and
  * mp_report_finish's check keep every such sum within int64_t; should
  * one get past them it stops at the limit rather than wrap. */
-static inline int64_t
-mp_sum(int64_t a, int64_t b) {
+static inline int64_t mp_sum(int64_t a, int64_t b) {
 	int64_t r;
 	if (__builtin_add_overflow(a, b, &r))
 		return b < 0 ? INT64_MIN : INT64_MAX;
