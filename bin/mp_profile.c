@@ -33,19 +33,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* String copies on mp_xmalloc (which the tool, or the fuzz targets' stubs,
- * define with their out-of-memory behaviour). */
-char *mp_xstrdup(const char *s) {
-	return mp_xstrndup(s, strlen(s));
-}
-
-char *mp_xstrndup(const char *s, size_t n) {
-	char *p = mp_xmalloc(n + 1);
-	memcpy(p, s, n);
-	p[n] = '\0';
-	return p;
-}
-
 /* The reader's cursor: one line at a time, never past END. */
 typedef struct {
 	const char *file;
@@ -69,12 +56,6 @@ static bool mp_next_line(mp_cursor_t *c) {
 	if (c->eol > c->line && c->eol[-1] == '\r')
 		c->eol--;
 	return true;
-}
-
-void mp_printable(char *s) {
-	for (; *s != '\0'; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
 }
 
 static void mp_bad_line(const mp_cursor_t *c, const char *what) {
