@@ -153,6 +153,8 @@ bool mp_profile_read(const char *file, mp_profile_t *prof);
  * names it in messages); SIZE 0 reads as "not a heap profile". */
 bool mp_profile_read_mem(const char *file, const uint8_t *data, size_t size,
     mp_profile_t *prof);
+/* Frees what PROF holds (every reader's fields) and leaves it empty, as
+ * the readers start from: freeing it again does nothing. */
 void mp_profile_free(mp_profile_t *prof);
 /* jeprof's AdjustSamples for one (objects, bytes) pair. */
 void mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,

@@ -548,22 +548,16 @@ void mp_profile_free(mp_profile_t *prof) {
 		free(prof->fnames[i].name);
 		free(prof->fnames[i].file);
 	}
-	free(prof->fnames);
-	free(prof->sample_types);
-	prof->fnames = NULL;
-	prof->sample_types = NULL;
-	prof->nfnames = 0;
 	for (size_t i = 0; i < prof->nmaps; i++) {
 		free(prof->maps[i].path);
 		free(prof->maps[i].build_id);
 	}
 	free(prof->threads);
 	free(prof->stacks);
+	free(prof->fnames);
 	free(prof->maps);
-	prof->threads = NULL;
-	prof->stacks = NULL;
-	prof->maps = NULL;
-	prof->nthreads = prof->nstacks = prof->nmaps = 0;
+	free(prof->sample_types);
+	memset(prof, 0, sizeof(*prof));
 }
 
 bool mp_file_is_elf(const char *file) {
