@@ -41,8 +41,7 @@ typedef struct {
 /* A + B for the sums of counts in the reports.  The bounds above and
  * mp_report_finish's check keep every such sum within int64_t; should
  * one get past them it stops at the limit rather than wrap. */
-static inline int64_t
-mp_sum(int64_t a, int64_t b) {
+static inline int64_t mp_sum(int64_t a, int64_t b) {
 	int64_t r;
 	if (__builtin_add_overflow(a, b, &r))
 		return b < 0 ? INT64_MIN : INT64_MAX;
@@ -109,15 +108,43 @@ typedef struct {
 	char *sample_types;	/* "type/unit ..." as in the file */
 } mp_profile_t;
 
-/* ---- malloc-prof.c: messages and memory */
+/* ---- mp_util.c: messages, memory, strings */
 extern const char *mp_progname;
+/* One line on standard error, after "malloc-prof: ". */
 void mp_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Never NULL: running out of memory ends the run (exit status 2). */
 void *mp_xmalloc(size_t n);
 void *mp_xcalloc(size_t n, size_t size);
 void *mp_xrealloc(void *p, size_t n);
 char *mp_xstrdup(const char *s);
 char *mp_xstrndup(const char *s, size_t n);
+/* Replaces the control characters of S (from a file, to be shown in one
+ * line) with '?'. */
+void mp_printable(char *s);
+
+/* ---- mp_cmd.c: running a command (main parses the command line) */
+typedef enum {
+	CMD_TOP, CMD_DIFF, CMD_COLLAPSED, CMD_FLAMEGRAPH, CMD_DOT, CMD_SVG,
+	CMD_LEAKS, CMD_INFO, CMD_PPROF
+} mp_cmd_t;
+
+typedef struct {
+	mp_cmd_t cmd;
+	int which;		/* MP_INUSE_SPACE, ... */
+	long limit;		/* -n: rows, stacks or nodes; -1: all */
+	const char *focus, *ignore, *base, *output, *title;
+	const char *debug_dir;
+	bool lines;		/* --lines: "function file:line" */
+	int64_t thread;		/* --thread N, or -1: all threads */
+	bool demangle;		/* c++filt, unless --no-demangle */
+	uint64_t max_bytes;
+	const char *program;
+	const char **profiles;
+	int nprofiles;
+} mp_opts_t;
+/* Runs the command O describes; returns the exit status. */
+int mp_cmd_run(const mp_opts_t *o);
 
 /* ---- mp_profile.c: the heap_v2 reader */
 /* Reads FILE; on error prints one line and returns false. */
@@ -126,10 +153,9 @@ bool mp_profile_read(const char *file, mp_profile_t *prof);
  * names it in messages); SIZE 0 reads as "not a heap profile". */
 bool mp_profile_read_mem(const char *file, const uint8_t *data, size_t size,
     mp_profile_t *prof);
+/* Frees what PROF holds (every reader's fields) and leaves it empty, as
+ * the readers start from: freeing it again does nothing. */
 void mp_profile_free(mp_profile_t *prof);
-/* Replaces the control characters of S (from a file, to be shown in one
- * line) with '?'. */
-void mp_printable(char *s);
 /* jeprof's AdjustSamples for one (objects, bytes) pair. */
 void mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
     double *ubytes);

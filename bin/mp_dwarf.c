@@ -40,8 +40,7 @@ typedef struct {
 	bool bad;
 } mp_rd_t;
 
-static uint64_t
-mp_rd_fixed(mp_rd_t *r, unsigned n) {
+static uint64_t mp_rd_fixed(mp_rd_t *r, unsigned n) {
 	if (r->bad || (size_t)(r->end - r->p) < n) {
 		r->bad = true;
 		return 0;
@@ -53,8 +52,7 @@ mp_rd_fixed(mp_rd_t *r, unsigned n) {
 	return v;
 }
 
-static uint64_t
-mp_rd_uleb(mp_rd_t *r) {
+static uint64_t mp_rd_uleb(mp_rd_t *r) {
 	uint64_t v = 0;
 	for (unsigned shift = 0;; shift += 7) {
 		if (r->bad || r->p >= r->end) {
@@ -69,8 +67,7 @@ mp_rd_uleb(mp_rd_t *r) {
 	}
 }
 
-static int64_t
-mp_rd_sleb(mp_rd_t *r) {
+static int64_t mp_rd_sleb(mp_rd_t *r) {
 	/* Unsigned arithmetic: a sign extended from bit 63 must not
 	 * shift into the sign of an int64_t (undefined behaviour). */
 	uint64_t v = 0;
@@ -91,8 +88,7 @@ mp_rd_sleb(mp_rd_t *r) {
 	return (int64_t)v;
 }
 
-static const char *
-mp_rd_str(mp_rd_t *r) {
+static const char *mp_rd_str(mp_rd_t *r) {
 	const uint8_t *nul = r->bad ? NULL : memchr(r->p, 0,
 	    (size_t)(r->end - r->p));
 	if (nul == NULL) {
@@ -104,8 +100,7 @@ mp_rd_str(mp_rd_t *r) {
 	return s;
 }
 
-static void
-mp_rd_skip(mp_rd_t *r, uint64_t n) {
+static void mp_rd_skip(mp_rd_t *r, uint64_t n) {
 	if (r->bad || (uint64_t)(r->end - r->p) < n) {
 		r->bad = true;
 		return;
@@ -120,8 +115,7 @@ typedef struct {
 	void *owned;
 } mp_sect_t;
 
-static bool
-mp_sect_get(const uint8_t *img, size_t size, const Elf64_Shdr *s,
+static bool mp_sect_get(const uint8_t *img, size_t size, const Elf64_Shdr *s,
     mp_sect_t *out, const char **why) {
 	memset(out, 0, sizeof(*out));
 	if (s->sh_type == SHT_NOBITS || s->sh_offset > size ||
@@ -175,8 +169,7 @@ mp_sect_get(const uint8_t *img, size_t size, const Elf64_Shdr *s,
 
 /* "a/b/../c" -> "a/c", "./" dropped, in place (PATH holds 4096 bytes):
  * compilers write build-relative paths such as "../../src/x.c". */
-static void
-mp_normalize(char *path) {
+static void mp_normalize(char *path) {
 	char buf[4096];
 	const char *seg[512];
 	size_t n = 0;
@@ -213,8 +206,8 @@ mp_normalize(char *path) {
 	path[len] = '\0';
 }
 
-static uint32_t
-mp_lines_add_file(mp_lines_t *l, const char *dir, const char *name) {
+static uint32_t mp_lines_add_file(mp_lines_t *l, const char *dir,
+    const char *name) {
 	char path[4096];
 	if (name[0] == '/' || dir == NULL || dir[0] == '\0')
 		snprintf(path, sizeof(path), "%s", name);
@@ -229,8 +222,8 @@ mp_lines_add_file(mp_lines_t *l, const char *dir, const char *name) {
 	return (uint32_t)l->nfiles++;
 }
 
-static void
-mp_lines_row(mp_lines_t *l, uint64_t addr, uint32_t file, uint32_t line) {
+static void mp_lines_row(mp_lines_t *l, uint64_t addr, uint32_t file,
+    uint32_t line) {
 	if (l->nrows == l->cap_rows) {
 		l->cap_rows = l->cap_rows ? 2 * l->cap_rows : 4096;
 		l->rows = mp_xrealloc(l->rows, l->cap_rows * sizeof(*l->rows));
@@ -249,9 +242,9 @@ enum {
 
 /* Reads one attribute of FORM: a string into *str, a number into *num.
  * False for forms a line table header cannot use here (strx). */
-static bool
-mp_rd_form(mp_rd_t *r, uint64_t form, unsigned offsz, const mp_sect_t *str,
-    const mp_sect_t *line_str, const char **s, uint64_t *num) {
+static bool mp_rd_form(mp_rd_t *r, uint64_t form, unsigned offsz,
+    const mp_sect_t *str, const mp_sect_t *line_str, const char **s,
+    uint64_t *num) {
 	*s = NULL;
 	*num = 0;
 	uint64_t off;
@@ -286,8 +279,7 @@ mp_rd_form(mp_rd_t *r, uint64_t form, unsigned offsz, const mp_sect_t *str,
 
 /* The v5 directory or file table: entries of (content type, form) pairs.
  * Fills names/dirs (directory indexes) for N entries. */
-static bool
-mp_rd_entries(mp_rd_t *r, unsigned offsz, const mp_sect_t *str,
+static bool mp_rd_entries(mp_rd_t *r, unsigned offsz, const mp_sect_t *str,
     const mp_sect_t *line_str, const char ***names, uint64_t **dirs,
     uint64_t *n) {
 	uint8_t nfmt = (uint8_t)mp_rd_fixed(r, 1);
@@ -321,8 +313,7 @@ mp_rd_entries(mp_rd_t *r, unsigned offsz, const mp_sect_t *str,
 }
 
 /* One unit at R (which ends at the unit's end). */
-static void
-mp_lines_unit(mp_lines_t *l, mp_rd_t *r, unsigned offsz,
+static void mp_lines_unit(mp_lines_t *l, mp_rd_t *r, unsigned offsz,
     const mp_sect_t *str, const mp_sect_t *line_str) {
 	unsigned version = (unsigned)mp_rd_fixed(r, 2);
 	if (version < 2 || version > 5)
@@ -490,8 +481,7 @@ mp_lines_unit(mp_lines_t *l, mp_rd_t *r, unsigned offsz,
 	free(fidx);
 }
 
-static int
-mp_lrow_cmp(const void *a, const void *b) {
+static int mp_lrow_cmp(const void *a, const void *b) {
 	const mp_lrow_t *x = a, *y = b;
 	if (x->addr != y->addr)
 		return x->addr < y->addr ? -1 : 1;
@@ -501,8 +491,7 @@ mp_lrow_cmp(const void *a, const void *b) {
 	return (int)ye - (int)xe;
 }
 
-mp_lines_t *
-mp_lines_load(const uint8_t *img, size_t size, const char **why) {
+mp_lines_t *mp_lines_load(const uint8_t *img, size_t size, const char **why) {
 	*why = NULL;
 	if (size < sizeof(Elf64_Ehdr))
 		return NULL;
@@ -565,8 +554,7 @@ mp_lines_load(const uint8_t *img, size_t size, const char **why) {
 	return l;
 }
 
-bool
-mp_lines_find(const mp_lines_t *l, uint64_t addr, const char **file,
+bool mp_lines_find(const mp_lines_t *l, uint64_t addr, const char **file,
     unsigned *line) {
 	size_t lo = 0, hi = l->nrows;
 	while (lo < hi) {
@@ -586,8 +574,7 @@ mp_lines_find(const mp_lines_t *l, uint64_t addr, const char **file,
 	return true;
 }
 
-void
-mp_lines_free(mp_lines_t *l) {
+void mp_lines_free(mp_lines_t *l) {
 	if (l == NULL)
 		return;
 	for (size_t i = 0; i < l->nfiles; i++)

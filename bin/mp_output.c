@@ -31,16 +31,14 @@ typedef struct {
 	size_t cap, n;		/* cap is a power of two */
 } mp_index_t;
 
-static uint64_t
-mp_hash_bytes(const void *p, size_t n, uint64_t h) {
+static uint64_t mp_hash_bytes(const void *p, size_t n, uint64_t h) {
 	const unsigned char *s = p;
 	for (size_t i = 0; i < n; i++)	/* FNV-1a */
 		h = (h ^ s[i]) * 0x100000001b3ull;
 	return h;
 }
 
-static void
-mp_index_grow(mp_index_t *ix) {
+static void mp_index_grow(mp_index_t *ix) {
 	size_t cap = ix->cap ? 2 * ix->cap : 1024;
 	uint32_t *slot = mp_xmalloc(cap * sizeof(*slot));
 	uint64_t *hash = mp_xmalloc(cap * sizeof(*hash));
@@ -63,27 +61,24 @@ mp_index_grow(mp_index_t *ix) {
 
 /* The first slot for HASH: probe with mp_index_next until the entry
  * matches or the slot is empty (then mp_index_set may fill it). */
-static size_t
-mp_index_first(mp_index_t *ix, uint64_t hash) {
+static size_t mp_index_first(mp_index_t *ix, uint64_t hash) {
 	if (2 * (ix->n + 1) > ix->cap)
 		mp_index_grow(ix);
 	return hash & (ix->cap - 1);
 }
 
-static size_t
-mp_index_next(const mp_index_t *ix, size_t i) {
+static size_t mp_index_next(const mp_index_t *ix, size_t i) {
 	return (i + 1) & (ix->cap - 1);
 }
 
-static void
-mp_index_set(mp_index_t *ix, size_t i, uint64_t hash, uint32_t entry) {
+static void mp_index_set(mp_index_t *ix, size_t i, uint64_t hash,
+    uint32_t entry) {
 	ix->slot[i] = entry;
 	ix->hash[i] = hash;
 	ix->n++;
 }
 
-static void
-mp_index_free(mp_index_t *ix) {
+static void mp_index_free(mp_index_t *ix) {
 	free(ix->slot);
 	free(ix->hash);
 }
@@ -100,13 +95,11 @@ struct mp_report {
 	int64_t total;
 };
 
-mp_report_t *
-mp_report_new(void) {
+mp_report_t *mp_report_new(void) {
 	return mp_xcalloc(1, sizeof(mp_report_t));
 }
 
-void
-mp_report_free(mp_report_t *rep) {
+void mp_report_free(mp_report_t *rep) {
 	for (size_t i = 0; i < rep->nnames; i++)
 		free(rep->names[i]);
 	for (size_t i = 0; i < rep->nsamples; i++)
@@ -118,8 +111,7 @@ mp_report_free(mp_report_t *rep) {
 	free(rep);
 }
 
-uint32_t
-mp_report_intern(mp_report_t *rep, const char *name) {
+uint32_t mp_report_intern(mp_report_t *rep, const char *name) {
 	size_t len = strlen(name);
 	uint64_t h = mp_hash_bytes(name, len, 0xcbf29ce484222325ull);
 	size_t i = mp_index_first(&rep->name_ix, h);
@@ -140,24 +132,20 @@ mp_report_intern(mp_report_t *rep, const char *name) {
 	return id;
 }
 
-const char *
-mp_report_name(const mp_report_t *rep, uint32_t id) {
+const char *mp_report_name(const mp_report_t *rep, uint32_t id) {
 	return rep->names[id];
 }
 
-size_t
-mp_report_nnames(const mp_report_t *rep) {
+size_t mp_report_nnames(const mp_report_t *rep) {
 	return rep->nnames;
 }
 
-void
-mp_report_rename(mp_report_t *rep, uint32_t id, const char *name) {
+void mp_report_rename(mp_report_t *rep, uint32_t id, const char *name) {
 	free(rep->names[id]);
 	rep->names[id] = mp_xstrdup(name);
 }
 
-void
-mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
+void mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
     const double *val, int sign) {
 	uint64_t h = mp_hash_bytes(frames, n * sizeof(*frames),
 	    0xcbf29ce484222325ull ^ n);
@@ -193,8 +181,7 @@ mp_report_add(mp_report_t *rep, const uint32_t *frames, uint32_t n,
 		s->val[k] += sign * val[k];
 }
 
-static bool
-mp_stack_matches(const mp_report_t *rep, const mp_sample_t *s,
+static bool mp_stack_matches(const mp_report_t *rep, const mp_sample_t *s,
     const regex_t *re) {
 	for (uint32_t i = 0; i < s->nframes; i++)
 		if (regexec(re, rep->names[s->frames[i]], 0, NULL, 0) == 0)
@@ -204,8 +191,7 @@ mp_stack_matches(const mp_report_t *rep, const mp_sample_t *s,
 
 /* Whether the merged stacks' values round to integers whose positive and
  * negative sums, for each of the four values, fit in int64_t. */
-static bool
-mp_report_fits(const mp_report_t *rep) {
+static bool mp_report_fits(const mp_report_t *rep) {
 	for (int k = 0; k < MP_NVALUES; k++) {
 		int64_t pos = 0, neg = 0;
 		for (size_t i = 0; i < rep->nsamples; i++) {
@@ -222,8 +208,7 @@ mp_report_fits(const mp_report_t *rep) {
 	return true;
 }
 
-bool
-mp_report_finish(mp_report_t *rep, int which, const void *focus,
+bool mp_report_finish(mp_report_t *rep, int which, const void *focus,
     const void *ignore) {
 	size_t n = 0;
 	rep->which = which;
@@ -256,14 +241,12 @@ mp_report_finish(mp_report_t *rep, int which, const void *focus,
 	return true;
 }
 
-size_t
-mp_report_samples(const mp_report_t *rep, const mp_sample_t **out) {
+size_t mp_report_samples(const mp_report_t *rep, const mp_sample_t **out) {
 	*out = rep->samples;
 	return rep->nsamples;
 }
 
-int64_t
-mp_report_total(const mp_report_t *rep) {
+int64_t mp_report_total(const mp_report_t *rep) {
 	return rep->total;
 }
 
@@ -275,8 +258,7 @@ typedef struct {
 
 static const mp_report_t *mp_sort_rep;
 
-static int
-mp_row_cmp(const void *a, const void *b) {
+static int mp_row_cmp(const void *a, const void *b) {
 	const mp_row_t *x = a, *y = b;
 	/* jeprof's order: flat, then cumulative, then the name. */
 	if (x->flat != y->flat)
@@ -288,8 +270,7 @@ mp_row_cmp(const void *a, const void *b) {
 
 /* Flat and cumulative values per function; a function is counted once per
  * stack in cum however often it recurses. */
-static mp_row_t *
-mp_rows(const mp_report_t *rep, size_t *nrows) {
+static mp_row_t *mp_rows(const mp_report_t *rep, size_t *nrows) {
 	mp_row_t *rows = mp_xcalloc(rep->nnames ? rep->nnames : 1,
 	    sizeof(*rows));
 	uint32_t *seen = mp_xmalloc((rep->nnames ? rep->nnames : 1) *
@@ -322,13 +303,11 @@ mp_rows(const mp_report_t *rep, size_t *nrows) {
 	return rows;
 }
 
-static double
-mp_pct(int64_t v, int64_t total) {
+static double mp_pct(int64_t v, int64_t total) {
 	return total == 0 ? 0.0 : 100.0 * (double)v / (double)total;
 }
 
-void
-mp_out_top(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
+void mp_out_top(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
 	size_t n;
 	mp_row_t *rows = mp_rows(rep, &n);
 	fprintf(f, "Total: %" PRId64 " %s\n", rep->total,
@@ -348,8 +327,7 @@ mp_out_top(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
 }
 
 /* ---- collapsed: "root;...;leaf value", as flamegraph.pl reads */
-static int
-mp_sample_name_cmp(const void *a, const void *b) {
+static int mp_sample_name_cmp(const void *a, const void *b) {
 	const mp_sample_t *x = a, *y = b;
 	for (uint32_t i = 0; i < x->nframes && i < y->nframes; i++) {
 		int c = strcmp(mp_sort_rep->names[x->frames[i]],
@@ -360,8 +338,7 @@ mp_sample_name_cmp(const void *a, const void *b) {
 	return (x->nframes > y->nframes) - (x->nframes < y->nframes);
 }
 
-void
-mp_out_collapsed(const mp_report_t *rep, FILE *f) {
+void mp_out_collapsed(const mp_report_t *rep, FILE *f) {
 	mp_sample_t *s = mp_xmalloc((rep->nsamples + 1) * sizeof(*s));
 	if (rep->nsamples > 0)
 		memcpy(s, rep->samples, rep->nsamples * sizeof(*s));
@@ -377,16 +354,14 @@ mp_out_collapsed(const mp_report_t *rep, FILE *f) {
 }
 
 /* ---- leaks: each stack still holding memory, largest first */
-static int
-mp_sample_v_cmp(const void *a, const void *b) {
+static int mp_sample_v_cmp(const void *a, const void *b) {
 	const mp_sample_t *x = a, *y = b;
 	if (x->v != y->v)
 		return x->v > y->v ? -1 : 1;
 	return mp_sample_name_cmp(a, b);
 }
 
-void
-mp_out_leaks(const mp_report_t *rep, FILE *f, long limit) {
+void mp_out_leaks(const mp_report_t *rep, FILE *f, long limit) {
 	mp_sample_t *s = mp_xmalloc((rep->nsamples + 1) * sizeof(*s));
 	if (rep->nsamples > 0)
 		memcpy(s, rep->samples, rep->nsamples * sizeof(*s));
@@ -413,8 +388,7 @@ typedef struct {
 	int64_t value, x;	/* x: offset of the node's left edge */
 } mp_node_t;
 
-static void
-mp_xml(FILE *f, const char *s) {
+static void mp_xml(FILE *f, const char *s) {
 	for (; *s; s++) {
 		switch (*s) {
 		case '&': fputs("&amp;", f); break;
@@ -459,8 +433,7 @@ static const char mp_flame_js[] =
 " f.onmouseout=function(){det.textContent=' ';};f.onclick=function(){zoom(f);};label(f);})(fr[i]);}\n"
 "unz.onclick=unzoom;document.getElementById('search').onclick=search;\n";
 
-bool
-mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,
+bool mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,
     bool bytes) {
 	/* The tree of stacks, root "all" first; a node per distinct prefix.
 	 * Only positive values can be drawn as widths. */
@@ -599,24 +572,21 @@ typedef struct {
 	int64_t value;
 } mp_edge_t;
 
-static int
-mp_edge_cmp(const void *a, const void *b) {
+static int mp_edge_cmp(const void *a, const void *b) {
 	const mp_edge_t *x = a, *y = b;
 	if (x->from != y->from)
 		return x->from < y->from ? -1 : 1;
 	return (x->to > y->to) - (x->to < y->to);
 }
 
-static int
-mp_row_cum_cmp(const void *a, const void *b) {
+static int mp_row_cum_cmp(const void *a, const void *b) {
 	const mp_row_t *x = a, *y = b;
 	if (x->cum != y->cum)
 		return x->cum > y->cum ? -1 : 1;
 	return mp_row_cmp(a, b);
 }
 
-static void
-mp_dot_str(FILE *f, const char *s) {
+static void mp_dot_str(FILE *f, const char *s) {
 	for (; *s; s++) {
 		if (*s == '"' || *s == '\\')
 			fputc('\\', f);
@@ -624,8 +594,7 @@ mp_dot_str(FILE *f, const char *s) {
 	}
 }
 
-void
-mp_out_dot(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
+void mp_out_dot(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
 	size_t nrows;
 	mp_row_t *rows = mp_rows(rep, &nrows);
 	qsort(rows, nrows, sizeof(*rows), mp_row_cum_cmp);

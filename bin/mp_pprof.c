@@ -69,8 +69,7 @@ static bool mp_pprof_prefix(const uint8_t *data, size_t size, char *why,
 
 /* As the output passes check_at: first whether it starts like a
  * profile, then whether it grows too fast for one. */
-static bool
-mp_inf_check(mp_inf_t *s) {
+static bool mp_inf_check(mp_inf_t *s) {
 	if (!s->peeked) {
 		if (!mp_pprof_prefix(s->out, s->outlen, s->why,
 		    sizeof(s->why))) {
@@ -102,8 +101,7 @@ typedef struct {
 	uint16_t symbol[288];
 } mp_huff_t;
 
-static unsigned
-mp_inf_bits(mp_inf_t *s, unsigned need) {
+static unsigned mp_inf_bits(mp_inf_t *s, unsigned need) {
 	while (s->bitcnt < need) {
 		if (s->pos == s->inlen) {
 			if (s->err == NULL)
@@ -120,8 +118,7 @@ mp_inf_bits(mp_inf_t *s, unsigned need) {
 	return v;
 }
 
-static bool
-mp_inf_out(mp_inf_t *s, size_t more) {
+static bool mp_inf_out(mp_inf_t *s, size_t more) {
 	/* Before each write: what is out so far is looked at. */
 	if (s->outlen >= s->check_at && !mp_inf_check(s))
 		return false;
@@ -143,8 +140,7 @@ mp_inf_out(mp_inf_t *s, size_t more) {
 
 /* Builds H from N code lengths: false if over-subscribed, or incomplete
  * with more than one code (a damaged block). */
-static bool
-mp_huff_build(mp_huff_t *h, const uint8_t *len, unsigned n) {
+static bool mp_huff_build(mp_huff_t *h, const uint8_t *len, unsigned n) {
 	memset(h->count, 0, sizeof(h->count));
 	for (unsigned i = 0; i < n; i++)
 		h->count[len[i]]++;
@@ -167,8 +163,7 @@ mp_huff_build(mp_huff_t *h, const uint8_t *len, unsigned n) {
 	return left == 0 || n - h->count[0] == 1;
 }
 
-static int
-mp_huff_decode(mp_inf_t *s, const mp_huff_t *h) {
+static int mp_huff_decode(mp_inf_t *s, const mp_huff_t *h) {
 	int code = 0, first = 0, index = 0;
 	for (unsigned l = 1; l < 16; l++) {
 		code |= (int)mp_inf_bits(s, 1);
@@ -200,8 +195,7 @@ static const uint8_t mp_dist_extra[30] = {
 
 /* The symbols of one Huffman block, up to end-of-block.  BASE is where
  * this gzip member's output starts (no distance reaches before it). */
-static bool
-mp_inf_codes(mp_inf_t *s, const mp_huff_t *lc, const mp_huff_t *dc,
+static bool mp_inf_codes(mp_inf_t *s, const mp_huff_t *lc, const mp_huff_t *dc,
     size_t base) {
 	for (;;) {
 		int sym = mp_huff_decode(s, lc);
@@ -243,8 +237,7 @@ mp_inf_codes(mp_inf_t *s, const mp_huff_t *lc, const mp_huff_t *dc,
 	}
 }
 
-static bool
-mp_inf_stored(mp_inf_t *s) {
+static bool mp_inf_stored(mp_inf_t *s) {
 	s->bitbuf = 0;		/* to the byte boundary */
 	s->bitcnt = 0;
 	if (s->inlen - s->pos < 4) {
@@ -273,8 +266,7 @@ mp_inf_stored(mp_inf_t *s) {
 	return true;
 }
 
-static bool
-mp_inf_dynamic(mp_inf_t *s, mp_huff_t *lc, mp_huff_t *dc) {
+static bool mp_inf_dynamic(mp_inf_t *s, mp_huff_t *lc, mp_huff_t *dc) {
 	static const uint8_t order[19] = { 16, 17, 18, 0, 8, 7, 9, 6, 10, 5,
 		11, 4, 12, 3, 13, 2, 14, 1, 15 };
 	uint8_t len[320];
@@ -342,8 +334,7 @@ mp_inf_dynamic(mp_inf_t *s, mp_huff_t *lc, mp_huff_t *dc) {
 }
 
 /* One deflate stream (RFC 1951) from s->pos, appended to s->out. */
-static bool
-mp_inflate(mp_inf_t *s) {
+static bool mp_inflate(mp_inf_t *s) {
 	static mp_huff_t fixed_lc, fixed_dc;
 	static bool fixed_ready;
 	if (!fixed_ready) {
@@ -392,8 +383,7 @@ mp_inflate(mp_inf_t *s) {
 
 /* Gunzips IN (one or more members) into S (out, outlen); false with
  * S's err and stop set. */
-static bool
-mp_gunzip(mp_inf_t *s, const uint8_t *in, size_t n) {
+static bool mp_gunzip(mp_inf_t *s, const uint8_t *in, size_t n) {
 	*s = (mp_inf_t){ .in = in, .inlen = n, .check_at = MP_INF_PEEK };
 	do {
 		const uint8_t *h = in + s->pos;
@@ -477,14 +467,12 @@ typedef struct {
 } mp_pberr_t;
 
 /* Marks the error about to be recorded as a cut (or not). */
-static void
-mp_pb_cut(mp_pberr_t *e, bool cut) {
+static void mp_pb_cut(mp_pberr_t *e, bool cut) {
 	if (!e->bad)
 		e->cut = cut;
 }
 
-static bool
-mp_pb_fail(mp_pberr_t *e, const char *fmt, ...) {
+static bool mp_pb_fail(mp_pberr_t *e, const char *fmt, ...) {
 	if (!e->bad) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -495,8 +483,7 @@ mp_pb_fail(mp_pberr_t *e, const char *fmt, ...) {
 	return false;
 }
 
-static bool
-mp_pb_varint(mp_pb_t *b, uint64_t *v) {
+static bool mp_pb_varint(mp_pb_t *b, uint64_t *v) {
 	uint64_t r = 0;
 	for (unsigned shift = 0; shift < 64; shift += 7) {
 		if (b->p == b->end)
@@ -514,8 +501,7 @@ mp_pb_varint(mp_pb_t *b, uint64_t *v) {
 /* The next field of message B: its number and wire type, its value
  * (varint, fixed64 or fixed32) in *V, or its bytes in *SUB (wire 2).
  * false at the end of B (E untouched) or on damage (E set). */
-static bool
-mp_pb_next(mp_pb_t *b, uint32_t *field, unsigned *wire, uint64_t *v,
+static bool mp_pb_next(mp_pb_t *b, uint32_t *field, unsigned *wire, uint64_t *v,
     mp_pb_t *sub, mp_pberr_t *e, const char *what) {
 	if (b->p == b->end)
 		return false;
@@ -583,8 +569,7 @@ typedef struct {
 	size_t n, cap;
 } mp_u64s_t;
 
-static void
-mp_u64s_add(mp_u64s_t *a, uint64_t v) {
+static void mp_u64s_add(mp_u64s_t *a, uint64_t v) {
 	if (a->n == a->cap) {
 		a->cap = a->cap ? 2 * a->cap : 16;
 		a->v = mp_xrealloc(a->v, a->cap * sizeof(*a->v));
@@ -592,9 +577,8 @@ mp_u64s_add(mp_u64s_t *a, uint64_t v) {
 	a->v[a->n++] = v;
 }
 
-static bool
-mp_pb_repeated(unsigned wire, uint64_t v, mp_pb_t sub, mp_u64s_t *out,
-    mp_pberr_t *e, const char *what) {
+static bool mp_pb_repeated(unsigned wire, uint64_t v, mp_pb_t sub,
+    mp_u64s_t *out, mp_pberr_t *e, const char *what) {
 	if (wire == 0) {
 		mp_u64s_add(out, v);
 		return true;
@@ -616,8 +600,7 @@ typedef struct {
 	size_t n, cap;
 } mp_slices_t;
 
-static void
-mp_slices_add(mp_slices_t *a, mp_pb_t s) {
+static void mp_slices_add(mp_slices_t *a, mp_pb_t s) {
 	if (a->n == a->cap) {
 		a->cap = a->cap ? 2 * a->cap : 64;
 		a->v = mp_xrealloc(a->v, a->cap * sizeof(*a->v));
@@ -640,8 +623,7 @@ static const int mp_pb_wire[PB_NFIELDS] = {
 /* Whether top-level field FIELD may have wire type WIRE.  Fields after
  * 14 are newer than this reader (doc_url): any wire type mp_pb_next
  * accepts. */
-static bool
-mp_pb_wire_ok(uint64_t field, unsigned wire) {
+static bool mp_pb_wire_ok(uint64_t field, unsigned wire) {
 	return field >= PB_NFIELDS || mp_pb_wire[field] == (int)wire ||
 	    (field == 13 && wire == 2);
 }
@@ -655,8 +637,8 @@ typedef enum {
 
 /* Walks the top-level fields of the Profile at DATA: how the walk ends,
  * the number of whole fields before in *N, and what is wrong in E. */
-static mp_walk_t
-mp_pb_walk(const uint8_t *data, size_t size, size_t *n, mp_pberr_t *e) {
+static mp_walk_t mp_pb_walk(const uint8_t *data, size_t size, size_t *n,
+    mp_pberr_t *e) {
 	mp_pb_t b = { data, data + size }, sub;
 	uint32_t field;
 	unsigned wire;
@@ -673,8 +655,7 @@ mp_pb_walk(const uint8_t *data, size_t size, size_t *n, mp_pberr_t *e) {
 	return !e->bad ? MP_WALK_END : e->cut ? MP_WALK_CUT : MP_WALK_DAMAGED;
 }
 
-bool
-mp_pprof_detect(const uint8_t *data, size_t size) {
+bool mp_pprof_detect(const uint8_t *data, size_t size) {
 	if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b)
 		return true;
 	/* A whole walk over the top-level fields: text never gets through
@@ -699,8 +680,8 @@ static const char mp_gz_heap_v2[] = "it inflates to a heap_v2 dump: "
 /* Whether DATA, the first KiBs of a gzip stream's output, starts like a
  * profile: its fields well-formed up to the end, where one may be cut
  * short.  If not, WHY says what it is. */
-static bool
-mp_pprof_prefix(const uint8_t *data, size_t size, char *why, size_t whylen) {
+static bool mp_pprof_prefix(const uint8_t *data, size_t size, char *why,
+    size_t whylen) {
 	if (size >= 8 && memcmp(data, "heap_v2/", 8) == 0) {
 		snprintf(why, whylen, "%s", mp_gz_heap_v2);
 		return false;
@@ -738,20 +719,17 @@ typedef struct {
 	size_t line0, nlines;	/* in the fnames of the profile */
 } mp_ploc_t;
 
-static int
-mp_pfunc_cmp(const void *a, const void *b) {
+static int mp_pfunc_cmp(const void *a, const void *b) {
 	const mp_pfunc_t *x = a, *y = b;
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int
-mp_ploc_cmp(const void *a, const void *b) {
+static int mp_ploc_cmp(const void *a, const void *b) {
 	const mp_ploc_t *x = a, *y = b;
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int
-mp_pmap_cmp(const void *a, const void *b) {
+static int mp_pmap_cmp(const void *a, const void *b) {
 	const mp_mapping_t *x = a, *y = b;
 	return x->start < y->start ? -1 : x->start > y->start;
 }
@@ -768,8 +746,7 @@ typedef struct {
 	size_t nlocs;
 } mp_pdec_t;
 
-static bool
-mp_pstr(mp_pdec_t *d, uint64_t idx, const char *what, char **out) {
+static bool mp_pstr(mp_pdec_t *d, uint64_t idx, const char *what, char **out) {
 	if (idx >= d->nstr)
 		return mp_pb_fail(&d->e, "%s refers to string %" PRIu64 " of "
 		    "%zu", what, idx, d->nstr);
@@ -780,8 +757,7 @@ mp_pstr(mp_pdec_t *d, uint64_t idx, const char *what, char **out) {
 	return true;
 }
 
-static bool
-mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
+static bool mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
     mp_profile_t *prof) {
 	mp_pberr_t *e = &d->e;
 	mp_slices_t sl[PB_NFIELDS];
@@ -1101,8 +1077,7 @@ out:
 	return ok;
 }
 
-bool
-mp_pprof_read(const char *file, const uint8_t *data, size_t size,
+bool mp_pprof_read(const char *file, const uint8_t *data, size_t size,
     mp_profile_t *prof) {
 	uint8_t *raw = NULL;
 	size_t rawlen = size;
@@ -1151,13 +1126,11 @@ mp_pprof_read(const char *file, const uint8_t *data, size_t size,
 
 /* ------------------------------------------------------------- writer */
 
-static void *
-mp_enc_alloc(size_t n) {
+static void *mp_enc_alloc(size_t n) {
 	return malloc(n);
 }
 
-static void
-mp_enc_free(void *p, size_t n) {
+static void mp_enc_free(void *p, size_t n) {
 	(void)n;
 	free(p);
 }
@@ -1188,8 +1161,7 @@ struct mp_pprof_out {
 	size_t lcap, ln;
 };
 
-mp_pprof_out_t *
-mp_pprof_out_new(mp_symbolizer_t *sym) {
+mp_pprof_out_t *mp_pprof_out_new(mp_symbolizer_t *sym) {
 	mp_pprof_out_t *pp = mp_xcalloc(1, sizeof(*pp));
 	pp->sym = sym;
 	pp->strs = mp_report_new();
@@ -1201,8 +1173,7 @@ mp_pprof_out_new(mp_symbolizer_t *sym) {
 	return pp;
 }
 
-void
-mp_pprof_out_free(mp_pprof_out_t *pp) {
+void mp_pprof_out_free(mp_pprof_out_t *pp) {
 	pprof_buf_t *bufs[] = { &pp->samples, &pp->maps, &pp->locs,
 		&pp->funcs, &pp->msg, &pp->sub, &pp->packed };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
@@ -1214,14 +1185,12 @@ mp_pprof_out_free(mp_pprof_out_t *pp) {
 	free(pp);
 }
 
-static uint64_t
-mp_pp_str(mp_pprof_out_t *pp, const char *s) {
+static uint64_t mp_pp_str(mp_pprof_out_t *pp, const char *s) {
 	return mp_report_intern(pp->strs, s);
 }
 
 /* The mapping id of M (of pp->cur), its Mapping written the first time. */
-static uint64_t
-mp_pp_mapping(mp_pprof_out_t *pp, const mp_mapping_t *m) {
+static uint64_t mp_pp_mapping(mp_pprof_out_t *pp, const mp_mapping_t *m) {
 	size_t i = (size_t)(m - pp->cur->maps);
 	if (pp->map_id[i] != 0)
 		return pp->map_id[i];
@@ -1248,8 +1217,8 @@ mp_pp_mapping(mp_pprof_out_t *pp, const mp_mapping_t *m) {
 	return id;
 }
 
-static uint64_t
-mp_pp_function(mp_pprof_out_t *pp, const char *name, const char *file) {
+static uint64_t mp_pp_function(mp_pprof_out_t *pp, const char *name,
+    const char *file) {
 	uint64_t sid = mp_pp_str(pp, name);
 	if (sid >= pp->nfunc_of) {
 		size_t n = pp->nfunc_of ? pp->nfunc_of : 1024;
@@ -1273,8 +1242,7 @@ mp_pp_function(mp_pprof_out_t *pp, const char *name, const char *file) {
 	return id;
 }
 
-static void
-mp_pp_switch(mp_pprof_out_t *pp, const mp_profile_t *prof) {
+static void mp_pp_switch(mp_pprof_out_t *pp, const mp_profile_t *prof) {
 	pp->cur = prof;
 	free(pp->map_id);
 	pp->map_id = mp_xcalloc(prof->nmaps, sizeof(*pp->map_id));
@@ -1284,8 +1252,8 @@ mp_pp_switch(mp_pprof_out_t *pp, const mp_profile_t *prof) {
 }
 
 /* The location id of frame K of S, written the first time. */
-static uint64_t
-mp_pp_location(mp_pprof_out_t *pp, const mp_stack_t *s, uint32_t k) {
+static uint64_t mp_pp_location(mp_pprof_out_t *pp, const mp_stack_t *s,
+    uint32_t k) {
 	const mp_profile_t *prof = pp->cur;
 	uint64_t addr = s->pcs[k];
 	if (k > 0 && !prof->exact_pcs && addr != 0)
@@ -1353,8 +1321,7 @@ mp_pp_location(mp_pprof_out_t *pp, const mp_stack_t *s, uint32_t k) {
 	return id;
 }
 
-void
-mp_pprof_out_sample(mp_pprof_out_t *pp, const mp_profile_t *prof,
+void mp_pprof_out_sample(mp_pprof_out_t *pp, const mp_profile_t *prof,
     const mp_stack_t *s, uint32_t first, const double *val, int sign) {
 	if (prof != pp->cur)
 		mp_pp_switch(pp, prof);
@@ -1377,9 +1344,8 @@ mp_pprof_out_sample(mp_pprof_out_t *pp, const mp_profile_t *prof,
 	pprof_pb_bytes(&pp->samples, 2, b->p, b->len);
 }
 
-static void
-mp_pp_value_type(mp_pprof_out_t *pp, pprof_buf_t *out, unsigned field,
-    const char *type, const char *unit) {
+static void mp_pp_value_type(mp_pprof_out_t *pp, pprof_buf_t *out,
+    unsigned field, const char *type, const char *unit) {
 	pprof_buf_t *b = &pp->msg;
 	b->len = 0;
 	pprof_pb_uint(b, 1, mp_pp_str(pp, type));
@@ -1387,8 +1353,7 @@ mp_pp_value_type(mp_pprof_out_t *pp, pprof_buf_t *out, unsigned field,
 	pprof_pb_bytes(out, field, b->p, b->len);
 }
 
-bool
-mp_pprof_out_write(mp_pprof_out_t *pp, uint64_t period, int fd,
+bool mp_pprof_out_write(mp_pprof_out_t *pp, uint64_t period, int fd,
     const char *path) {
 	pprof_buf_t prof = { .mem = &mp_enc_mem };
 	/* The four heap types, in the order of the library's dumps. */

@@ -33,21 +33,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* String copies on mp_xmalloc (which the tool, or the fuzz targets' stubs,
- * define with their out-of-memory behaviour). */
-char *
-mp_xstrdup(const char *s) {
-	return mp_xstrndup(s, strlen(s));
-}
-
-char *
-mp_xstrndup(const char *s, size_t n) {
-	char *p = mp_xmalloc(n + 1);
-	memcpy(p, s, n);
-	p[n] = '\0';
-	return p;
-}
-
 /* The reader's cursor: one line at a time, never past END. */
 typedef struct {
 	const char *file;
@@ -57,8 +42,7 @@ typedef struct {
 	bool complete;		/* the current line ended with '\n' */
 } mp_cursor_t;
 
-static bool
-mp_next_line(mp_cursor_t *c) {
+static bool mp_next_line(mp_cursor_t *c) {
 	if (c->p >= c->end)
 		return false;
 	c->line = c->p;
@@ -74,15 +58,7 @@ mp_next_line(mp_cursor_t *c) {
 	return true;
 }
 
-void
-mp_printable(char *s) {
-	for (; *s != '\0'; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
-}
-
-static void
-mp_bad_line(const mp_cursor_t *c, const char *what) {
+static void mp_bad_line(const mp_cursor_t *c, const char *what) {
 	int len = (int)(c->eol - c->line);
 	if (len > 60)
 		len = 60;
@@ -102,8 +78,8 @@ mp_bad_line(const mp_cursor_t *c, const char *what) {
 }
 
 /* Decimal or (HEX) hexadecimal number at *S, at most up to END. */
-static bool
-mp_parse_u64(const char **s, const char *end, bool hex, uint64_t *out) {
+static bool mp_parse_u64(const char **s, const char *end, bool hex,
+    uint64_t *out) {
 	const char *p = *s;
 	uint64_t v = 0;
 	int ndigits = 0;
@@ -129,15 +105,13 @@ mp_parse_u64(const char **s, const char *end, bool hex, uint64_t *out) {
 	return true;
 }
 
-static const char *
-mp_skip_spaces(const char *p, const char *end) {
+static const char *mp_skip_spaces(const char *p, const char *end) {
 	while (p < end && (*p == ' ' || *p == '\t'))
 		p++;
 	return p;
 }
 
-static bool
-mp_expect(const char **s, const char *end, const char *lit) {
+static bool mp_expect(const char **s, const char *end, const char *lit) {
 	size_t n = strlen(lit);
 	if ((size_t)(end - *s) < n || memcmp(*s, lit, n) != 0)
 		return false;
@@ -150,8 +124,7 @@ mp_expect(const char **s, const char *end, const char *lit) {
  * UINT64_MAX for t*.  Spacing is taken loosely (as jeprof does); the
  * numbers and punctuation are not.
  */
-static bool
-mp_parse_cnt(const mp_cursor_t *c, uint64_t *uid, mp_cnt_t *cnt,
+static bool mp_parse_cnt(const mp_cursor_t *c, uint64_t *uid, mp_cnt_t *cnt,
     const char **rest) {
 	const char *p = mp_skip_spaces(c->line, c->eol), *e = c->eol;
 	if (!mp_expect(&p, e, "t"))
@@ -188,8 +161,7 @@ mp_parse_cnt(const mp_cursor_t *c, uint64_t *uid, mp_cnt_t *cnt,
 	return true;
 }
 
-void
-mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
+void mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
     double *ubytes) {
 	double n = (double)objs, s = (double)bytes;
 	/* jeprof skips pairs with no objects; R = 0 never comes from a
@@ -206,8 +178,7 @@ mp_unbias(uint64_t period, uint64_t objs, uint64_t bytes, double *uobjs,
 	*ubytes = s;
 }
 
-void
-mp_unbias_cnt(uint64_t period, const mp_cnt_t *cnt, double *val) {
+void mp_unbias_cnt(uint64_t period, const mp_cnt_t *cnt, double *val) {
 	mp_unbias(period, cnt->v[MP_INUSE_OBJECTS], cnt->v[MP_INUSE_SPACE],
 	    &val[MP_INUSE_OBJECTS], &val[MP_INUSE_SPACE]);
 	mp_unbias(period, cnt->v[MP_ALLOC_OBJECTS], cnt->v[MP_ALLOC_SPACE],
@@ -223,8 +194,7 @@ static const char *const mp_value_names[MP_NVALUES] = {
 
 /* A counter line's numbers as printed: more than MP_COUNT_MAX is not a
  * count a heap can have, and would wrap the sums. */
-static bool
-mp_check_raw(const mp_cursor_t *c, const mp_cnt_t *cnt) {
+static bool mp_check_raw(const mp_cursor_t *c, const mp_cnt_t *cnt) {
 	for (int k = 0; k < MP_NVALUES; k++) {
 		if (cnt->v[k] <= MP_COUNT_MAX)
 			continue;
@@ -239,9 +209,8 @@ mp_check_raw(const mp_cursor_t *c, const mp_cnt_t *cnt) {
 /* A stack line's unbiased values VAL (a small average size at a large
  * period scales a lot), added to TOTAL (the stacks so far; NULL for a
  * thread's line, which is part of its stack's). */
-static bool
-mp_check_unbiased(const mp_cursor_t *c, uint64_t period, const double *val,
-    double *total) {
+static bool mp_check_unbiased(const mp_cursor_t *c, uint64_t period,
+    const double *val, double *total) {
 	for (int k = 0; k < MP_NVALUES; k++) {
 		/* Written so that NaN fails too. */
 		if (!(val[k] <= (double)MP_COUNT_MAX)) {
@@ -267,8 +236,7 @@ mp_check_unbiased(const mp_cursor_t *c, uint64_t period, const double *val,
 }
 
 /* One /proc/PID/maps line: "start-end perms offset dev inode   path". */
-static bool
-mp_parse_map(const mp_cursor_t *c, mp_mapping_t *m) {
+static bool mp_parse_map(const mp_cursor_t *c, mp_mapping_t *m) {
 	const char *p = c->line, *e = c->eol;
 	if (!mp_parse_u64(&p, e, true, &m->start) || !mp_expect(&p, e, "-") ||
 	    !mp_parse_u64(&p, e, true, &m->end) || m->end < m->start)
@@ -301,14 +269,12 @@ mp_parse_map(const mp_cursor_t *c, mp_mapping_t *m) {
 	return true;
 }
 
-static int
-mp_map_cmp(const void *a, const void *b) {
+static int mp_map_cmp(const void *a, const void *b) {
 	const mp_mapping_t *x = a, *y = b;
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-const mp_mapping_t *
-mp_profile_mapping(const mp_profile_t *prof, uint64_t pc) {
+const mp_mapping_t *mp_profile_mapping(const mp_profile_t *prof, uint64_t pc) {
 	size_t lo = 0, hi = prof->nmaps;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -323,8 +289,7 @@ mp_profile_mapping(const mp_profile_t *prof, uint64_t pc) {
 	return pc < m->end ? m : NULL;
 }
 
-static bool
-mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
+static bool mp_profile_parse(mp_cursor_t *c, mp_profile_t *prof) {
 	size_t cap_stacks = 0, cap_threads = 0, cap_maps = 0;
 	uint64_t uid;
 	mp_cnt_t cnt;
@@ -514,8 +479,7 @@ truncated:
 	return false;
 }
 
-bool
-mp_profile_read(const char *file, mp_profile_t *prof) {
+bool mp_profile_read(const char *file, mp_profile_t *prof) {
 	memset(prof, 0, sizeof(*prof));
 	prof->file = file;
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
@@ -549,8 +513,7 @@ mp_profile_read(const char *file, mp_profile_t *prof) {
 	return ok;
 }
 
-bool
-mp_profile_read_mem(const char *file, const uint8_t *data, size_t size,
+bool mp_profile_read_mem(const char *file, const uint8_t *data, size_t size,
     mp_profile_t *prof) {
 	memset(prof, 0, sizeof(*prof));
 	prof->file = file;
@@ -573,8 +536,7 @@ mp_profile_read_mem(const char *file, const uint8_t *data, size_t size,
 	return ok;
 }
 
-void
-mp_profile_free(mp_profile_t *prof) {
+void mp_profile_free(mp_profile_t *prof) {
 	for (size_t i = 0; i < prof->nthreads; i++)
 		free(prof->threads[i].name);
 	for (size_t i = 0; i < prof->nstacks; i++) {
@@ -586,26 +548,19 @@ mp_profile_free(mp_profile_t *prof) {
 		free(prof->fnames[i].name);
 		free(prof->fnames[i].file);
 	}
-	free(prof->fnames);
-	free(prof->sample_types);
-	prof->fnames = NULL;
-	prof->sample_types = NULL;
-	prof->nfnames = 0;
 	for (size_t i = 0; i < prof->nmaps; i++) {
 		free(prof->maps[i].path);
 		free(prof->maps[i].build_id);
 	}
 	free(prof->threads);
 	free(prof->stacks);
+	free(prof->fnames);
 	free(prof->maps);
-	prof->threads = NULL;
-	prof->stacks = NULL;
-	prof->maps = NULL;
-	prof->nthreads = prof->nstacks = prof->nmaps = 0;
+	free(prof->sample_types);
+	memset(prof, 0, sizeof(*prof));
 }
 
-bool
-mp_file_is_elf(const char *file) {
+bool mp_file_is_elf(const char *file) {
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;

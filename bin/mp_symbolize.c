@@ -78,14 +78,12 @@ struct mp_symbolizer {
 	char buf[4096];
 };
 
-static const char *
-mp_basename(const char *path) {
+static const char *mp_basename(const char *path) {
 	const char *s = strrchr(path, '/');
 	return s ? s + 1 : path;
 }
 
-static bool
-mp_blob_open(const char *path, mp_blob_t *b, int *err) {
+static bool mp_blob_open(const char *path, mp_blob_t *b, int *err) {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		*err = errno;
@@ -110,8 +108,7 @@ mp_blob_open(const char *path, mp_blob_t *b, int *err) {
 	return true;
 }
 
-static void
-mp_blob_close(mp_blob_t *b) {
+static void mp_blob_close(mp_blob_t *b) {
 	if (b->data != NULL && b->mapped)
 		munmap((void *)b->data, b->size);
 	b->data = NULL;
@@ -119,14 +116,12 @@ mp_blob_close(mp_blob_t *b) {
 }
 
 /* Whether [off, off + len) lies inside the blob (no overflow). */
-static bool
-mp_in(const mp_blob_t *b, uint64_t off, uint64_t len) {
+static bool mp_in(const mp_blob_t *b, uint64_t off, uint64_t len) {
 	return off <= b->size && len <= b->size - off;
 }
 
 /* The ELF header of B if it is a 64-bit ELF file of this byte order. */
-static const Elf64_Ehdr *
-mp_ehdr(const mp_blob_t *b, const char **why) {
+static const Elf64_Ehdr *mp_ehdr(const mp_blob_t *b, const char **why) {
 	if (b->size < sizeof(Elf64_Ehdr) ||
 	    memcmp(b->data, ELFMAG, SELFMAG) != 0) {
 		*why = "not an ELF file";
@@ -151,8 +146,8 @@ mp_ehdr(const mp_blob_t *b, const char **why) {
 	return eh;
 }
 
-static const Elf64_Shdr *
-mp_shdrs(const mp_blob_t *b, const Elf64_Ehdr *eh, size_t *n) {
+static const Elf64_Shdr *mp_shdrs(const mp_blob_t *b, const Elf64_Ehdr *eh,
+    size_t *n) {
 	*n = 0;
 	/* Misaligned tables are not from a linker: damaged, not read. */
 	if (eh->e_shoff == 0 || eh->e_shoff % 8 != 0 || !mp_in(b, eh->e_shoff,
@@ -163,9 +158,8 @@ mp_shdrs(const mp_blob_t *b, const Elf64_Ehdr *eh, size_t *n) {
 }
 
 /* Section name, or "" when it cannot be read. */
-static const char *
-mp_shname(const mp_blob_t *b, const Elf64_Ehdr *eh, const Elf64_Shdr *sh,
-    size_t nsh, const Elf64_Shdr *s) {
+static const char *mp_shname(const mp_blob_t *b, const Elf64_Ehdr *eh,
+    const Elf64_Shdr *sh, size_t nsh, const Elf64_Shdr *s) {
 	if (eh->e_shstrndx >= nsh)
 		return "";
 	const Elf64_Shdr *str = &sh[eh->e_shstrndx];
@@ -178,8 +172,7 @@ mp_shname(const mp_blob_t *b, const Elf64_Ehdr *eh, const Elf64_Shdr *sh,
 }
 
 /* The GNU build ID from the notes of B, in hex, into OUT (129 bytes). */
-static void
-mp_build_id(const mp_blob_t *b, const Elf64_Ehdr *eh, char *out) {
+static void mp_build_id(const mp_blob_t *b, const Elf64_Ehdr *eh, char *out) {
 	out[0] = '\0';
 	size_t nsh;
 	const Elf64_Shdr *sh = mp_shdrs(b, eh, &nsh);
@@ -210,9 +203,8 @@ mp_build_id(const mp_blob_t *b, const Elf64_Ehdr *eh, char *out) {
 }
 
 /* Appends the functions of symbol table section S (SYMTAB or DYNSYM). */
-static void
-mp_add_syms(mp_elf_t *e, const mp_blob_t *b, const Elf64_Shdr *sh, size_t nsh,
-    const Elf64_Shdr *s, size_t *cap) {
+static void mp_add_syms(mp_elf_t *e, const mp_blob_t *b, const Elf64_Shdr *sh,
+    size_t nsh, const Elf64_Shdr *s, size_t *cap) {
 	if (s->sh_entsize != sizeof(Elf64_Sym) || s->sh_link >= nsh ||
 	    s->sh_offset % 8 != 0 || !mp_in(b, s->sh_offset, s->sh_size))
 		return;
@@ -251,8 +243,7 @@ mp_add_syms(mp_elf_t *e, const mp_blob_t *b, const Elf64_Shdr *sh, size_t nsh,
 	}
 }
 
-static int
-mp_sym_cmp(const void *a, const void *b) {
+static int mp_sym_cmp(const void *a, const void *b) {
 	const mp_sym_t *x = a, *y = b;
 	if (x->addr != y->addr)
 		return x->addr < y->addr ? -1 : 1;
@@ -262,8 +253,7 @@ mp_sym_cmp(const void *a, const void *b) {
 }
 
 /* Separate debug file of E, checked against E's build ID. */
-static bool
-mp_try_debug(mp_elf_t *e, const char *path) {
+static bool mp_try_debug(mp_elf_t *e, const char *path) {
 	mp_blob_t b;
 	int err;
 	if (strcmp(path, e->path) == 0 || !mp_blob_open(path, &b, &err))
@@ -300,8 +290,7 @@ mp_try_debug(mp_elf_t *e, const char *path) {
 	return true;
 }
 
-static void
-mp_find_debug(mp_symbolizer_t *sym, mp_elf_t *e, const mp_blob_t *b,
+static void mp_find_debug(mp_symbolizer_t *sym, mp_elf_t *e, const mp_blob_t *b,
     const Elf64_Ehdr *eh, const Elf64_Shdr *sh, size_t nsh) {
 	char path[4096];
 	if (e->build_id[0] != '\0' && strlen(e->build_id) > 2) {
@@ -355,8 +344,7 @@ mp_find_debug(mp_symbolizer_t *sym, mp_elf_t *e, const mp_blob_t *b,
 
 /* Reads the ELF image in e->file (the program headers, the build ID and
  * the symbols); e->bad says why it cannot be used. */
-static void
-mp_elf_parse(mp_symbolizer_t *sym, mp_elf_t *e) {
+static void mp_elf_parse(mp_symbolizer_t *sym, mp_elf_t *e) {
 	const mp_blob_t *b = &e->file;
 	const Elf64_Ehdr *eh = mp_ehdr(b, &e->bad);
 	if (eh == NULL)
@@ -416,8 +404,8 @@ mp_elf_parse(mp_symbolizer_t *sym, mp_elf_t *e) {
 	e->nsyms = n;
 }
 
-mp_symbolizer_t *
-mp_sym_new(const char *program, const char *debug_dir, bool lines) {
+mp_symbolizer_t *mp_sym_new(const char *program, const char *debug_dir,
+    bool lines) {
 	mp_symbolizer_t *sym = mp_xcalloc(1, sizeof(*sym));
 	sym->lines = lines;
 	if (program != NULL) {
@@ -428,8 +416,7 @@ mp_sym_new(const char *program, const char *debug_dir, bool lines) {
 	return sym;
 }
 
-void
-mp_sym_free(mp_symbolizer_t *sym) {
+void mp_sym_free(mp_symbolizer_t *sym) {
 	for (size_t i = 0; i < sym->nelves; i++) {
 		mp_elf_t *e = sym->elves[i];
 		mp_blob_close(&e->file);
@@ -454,8 +441,7 @@ mp_sym_free(mp_symbolizer_t *sym) {
  * replaced since (or this is another machine), and names may be wrong.
  * A pprof mapping has the build ID instead, which says the same surely.
  * Not checked for PROGRAM, which the user chose. */
-static void
-mp_check_inode(mp_elf_t *e, const mp_mapping_t *m) {
+static void mp_check_inode(mp_elf_t *e, const mp_mapping_t *m) {
 	if (e->inode_checked || e->file.data == NULL ||
 	    strcmp(e->path, e->key) != 0)
 		return;
@@ -483,8 +469,7 @@ mp_check_inode(mp_elf_t *e, const mp_mapping_t *m) {
 
 static mp_elf_t *mp_elf_add(mp_symbolizer_t *sym, mp_elf_t *e);
 
-static mp_elf_t *
-mp_elf_get(mp_symbolizer_t *sym, const char *key) {
+static mp_elf_t *mp_elf_get(mp_symbolizer_t *sym, const char *key) {
 	if (sym->last != NULL && strcmp(sym->last->key, key) == 0)
 		return sym->last;
 	for (size_t i = 0; i < sym->nelves; i++) {
@@ -505,8 +490,7 @@ mp_elf_get(mp_symbolizer_t *sym, const char *key) {
 	return mp_elf_add(sym, e);
 }
 
-static mp_elf_t *
-mp_elf_add(mp_symbolizer_t *sym, mp_elf_t *e) {
+static mp_elf_t *mp_elf_add(mp_symbolizer_t *sym, mp_elf_t *e) {
 	if (sym->nelves == sym->cap) {
 		sym->cap = sym->cap ? 2 * sym->cap : 16;
 		sym->elves = mp_xrealloc(sym->elves,
@@ -516,9 +500,8 @@ mp_elf_add(mp_symbolizer_t *sym, mp_elf_t *e) {
 	return sym->last = e;
 }
 
-const mp_elf_t *
-mp_sym_add_image(mp_symbolizer_t *sym, const char *path, const uint8_t *data,
-    size_t size) {
+const mp_elf_t *mp_sym_add_image(mp_symbolizer_t *sym, const char *path,
+    const uint8_t *data, size_t size) {
 	mp_elf_t *e = mp_xcalloc(1, sizeof(*e));
 	e->key = mp_xstrdup(path);
 	e->path = mp_xstrdup(path);
@@ -530,8 +513,7 @@ mp_sym_add_image(mp_symbolizer_t *sym, const char *path, const uint8_t *data,
 	return mp_elf_add(sym, e);
 }
 
-static const mp_sym_t *
-mp_sym_lookup(const mp_elf_t *e, uint64_t addr) {
+static const mp_sym_t *mp_sym_lookup(const mp_elf_t *e, uint64_t addr) {
 	size_t lo = 0, hi = e->nsyms;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -548,8 +530,7 @@ mp_sym_lookup(const mp_elf_t *e, uint64_t addr) {
 	return s;
 }
 
-static void
-mp_warn_file(mp_symbolizer_t *sym, mp_elf_t *e, const char *base) {
+static void mp_warn_file(mp_symbolizer_t *sym, mp_elf_t *e, const char *base) {
 	if (e->warned)
 		return;
 	e->warned = true;
@@ -571,8 +552,7 @@ mp_warn_file(mp_symbolizer_t *sym, mp_elf_t *e, const char *base) {
 
 /* The line table of E: its own, else its debug file's; one warning if
  * it cannot be read. */
-static const mp_lines_t *
-mp_elf_lines(mp_elf_t *e) {
+static const mp_lines_t *mp_elf_lines(mp_elf_t *e) {
 	if (e->lines_tried)
 		return e->lines;
 	e->lines_tried = true;
@@ -586,9 +566,8 @@ mp_elf_lines(mp_elf_t *e) {
 	return e->lines;
 }
 
-const char *
-mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
-    bool leaf) {
+const char *mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof,
+    uint64_t pc, bool leaf) {
 	const char *file;
 	unsigned line;
 	const char *name = mp_sym_frame_line(sym, prof, pc, leaf, &file, &line);
@@ -600,8 +579,7 @@ mp_sym_frame(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t pc,
 	return name;
 }
 
-const char *
-mp_sym_frame_line(mp_symbolizer_t *sym, const mp_profile_t *prof,
+const char *mp_sym_frame_line(mp_symbolizer_t *sym, const mp_profile_t *prof,
     uint64_t pc, bool leaf, const char **filep, unsigned *linep) {
 	*filep = NULL;
 	*linep = 0;
@@ -687,9 +665,8 @@ mp_sym_frame_line(mp_symbolizer_t *sym, const mp_profile_t *prof,
 	return sym->buf;
 }
 
-const mp_elf_t *
-mp_sym_in_alloc_lib(mp_symbolizer_t *sym, const mp_profile_t *prof,
-    uint64_t pc) {
+const mp_elf_t *mp_sym_in_alloc_lib(mp_symbolizer_t *sym,
+    const mp_profile_t *prof, uint64_t pc) {
 	const mp_mapping_t *m = mp_profile_mapping(prof, pc);
 	if (m == NULL || m->deleted || m->path[0] != '/')
 		return NULL;
@@ -697,8 +674,8 @@ mp_sym_in_alloc_lib(mp_symbolizer_t *sym, const mp_profile_t *prof,
 	return e->alloc_lib ? e : NULL;
 }
 
-const mp_elf_t *
-mp_sym_file(mp_symbolizer_t *sym, const mp_mapping_t *map, const char **why) {
+const mp_elf_t *mp_sym_file(mp_symbolizer_t *sym, const mp_mapping_t *map,
+    const char **why) {
 	if (map->deleted) {
 		*why = "deleted after it was mapped";
 		return NULL;
@@ -716,22 +693,18 @@ mp_sym_file(mp_symbolizer_t *sym, const mp_mapping_t *map, const char **why) {
 	return e;
 }
 
-const char *
-mp_elf_path(const mp_elf_t *elf) {
+const char *mp_elf_path(const mp_elf_t *elf) {
 	return elf->path;
 }
 
-const char *
-mp_elf_build_id(const mp_elf_t *elf) {
+const char *mp_elf_build_id(const mp_elf_t *elf) {
 	return elf->build_id;
 }
 
-size_t
-mp_elf_nsyms(const mp_elf_t *elf) {
+size_t mp_elf_nsyms(const mp_elf_t *elf) {
 	return elf->nsyms;
 }
 
-const char *
-mp_elf_debug_file(const mp_elf_t *elf) {
+const char *mp_elf_debug_file(const mp_elf_t *elf) {
 	return elf->debug_file;
 }

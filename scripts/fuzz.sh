@@ -34,10 +34,11 @@ mp_configure fuzz --with-prefix=mp_ CC=clang \
     mp_die "configure failed (see build/fuzz/config.log)"
 mp_make fuzz libmalloc_prof_core.la || mp_die "build failed"
 
-# The tool's readers and what they need (bin/malloc-prof.c holds main:
-# test/fuzz/bin_stubs.c stands in for its messages and allocations).
-bin_srcs="bin/mp_profile.c bin/mp_pprof.c bin/mp_symbolize.c bin/mp_dwarf.c
-    bin/mp_output.c src/prof/pprof_enc.c test/fuzz/bin_stubs.c"
+# The tool's readers and what they need: all of bin/ but main and the
+# command (malloc-prof.c, mp_cmd.c).  test/fuzz/bin_stubs.c's messages
+# take the place of mp_util.c's (weak) ones.
+bin_srcs="bin/mp_util.c bin/mp_profile.c bin/mp_pprof.c bin/mp_symbolize.c
+    bin/mp_dwarf.c bin/mp_output.c src/prof/pprof_enc.c test/fuzz/bin_stubs.c"
 zlib=
 grep -q 'define MP_HAVE_ZLIB 1' "$dir/include/malloc_prof/internal/config.h" &&
     zlib=-lz

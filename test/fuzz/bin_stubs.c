@@ -1,13 +1,14 @@
 /*
- * test/fuzz/bin_stubs.c - what the fuzz targets of malloc-prof's readers
- * (heap_v2, pprof, elf, dwarf) take from bin/malloc-prof.c, which also
- * holds main(): the messages and the checked allocations.
+ * test/fuzz/bin_stubs.c - the messages of malloc-prof's readers, for
+ * their fuzz targets (heap_v2, pprof, elf, dwarf), and the checks on a
+ * profile read.  The targets are built from the tool's files, mp_util.c
+ * included; these mp_err and mp_warn take the place of its weak ones.
  *
  * Messages are not printed: each is formatted and checked to be one line
  * (the tool's errors are one line each, "malloc-prof: ..."), and counted
  * in fuzz_nerrs / fuzz_nwarns for the targets' checks.  Running out of
- * memory aborts: libFuzzer's malloc limit reports a too large
- * allocation before that.
+ * memory is mp_util.c's to report: libFuzzer's malloc limit reports a too
+ * large allocation before that.
  */
 #include "malloc-prof.h"
 
@@ -17,7 +18,6 @@
 
 #include "bin_stubs.h"
 
-const char *mp_progname = "malloc-prof";
 unsigned fuzz_nerrs, fuzz_nwarns;
 
 static void
@@ -45,30 +45,6 @@ mp_warn(const char *fmt, ...) {
 	fuzz_msg(fmt, ap);
 	va_end(ap);
 	fuzz_nwarns++;
-}
-
-void *
-mp_xmalloc(size_t n) {
-	void *p = malloc(n ? n : 1);
-	if (p == NULL)
-		abort();
-	return p;
-}
-
-void *
-mp_xcalloc(size_t n, size_t size) {
-	void *p = calloc(n ? n : 1, size ? size : 1);
-	if (p == NULL)
-		abort();
-	return p;
-}
-
-void *
-mp_xrealloc(void *p, size_t n) {
-	void *q = realloc(p, n ? n : 1);
-	if (q == NULL)
-		abort();
-	return q;
 }
 
 /* ---- the checks on a profile read without error */

@@ -1,0 +1,631 @@
+/*
+ * bin/mp_cmd.c - running one malloc-prof command (mp_cmd_run), once
+ * malloc-prof.c has read the command line: the pipeline shared by the
+ * commands.  Read the profiles (heap_v2 or pprof, told apart by content),
+ * symbolize every stack once per distinct address, drop the allocator's
+ * own frames as jeprof does, merge the stacks by name (subtracting
+ * --base), then print the command's report (mp_output.c); or, for
+ * `pprof`, write the stacks as a profile.proto (mp_pprof.c).  `info`
+ * prints what it read instead, and `svg` pipes the call graph to
+ * Graphviz.
+ */
+#include "malloc-prof.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <regex.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- symbolizing stacks */
+
+/* jeprof's list of allocator entry points: a stack is cut at the
+ * outermost of these (with everything inside it), so that it starts at
+ * the program's own frame.  Prefixed names (mp_malloc of a
+ * --with-prefix=mp_ build, jemalloc's je_ names, "_" variants) count. */
+static const char *const mp_alloc_fns[] = {
+	"malloc", "calloc", "free", "realloc", "memalign", "posix_memalign",
+	"aligned_alloc", "valloc", "pvalloc", "cfree", "mallocx", "rallocx",
+	"xallocx", "dallocx", "sdallocx", "sdallocx_noflags",
+	"malloc_default", "imalloc", "imalloc_body", "prof_alloc_prep",
+	"prof_backtrace_impl", "prof_backtrace", "prof_tctx_create",
+	"irallocx_prof", "do_rallocx", "ixallocx_prof", "newImpl",
+	"fallbackNewImpl", "fallback_impl",
+};
+
+static bool mp_is_alloc_fn(const char *name) {
+	static const char *const prefixes[] = { "", "_", "je_", "_je_", "mp_",
+		"_mp_", "__libc_" };
+	/* The function only: --lines adds " file:line". */
+	size_t len = strcspn(name, " ");
+	for (size_t p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++) {
+		size_t pl = strlen(prefixes[p]);
+		if (len < pl || strncmp(name, prefixes[p], pl) != 0)
+			continue;
+		for (size_t i = 0; i < sizeof(mp_alloc_fns) /
+		    sizeof(mp_alloc_fns[0]); i++)
+			if (strlen(mp_alloc_fns[i]) == len - pl &&
+			    strncmp(name + pl, mp_alloc_fns[i], len - pl) == 0)
+				return true;
+	}
+	return false;
+}
+
+/* Name ids of a pprof profile's named frames (its fnames), made once
+ * each; with LINES "function file:line" when the profile has the line. */
+typedef struct {
+	uint32_t *id;		/* UINT32_MAX: not yet */
+	uint8_t *alloc;
+} mp_fnmap_t;
+
+static uint32_t mp_fn_name(mp_fnmap_t *fm, mp_report_t *rep,
+    const mp_profile_t *prof, uint32_t fn, bool lines, bool *alloc) {
+	if (fm->id == NULL) {
+		fm->id = mp_xmalloc(prof->nfnames * sizeof(*fm->id));
+		fm->alloc = mp_xmalloc(prof->nfnames);
+		memset(fm->id, 0xff, prof->nfnames * sizeof(*fm->id));
+	}
+	if (fm->id[fn] == UINT32_MAX) {
+		const mp_fname_t *f = &prof->fnames[fn];
+		if (lines && f->file[0] != '\0' && f->line > 0) {
+			char *s = mp_xmalloc(strlen(f->name) + strlen(f->file) +
+			    32);
+			sprintf(s, "%s %s:%" PRId64, f->name, f->file, f->line);
+			fm->id[fn] = mp_report_intern(rep, s);
+			free(s);
+		} else {
+			fm->id[fn] = mp_report_intern(rep, f->name);
+		}
+		fm->alloc[fn] = mp_is_alloc_fn(f->name);
+	}
+	*alloc = fm->alloc[fn];
+	return fm->id[fn];
+}
+
+/* Name ids of one profile's addresses: each distinct PC is looked up once
+ * (stacks share most of their frames).  Frame 0 and the others differ
+ * (pc vs pc - 1), hence the leaf bit in the key. */
+typedef struct {
+	uint64_t *key;
+	uint32_t *id;
+	uint8_t *alloc;		/* the name is an allocator entry point */
+	size_t cap, n;
+} mp_pcmap_t;
+
+static uint32_t mp_pc_name(mp_pcmap_t *pm, mp_symbolizer_t *sym,
+    mp_report_t *rep, const mp_profile_t *prof, uint64_t pc, bool leaf,
+    bool *alloc) {
+	if (2 * (pm->n + 1) > pm->cap) {
+		size_t cap = pm->cap ? 2 * pm->cap : 4096;
+		uint64_t *key = mp_xmalloc(cap * sizeof(*key));
+		uint32_t *id = mp_xmalloc(cap * sizeof(*id));
+		uint8_t *al = mp_xmalloc(cap);
+		memset(id, 0xff, cap * sizeof(*id));
+		for (size_t i = 0; i < pm->cap; i++) {
+			if (pm->id[i] == UINT32_MAX)
+				continue;
+			size_t j = (pm->key[i] * 0x9e3779b97f4a7c15ull) >> 20 &
+			    (cap - 1);
+			while (id[j] != UINT32_MAX)
+				j = (j + 1) & (cap - 1);
+			key[j] = pm->key[i];
+			id[j] = pm->id[i];
+			al[j] = pm->alloc[i];
+		}
+		free(pm->key);
+		free(pm->id);
+		free(pm->alloc);
+		pm->key = key;
+		pm->id = id;
+		pm->alloc = al;
+		pm->cap = cap;
+	}
+	/* Addresses are at most 2^63 in practice: the top bit is free. */
+	uint64_t k = pc ^ ((uint64_t)leaf << 63);
+	size_t j = (k * 0x9e3779b97f4a7c15ull) >> 20 & (pm->cap - 1);
+	for (; pm->id[j] != UINT32_MAX; j = (j + 1) & (pm->cap - 1)) {
+		if (pm->key[j] == k) {
+			*alloc = pm->alloc[j];
+			return pm->id[j];
+		}
+	}
+	const char *name = mp_sym_frame(sym, prof, pc, leaf);
+	pm->key[j] = k;
+	pm->id[j] = mp_report_intern(rep, name);
+	pm->alloc[j] = mp_is_alloc_fn(name);
+	pm->n++;
+	*alloc = pm->alloc[j];
+	return pm->id[j];
+}
+
+/* THREAD >= 0: only what thread tTHREAD allocated (its lines of each
+ * stack, unbiased the same way), as jeprof's --thread.  PP (the pprof
+ * command) gets every stack too, without the allocator's frames. */
+static void mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
+    const mp_profile_t *prof, int sign, int64_t thread, bool lines,
+    mp_pprof_out_t *pp) {
+	mp_pcmap_t pm = { 0 };
+	mp_fnmap_t fm = { 0 };
+	uint32_t *frames = NULL;
+	uint32_t cap = 0;
+	for (size_t i = 0; i < prof->nstacks; i++) {
+		const mp_stack_t *s = &prof->stacks[i];
+		double tval[MP_NVALUES];
+		const double *val = s->val;
+		if (thread >= 0) {
+			uint32_t t = 0;
+			while (t < s->nthreads &&
+			    s->threads[t].uid != (uint64_t)thread)
+				t++;
+			if (t == s->nthreads)
+				continue;
+			mp_unbias_cnt(prof->period, &s->threads[t].cnt, tval);
+			val = tval;
+		}
+		if (s->npcs > cap) {
+			cap = s->npcs;
+			frames = mp_xrealloc(frames, cap * sizeof(*frames));
+		}
+		/* Leaf first as read; cut = frames belonging to the
+		 * allocator (up to and including the outermost entry
+		 * point). */
+		uint32_t cut = 0;
+		for (uint32_t k = 0; k < s->npcs; k++) {
+			bool alloc;
+			if (s->fn != NULL && s->fn[k] != UINT32_MAX)
+				frames[k] = mp_fn_name(&fm, rep, prof, s->fn[k],
+				    lines, &alloc);
+			else
+				frames[k] = mp_pc_name(&pm, sym, rep, prof,
+				    s->pcs[k], k == 0 || prof->exact_pcs,
+				    &alloc);
+			if (alloc)
+				cut = k + 1;
+		}
+		/* The frames of an allocator library, innermost first, go
+		 * too: unnamed internals of a stripped jemalloc would
+		 * otherwise top every table.  (Frames a pprof profile names
+		 * are not looked up in files.) */
+		const mp_elf_t *lib = s->fn == NULL || s->fn[0] == UINT32_MAX ?
+		    mp_sym_in_alloc_lib(sym, prof, s->pcs[0]) : NULL;
+		if (lib != NULL) {
+			uint32_t k = 1;
+			while (k < s->npcs && (s->fn == NULL ||
+			    s->fn[k] == UINT32_MAX) && mp_sym_in_alloc_lib(sym,
+			    prof, s->pcs[k] - !prof->exact_pcs) == lib)
+				k++;
+			if (k > cut)
+				cut = k;
+		}
+		if (cut == s->npcs)
+			cut = 0;	/* nothing else: keep what there is */
+		/* Root first. */
+		uint32_t n = s->npcs - cut;
+		for (uint32_t a = cut, b = s->npcs - 1; a < b; a++, b--) {
+			uint32_t t = frames[a];
+			frames[a] = frames[b];
+			frames[b] = t;
+		}
+		mp_report_add(rep, frames + cut, n, val, sign);
+		if (pp != NULL)
+			mp_pprof_out_sample(pp, prof, s, s->npcs - n, val, sign);
+	}
+	free(frames);
+	free(fm.id);
+	free(fm.alloc);
+	free(pm.key);
+	free(pm.id);
+	free(pm.alloc);
+}
+
+/* ---- C++ names: c++filt, when installed, turns _Z... into source names.
+ * One run for all the names; without c++filt they stay mangled. */
+static void mp_demangle(mp_report_t *rep) {
+	size_t n = mp_report_nnames(rep), count = 0;
+	for (size_t i = 0; i < n; i++)
+		count += strncmp(mp_report_name(rep, (uint32_t)i), "_Z", 2) == 0;
+	if (count == 0)
+		return;
+	/* The names go through a file, not a pipe both ways: c++filt
+	 * writes as it reads, and a full pipe each way would deadlock. */
+	const char *tmpdir = getenv("TMPDIR");
+	char inpath[4096];
+	snprintf(inpath, sizeof(inpath), "%s/malloc-prof.XXXXXX",
+	    tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+	int fd = mkstemp(inpath);
+	if (fd < 0)
+		return;
+	unlink(inpath);
+	FILE *f = fdopen(fd, "w+");
+	if (f == NULL) {
+		close(fd);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *name = mp_report_name(rep, (uint32_t)i);
+		if (strncmp(name, "_Z", 2) == 0)	/* up to " file:line" */
+			fprintf(f, "%.*s\n", (int)strcspn(name, " "), name);
+	}
+	if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return;
+	}
+	int out[2];
+	if (pipe(out) != 0) {
+		fclose(f);
+		return;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fileno(f), 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_addclose(&fa, out[0]);
+	char *args[] = { "c++filt", NULL };
+	pid_t pid;
+	int r = posix_spawnp(&pid, "c++filt", &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(out[1]);
+	fclose(f);
+	if (r != 0) {
+		close(out[0]);
+		return;
+	}
+	FILE *res = fdopen(out[0], "r");
+	char *line = NULL;
+	size_t cap = 0;
+	for (size_t i = 0; res != NULL && i < n; i++) {
+		const char *name = mp_report_name(rep, (uint32_t)i);
+		if (strncmp(name, "_Z", 2) != 0)
+			continue;
+		ssize_t len = getline(&line, &cap, res);
+		if (len <= 0)
+			break;
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		const char *rest = name + strcspn(name, " ");
+		char *full = mp_xmalloc((size_t)len + strlen(rest) + 1);
+		sprintf(full, "%s%s", line, rest);
+		mp_report_rename(rep, (uint32_t)i, full);
+		free(full);
+	}
+	free(line);
+	if (res != NULL)
+		fclose(res);
+	else
+		close(out[0]);
+	waitpid(pid, NULL, 0);
+}
+
+/* ---- info */
+static void mp_cmd_info(const mp_opts_t *o, mp_symbolizer_t *sym,
+    mp_profile_t *profs) {
+	for (int p = 0; p < o->nprofiles; p++) {
+		const mp_profile_t *pr = &profs[p];
+		int lg = -1;
+		for (int b = 0; b < 64; b++)
+			if (pr->period == (uint64_t)1 << b)
+				lg = b;
+		printf("%s:\n  format: %s, sample period %" PRIu64
+		    " bytes", pr->file, pr->format, pr->period);
+		if (lg >= 0)
+			printf(" (lg_prof_sample %d)", lg);
+		if (pr->sample_types != NULL)
+			printf("\n  sample types: %s", pr->sample_types);
+		if (pr->have_total)
+			printf("\n  header t* (as printed): %" PRIu64
+			    " objects, %" PRIu64 " bytes in use; %" PRIu64
+			    " objects, %" PRIu64 " bytes allocated",
+			    pr->total.v[MP_INUSE_OBJECTS],
+			    pr->total.v[MP_INUSE_SPACE],
+			    pr->total.v[MP_ALLOC_OBJECTS],
+			    pr->total.v[MP_ALLOC_SPACE]);
+		printf("\n");
+		/* The readers bound each count (MP_COUNT_MAX): the casts
+		 * and sums are exact. */
+		double u[MP_NVALUES] = { 0 };
+		int64_t raw[MP_NVALUES] = { 0 };
+		for (size_t i = 0; i < pr->nstacks; i++) {
+			for (int k = 0; k < MP_NVALUES; k++) {
+				u[k] += pr->stacks[i].val[k];
+				raw[k] = mp_sum(raw[k],
+				    (int64_t)pr->stacks[i].raw.v[k]);
+			}
+		}
+		printf("  stacks: %zu; as printed: %" PRId64 " objects, %" PRId64
+		    " bytes in use\n", pr->nstacks, raw[MP_INUSE_OBJECTS],
+		    raw[MP_INUSE_SPACE]);
+		printf("  %s: %.0f objects, %.0f bytes "
+		    "in use; %.0f objects, %.0f bytes allocated\n",
+		    pr->sample_types != NULL ? "values (unbiased by the "
+		    "writer)" : "unbiased (jeprof's scaling)",
+		    u[MP_INUSE_OBJECTS], u[MP_INUSE_SPACE], u[MP_ALLOC_OBJECTS],
+		    u[MP_ALLOC_SPACE]);
+		printf("  threads: %zu\n", pr->nthreads);
+		for (size_t i = 0; i < pr->nthreads; i++) {
+			const mp_thread_t *t = &pr->threads[i];
+			printf("    t%" PRIu64 ": %" PRIu64 " objects, %" PRIu64
+			    " bytes in use%s%s%s\n", t->uid,
+			    t->cnt.v[MP_INUSE_OBJECTS], t->cnt.v[MP_INUSE_SPACE],
+			    t->name[0] ? " \"" : "", t->name,
+			    t->name[0] ? "\"" : "");
+		}
+		if (!pr->have_maps) {
+			printf("  mapped files: none (%s)\n",
+			    pr->sample_types != NULL ? "no mappings in the "
+			    "profile" : "no MAPPED_LIBRARIES section: frames "
+			    "cannot be named");
+			continue;
+		}
+		printf("  mapped files (executable mappings):\n");
+		for (size_t i = 0; i < pr->nmaps; i++) {
+			const mp_mapping_t *m = &pr->maps[i];
+			if (m->perms[2] != 'x' || m->path[0] != '/')
+				continue;
+			bool dup = false;
+			for (size_t j = 0; j < i && !dup; j++)
+				dup = pr->maps[j].perms[2] == 'x' &&
+				    strcmp(pr->maps[j].path, m->path) == 0;
+			if (dup)
+				continue;
+			const char *why = NULL;
+			const mp_elf_t *e = mp_sym_file(sym, m, &why);
+			if (e == NULL) {
+				printf("    %s%s: not read: %s\n", m->path,
+				    m->deleted ? " (deleted)" : "", why);
+				continue;
+			}
+			printf("    %s: found", m->path);
+			if (strcmp(mp_elf_path(e), m->path) != 0)
+				printf(" as %s", mp_elf_path(e));
+			printf(", build ID %s, %zu functions",
+			    mp_elf_build_id(e)[0] ? mp_elf_build_id(e) : "none",
+			    mp_elf_nsyms(e));
+			if (mp_elf_debug_file(e) != NULL)
+				printf(", debug file %s", mp_elf_debug_file(e));
+			printf("\n");
+		}
+	}
+}
+
+/* ---- output files */
+static FILE *mp_open_output(const char *path) {
+	if (path == NULL || strcmp(path, "-") == 0)
+		return stdout;
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		mp_err("cannot create \"%s\": %s", path, strerror(errno));
+	return f;
+}
+
+static bool mp_close_output(FILE *f, const char *path) {
+	bool ok = !ferror(f);
+	if (f == stdout)
+		ok = fflush(f) == 0 && ok;
+	else
+		ok = fclose(f) == 0 && ok;
+	if (!ok)
+		mp_err("cannot write \"%s\": %s", path ? path : "standard output",
+		    strerror(errno));
+	return ok;
+}
+
+static int mp_no_dot(const char *why) {
+	mp_err("cannot run \"dot\": %s: svg needs Graphviz (Debian: "
+	    "apt-get install graphviz); without it use `malloc-prof "
+	    "flamegraph` or `malloc-prof dot`", why);
+	return MP_EXIT_USAGE;
+}
+
+/* Runs `dot -Tsvg [-o OUT]` on the call graph. */
+static int mp_run_dot(const mp_opts_t *o, const mp_report_t *rep, bool bytes) {
+	int fds[2];
+	if (pipe(fds) != 0) {
+		mp_err("cannot create a pipe: %s", strerror(errno));
+		return MP_EXIT_USAGE;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+	posix_spawn_file_actions_addclose(&fa, fds[0]);
+	posix_spawn_file_actions_addclose(&fa, fds[1]);
+	char *args[] = { "dot", "-Tsvg", "-o", (char *)o->output, NULL };
+	if (o->output == NULL)
+		args[2] = NULL;
+	pid_t pid;
+	int r = posix_spawnp(&pid, "dot", &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[0]);
+	if (r != 0) {
+		close(fds[1]);
+		return mp_no_dot(strerror(r));
+	}
+	FILE *f = fdopen(fds[1], "w");
+	if (f == NULL) {
+		close(fds[1]);
+		waitpid(pid, NULL, 0);
+		mp_err("cannot write to dot: %s", strerror(errno));
+		return MP_EXIT_USAGE;
+	}
+	/* Where the C library's spawn does not report a failed exec (under
+	 * valgrind, say), the child exits 127 and the pipe has no reader:
+	 * that must not kill us with SIGPIPE before we can say why. */
+	struct sigaction ignore = { .sa_handler = SIG_IGN }, old;
+	sigaction(SIGPIPE, &ignore, &old);
+	mp_out_dot(rep, f, o->limit < 0 ? 80 : o->limit, bytes);
+	fclose(f);
+	sigaction(SIGPIPE, &old, NULL);
+	int st = 0;
+	bool reaped = waitpid(pid, &st, 0) == pid;
+	if (reaped && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		return mp_no_dot("the command was not found (status 127)");
+	if (!reaped || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		mp_err("dot failed (status %d): see its message above",
+		    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		return MP_EXIT_USAGE;
+	}
+	return MP_EXIT_OK;
+}
+
+/* The pprof command's output: -o FILE, or standard output (not a
+ * terminal: checked with the options). */
+static int mp_pprof_write_file(const mp_opts_t *o, mp_pprof_out_t *pp,
+    uint64_t period) {
+	const char *path = o->output;
+	int fd = 1;
+	if (path != NULL && strcmp(path, "-") != 0) {
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		if (fd < 0) {
+			mp_err("cannot create \"%s\": %s", path,
+			    strerror(errno));
+			return MP_EXIT_USAGE;
+		}
+	} else {
+		path = "standard output";
+	}
+	bool ok = mp_pprof_out_write(pp, period, fd, path);
+	if (fd != 1 && close(fd) != 0 && ok) {
+		mp_err("cannot write \"%s\": %s", path, strerror(errno));
+		ok = false;
+	}
+	return ok ? MP_EXIT_OK : MP_EXIT_USAGE;
+}
+
+static bool mp_compile(const char *opt, const char *re, regex_t *out) {
+	int r = regcomp(out, re, REG_EXTENDED | REG_NOSUB);
+	if (r != 0) {
+		char buf[256];
+		regerror(r, out, buf, sizeof(buf));
+		mp_err("%s \"%s\": bad regular expression: %s", opt, re, buf);
+		return false;
+	}
+	return true;
+}
+
+int mp_cmd_run(const mp_opts_t *o) {
+	regex_t focus, ignore;
+	bool have_focus = false, have_ignore = false;
+	if (o->focus != NULL) {
+		if (!mp_compile("--focus", o->focus, &focus))
+			return MP_EXIT_USAGE;
+		have_focus = true;
+	}
+	if (o->ignore != NULL) {
+		if (!mp_compile("--ignore", o->ignore, &ignore)) {
+			if (have_focus)
+				regfree(&focus);
+			return MP_EXIT_USAGE;
+		}
+		have_ignore = true;
+	}
+	int status = MP_EXIT_USAGE;
+	int nprof = o->nprofiles + (o->base != NULL);
+	mp_profile_t *profs = mp_xcalloc((size_t)nprof, sizeof(*profs));
+	int nread = 0;
+	mp_symbolizer_t *sym = NULL;
+	mp_report_t *rep = NULL;
+	for (; nread < nprof; nread++) {
+		const char *file = nread < o->nprofiles ?
+		    o->profiles[nread] : o->base;
+		if (!mp_profile_read(file, &profs[nread]))
+			goto out;
+	}
+	/* pprof's functions carry file and line apart: always looked up. */
+	sym = mp_sym_new(o->program, o->debug_dir,
+	    o->lines || o->cmd == CMD_PPROF);
+	if (o->cmd == CMD_INFO) {
+		mp_cmd_info(o, sym, profs);
+		status = MP_EXIT_OK;
+		goto out;
+	}
+	rep = mp_report_new();
+	mp_pprof_out_t *pp = o->cmd == CMD_PPROF ? mp_pprof_out_new(sym) : NULL;
+	for (int i = 0; i < nprof; i++)
+		mp_add_profile(rep, sym, &profs[i], i < o->nprofiles ? 1 : -1,
+		    o->thread, o->lines, pp);
+	if (pp != NULL) {
+		status = mp_pprof_write_file(o, pp, profs[0].period);
+		mp_pprof_out_free(pp);
+		goto out;
+	}
+	if (o->demangle)
+		mp_demangle(rep);
+	if (!mp_report_finish(rep, o->which, have_focus ? &focus : NULL,
+	    have_ignore ? &ignore : NULL))
+		goto out;
+	bool bytes = o->which == MP_INUSE_SPACE || o->which == MP_ALLOC_SPACE;
+
+	if (o->cmd == CMD_SVG) {
+		status = mp_run_dot(o, rep, bytes);
+		goto out;
+	}
+	FILE *f = mp_open_output(o->output);
+	if (f == NULL)
+		goto out;
+	status = MP_EXIT_OK;
+	switch (o->cmd) {
+	case CMD_TOP:
+	case CMD_DIFF:
+		mp_out_top(rep, f, o->limit, bytes);
+		break;
+	case CMD_COLLAPSED:
+		mp_out_collapsed(rep, f);
+		break;
+	case CMD_FLAMEGRAPH: {
+		char title[512];
+		if (o->title == NULL) {
+			snprintf(title, sizeof(title), "%s: %s%s%s",
+			    o->profiles[0],
+			    o->which == MP_INUSE_SPACE ? "bytes in use" :
+			    o->which == MP_INUSE_OBJECTS ? "objects in use" :
+			    o->which == MP_ALLOC_SPACE ? "bytes allocated" :
+			    "objects allocated", o->base ? ", growth since " :
+			    "", o->base ? o->base : "");
+		}
+		mp_out_flamegraph(rep, f, o->title ? o->title : title, bytes);
+		break;
+	}
+	case CMD_DOT:
+		mp_out_dot(rep, f, o->limit < 0 ? 80 : o->limit, bytes);
+		break;
+	case CMD_LEAKS: {
+		int64_t total = mp_report_total(rep);
+		const mp_sample_t *s;
+		size_t n = mp_report_samples(rep, &s);
+		if (total > 0 && (uint64_t)total > o->max_bytes) {
+			fprintf(f, "%" PRId64 " bytes in use in %zu stacks, "
+			    "more than the %" PRIu64 " allowed (--max-bytes):\n",
+			    total, n, o->max_bytes);
+			mp_out_leaks(rep, f, o->limit);
+			status = MP_EXIT_LEAKS;
+		} else {
+			fprintf(f, "%" PRId64 " bytes in use, within the %"
+			    PRIu64 " allowed (--max-bytes)\n", total > 0 ?
+			    total : 0, o->max_bytes);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	if (!mp_close_output(f, o->output))
+		status = MP_EXIT_USAGE;
+out:
+	if (rep != NULL)
+		mp_report_free(rep);
+	if (sym != NULL)
+		mp_sym_free(sym);
+	for (int i = 0; i < nread; i++)
+		mp_profile_free(&profs[i]);
+	free(profs);
+	if (have_focus)
+		regfree(&focus);
+	if (have_ignore)
+		regfree(&ignore);
+	return status;
+}
