@@ -1,5 +1,5 @@
 /*
- * test/test_util.h - helpers shared by the integration and stress tests.
+ * test/test_util.h - helpers shared by the unit, integration and stress tests.
  *
  * Every test program includes this header first.  It pulls in the system
  * headers, cmocka and the installed-style public header <malloc_prof.h> with
@@ -53,6 +53,10 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -423,6 +427,72 @@ mp_read_all(int fd, char *buf, size_t size) {
 	return len;
 }
 
+/*
+ * Runs fn(arg) in a forked child whose stderr is a pipe, without a core
+ * file and with no malloc_message hook (the library writes to stderr);
+ * the child exits 0 if fn returns.  out gets what it wrote (NUL-terminated);
+ * returns its wait status.
+ */
+static inline int
+mp_child_stderr(void (*fn)(void *), void *arg, char *out, size_t size) {
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit nocore = {0, 0};
+		setrlimit(RLIMIT_CORE, &nocore);
+		dup2(fds[1], STDERR_FILENO);
+		close(fds[0]);
+		malloc_message = NULL;
+		fn(arg);
+		_exit(0);
+	}
+	close(fds[1]);
+	mp_read_all(fds[0], out, size);
+	close(fds[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+/* A TCP connection to port on the loopback address of family (AF_INET or
+ * AF_INET6), with send and receive timeouts; -1 with errno on error. */
+static inline int
+mp_connect_loopback(int family, unsigned port, unsigned timeout_s) {
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	struct timeval tv = {(time_t)timeout_s, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	int r;
+	if (family == AF_INET6) {
+		struct sockaddr_in6 a;
+		memset(&a, 0, sizeof(a));
+		a.sin6_family = AF_INET6;
+		a.sin6_port = htons((uint16_t)port);
+		a.sin6_addr = in6addr_loopback;
+		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	} else {
+		struct sockaddr_in a;
+		memset(&a, 0, sizeof(a));
+		a.sin_family = AF_INET;
+		a.sin_port = htons((uint16_t)port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	}
+	if (r != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 static inline uint64_t
 mp_now_ns(void) {
 	struct timespec ts;
@@ -562,6 +632,16 @@ first_not_byte(const void *p, size_t n, unsigned char c) {
 static inline bool
 mp_is_aligned(const void *p, size_t a) {
 	return ((uintptr_t)p & (a - 1)) == 0;
+}
+
+/* Frees the n objects of v and clears their slots, so that freeing twice
+ * is harmless. */
+static inline void
+mp_free_all(void **v, size_t n) {
+	for (size_t i = 0; i < n; i++) {
+		free(v[i]);
+		v[i] = NULL;
+	}
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1182,6 +1262,31 @@ mp_dump_list(const char *dir, const char *base, long pid, char kind,
 		}
 	}
 	return n;
+}
+
+/*
+ * Removes this process's automatic dumps of the given kinds ("imuf") named
+ * after dir/base: the ones the conf's prof_prefix made before a test set
+ * its own prefix.  Says how many on a TAP comment line.
+ */
+static inline void
+mp_dump_remove_conf(const char *dir, const char *base, const char *kinds) {
+	size_t removed = 0;
+	for (const char *k = kinds; *k != '\0'; k++) {
+		mp_autoname_t a[64];
+		size_t n;
+		/* Bounded: a file that cannot be unlinked is listed again. */
+		for (int round = 0; round < 1000 && (n = mp_dump_list(dir,
+		    base, (long)getpid(), *k, a, 64)) > 0; round++) {
+			for (size_t i = 0; i < n && i < 64; i++) {
+				char p[512];
+				snprintf(p, sizeof(p), "%s/%s", dir, a[i].name);
+				unlink(p);
+				removed++;
+			}
+		}
+	}
+	printf("# removed %zu early dumps from %s/%s.*\n", removed, dir, base);
 }
 
 /*

@@ -161,33 +161,28 @@ static const misuse_case_t cases[] = {
 	{"sdallocx wrong size", sdallocx_wrong_size, "sdallocx(", NULL, false},
 };
 
+typedef struct {
+	const misuse_case_t *c;
+	int fd;			/* where the child writes the pointer */
+} case_arg_t;
+
+static void
+run_in_child(void *arg) {
+	const case_arg_t *a = arg;
+	a->c->run(a->fd);
+}
+
 static void
 run_case(const misuse_case_t *c, bool debug) {
-	int err[2], ptr[2];
-	assert_int_equal(pipe(err), 0);
+	int ptr[2];
 	assert_int_equal(pipe(ptr), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct rlimit no_core = {0, 0};
-		setrlimit(RLIMIT_CORE, &no_core);
-		close(err[0]);
-		close(ptr[0]);
-		dup2(err[1], STDERR_FILENO);
-		c->run(ptr[1]);
-		_exit(0);
-	}
-	close(err[1]);
+	case_arg_t arg = {c, ptr[1]};
+	char out[4096];
+	int status = mp_child_stderr(run_in_child, &arg, out, sizeof(out));
 	close(ptr[1]);
 	uintptr_t p = 0;
 	ssize_t got = read(ptr[0], &p, sizeof(p));
 	close(ptr[0]);
-	char out[4096];
-	mp_read_all(err[0], out, sizeof(out));
-	close(err[0]);
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
 	MP_ASSERT(got == (ssize_t)sizeof(p), "%s: the child sent no pointer "
 	    "(status %#x)", c->name, status);
 	char ptr_text[32];

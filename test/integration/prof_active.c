@@ -34,14 +34,6 @@ alloc_objs(void) {
 	}
 }
 
-static void
-free_objs(void) {
-	for (int i = 0; i < NOBJ; i++) {
-		free(objs[i]);
-		objs[i] = NULL;
-	}
-}
-
 static bool
 read_bool(const char *name) {
 	bool v = false;
@@ -132,7 +124,7 @@ test_combinations(void **state) {
 			MP_ASSERT(n == want, "prof.active=%d thread.prof.active="
 			    "%d: %" PRIu64 " objects recorded, want %" PRIu64,
 			    a, t, n, want);
-			free_objs();
+			mp_free_all(objs, NOBJ);
 			/* Freed: nothing is left at the site. */
 			assert_int_equal(dumped_site_objs("freed"), 0);
 		}
@@ -151,7 +143,7 @@ test_combinations(void **state) {
 	assert_int_equal(dumped_site_objs("off-freed1"), NOBJ - 1);
 	assert_int_equal(mp_prof_switch("prof.active", true, &old), 0);
 	assert_false(old);
-	free_objs();
+	mp_free_all(objs, NOBJ);
 	assert_int_equal(dumped_site_objs("on-freed"), 0);
 	assert_int_equal(mp_prof_switch("thread.prof.active", false, &old), 0);
 }
@@ -191,7 +183,7 @@ test_thread_active_init(void **state) {
 		uint64_t n = dumped_site_objs("thread");
 		MP_ASSERT(n == (init ? NOBJ : 0), "init %d: %" PRIu64 " objects",
 		    init, n);
-		free_objs();
+		mp_free_all(objs, NOBJ);
 	}
 	bool old;
 	assert_int_equal(mp_prof_switch("prof.thread_active_init", false, &old),

@@ -31,14 +31,6 @@ gdump_site(void **objs, int n) {
 	__asm__ volatile("" : : : "memory");
 }
 
-static void
-free_all(void **objs, int n) {
-	for (int i = 0; i < n; i++) {
-		free(objs[i]);
-		objs[i] = NULL;
-	}
-}
-
 /* Listing allocates (opendir): with gdump on that could be a new high of
  * its own.  Bookkeeping runs with prof.gdump off. */
 static size_t
@@ -48,23 +40,6 @@ list_u(mp_autoname_t *a, size_t max) {
 	size_t n = mp_dump_list(tmpdir, "g", (long)getpid(), 'u', a, max);
 	assert_int_equal(mp_prof_switch("prof.gdump", old, NULL), 0);
 	return n;
-}
-
-static size_t
-remove_conf_dumps(void) {
-	size_t removed = 0;
-	mp_autoname_t a[64];
-	size_t n;
-	for (int round = 0; round < 1000 && (n = mp_dump_list(CONF_DIR,
-	    CONF_BASE, (long)getpid(), 'u', a, 64)) > 0; round++) {
-		for (size_t i = 0; i < n && i < 64; i++) {
-			char p[512];
-			snprintf(p, sizeof(p), CONF_DIR "/%s", a[i].name);
-			unlink(p);
-			removed++;
-		}
-	}
-	return removed;
 }
 
 static void
@@ -111,7 +86,7 @@ test_gdump(void **state) {
 
 	/* Back up, but not to the old high (one block, 4 MiB, short of
 	 * it: the bookkeeping above may have kept a few pages): no dump. */
-	free_all(objs, NBIG);
+	mp_free_all(objs, NBIG);
 	gdump_site(objs, NBIG - 1);
 	size_t n2 = list_u(a, 256);
 	MP_ASSERT(n2 == n1, "%zu u dumps without a new high", n2 - n1);
@@ -135,8 +110,8 @@ test_gdump(void **state) {
 	size_t n4 = list_u(a, 256);
 	MP_ASSERT(n4 >= n3 + 1, "%zu u dumps after prof.gdump on", n4 - n3);
 	free(one);
-	free_all(more, NBIG);
-	free_all(objs, NBIG);
+	mp_free_all(more, NBIG);
+	mp_free_all(objs, NBIG);
 }
 
 /* prof.gdump needs prof.active: off, no dumps. */
@@ -152,7 +127,7 @@ test_inactive(void **state) {
 	assert_int_equal(mp_prof_switch("prof.active", true, &old), 0);
 	size_t n1 = list_u(a, 256);
 	MP_ASSERT(n1 == n0, "%zu u dumps while prof.active was off", n1 - n0);
-	free_all(objs, 2 * NBIG + 4);
+	mp_free_all(objs, 2 * NBIG + 4);
 }
 
 /*
@@ -169,16 +144,16 @@ test_high_tracked_while_off(void **state) {
 	bool old;
 	assert_int_equal(mp_prof_switch("prof.gdump", true, &old), 0);
 	gdump_site(objs, N1);		/* a new high H (dumped) */
-	free_all(objs, N1);
+	mp_free_all(objs, N1);
 	assert_int_equal(mp_prof_switch("prof.gdump", false, &old), 0);
 	gdump_site(objs, N2);		/* the true maximum, not dumped */
-	free_all(objs, N2);
+	mp_free_all(objs, N2);
 	mp_autoname_t a[256];
 	size_t n0 = list_u(a, 256);
 	assert_int_equal(mp_prof_switch("prof.gdump", true, &old), 0);
 	gdump_site(objs, N3);		/* above H, below the maximum */
 	size_t n1 = list_u(a, 256);
-	free_all(objs, N3);
+	mp_free_all(objs, N3);
 	MP_ASSERT(n1 == n0, "%zu u dumps for growth below the high-water mark "
 	    "reached while prof.gdump was off", n1 - n0);
 }
@@ -194,31 +169,20 @@ test_no_profiler(void **state) {
 	    ENOENT);
 	void *objs[NBIG];
 	gdump_site(objs, NBIG);
-	free_all(objs, NBIG);
+	mp_free_all(objs, NBIG);
 }
 
 int
 main(void) {
 	mp_test_init(300);
-	if (!MALLOC_PROF_CONFIG_PROF) {
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_no_profiler),
-		};
-		return mp_run_tests(tests);
-	}
-	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_gdump")) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 99;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gdump),
 		cmocka_unit_test(test_inactive),
 		cmocka_unit_test(test_high_tracked_while_off),
 	};
-	int r = mp_run_tests(tests);
-	mp_tmpdir_remove(tmpdir);
-	size_t removed = remove_conf_dumps();
-	printf("# removed %zu early dumps from %s/%s.*\n", removed, CONF_DIR,
-	    CONF_BASE);
+	int r = mp_prof_test_main("mp_prof_gdump", test_no_profiler, tests);
+	if (MALLOC_PROF_CONFIG_PROF) {
+		mp_dump_remove_conf(CONF_DIR, CONF_BASE, "u");
+	}
 	return r;
 }

@@ -66,36 +66,10 @@ resp_free(resp_t *r) {
 	r->body = NULL;
 }
 
+/* A connection to the server on loopback; -1 on error. */
 static int
 connect_to(int family, unsigned port) {
-	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		return -1;
-	}
-	struct timeval tv = {10, 0};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	int r;
-	if (family == AF_INET6) {
-		struct sockaddr_in6 a;
-		memset(&a, 0, sizeof(a));
-		a.sin6_family = AF_INET6;
-		a.sin6_port = htons((uint16_t)port);
-		a.sin6_addr = in6addr_loopback;
-		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
-	} else {
-		struct sockaddr_in a;
-		memset(&a, 0, sizeof(a));
-		a.sin_family = AF_INET;
-		a.sin_port = htons((uint16_t)port);
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
-	}
-	if (r != 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return mp_connect_loopback(family, port, 10);
 }
 
 static bool

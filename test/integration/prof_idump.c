@@ -31,36 +31,6 @@ idump_site(void) {
 	__asm__ volatile("" : : : "memory");
 }
 
-static void
-free_objs(void) {
-	for (int i = 0; i < NOBJ; i++) {
-		free(objs[i]);
-		objs[i] = NULL;
-	}
-}
-
-/* Removes the automatic dumps this process wrote with the conf prefix. */
-static size_t
-remove_conf_dumps(void) {
-	static const char kinds[] = {'i', 'm', 'u', 'f'};
-	size_t removed = 0;
-	for (size_t k = 0; k < sizeof(kinds); k++) {
-		mp_autoname_t a[64];
-		size_t n;
-		for (int round = 0; round < 1000 && (n = mp_dump_list(CONF_DIR,
-		    CONF_BASE, (long)getpid(), kinds[k], a, 64)) > 0; round++) {
-			for (size_t i = 0; i < n && i < 64; i++) {
-				char p[512];
-				snprintf(p, sizeof(p), CONF_DIR "/%s",
-				    a[i].name);
-				unlink(p);
-				removed++;
-			}
-		}
-	}
-	return removed;
-}
-
 /*
  * The test's own bookkeeping allocates too (opendir takes 32 KiB, the
  * dump parser 64 KiB), which would write interval dumps of its own:
@@ -129,7 +99,7 @@ test_interval(void **state) {
 		mp_heap_free(&h);
 	}
 	quiet(false);
-	free_objs();
+	mp_free_all(objs, NOBJ);
 
 	/* prof.dump's m<n> counter is separate, seq is shared. */
 	assert_int_equal(mallctl("prof.dump", NULL, NULL, NULL, 0), 0);
@@ -151,9 +121,9 @@ test_inactive(void **state) {
 	assert_int_equal(mp_prof_switch("prof.active", false, &old), 0);
 	assert_true(old);
 	idump_site();
-	free_objs();
+	mp_free_all(objs, NOBJ);
 	idump_site();
-	free_objs();
+	mp_free_all(objs, NOBJ);
 	assert_int_equal(mp_prof_switch("prof.active", true, &old), 0);
 	size_t after = list_i(a, 64);
 	MP_ASSERT(after == before, "%zu interval dumps while prof.active was "
@@ -161,7 +131,7 @@ test_inactive(void **state) {
 	/* And on again, they resume. */
 	idump_site();
 	after = list_i(a, 64);
-	free_objs();
+	mp_free_all(objs, NOBJ);
 	MP_ASSERT(after >= before + 15 && after <= before + 17, "%zu new "
 	    "interval dumps", after - before);
 }
@@ -177,7 +147,7 @@ test_failure_rate_limited(void **state) {
 	idump_site();
 	mp_msgs_stop();
 	unsigned lines = mp_msgs_lines;
-	free_objs();
+	mp_free_all(objs, NOBJ);
 	MP_ASSERT(lines == 1, "%u lines for ~16 failed dumps: %s", lines,
 	    mp_msgs);
 	MP_ASSERT(strstr(mp_msgs, "interval dump") != NULL &&
@@ -194,7 +164,7 @@ test_no_profiler(void **state) {
 	assert_int_equal(mallctl("prof.interval", &interval, &sz, NULL, 0),
 	    ENOENT);
 	idump_site();
-	free_objs();
+	mp_free_all(objs, NOBJ);
 	mp_autoname_t a[1];
 	assert_int_equal(mp_dump_list(CONF_DIR, CONF_BASE, (long)getpid(), 'i',
 	    a, 1), 0);
@@ -203,25 +173,14 @@ test_no_profiler(void **state) {
 int
 main(void) {
 	mp_test_init(300);
-	if (!MALLOC_PROF_CONFIG_PROF) {
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_no_profiler),
-		};
-		return mp_run_tests(tests);
-	}
-	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_idump")) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 99;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_interval),
 		cmocka_unit_test(test_inactive),
 		cmocka_unit_test(test_failure_rate_limited),
 	};
-	int r = mp_run_tests(tests);
-	mp_tmpdir_remove(tmpdir);
-	size_t removed = remove_conf_dumps();
-	printf("# removed %zu early dumps from %s/%s.*\n", removed, CONF_DIR,
-	    CONF_BASE);
+	int r = mp_prof_test_main("mp_prof_idump", test_no_profiler, tests);
+	if (MALLOC_PROF_CONFIG_PROF) {
+		mp_dump_remove_conf(CONF_DIR, CONF_BASE, "imuf");
+	}
 	return r;
 }

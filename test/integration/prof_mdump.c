@@ -22,14 +22,6 @@ mdump_site(void) {
 	__asm__ volatile("" : : : "memory");
 }
 
-static void
-free_objs(void) {
-	for (int i = 0; i < NOBJ; i++) {
-		free(objs[i]);
-		objs[i] = NULL;
-	}
-}
-
 static bool
 running_as_root(void) {
 	return geteuid() == 0;
@@ -68,7 +60,7 @@ test_named(void **state) {
 
 	/* The same name again replaces the file; the freed objects are
 	 * gone from it. */
-	free_objs();
+	mp_free_all(objs, NOBJ);
 	assert_int_equal(mp_prof_dump(path), 0);
 	MP_HEAP_PARSE(path, &h);
 	assert_null(mp_heap_find_site(&h, (void *)mdump_site, 1));

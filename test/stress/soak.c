@@ -616,31 +616,10 @@ static unsigned http_port;
 static _Atomic uint64_t scrapes, scrapes_heap_v2, scrape_bytes_max;
 static char scrape_path[600];
 
-static int
-connect_local(unsigned port) {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		return -1;
-	}
-	struct timeval tv = {30, 0};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	struct sockaddr_in a;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)port);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* GET path; the body (malloc'd) and its length, or NULL with why[]. */
 static uint8_t *
 http_get(const char *path, size_t *blen, char *why, size_t whysize) {
-	int fd = connect_local(http_port);
+	int fd = mp_connect_loopback(AF_INET, http_port, 30);
 	if (fd < 0) {
 		snprintf(why, whysize, "connect: %s", strerror(errno));
 		return NULL;

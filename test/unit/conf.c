@@ -458,37 +458,19 @@ static void test_boot_confirm_conf_early(void **state) {
 	assert_non_null(strstr(mp_msgs, "set option narenas:3\n"));
 }
 
+static void boot_without_file(void *arg) {
+	(void)arg;
+	conf_file_path = "/nonexistent/malloc_prof.conf";
+	conf_boot();
+}
+
 /* Run conf_boot in a child with `env` as the conf variable; return its
  * wait status and stderr. */
 static int boot_in_child(const char *env, char *out, size_t size) {
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
 	env_save();
 	setenv(MP_CONF_ENV, env, 1);
-	fflush(stdout);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct rlimit nocore = {0, 0};
-		setrlimit(RLIMIT_CORE, &nocore);
-		dup2(fds[1], STDERR_FILENO);
-		close(fds[0]);
-		malloc_message = NULL;
-		conf_file_path = "/nonexistent/malloc_prof.conf";
-		conf_boot();
-		_exit(0);
-	}
+	int status = mp_child_stderr(boot_without_file, NULL, out, size);
 	env_restore();
-	close(fds[1]);
-	size_t len = 0;
-	ssize_t n;
-	while (len + 1 < size &&
-	    (n = read(fds[0], out + len, size - 1 - len)) > 0)
-		len += (size_t)n;
-	out[len] = '\0';
-	close(fds[0]);
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
 	return status;
 }
 

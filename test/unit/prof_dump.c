@@ -6,353 +6,39 @@
  * sampled, so the counts in a dump are exact and the unbiased values
  * printed equal the raw ones.  Dumps are parsed strictly (every line is
  * re-formatted from its parsed numbers and compared) and checked against
- * what the test allocated from known call sites.  Every dump goes to a
- * fresh directory under /tmp, removed at the end.
+ * what the test allocated from known call sites, with the heap_v2 reader
+ * of test_util.h.  Every dump goes to a fresh directory under /tmp,
+ * removed at the end.
  */
 #include "../test_util.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-
 #include "malloc_prof/internal/internal.h"
-
-/* ------------------------------------------------------------ parsing */
-
-typedef struct {
-	uint64_t co, cb, ao, ab;   /* cur objs: bytes [accum objs: bytes] */
-} cnts_t;
-
-typedef struct {
-	uint64_t uid;
-	cnts_t c;
-	char name[64];
-} hthread_t;
-
-typedef struct {
-	size_t nframes;
-	uintptr_t frames[PROF_BT_MAX_LIMIT + 1];
-	cnts_t total;
-	size_t nthr;
-	hthread_t *thr;
-} hstack_t;
-
-typedef struct {
-	uint64_t rate;
-	cnts_t total;
-	size_t nthreads;
-	hthread_t *threads;
-	size_t nstacks;
-	hstack_t *stacks;
-	bool has_maps;
-	size_t maps_lines;
-	char err[256];
-} heap_t;
-
-static void heap_free(heap_t *h) {
-	for (size_t i = 0; i < h->nstacks; i++)
-		free(h->stacks[i].thr);
-	free(h->stacks);
-	free(h->threads);
-	memset(h, 0, sizeof(*h));
-}
-
-static void cnts_add(cnts_t *a, const cnts_t *b) {
-	a->co += b->co;
-	a->cb += b->cb;
-	a->ao += b->ao;
-	a->ab += b->ab;
-}
-
-static bool cnts_eq(const cnts_t *a, const cnts_t *b) {
-	return a->co == b->co && a->cb == b->cb && a->ao == b->ao &&
-	    a->ab == b->ab;
-}
-
-/*
- * "  t<id>: a: b [c: d]<rest>" with id "*" (uid = UINT64_MAX) or a
- * number.  The line must be exactly what the numbers print as; *rest
- * gets what follows "]".
- */
-static bool parse_cnt_line(const char *line, uint64_t *uid, cnts_t *c,
-    const char **rest) {
-	if (strncmp(line, "  t", 3) != 0)
-		return false;
-	const char *p = line + 3;
-	if (*p == '*') {
-		*uid = UINT64_MAX;
-		p++;
-	} else {
-		char *end;
-		if (*p < '0' || *p > '9')
-			return false;
-		*uid = strtoull(p, &end, 10);
-		p = end;
-	}
-	int n = -1;
-	unsigned long long a, b, d, e;
-	if (sscanf(p, ": %llu: %llu [%llu: %llu]%n", &a, &b, &d, &e, &n) != 4 ||
-	    n < 0)
-		return false;
-	char canon[160];
-	int cl = snprintf(canon, sizeof(canon), ": %llu: %llu [%llu: %llu]", a,
-	    b, d, e);
-	if (cl != n || strncmp(canon, p, (size_t)n) != 0)
-		return false;
-	c->co = a;
-	c->cb = b;
-	c->ao = d;
-	c->ab = e;
-	*rest = p + n;
-	return true;
-}
-
-/* Parse a whole heap_v2 file; false with h->err set on any deviation. */
-static bool heap_parse(const char *path, heap_t *h) {
-	memset(h, 0, sizeof(*h));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(h->err, sizeof(h->err), "open %s: %s", path,
-		    strerror(errno));
-		return false;
-	}
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	for (;;) {
-		if (len + 1 >= cap) {
-			cap *= 2;
-			buf = realloc(buf, cap);
-		}
-		ssize_t n = read(fd, buf + len, cap - len - 1);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	buf[len] = '\0';
-
-	bool ok = false;
-	char *save = NULL;
-	char *line = buf;
-	hstack_t *cur = NULL;
-	enum { HDR, TOTAL, THREADS, STACK_TOTAL, STACK_THREADS, MAPS } st = HDR;
-	size_t lineno = 0;
-#define PFAIL(...) do {							\
-	snprintf(h->err, sizeof(h->err), __VA_ARGS__);			\
-	goto out;							\
-} while (0)
-	while (line != NULL && *line != '\0') {
-		char *nl = strchr(line, '\n');
-		if (nl == NULL)
-			PFAIL("line %zu: no newline at the end", lineno + 1);
-		*nl = '\0';
-		save = nl + 1;
-		lineno++;
-		uint64_t uid;
-		cnts_t c;
-		const char *rest;
-		switch (st) {
-		case HDR: {
-			char *end;
-			if (strncmp(line, "heap_v2/", 8) != 0)
-				PFAIL("line 1 is \"%s\"", line);
-			h->rate = strtoull(line + 8, &end, 10);
-			if (*end != '\0' || end == line + 8)
-				PFAIL("line 1 is \"%s\"", line);
-			st = TOTAL;
-			break;
-		}
-		case TOTAL:
-			if (!parse_cnt_line(line, &uid, &c, &rest) ||
-			    uid != UINT64_MAX || *rest != '\0')
-				PFAIL("line %zu: bad t* line \"%s\"", lineno,
-				    line);
-			h->total = c;
-			st = THREADS;
-			break;
-		case THREADS:
-		case STACK_THREADS:
-			if (line[0] == '@')
-				goto stack;
-			if (line[0] == '\0') {
-				st = MAPS;
-				break;
-			}
-			if (!parse_cnt_line(line, &uid, &c, &rest) ||
-			    uid == UINT64_MAX)
-				PFAIL("line %zu: bad thread line \"%s\"",
-				    lineno, line);
-			if (st == THREADS) {
-				if (*rest != '\0' && (*rest != ' ' ||
-				    rest[1] == '\0'))
-					PFAIL("line %zu: bad name \"%s\"",
-					    lineno, line);
-				if (h->nthreads > 0 &&
-				    h->threads[h->nthreads - 1].uid >= uid)
-					PFAIL("line %zu: uids not ascending",
-					    lineno);
-				h->threads = realloc(h->threads,
-				    (h->nthreads + 1) * sizeof(hthread_t));
-				hthread_t *t = &h->threads[h->nthreads++];
-				memset(t, 0, sizeof(*t));
-				t->uid = uid;
-				t->c = c;
-				if (*rest == ' ')
-					snprintf(t->name, sizeof(t->name), "%s",
-					    rest + 1);
-			} else {
-				if (*rest != '\0')
-					PFAIL("line %zu: name in a stack",
-					    lineno);
-				cur->thr = realloc(cur->thr, (cur->nthr + 1) *
-				    sizeof(hthread_t));
-				hthread_t *t = &cur->thr[cur->nthr++];
-				memset(t, 0, sizeof(*t));
-				t->uid = uid;
-				t->c = c;
-			}
-			break;
-		stack:
-			h->stacks = realloc(h->stacks, (h->nstacks + 1) *
-			    sizeof(hstack_t));
-			cur = &h->stacks[h->nstacks++];
-			memset(cur, 0, sizeof(*cur));
-			{
-				const char *p = line + 1;
-				while (*p != '\0') {
-					if (strncmp(p, " 0x", 3) != 0)
-						PFAIL("line %zu: bad stack "
-						    "\"%s\"", lineno, line);
-					char *end;
-					uintptr_t a = (uintptr_t)strtoull(p + 3,
-					    &end, 16);
-					if (end == p + 3 ||
-					    (*end != ' ' && *end != '\0'))
-						PFAIL("line %zu: bad frame",
-						    lineno);
-					if (cur->nframes == PROF_BT_MAX_LIMIT)
-						PFAIL("line %zu: too many "
-						    "frames", lineno);
-					cur->frames[cur->nframes++] = a;
-					p = end;
-				}
-				if (cur->nframes == 0)
-					PFAIL("line %zu: empty stack", lineno);
-			}
-			st = STACK_TOTAL;
-			break;
-		case STACK_TOTAL:
-			if (!parse_cnt_line(line, &uid, &c, &rest) ||
-			    uid != UINT64_MAX || *rest != '\0')
-				PFAIL("line %zu: bad stack t* \"%s\"", lineno,
-				    line);
-			cur->total = c;
-			st = STACK_THREADS;
-			break;
-		case MAPS:
-			if (!h->has_maps) {
-				if (strcmp(line, "MAPPED_LIBRARIES:") != 0)
-					PFAIL("line %zu: \"%s\" after the "
-					    "blank line", lineno, line);
-				h->has_maps = true;
-			} else {
-				h->maps_lines++;
-			}
-			break;
-		}
-		line = save;
-	}
-	if (st == HDR || st == TOTAL)
-		PFAIL("truncated: no t* line");
-	if (st == STACK_TOTAL)
-		PFAIL("truncated: stack without t*");
-	ok = true;
-out:
-#undef PFAIL
-	free(buf);
-	if (!ok)
-		heap_free(h);
-	return ok;
-}
 
 /* ------------------------------------------------------ environment */
 
 static char tmpdir[128];
 
-static char msgs[16384];
-static size_t msgs_len;
-static unsigned msgs_lines;
-
-static void capture(void *cbopaque, const char *s) {
-	(void)cbopaque;
-	size_t n = strlen(s);
-	if (msgs_len + n < sizeof(msgs)) {
-		memcpy(msgs + msgs_len, s, n + 1);
-		msgs_len += n;
-	}
-	for (; *s != '\0'; s++)
-		msgs_lines += *s == '\n';
-}
-
-static void capture_start(void) {
-	msgs[0] = '\0';
-	msgs_len = 0;
-	msgs_lines = 0;
-	malloc_message = capture;
-}
-
-static void capture_stop(void) {
-	malloc_message = NULL;
-}
-
-static int dump_to(const char *path) {
-	return mallctl("prof.dump", NULL, NULL, (void *)&path, sizeof(path));
-}
-
-static int set_prefix(const char *prefix) {
-	return mallctl("prof.prefix", NULL, NULL, (void *)&prefix,
-	    sizeof(prefix));
-}
-
-static bool set_bool(const char *name, bool v, bool *old) {
-	bool o;
-	size_t sz = sizeof(o);
-	int r = mallctl(name, &o, &sz, &v, sizeof(v));
-	if (old != NULL)
-		*old = o;
-	return r == 0;
+/* The shared reader takes stacks of any depth; a dump of this library
+ * never holds more than PROF_BT_MAX_LIMIT frames in one. */
+static void check_depth(const mp_heap_t *h) {
+	for (size_t i = 0; i < h->nstacks; i++)
+		MP_ASSERT(h->stacks[i].nframes <= PROF_BT_MAX_LIMIT,
+		    "stack %zu: %zu frames", i, h->stacks[i].nframes);
 }
 
 /* Parse path into h, failing the test on error. */
 #define HEAP_PARSE(path, h) do {					\
-	if (!heap_parse((path), (h)))					\
-		MP_FAIL("%s: %s", (path), (h)->err);			\
+	MP_HEAP_PARSE((path), (h));					\
+	check_depth(h);							\
 } while (0)
 
-/* The sum of the stacks' t* lines equals the file's t* line, and so does
- * the sum of the thread lines (exact at R = 1). */
-static void check_sums(const heap_t *h) {
-	cnts_t s, t;
-	memset(&s, 0, sizeof(s));
-	memset(&t, 0, sizeof(t));
-	for (size_t i = 0; i < h->nstacks; i++) {
-		cnts_t st;
-		memset(&st, 0, sizeof(st));
-		for (size_t k = 0; k < h->stacks[i].nthr; k++)
-			cnts_add(&st, &h->stacks[i].thr[k].c);
-		MP_ASSERT(cnts_eq(&st, &h->stacks[i].total),
-		    "stack %zu: thread lines do not add up", i);
+/* The sums add up exactly (R = 1); without prof_accum a stack is printed
+ * only for live objects. */
+static void check_sums(const mp_heap_t *h) {
+	mp_heap_check_sums(h, true);
+	for (size_t i = 0; i < h->nstacks; i++)
 		MP_ASSERT(h->stacks[i].total.co != 0, "stack %zu printed with "
 		    "no live object", i);
-		cnts_add(&s, &h->stacks[i].total);
-	}
-	for (size_t i = 0; i < h->nthreads; i++)
-		cnts_add(&t, &h->threads[i].c);
-	MP_ASSERT(cnts_eq(&s, &h->total), "t* %llu: %llu != sum of stacks "
-	    "%llu: %llu", (unsigned long long)h->total.co,
-	    (unsigned long long)h->total.cb, (unsigned long long)s.co,
-	    (unsigned long long)s.cb);
-	MP_ASSERT(cnts_eq(&t, &h->total), "t* != sum of thread lines");
 }
 
 /* ----------------------------------------------------- call sites */
@@ -361,25 +47,21 @@ static void check_sums(const heap_t *h) {
 static void *site_a[NSITE];
 static void *site_b[NSITE];
 
+void alloc_site_a(void);
+void alloc_site_b(void);
+
 /* Each site is its own function, so its malloc calls return into it:
  * frame 1 of their backtrace lies inside it. */
-static MP_NOINLINE void alloc_site_a(void) {
+MP_SITE void alloc_site_a(void) {
 	for (int i = 0; i < NSITE; i++)
 		site_a[i] = malloc(opaque_size(48));
 	__asm__ volatile("" ::: "memory");
 }
 
-static MP_NOINLINE void alloc_site_b(void) {
+MP_SITE void alloc_site_b(void) {
 	for (int i = 0; i < NSITE; i++)
 		site_b[i] = malloc(opaque_size(64));
 	__asm__ volatile("" ::: "memory");
-}
-
-static void free_all(void **v) {
-	for (int i = 0; i < NSITE; i++) {
-		free(v[i]);
-		v[i] = NULL;
-	}
 }
 
 /*
@@ -388,16 +70,9 @@ static void free_all(void **v) {
  * (a slow path it calls instead of tail-calling, at -O1): frames 1 to 3
  * are searched.
  */
-static const hstack_t *find_site(const heap_t *h, void (*fn)(void)) {
-	uintptr_t lo = (uintptr_t)fn;
-	for (size_t i = 0; i < h->nstacks; i++) {
-		const hstack_t *s = &h->stacks[i];
-		for (size_t k = 1; k < s->nframes && k <= 3; k++) {
-			if (s->frames[k] > lo && s->frames[k] - lo < 512)
-				return s;
-		}
-	}
-	return NULL;
+static const mp_heap_stack_t *find_site(const mp_heap_t *h,
+    void (*fn)(void)) {
+	return mp_heap_find_site(h, (const void *)(uintptr_t)fn, 3);
 }
 
 static void path_in_tmp(char *buf, size_t size, const char *name) {
@@ -411,7 +86,7 @@ static void test_named_dump(void **state) {
 	char path[256];
 	path_in_tmp(path, sizeof(path), "named.heap");
 	alloc_site_a();
-	assert_int_equal(dump_to(path), 0);
+	assert_int_equal(mp_prof_dump(path), 0);
 
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
@@ -419,7 +94,7 @@ static void test_named_dump(void **state) {
 	MP_ASSERT((st.st_mode & 07777) == 0600, "mode %o",
 	    (unsigned)(st.st_mode & 07777));
 
-	heap_t h;
+	mp_heap_t h;
 	HEAP_PARSE(path, &h);
 	assert_int_equal(h.rate, 1);
 	assert_true(h.nthreads >= 1);
@@ -427,65 +102,55 @@ static void test_named_dump(void **state) {
 	assert_true(h.has_maps);
 	assert_true(h.maps_lines > 0);
 
-	const hstack_t *s = find_site(&h, alloc_site_a);
+	const mp_heap_stack_t *s = find_site(&h, alloc_site_a);
 	MP_ASSERT(s != NULL, "no stack returns into alloc_site_a (%p) among "
 	    "%zu stacks", (void *)alloc_site_a, h.nstacks);
 	/* Frame 0 is the entry point the program called. */
 	MP_ASSERT(s->frames[0] == (uintptr_t)malloc, "frame 0 %#lx, malloc "
 	    "%p", (unsigned long)s->frames[0], (void *)malloc);
-	cnts_t want = {NSITE, NSITE * 48, 0, 0};
-	MP_ASSERT(cnts_eq(&s->total, &want), "site: %llu: %llu [%llu: %llu]",
+	mp_cnts_t want = {NSITE, NSITE * 48, 0, 0};
+	MP_ASSERT(mp_cnts_eq(&s->total, &want), "site: %llu: %llu [%llu: %llu]",
 	    (unsigned long long)s->total.co, (unsigned long long)s->total.cb,
 	    (unsigned long long)s->total.ao, (unsigned long long)s->total.ab);
 	/* One thread allocated there, and it is listed in the header. */
 	assert_int_equal(s->nthr, 1);
-	assert_true(cnts_eq(&s->thr[0].c, &want));
+	assert_true(mp_cnts_eq(&s->thr[0].c, &want));
 	bool listed = false;
 	for (size_t i = 0; i < h.nthreads; i++)
 		listed |= h.threads[i].uid == s->thr[0].uid;
 	assert_true(listed);
-	heap_free(&h);
+	mp_heap_free(&h);
 
 	/* Freed: the stack is gone from the next dump. */
-	free_all(site_a);
-	assert_int_equal(dump_to(path), 0);
+	mp_free_all(site_a, NSITE);
+	assert_int_equal(mp_prof_dump(path), 0);
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
 	assert_null(find_site(&h, alloc_site_a));
-	heap_free(&h);
-}
-
-/* Names "<prefix>.<pid>.<seq>.<kind><n>.heap" in tmpdir for prefix
- * (just the base name), with the given pid; returns how many, in order
- * of seq (up to max). */
-typedef mp_autoname_t autoname_t;
-
-static size_t list_auto(const char *base, long pid, char kind,
-    autoname_t *out, size_t max) {
-	return mp_dump_list(tmpdir, base, pid, kind, out, max);
+	mp_heap_free(&h);
 }
 
 static void test_auto_names(void **state) {
 	(void)state;
 	char prefix[256];
 	path_in_tmp(prefix, sizeof(prefix), "auto");
-	assert_int_equal(set_prefix(prefix), 0);
+	assert_int_equal(mp_prof_prefix(prefix), 0);
 	/* No value, then an explicit NULL: both are automatic names. */
 	assert_int_equal(mallctl("prof.dump", NULL, NULL, NULL, 0), 0);
 	const char *none = NULL;
 	assert_int_equal(mallctl("prof.dump", NULL, NULL, (void *)&none,
 	    sizeof(none)), 0);
-	autoname_t a[4];
-	size_t n = list_auto("auto", (long)getpid(), 'm', a, 4);
+	mp_autoname_t a[4];
+	size_t n = mp_dump_list(tmpdir, "auto", (long)getpid(), 'm', a, 4);
 	assert_int_equal(n, 2);
 	assert_int_equal(a[1].seq, a[0].seq + 1);
 	assert_int_equal(a[1].n, a[0].n + 1);
 	char path[512];
-	heap_t h;
+	mp_heap_t h;
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, a[1].name);
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
-	heap_free(&h);
+	mp_heap_free(&h);
 
 	/* A forked child names its dumps with its own pid. */
 	pid_t pid = fork();
@@ -495,15 +160,17 @@ static void test_auto_names(void **state) {
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	assert_int_equal(list_auto("auto", (long)pid, 'm', a, 4), 1);
-	assert_int_equal(list_auto("auto", (long)getpid(), 'm', a, 4), 2);
+	assert_int_equal(mp_dump_list(tmpdir, "auto", (long)pid, 'm', a, 4), 1);
+	assert_int_equal(mp_dump_list(tmpdir, "auto", (long)getpid(), 'm', a,
+	    4), 2);
 
 	/* A new prefix applies to the next dump; seq keeps counting. */
 	path_in_tmp(prefix, sizeof(prefix), "auto2");
-	assert_int_equal(set_prefix(prefix), 0);
+	assert_int_equal(mp_prof_prefix(prefix), 0);
 	assert_int_equal(mallctl("prof.dump", NULL, NULL, NULL, 0), 0);
-	autoname_t b[2];
-	assert_int_equal(list_auto("auto2", (long)getpid(), 'm', b, 2), 1);
+	mp_autoname_t b[2];
+	assert_int_equal(mp_dump_list(tmpdir, "auto2", (long)getpid(), 'm', b,
+	    2), 1);
 	assert_true(b[0].seq > a[1].seq);
 	assert_int_equal(b[0].n, a[1].n + 1);
 }
@@ -512,99 +179,100 @@ static void test_dump_errors(void **state) {
 	(void)state;
 	/* Unwritable path: EFAULT and one line naming the file and why. */
 	const char *bad = "/nonexistent-mp-prof-dir/x.heap";
-	capture_start();
-	int r = dump_to(bad);
-	capture_stop();
+	mp_msgs_start();
+	int r = mp_prof_dump(bad);
+	mp_msgs_stop();
 	assert_int_equal(r, EFAULT);
-	assert_int_equal(msgs_lines, 1);
-	MP_ASSERT(strncmp(msgs, "<malloc_prof>: prof.dump: ", 26) == 0,
-	    "%s", msgs);
-	MP_ASSERT(strstr(msgs, "\"/nonexistent-mp-prof-dir/x.heap\"") != NULL,
-	    "%s", msgs);
-	MP_ASSERT(strstr(msgs, strerror(ENOENT)) != NULL, "%s", msgs);
+	assert_int_equal(mp_msgs_lines, 1);
+	MP_ASSERT(strncmp(mp_msgs, "<malloc_prof>: prof.dump: ", 26) == 0,
+	    "%s", mp_msgs);
+	MP_ASSERT(strstr(mp_msgs, "\"/nonexistent-mp-prof-dir/x.heap\"") !=
+	    NULL, "%s", mp_msgs);
+	MP_ASSERT(strstr(mp_msgs, strerror(ENOENT)) != NULL, "%s", mp_msgs);
 
 	/* A directory is not a file either. */
-	capture_start();
-	r = dump_to(tmpdir);
-	capture_stop();
+	mp_msgs_start();
+	r = mp_prof_dump(tmpdir);
+	mp_msgs_stop();
 	assert_int_equal(r, EFAULT);
-	assert_int_equal(msgs_lines, 1);
-	MP_ASSERT(strstr(msgs, strerror(EISDIR)) != NULL, "%s", msgs);
+	assert_int_equal(mp_msgs_lines, 1);
+	MP_ASSERT(strstr(mp_msgs, strerror(EISDIR)) != NULL, "%s", mp_msgs);
 
 	/* A failing write(2) (ENOSPC) is named too. */
 	if (access("/dev/full", W_OK) == 0) {
-		capture_start();
-		r = dump_to("/dev/full");
-		capture_stop();
+		mp_msgs_start();
+		r = mp_prof_dump("/dev/full");
+		mp_msgs_stop();
 		assert_int_equal(r, EFAULT);
-		assert_int_equal(msgs_lines, 1);
+		assert_int_equal(mp_msgs_lines, 1);
 		char want[256];
 		snprintf(want, sizeof(want), "<malloc_prof>: prof.dump: cannot "
 		    "write \"/dev/full\": %s\n", strerror(ENOSPC));
-		assert_string_equal(msgs, want);
+		assert_string_equal(mp_msgs, want);
 	}
 
 	/* Empty prefix: automatic names are impossible. */
 	char prefix[256];
 	path_in_tmp(prefix, sizeof(prefix), "err");
-	assert_int_equal(set_prefix(""), 0);
-	capture_start();
+	assert_int_equal(mp_prof_prefix(""), 0);
+	mp_msgs_start();
 	r = mallctl("prof.dump", NULL, NULL, NULL, 0);
-	capture_stop();
+	mp_msgs_stop();
 	assert_int_equal(r, EFAULT);
-	assert_int_equal(msgs_lines, 1);
-	assert_string_equal(msgs, "<malloc_prof>: prof.dump: no file name "
+	assert_int_equal(mp_msgs_lines, 1);
+	assert_string_equal(mp_msgs, "<malloc_prof>: prof.dump: no file name "
 	    "given and prof_prefix is empty\n");
-	assert_int_equal(set_prefix(prefix), 0);
+	assert_int_equal(mp_prof_prefix(prefix), 0);
 
 	/* prof.dump is write-only; sizes must match.  Each failure says
 	 * why, in one line. */
 	const char *p = NULL;
 	size_t sz = sizeof(p);
-	capture_start();
+	mp_msgs_start();
 	r = mallctl("prof.dump", (void *)&p, &sz, NULL, 0);
-	capture_stop();
+	mp_msgs_stop();
 	assert_int_equal(r, EPERM);
-	assert_int_equal(msgs_lines, 1);
+	assert_int_equal(mp_msgs_lines, 1);
 	const char *path = "/dev/null";
-	capture_start();
+	mp_msgs_start();
 	r = mallctl("prof.dump", NULL, NULL, (void *)&path, sizeof(path) - 1);
-	capture_stop();
+	mp_msgs_stop();
 	assert_int_equal(r, EINVAL);
-	assert_int_equal(msgs_lines, 1);
+	assert_int_equal(mp_msgs_lines, 1);
 
 	/* prof.prefix: NULL or no value is EFAULT, with one line. */
-	capture_start();
+	mp_msgs_start();
 	const char *null = NULL;
 	r = mallctl("prof.prefix", NULL, NULL, (void *)&null, sizeof(null));
-	capture_stop();
+	mp_msgs_stop();
 	assert_int_equal(r, EFAULT);
-	assert_int_equal(msgs_lines, 1);
-	MP_ASSERT(strncmp(msgs, "<malloc_prof>: prof.prefix: ", 28) == 0, "%s",
-	    msgs);
-	capture_start();
+	assert_int_equal(mp_msgs_lines, 1);
+	MP_ASSERT(strncmp(mp_msgs, "<malloc_prof>: prof.prefix: ", 28) == 0,
+	    "%s", mp_msgs);
+	mp_msgs_start();
 	r = mallctl("prof.prefix", NULL, NULL, NULL, 0);
-	capture_stop();
+	mp_msgs_stop();
 	assert_int_equal(r, EFAULT);
-	assert_int_equal(msgs_lines, 1);
-	capture_start();
+	assert_int_equal(mp_msgs_lines, 1);
+	mp_msgs_start();
 	r = mallctl("prof.prefix", (void *)&p, &sz, NULL, 0);
-	capture_stop();
+	mp_msgs_stop();
 	assert_int_equal(r, EPERM);
-	assert_int_equal(msgs_lines, 1);
+	assert_int_equal(mp_msgs_lines, 1);
 	/* Too long for the prefix buffer. */
 	static char longp[2048];
 	memset(longp, 'a', sizeof(longp) - 1);
 	const char *lp = longp;
-	capture_start();
+	mp_msgs_start();
 	r = mallctl("prof.prefix", NULL, NULL, (void *)&lp, sizeof(lp));
-	capture_stop();
+	mp_msgs_stop();
 	assert_int_equal(r, EINVAL);
-	assert_int_equal(msgs_lines, 1);
+	assert_int_equal(mp_msgs_lines, 1);
 	/* The old prefix is still in force. */
 	assert_int_equal(mallctl("prof.dump", NULL, NULL, NULL, 0), 0);
-	autoname_t a[2];
-	assert_int_equal(list_auto("err", (long)getpid(), 'm', a, 2), 1);
+	mp_autoname_t a[2];
+	assert_int_equal(mp_dump_list(tmpdir, "err", (long)getpid(), 'm', a, 2),
+	    1);
 }
 
 static void test_active(void **state) {
@@ -614,42 +282,42 @@ static void test_active(void **state) {
 	bool old;
 	/* prof.active off: nothing new is sampled.  A write returns the old
 	 * value. */
-	assert_true(set_bool("prof.active", false, &old));
+	assert_int_equal(mp_prof_switch("prof.active", false, &old), 0);
 	assert_true(old);
 	alloc_site_b();
-	assert_true(set_bool("prof.active", true, &old));
+	assert_int_equal(mp_prof_switch("prof.active", true, &old), 0);
 	assert_false(old);
-	assert_int_equal(dump_to(path), 0);
-	heap_t h;
+	assert_int_equal(mp_prof_dump(path), 0);
+	mp_heap_t h;
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
 	assert_null(find_site(&h, alloc_site_b));
-	heap_free(&h);
-	free_all(site_b);
+	mp_heap_free(&h);
+	mp_free_all(site_b, NSITE);
 
 	/* thread.prof.active off: this thread is not sampled. */
-	assert_true(set_bool("thread.prof.active", false, &old));
+	assert_int_equal(mp_prof_switch("thread.prof.active", false, &old), 0);
 	assert_true(old);
 	alloc_site_b();
-	assert_true(set_bool("thread.prof.active", true, &old));
+	assert_int_equal(mp_prof_switch("thread.prof.active", true, &old), 0);
 	assert_false(old);
-	assert_int_equal(dump_to(path), 0);
+	assert_int_equal(mp_prof_dump(path), 0);
 	HEAP_PARSE(path, &h);
 	assert_null(find_site(&h, alloc_site_b));
-	heap_free(&h);
-	free_all(site_b);
+	mp_heap_free(&h);
+	mp_free_all(site_b, NSITE);
 
 	/* Both on: sampled again. */
 	alloc_site_b();
-	assert_int_equal(dump_to(path), 0);
+	assert_int_equal(mp_prof_dump(path), 0);
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
-	const hstack_t *s = find_site(&h, alloc_site_b);
+	const mp_heap_stack_t *s = find_site(&h, alloc_site_b);
 	assert_non_null(s);
-	cnts_t want = {NSITE, NSITE * 64, 0, 0};
-	assert_true(cnts_eq(&s->total, &want));
-	heap_free(&h);
-	free_all(site_b);
+	mp_cnts_t want = {NSITE, NSITE * 64, 0, 0};
+	assert_true(mp_cnts_eq(&s->total, &want));
+	mp_heap_free(&h);
+	mp_free_all(site_b, NSITE);
 
 	/* Wrong sizes. */
 	bool b = true;
@@ -695,9 +363,11 @@ static void test_switches(void **state) {
 	    EPERM);
 	/* A new thread starts with prof.thread_active_init. */
 	bool old;
-	assert_true(set_bool("prof.thread_active_init", false, &old));
+	assert_int_equal(mp_prof_switch("prof.thread_active_init", false,
+	    &old), 0);
 	assert_true(old);
-	assert_true(set_bool("prof.thread_active_init", true, &old));
+	assert_int_equal(mp_prof_switch("prof.thread_active_init", true,
+	    &old), 0);
 	assert_false(old);
 	/* Partial names. */
 	assert_int_equal(mallctl("prof", &b, NULL, NULL, 0), ENOENT);
@@ -776,11 +446,11 @@ static void test_thread_name(void **state) {
 	 * its name, and its stack line its uid. */
 	char path[256];
 	path_in_tmp(path, sizeof(path), "name.heap");
-	assert_int_equal(dump_to(path), 0);
-	heap_t h;
+	assert_int_equal(mp_prof_dump(path), 0);
+	mp_heap_t h;
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
-	const hthread_t *named = NULL;
+	const mp_heap_thread_t *named = NULL;
 	for (size_t i = 0; i < h.nthreads; i++) {
 		if (strcmp(h.threads[i].name, "my\tworker") == 0)
 			named = &h.threads[i];
@@ -793,7 +463,7 @@ static void test_thread_name(void **state) {
 			found |= h.stacks[i].thr[k].uid == named->uid;
 	}
 	assert_true(found);
-	heap_free(&h);
+	mp_heap_free(&h);
 	free(res.leak);
 
 	/* This thread has no name: no suffix on its line. */
@@ -807,42 +477,42 @@ static void test_gdump(void **state) {
 	(void)state;
 	char prefix[256];
 	path_in_tmp(prefix, sizeof(prefix), "g");
-	assert_int_equal(set_prefix(prefix), 0);
+	assert_int_equal(mp_prof_prefix(prefix), 0);
 	bool old;
-	assert_true(set_bool("prof.gdump", true, &old));
+	assert_int_equal(mp_prof_switch("prof.gdump", true, &old), 0);
 	assert_false(old);
 	void *big = malloc(8 * MP_MiB);
-	assert_true(set_bool("prof.gdump", false, &old));
+	assert_int_equal(mp_prof_switch("prof.gdump", false, &old), 0);
 	assert_true(old);
-	autoname_t a[64];
-	size_t n = list_auto("g", (long)getpid(), 'u', a, 64);
+	mp_autoname_t a[64];
+	size_t n = mp_dump_list(tmpdir, "g", (long)getpid(), 'u', a, 64);
 	assert_true(n >= 1);
 	assert_true(a[0].n == 0);
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, a[n > 64 ? 63 : n - 1]
 	    .name);
-	heap_t h;
+	mp_heap_t h;
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
-	heap_free(&h);
+	mp_heap_free(&h);
 
 	/* Unwritable prefix: the first failure is reported, the next ones
 	 * (within 10 s) are counted silently. */
-	assert_int_equal(set_prefix("/nonexistent-mp-prof-dir/g"), 0);
-	assert_true(set_bool("prof.gdump", true, NULL));
-	capture_start();
+	assert_int_equal(mp_prof_prefix("/nonexistent-mp-prof-dir/g"), 0);
+	assert_int_equal(mp_prof_switch("prof.gdump", true, NULL), 0);
+	mp_msgs_start();
 	void *more[3];
 	for (int i = 0; i < 3; i++)
 		more[i] = malloc((size_t)(16 + 8 * i) * MP_MiB);
-	capture_stop();
-	assert_true(set_bool("prof.gdump", false, NULL));
-	MP_ASSERT(msgs_lines == 1, "%u lines: %s", msgs_lines, msgs);
-	MP_ASSERT(strstr(msgs, "cannot open \"/nonexistent-mp-prof-dir/g.")
-	    != NULL, "%s", msgs);
+	mp_msgs_stop();
+	assert_int_equal(mp_prof_switch("prof.gdump", false, NULL), 0);
+	MP_ASSERT(mp_msgs_lines == 1, "%u lines: %s", mp_msgs_lines, mp_msgs);
+	MP_ASSERT(strstr(mp_msgs, "cannot open \"/nonexistent-mp-prof-dir/g.")
+	    != NULL, "%s", mp_msgs);
 	for (int i = 0; i < 3; i++)
 		free(more[i]);
 	free(big);
-	assert_int_equal(set_prefix(prefix), 0);
+	assert_int_equal(mp_prof_prefix(prefix), 0);
 }
 
 /* Interval dumps (lg_prof_interval is conf-only: set the variable). */
@@ -850,13 +520,13 @@ static void test_idump(void **state) {
 	(void)state;
 	char prefix[256];
 	path_in_tmp(prefix, sizeof(prefix), "i");
-	assert_int_equal(set_prefix(prefix), 0);
+	assert_int_equal(mp_prof_prefix(prefix), 0);
 	opt_lg_prof_interval = 20;
 	for (int i = 0; i < 3; i++)
 		free(malloc(MP_MiB + 1));
 	opt_lg_prof_interval = -1;
-	autoname_t a[8];
-	size_t n = list_auto("i", (long)getpid(), 'i', a, 8);
+	mp_autoname_t a[8];
+	size_t n = mp_dump_list(tmpdir, "i", (long)getpid(), 'i', a, 8);
 	assert_true(n >= 2);
 	for (size_t i = 1; i < n && i < 8; i++) {
 		assert_int_equal(a[i].n, a[i - 1].n + 1);
@@ -870,43 +540,44 @@ static void test_final_and_leak(void **state) {
 	(void)state;
 	char prefix[256];
 	path_in_tmp(prefix, sizeof(prefix), "f");
-	assert_int_equal(set_prefix(prefix), 0);
+	assert_int_equal(mp_prof_prefix(prefix), 0);
 	alloc_site_a();
 	opt_prof_leak = true;
-	capture_start();
+	mp_msgs_start();
 	prof_final_dump();
-	capture_stop();
+	mp_msgs_stop();
 	opt_prof_leak = false;
-	autoname_t a[2];
-	assert_int_equal(list_auto("f", (long)getpid(), 'f', a, 2), 1);
+	mp_autoname_t a[2];
+	assert_int_equal(mp_dump_list(tmpdir, "f", (long)getpid(), 'f', a, 2),
+	    1);
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, a[0].name);
-	heap_t h;
+	mp_heap_t h;
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
 	assert_non_null(find_site(&h, alloc_site_a));
 	/* R = 1: the scaled totals are the raw ones. */
-	assert_int_equal(msgs_lines, 2);
+	assert_int_equal(mp_msgs_lines, 2);
 	char sum[256];
 	snprintf(sum, sizeof(sum), "<malloc_prof>: Leak approximation summary: "
 	    "~%llu byte%s, ~%llu object%s, >= %zu context%s\n",
 	    (unsigned long long)h.total.cb, h.total.cb == 1 ? "" : "s",
 	    (unsigned long long)h.total.co, h.total.co == 1 ? "" : "s",
 	    h.nstacks, h.nstacks == 1 ? "" : "s");
-	MP_ASSERT(strncmp(msgs, sum, strlen(sum)) == 0, "got %s want %s", msgs,
-	    sum);
+	MP_ASSERT(strncmp(mp_msgs, sum, strlen(sum)) == 0, "got %s want %s",
+	    mp_msgs, sum);
 	char want[600];
 	snprintf(want, sizeof(want), "<malloc_prof>: Run jeprof on \"%s\" for "
 	    "leak detail\n", path);
-	MP_ASSERT(strstr(msgs, want) != NULL, "%s", msgs);
-	heap_free(&h);
+	MP_ASSERT(strstr(mp_msgs, want) != NULL, "%s", mp_msgs);
+	mp_heap_free(&h);
 
 	/* prof_leak_error: the complete dump, then exit status 1. */
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		opt_prof_leak = opt_prof_leak_error = true;
-		malloc_message = capture;
+		malloc_message = mp_msgs_hook;
 		prof_final_dump();
 		_exit(0);
 	}
@@ -914,26 +585,27 @@ static void test_final_and_leak(void **state) {
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 1);
-	assert_int_equal(list_auto("f", (long)pid, 'f', a, 2), 1);
+	assert_int_equal(mp_dump_list(tmpdir, "f", (long)pid, 'f', a, 2), 1);
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, a[0].name);
 	HEAP_PARSE(path, &h);
 	assert_true(h.has_maps);
 	assert_non_null(find_site(&h, alloc_site_a));
-	heap_free(&h);
-	free_all(site_a);
+	mp_heap_free(&h);
+	mp_free_all(site_a, NSITE);
 
 	/* Empty prefix: no file, and the summary says why. */
-	assert_int_equal(set_prefix(""), 0);
+	assert_int_equal(mp_prof_prefix(""), 0);
 	alloc_site_a();
 	opt_prof_leak = true;
-	capture_start();
+	mp_msgs_start();
 	prof_final_dump();
-	capture_stop();
+	mp_msgs_stop();
 	opt_prof_leak = false;
-	free_all(site_a);
-	assert_int_equal(msgs_lines, 2);
-	MP_ASSERT(strstr(msgs, "prof_prefix is empty") != NULL, "%s", msgs);
-	assert_int_equal(set_prefix(prefix), 0);
+	mp_free_all(site_a, NSITE);
+	assert_int_equal(mp_msgs_lines, 2);
+	MP_ASSERT(strstr(mp_msgs, "prof_prefix is empty") != NULL, "%s",
+	    mp_msgs);
+	assert_int_equal(mp_prof_prefix(prefix), 0);
 }
 
 /* Bad profiler options are reported like any other. */
@@ -944,10 +616,10 @@ static void test_conf_rows(void **state) {
 		"lg_prof_interval:-2", "lg_prof_interval:64", "prof:yes",
 	};
 	for (size_t i = 0; i < MP_ARRAY_SIZE(bad); i++) {
-		capture_start();
+		mp_msgs_start();
 		bool err = conf_parse("test", bad[i]);
-		capture_stop();
-		MP_ASSERT(err && msgs_lines == 1, "%s: %s", bad[i], msgs);
+		mp_msgs_stop();
+		MP_ASSERT(err && mp_msgs_lines == 1, "%s: %s", bad[i], mp_msgs);
 	}
 	assert_int_equal(opt_prof_bt_max, 128);
 	assert_int_equal(opt_lg_prof_sample, 0);
@@ -1008,15 +680,15 @@ static void test_concurrent_dumps(void **state) {
 			    churn_thread, &args[i]), 0);
 		}
 		for (int d = 0; d < NDUMP; d++) {
-			assert_int_equal(dump_to(path), 0);
-			heap_t h;
+			assert_int_equal(mp_prof_dump(path), 0);
+			mp_heap_t h;
 			HEAP_PARSE(path, &h);
-			cnts_t sum;
+			mp_cnts_t sum;
 			memset(&sum, 0, sizeof(sum));
 			for (size_t i = 0; i < h.nstacks; i++)
-				cnts_add(&sum, &h.stacks[i].total);
-			assert_true(cnts_eq(&sum, &h.total));
-			heap_free(&h);
+				mp_cnts_add(&sum, &h.stacks[i].total);
+			assert_true(mp_cnts_eq(&sum, &h.total));
+			mp_heap_free(&h);
 		}
 		atomic_store(&stop, true);
 		for (unsigned i = 0; i < NT; i++)
@@ -1025,15 +697,15 @@ static void test_concurrent_dumps(void **state) {
 	assert_int_equal(atomic_load(&mp_failures), 0);
 	/* Every churn thread freed all it allocated: no stack of theirs, and
 	 * (their tdatas being gone) no line for them either. */
-	assert_int_equal(dump_to(path), 0);
-	heap_t h;
+	assert_int_equal(mp_prof_dump(path), 0);
+	mp_heap_t h;
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
 	for (size_t i = 0; i < h.nthreads; i++)
 		MP_ASSERT(strncmp(h.threads[i].name, "churn", 5) != 0,
 		    "t%llu \"%s\" still listed",
 		    (unsigned long long)h.threads[i].uid, h.threads[i].name);
-	heap_free(&h);
+	mp_heap_free(&h);
 }
 
 /* Last: changes the sampling rate (and leaves it at 0 again). */
@@ -1047,22 +719,22 @@ static void test_reset(void **state) {
 	assert_int_equal(lg, 0);
 	char path[256];
 	path_in_tmp(path, sizeof(path), "reset.heap");
-	assert_int_equal(dump_to(path), 0);
-	heap_t h;
+	assert_int_equal(mp_prof_dump(path), 0);
+	mp_heap_t h;
 	HEAP_PARSE(path, &h);
 	check_sums(&h);
 	assert_null(find_site(&h, alloc_site_a));
-	heap_free(&h);
-	free_all(site_a);
+	mp_heap_free(&h);
+	mp_free_all(site_a, NSITE);
 
 	size_t v = 5;
 	assert_int_equal(mallctl("prof.reset", NULL, NULL, &v, sizeof(v)), 0);
 	MALLCTL_READ("prof.lg_sample", lg);
 	assert_int_equal(lg, 5);
-	assert_int_equal(dump_to(path), 0);
+	assert_int_equal(mp_prof_dump(path), 0);
 	HEAP_PARSE(path, &h);
 	assert_int_equal(h.rate, 32);
-	heap_free(&h);
+	mp_heap_free(&h);
 	/* No value keeps the rate. */
 	assert_int_equal(mallctl("prof.reset", NULL, NULL, NULL, 0), 0);
 	MALLCTL_READ("prof.lg_sample", lg);
@@ -1094,60 +766,31 @@ static void test_no_profiler(void **state) {
 	for (size_t i = 0; i < MP_ARRAY_SIZE(names); i++) {
 		uint64_t v = 0;
 		size_t sz = sizeof(v);
-		capture_start();
+		mp_msgs_start();
 		int r = mallctl(names[i], &v, &sz, NULL, 0);
-		capture_stop();
+		mp_msgs_stop();
 		MP_ASSERT(r == ENOENT, "%s: %d", names[i], r);
 	}
-	capture_start();
+	mp_msgs_start();
 	bool err = conf_parse("MALLOC_CONF", "prof:true");
-	capture_stop();
+	mp_msgs_stop();
 	assert_true(err);
-	assert_string_equal(msgs, "<malloc_prof>: MALLOC_CONF: option \"prof\" "
-	    "is not available: this build has no profiler (configured with "
-	    "--disable-prof; config.prof is false)\n");
-	capture_start();
+	assert_string_equal(mp_msgs, "<malloc_prof>: MALLOC_CONF: option "
+	    "\"prof\" is not available: this build has no profiler "
+	    "(configured with --disable-prof; config.prof is false)\n");
+	mp_msgs_start();
 	err = conf_parse("MALLOC_CONF", "lg_prof_sample:3");
-	capture_stop();
+	mp_msgs_stop();
 	assert_true(err);
-	MP_ASSERT(strstr(msgs, "option \"lg_prof_sample\" is not available")
-	    != NULL, "%s", msgs);
+	MP_ASSERT(strstr(mp_msgs, "option \"lg_prof_sample\" is not available")
+	    != NULL, "%s", mp_msgs);
 	bool b;
 	MALLCTL_READ("config.prof", b);
 	assert_false(b);
 }
 
-/* ---------------------------------------------------------- cleanup */
-
-static void remove_tmpdir(void) {
-	DIR *d = opendir(tmpdir);
-	if (d == NULL)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		char p[512];
-		snprintf(p, sizeof(p), "%s/%s", tmpdir, e->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(tmpdir);
-}
-
 int main(void) {
 	mp_test_init(300);
-	if (!config_prof) {
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_no_profiler),
-		};
-		return mp_run_tests(tests);
-	}
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/mp_prof_dump.XXXXXX");
-	if (mkdtemp(tmpdir) == NULL) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 99;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_switches),
 		cmocka_unit_test(test_named_dump),
@@ -1162,10 +805,5 @@ int main(void) {
 		cmocka_unit_test(test_concurrent_dumps),
 		cmocka_unit_test(test_reset),
 	};
-	int r = mp_run_tests(tests);
-	if (getenv("MP_KEEP_DUMPS") == NULL)
-		remove_tmpdir();
-	else
-		printf("# dumps kept in %s\n", tmpdir);
-	return r;
+	return mp_prof_test_main("mp_prof_dump", test_no_profiler, tests);
 }

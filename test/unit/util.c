@@ -227,42 +227,20 @@ static void test_write_without_hook_goes_to_stderr(void **state) {
 	assert_string_equal(buf, "<malloc_prof>: xyz 7\n");
 }
 
-/* Run fn in a child with stderr on a pipe; expect SIGABRT and return
- * the child's stderr. */
-static void expect_abort(void (*fn)(void), char *out, size_t size) {
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	fflush(stdout);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct rlimit nocore = {0, 0};
-		setrlimit(RLIMIT_CORE, &nocore);
-		dup2(fds[1], STDERR_FILENO);
-		close(fds[0]);
-		malloc_message = NULL;
-		fn();
-		_exit(0);
-	}
-	close(fds[1]);
-	size_t len = 0;
-	ssize_t n;
-	while (len + 1 < size &&
-	    (n = read(fds[0], out + len, size - 1 - len)) > 0)
-		len += (size_t)n;
-	out[len] = '\0';
-	close(fds[0]);
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
+/* Run fn in a child; expect SIGABRT and return the child's stderr. */
+static void expect_abort(void (*fn)(void *), char *out, size_t size) {
+	int status = mp_child_stderr(fn, NULL, out, size);
 	MP_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
 	    "child status %#x, output \"%s\"", status, out);
 }
 
-static void call_abort(void) {
+static void call_abort(void *arg) {
+	(void)arg;
 	mp_abort("giving up on %s", "everything");
 }
 
-static void call_assert_fail(void) {
+static void call_assert_fail(void *arg) {
+	(void)arg;
 	mp_assert_fail("src/x.c", 12, "a == b");
 }
 
