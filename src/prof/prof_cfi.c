@@ -23,22 +23,22 @@
  * explicit limit, and anything unexpected is a failure code, never a
  * fault.  Only the encodings that x86-64 toolchains emit are accepted;
  * the rest are PROF_CFI_BAD.
+ *
+ * prof_cfi_unwind is the step the backtrace takes (prof_sys.c): it finds
+ * the object of a return address without locks (_dl_find_object, or a
+ * table copied from dl_iterate_phdr) and keeps each row it computes in
+ * a small lock-free cache by pc, so that a stack seen before costs one
+ * hash lookup per frame.
  */
 #include "malloc_prof/internal/internal.h"
 
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <sched.h>
 #include <string.h>
 
-/* Stack reads may land on bytes a sanitizer poisoned (a redzone between
- * a frame's locals) when a frame is garbage: they are checked against
- * the stack's bounds instead. */
-#if defined(__has_attribute)
-#if __has_attribute(no_sanitize)
-#define CFI_NO_SANITIZE __attribute__((no_sanitize("address", "hwaddress")))
-#endif
-#endif
-#ifndef CFI_NO_SANITIZE
-#define CFI_NO_SANITIZE
-#endif
 
 /* Pointer encodings (DW_EH_PE_*): the low nibble is the format, the
  * next three bits how it applies. */
@@ -870,7 +870,7 @@ static bool addr_add(uintptr_t base, int64_t off, uintptr_t *out) {
 }
 
 /* The stack word at a, if it lies within [lo, hi) and is aligned. */
-CFI_NO_SANITIZE static bool stack_word(uintptr_t a, uintptr_t lo,
+PROF_STACK_READER static bool stack_word(uintptr_t a, uintptr_t lo,
     uintptr_t hi, uintptr_t *v) {
 	if (a < lo || a >= hi || hi - a < sizeof(uintptr_t) ||
 	    (a & (sizeof(uintptr_t) - 1)) != 0)
@@ -942,4 +942,306 @@ prof_cfi_err_t prof_cfi_step(const prof_cfi_obj_t *obj,
 	if (err != PROF_CFI_OK)
 		return err;
 	return prof_cfi_apply(&rule, regs, lo, hi);
+}
+
+/* ------------------------------------------------------------ objects */
+
+/*
+ * The tables of the object holding pc.  With _dl_find_object (glibc
+ * 2.35+: no lock, async-signal-safe) the loader names the mapping and
+ * its PT_GNU_EH_FRAME; the program headers at the start of the mapping
+ * (the ELF header, when it is there) give the header's size and the
+ * segment holding it, else both end with the mapping.  Without it, a
+ * table of the objects copied from dl_iterate_phdr, reloaded on a miss
+ * (at most every OBJ_RELOAD_NS) by one thread at a time: the walk holds
+ * no allocator lock, so the loader's lock taken there cannot deadlock
+ * with a thread that allocates while holding it.
+ */
+#if MP_HAVE_DL_FIND_OBJECT
+static bool obj_from_mapping(uintptr_t lo, uintptr_t hi, uintptr_t bias,
+    uintptr_t hdr, prof_cfi_obj_t *obj) {
+	uintptr_t seg_lo = lo, seg_hi = hi;
+	size_t hdr_len = hi - hdr;
+	const ElfW(Ehdr) *e = (const ElfW(Ehdr) *)lo;
+	if (hi - lo >= sizeof(*e) && memcmp(e->e_ident, ELFMAG, SELFMAG) == 0
+	    && e->e_phentsize == sizeof(ElfW(Phdr)) && e->e_phoff <= hi - lo &&
+	    e->e_phnum <= (hi - lo - e->e_phoff) / sizeof(ElfW(Phdr))) {
+		const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(lo + e->e_phoff);
+		for (unsigned i = 0; i < e->e_phnum; i++) {
+			uintptr_t a = bias + (uintptr_t)ph[i].p_vaddr;
+			uintptr_t n = (uintptr_t)ph[i].p_memsz;
+			if (ph[i].p_type == PT_GNU_EH_FRAME && a == hdr &&
+			    n <= hi - hdr)
+				hdr_len = n;
+			if (ph[i].p_type == PT_LOAD && a <= hdr &&
+			    hdr - a < n) {
+				seg_lo = a > lo ? a : lo;
+				seg_hi = n <= hi - a ? a + n : hi;
+			}
+		}
+	}
+	return prof_cfi_obj_init(obj, (const void *)hdr, hdr_len, seg_lo,
+	    seg_hi);
+}
+
+static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
+	struct dl_find_object d;
+	if (_dl_find_object((void *)pc, &d) != 0 || d.dlfo_eh_frame == NULL ||
+	    d.dlfo_link_map == NULL)
+		return true;
+	uintptr_t lo = (uintptr_t)d.dlfo_map_start;
+	uintptr_t hi = (uintptr_t)d.dlfo_map_end;
+	uintptr_t hdr = (uintptr_t)d.dlfo_eh_frame;
+	if (hdr < lo || hdr >= hi)
+		return true;
+	return obj_from_mapping(lo, hi, (uintptr_t)d.dlfo_link_map->l_addr,
+	    hdr, obj);
+}
+
+void prof_cfi_prefork(void) {
+}
+
+void prof_cfi_postfork_parent(void) {
+}
+
+void prof_cfi_postfork_child(void) {
+}
+#else
+#define OBJ_MAX 512
+#define OBJ_RELOAD_NS ((uint64_t)100 * 1000 * 1000)
+
+/* One object: its executable span and its tables.  The table is
+ * rewritten in place under obj_busy; obj_seq is odd while it is, and
+ * readers that saw it change throw their result away (every field is
+ * an atomic, stored with release, so a reader that read a new value
+ * then sees the new obj_seq). */
+typedef struct {
+	_Atomic uintptr_t text_lo, text_hi, hdr, hdr_len, seg_lo, seg_hi;
+} obj_ent_t;
+
+static obj_ent_t obj_table[OBJ_MAX];
+static _Atomic unsigned obj_n;
+static _Atomic uint64_t obj_seq;
+static _Atomic uint64_t obj_loaded_ns;
+static _Atomic bool obj_busy;
+
+#define OBJ_LOAD(x) atomic_load_explicit(&(x), memory_order_acquire)
+#define OBJ_STORE(x, v) atomic_store_explicit(&(x), (v), \
+    memory_order_release)
+
+static int obj_reload_cb(struct dl_phdr_info *info, size_t size,
+    void *arg) {
+	unsigned *n = arg;
+	uintptr_t tlo = UINTPTR_MAX, thi = 0, hdr = 0, hdr_len = 0;
+	(void)size;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) != 0) {
+			tlo = a < tlo ? a : tlo;
+			thi = a + ph->p_memsz > thi ? a + ph->p_memsz : thi;
+		}
+		if (ph->p_type == PT_GNU_EH_FRAME) {
+			hdr = a;
+			hdr_len = ph->p_memsz;
+		}
+	}
+	if (hdr == 0 || tlo >= thi || *n == OBJ_MAX)
+		return 0;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && a <= hdr && hdr - a < ph->p_memsz) {
+			obj_ent_t *o = &obj_table[*n];
+			OBJ_STORE(o->text_lo, tlo);
+			OBJ_STORE(o->text_hi, thi);
+			OBJ_STORE(o->hdr, hdr);
+			OBJ_STORE(o->hdr_len, hdr_len);
+			OBJ_STORE(o->seg_lo, a);
+			OBJ_STORE(o->seg_hi, a + ph->p_memsz);
+			(*n)++;
+			break;
+		}
+	}
+	return 0;
+}
+
+static bool obj_lookup(uintptr_t pc, prof_cfi_obj_t *obj) {
+	uint64_t s = OBJ_LOAD(obj_seq);
+	if ((s & 1) != 0)
+		return true;
+	unsigned n = OBJ_LOAD(obj_n);
+	bool found = false;
+	uintptr_t hdr = 0, hdr_len = 0, seg_lo = 0, seg_hi = 0;
+	for (unsigned i = 0; i < n && i < OBJ_MAX && !found; i++) {
+		obj_ent_t *o = &obj_table[i];
+		if (OBJ_LOAD(o->text_lo) <= pc && pc < OBJ_LOAD(o->text_hi)) {
+			hdr = OBJ_LOAD(o->hdr);
+			hdr_len = OBJ_LOAD(o->hdr_len);
+			seg_lo = OBJ_LOAD(o->seg_lo);
+			seg_hi = OBJ_LOAD(o->seg_hi);
+			found = true;
+		}
+	}
+	if (!found || OBJ_LOAD(obj_seq) != s)
+		return true;
+	return prof_cfi_obj_init(obj, (const void *)hdr, hdr_len, seg_lo,
+	    seg_hi);
+}
+
+static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
+	if (!obj_lookup(pc, obj))
+		return false;
+	uint64_t now = os_now_ns();
+	uint64_t last = atomic_load_explicit(&obj_loaded_ns,
+	    memory_order_relaxed);
+	if ((last != 0 && now - last < OBJ_RELOAD_NS) ||
+	    atomic_exchange_explicit(&obj_busy, true, memory_order_acquire))
+		return true;
+	int saved = errno;
+	atomic_fetch_add_explicit(&obj_seq, 1, memory_order_acq_rel);
+	unsigned n = 0;
+	dl_iterate_phdr(obj_reload_cb, &n);
+	OBJ_STORE(obj_n, n);
+	atomic_fetch_add_explicit(&obj_seq, 1, memory_order_acq_rel);
+	atomic_store_explicit(&obj_loaded_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&obj_busy, false, memory_order_release);
+	errno = saved;
+	return obj_lookup(pc, obj);
+}
+
+/* fork while a reload runs: wait for it, so that the child does not
+ * inherit a table half written. */
+void prof_cfi_prefork(void) {
+	while (atomic_exchange_explicit(&obj_busy, true,
+	    memory_order_acquire))
+		sched_yield();
+}
+
+void prof_cfi_postfork_parent(void) {
+	atomic_store_explicit(&obj_busy, false, memory_order_release);
+}
+
+void prof_cfi_postfork_child(void) {
+	atomic_store_explicit(&obj_busy, false, memory_order_release);
+}
+#endif
+
+/* -------------------------------------------------------------- cache */
+
+/*
+ * Rows by pc (a return address minus one), so that a stack seen before
+ * costs a hash lookup per frame: direct-mapped, lock-free.  An entry is
+ * rewritten only by the thread that moved its seq from even to odd; a
+ * reader takes it only if seq is even and unchanged around its loads
+ * (acquire loads of release stores: a reader that saw a new field sees
+ * the odd seq afterwards).  A pc whose object has no usable row is kept
+ * too (err), so that the outermost frames do not ask the loader again.
+ * Rows of an object that is unloaded stay until overwritten: code
+ * mapped later at the same address may then unwind wrongly (every read
+ * is still checked), never fault.
+ */
+#define CACHE_LG 10
+#define CACHE_N ((size_t)1 << CACHE_LG)
+
+typedef struct {
+	_Atomic uint64_t seq, pc, w1, w2;
+} cache_ent_t;
+
+static cache_ent_t cfi_cache[CACHE_N];
+
+static cache_ent_t *cache_slot(uintptr_t pc) {
+	uint64_t h = (uint64_t)pc * 0x9e3779b97f4a7c15u;
+	return &cfi_cache[h >> (64 - CACHE_LG)];
+}
+
+static bool cache_get(uintptr_t pc, prof_cfi_rule_t *r,
+    prof_cfi_err_t *err) {
+	cache_ent_t *e = cache_slot(pc);
+	uint64_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (s == 0 || (s & 1) != 0)
+		return false;
+	uint64_t p = atomic_load_explicit(&e->pc, memory_order_acquire);
+	uint64_t w1 = atomic_load_explicit(&e->w1, memory_order_acquire);
+	uint64_t w2 = atomic_load_explicit(&e->w2, memory_order_acquire);
+	if (atomic_load_explicit(&e->seq, memory_order_acquire) != s ||
+	    p != pc)
+		return false;
+	*err = (prof_cfi_err_t)(w2 >> 56 & 0xff);
+	r->lo = r->hi = pc;
+	r->cfa_off = (int32_t)(uint32_t)w1;
+	r->ra_off = (int32_t)(uint32_t)(w1 >> 32);
+	r->rbp_off = (int32_t)(uint32_t)w2;
+	r->cfa = (uint8_t)(w2 >> 32);
+	r->ra_how = (uint8_t)(w2 >> 40 & 0xf);
+	r->rbp_how = (uint8_t)(w2 >> 44 & 0xf);
+	r->plt_k = (uint8_t)(w2 >> 48 & 0x3f);
+	r->signal = (w2 >> 54 & 1) != 0;
+	return true;
+}
+
+static bool fits32(int64_t v) {
+	return v >= INT32_MIN && v <= INT32_MAX;
+}
+
+static void cache_put(uintptr_t pc, const prof_cfi_rule_t *r,
+    prof_cfi_err_t err) {
+	if (err == PROF_CFI_OK && (!fits32(r->cfa_off) ||
+	    !fits32(r->ra_off) || !fits32(r->rbp_off)))
+		return;
+	cache_ent_t *e = cache_slot(pc);
+	uint64_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	if ((s & 1) != 0 || !atomic_compare_exchange_strong_explicit(&e->seq,
+	    &s, s + 1, memory_order_acq_rel, memory_order_relaxed))
+		return;         /* another thread is writing it */
+	uint64_t w1 = 0, w2 = (uint64_t)err << 56;
+	if (err == PROF_CFI_OK) {
+		w1 = (uint64_t)(uint32_t)(int32_t)r->cfa_off |
+		    (uint64_t)(uint32_t)(int32_t)r->ra_off << 32;
+		w2 |= (uint64_t)(uint32_t)(int32_t)r->rbp_off |
+		    (uint64_t)r->cfa << 32 | (uint64_t)(r->ra_how & 0xf) << 40 |
+		    (uint64_t)(r->rbp_how & 0xf) << 44 |
+		    (uint64_t)(r->plt_k & 0x3f) << 48 |
+		    (uint64_t)r->signal << 54;
+	}
+	atomic_store_explicit(&e->pc, pc, memory_order_release);
+	atomic_store_explicit(&e->w1, w1, memory_order_release);
+	atomic_store_explicit(&e->w2, w2, memory_order_release);
+	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+}
+
+/* The row at return address ret, from the cache or the object's
+ * tables (then cached). */
+static prof_cfi_err_t row_at(uintptr_t ret, prof_cfi_rule_t *rule) {
+	if (ret == 0)
+		return PROF_CFI_END;
+	uintptr_t pc = ret - 1;
+	prof_cfi_err_t err;
+	if (!cache_get(pc, rule, &err)) {
+		prof_cfi_obj_t obj;
+		if (obj_find(pc, &obj))
+			return PROF_CFI_NOT_FOUND;      /* not cached: the
+							 * object may come */
+		err = prof_cfi_find(&obj, pc, rule);
+		cache_put(pc, rule, err);
+	}
+	return err;
+}
+
+prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
+    uintptr_t hi) {
+	prof_cfi_rule_t rule;
+	prof_cfi_err_t err = row_at(regs->rip, &rule);
+	if (err != PROF_CFI_OK)
+		return err;
+	return prof_cfi_apply(&rule, regs, lo, hi);
+}
+
+bool prof_cfi_keeps_fp(uintptr_t ret) {
+	prof_cfi_rule_t r;
+	if (row_at(ret, &r) != PROF_CFI_OK)
+		return true;
+	return r.cfa == PROF_CFI_CFA_RBP && r.cfa_off == 16 &&
+	    r.ra_how == PROF_CFI_AT_CFA && r.ra_off == -8 &&
+	    r.rbp_how == PROF_CFI_AT_CFA && r.rbp_off == -16;
 }

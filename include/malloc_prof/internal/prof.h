@@ -1,7 +1,7 @@
 /*
  * prof.h: the heap profiler's structs and cross-file prototypes (prof.c:
  * sampling, thread data, the backtrace and sample tables; prof_sys.c:
- * frame-pointer backtraces; prof_cfi.c: unwinding by .eh_frame;
+ * backtraces by frame pointers, then by prof_cfi.c's .eh_frame reader;
  * prof_dump.c: heap_v2 dumps and their triggers).
  *
  * What is counted: each sampled object adds to the counters of the
@@ -172,6 +172,31 @@ void prof_postfork_parent(void);
 void prof_postfork_child(void);
 
 /* -------------------------------------------------------- prof_sys.c */
+/* On functions that read stack words a walk computed (prof_sys.c,
+ * prof_cfi.c): a garbage frame may point at bytes a sanitizer poisoned
+ * (a redzone between a frame's locals); the walk checks its reads
+ * against the thread's stack bounds instead. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize)
+#define PROF_STACK_READER __attribute__((no_sanitize("address", \
+    "hwaddress")))
+#endif
+#endif
+#ifndef PROF_STACK_READER
+#define PROF_STACK_READER
+#endif
+
+/* opt.prof_unwind: how stacks are walked (indexes of prof_unwind_names):
+ * frame pointers, call-frame information (.eh_frame), or frame pointers
+ * while they hold and .eh_frame from the first frame where they stop. */
+typedef enum {
+	PROF_UNWIND_FP,
+	PROF_UNWIND_CFI,
+	PROF_UNWIND_AUTO,
+	PROF_UNWIND_COUNT
+} prof_unwind_t;
+extern const char *const prof_unwind_names[PROF_UNWIND_COUNT];
+extern unsigned opt_prof_unwind;
 /* Fill vec with up to max return addresses, starting with the one saved
  * in frame `fp` (the frame of the exported entry point), up to the first
  * one outside executable text; never faults, never locks. */
@@ -250,6 +275,22 @@ prof_cfi_err_t prof_cfi_apply(const prof_cfi_rule_t *rule,
  * else a return address, looked up at rip - 1), then prof_cfi_apply. */
 prof_cfi_err_t prof_cfi_step(const prof_cfi_obj_t *obj,
     prof_cfi_regs_t *regs, bool first, uintptr_t lo, uintptr_t hi);
+/* The backtrace's step: regs->rip is a return address, whose object is
+ * found without locks and whose row is cached by pc.  Never allocates,
+ * never locks; may take the loader's lock (without _dl_find_object) to
+ * reload its table, so call it with no allocator lock held. */
+prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
+    uintptr_t hi);
+/* Whether the function of return address ret keeps a frame pointer
+ * there (its row: CFA = rbp + 16, rbp and the return address saved
+ * below it), so that the frame-pointer walk may go on through it; also
+ * true when it has no usable row (a frame-pointer walk is all there
+ * is).  Same conditions as prof_cfi_unwind. */
+bool prof_cfi_keeps_fp(uintptr_t ret);
+/* fork: no reload of the object table across it. */
+void prof_cfi_prefork(void);
+void prof_cfi_postfork_parent(void);
+void prof_cfi_postfork_child(void);
 
 /* ------------------------------------------------------- prof_dump.c */
 /*
