@@ -7,7 +7,8 @@
 # Targets: conf (the MALLOC_CONF parser), mallctl_name (mallctl name
 # lookup), http_request (the scrape endpoint's request parser), and
 # malloc-prof's readers: heap_v2 (profiles), pprof (gzip and
-# profile.proto), elf (ELF symbol tables), dwarf (DWARF line tables).
+# profile.proto), elf (ELF symbol tables), dwarf (DWARF line tables);
+# cfi (the profiler's .eh_frame reader and unwind step).
 # A target including bin/malloc-prof.h is built from the tool's sources
 # (bin/*.c, with the system malloc, as the tool is) and
 # test/fuzz/bin_stubs.c, less any bin/*.c it #includes itself; the others
@@ -20,7 +21,7 @@ cd "$(dirname "$0")/.." || exit 1
 
 secs=${1:-30}
 [ $# -gt 0 ] && shift
-targets=${*:-conf mallctl_name http_request heap_v2 pprof elf dwarf}
+targets=${*:-conf mallctl_name http_request heap_v2 pprof elf dwarf cfi}
 
 mp_install_deps build-essential autoconf automake libtool pkg-config clang \
     libclang-rt-14-dev

@@ -191,6 +191,11 @@ const conf_opt_t conf_opts[] = {
 	{ .name = "prof_leak_error", .type = CONF_BOOL,
 	  .var = &opt_prof_leak_error, .def = "false", .prof = true,
 	  .doc = "prof_leak, and exit with status 1 if anything leaked" },
+	{ .name = "prof_unwind", .type = CONF_ENUM, .var = &opt_prof_unwind,
+	  .def = "auto", .names = prof_unwind_names,
+	  .nnames = PROF_UNWIND_COUNT, .prof = true,
+	  .doc = "how stacks are walked: fp (frame pointers), cfi "
+	  "(.eh_frame) or auto (frame pointers, .eh_frame where they stop)" },
 	{ .name = "prof_bt_max", .type = CONF_UNSIGNED,
 	  .var = &opt_prof_bt_max, .def = "128", .min = 1,
 	  .max = PROF_BT_MAX_LIMIT, .prof = true,

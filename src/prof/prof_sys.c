@@ -1,9 +1,13 @@
 /*
  * prof_sys.c: backtraces for the heap profiler, by walking frame
- * pointers.  Every frame is checked against the calling thread's stack
- * bounds before it is read, so a caller built without frame pointers gives
- * a short stack, never a fault; nothing here locks, allocates or calls
- * into the dynamic loader, so it is safe inside malloc.
+ * pointers and, from the first function that keeps none or where they
+ * stop (prof_unwind:auto) or from the program's first frame
+ * (prof_unwind:cfi), by call-frame information (prof_cfi.c).
+ * Every frame is checked against the calling thread's stack bounds
+ * before it is read, so a caller built without frame pointers gives a
+ * short stack (fp) or one read from .eh_frame, never a fault; nothing
+ * here locks or allocates (prof_cfi.c asks the loader for objects
+ * without its lock), so it is safe inside malloc.
  *
  * The walk starts at the frame of the exported function the program
  * called (or of the slow path that function tail-called), so its first
@@ -341,17 +345,59 @@ void prof_sys_prefork(void) {
 	while (atomic_exchange_explicit(&text_busy, true,
 	    memory_order_acquire))
 		sched_yield();
+	prof_cfi_prefork();
 }
 
 void prof_sys_postfork_parent(void) {
+	prof_cfi_postfork_parent();
 	atomic_store_explicit(&text_busy, false, memory_order_release);
 }
 
 void prof_sys_postfork_child(void) {
+	prof_cfi_postfork_child();
 	atomic_store_explicit(&text_busy, false, memory_order_release);
 }
 
-unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp) {
+const char *const prof_unwind_names[PROF_UNWIND_COUNT] = {
+	"fp", "cfi", "auto"
+};
+unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
+
+/* Whether prof_cfi.c's rules apply here (x86-64 only). */
+#if defined(__x86_64__)
+#define CFI_ARCH true
+#else
+#define CFI_ARCH false
+#endif
+
+/*
+ * The rest of the stack by call-frame information, from the registers
+ * of the caller of the last frame walked: g.rip its return address,
+ * g.rsp the address above that frame, g.rbp what the frame saved.
+ * Elsewhere than on x86-64 the walk ends here.
+ */
+
+static unsigned cfi_walk(void **vec, unsigned n, unsigned max,
+    prof_cfi_regs_t g, uintptr_t lo, uintptr_t hi) {
+#if defined(__x86_64__)
+	while (n < max) {
+		if (prof_cfi_unwind(&g, lo, hi) != PROF_CFI_OK ||
+		    !text_contains(g.rip))
+			break;
+		vec[n++] = (void *)g.rip;
+	}
+#else
+	(void)vec;
+	(void)max;
+	(void)g;
+	(void)lo;
+	(void)hi;
+#endif
+	return n;
+}
+
+PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
+    uintptr_t fp) {
 	tsd_t *tsd = &mp_tsd;
 	uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t hi = tsd->stack_hi;
@@ -363,6 +409,10 @@ unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp) {
 	    memory_order_acquire);
 	uintptr_t self_lo = atomic_load_explicit(&text_self_lo,
 	    memory_order_relaxed);
+	unsigned mode = opt_prof_unwind;
+	uintptr_t stack_lo = lo;
+	/* The registers of the caller of the last frame recorded. */
+	prof_cfi_regs_t g = {0, 0, 0};
 	while (n < max) {
 		if (fp < lo || fp > hi - 2 * sizeof(uintptr_t) ||
 		    (fp & (sizeof(uintptr_t) - 1)) != 0)
@@ -381,6 +431,17 @@ unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp) {
 			 * the allocator: the program's own, whatever the
 			 * tables say. */
 			vec[n++] = (void *)ret;
+			g = (prof_cfi_regs_t){ret, fp + 2 * sizeof(uintptr_t),
+			    next};
+			/* cfi: the allocator's frames have frame pointers;
+			 * the program's are read from .eh_frame.  auto: so
+			 * are those of a function that keeps none, whose
+			 * rbp may still hold a frame further up (frames
+			 * would be lost without a sign) or anything. */
+			if (mode == PROF_UNWIND_CFI ||
+			    (mode == PROF_UNWIND_AUTO && CFI_ARCH &&
+			    !prof_cfi_keeps_fp(ret)))
+				break;
 		}
 		/* Frames sit at higher addresses as we unwind. */
 		if (next <= fp)
@@ -388,5 +449,10 @@ unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp) {
 		lo = fp;
 		fp = next;
 	}
+	/* Where the chain of frame pointers stops, or a function keeps
+	 * none (or at once, for cfi), the walk goes on from the last frame
+	 * recorded. */
+	if (mode != PROF_UNWIND_FP && n > 0 && n < max)
+		n = cfi_walk(vec, n, max, g, stack_lo, hi);
 	return n;
 }

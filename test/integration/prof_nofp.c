@@ -1,8 +1,9 @@
 /*
  * test/integration/prof_nofp.c - callers built without frame pointers.
  *
- * prof_nofp.conf: prof:true,lg_prof_sample:0.  The profiler walks frame
- * pointers from the allocator's entry point.  A caller compiled without
+ * prof_nofp.conf: prof:true,lg_prof_sample:0,prof_unwind:fp (the
+ * frame-pointer walk alone: test/integration/prof_cfi has the others).
+ * The profiler walks frame pointers from the allocator's entry point.  A caller compiled without
  * them may leave anything in rbp, and the walk must neither fault nor
  * loop: it stops at the first saved frame pointer that is not a plausible
  * frame of this thread's stack (outside it, misaligned, or not above the

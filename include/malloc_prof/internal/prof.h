@@ -1,8 +1,9 @@
 /*
  * prof.h: the heap profiler's structs and cross-file prototypes (prof.c:
  * sampling, thread data, the backtrace and sample tables; prof_sys.c:
- * frame-pointer backtraces; prof_snap.c: the snapshot dumps are written
- * from; prof_dump.c: heap_v2 dumps, dump files and their triggers).
+ * backtraces by frame pointers, then by prof_cfi.c's .eh_frame reader;
+ * prof_snap.c: the snapshot dumps are written from; prof_dump.c: heap_v2
+ * dumps, dump files and their triggers).
  *
  * What is counted: each sampled object adds to the counters of the
  * (thread, backtrace) pair that allocated it, a tctx; freeing it, from any
@@ -172,6 +173,31 @@ void prof_postfork_parent(void);
 void prof_postfork_child(void);
 
 /* -------------------------------------------------------- prof_sys.c */
+/* On functions that read stack words a walk computed (prof_sys.c,
+ * prof_cfi.c): a garbage frame may point at bytes a sanitizer poisoned
+ * (a redzone between a frame's locals); the walk checks its reads
+ * against the thread's stack bounds instead. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize)
+#define PROF_STACK_READER __attribute__((no_sanitize("address", \
+    "hwaddress")))
+#endif
+#endif
+#ifndef PROF_STACK_READER
+#define PROF_STACK_READER
+#endif
+
+/* opt.prof_unwind: how stacks are walked (indexes of prof_unwind_names):
+ * frame pointers, call-frame information (.eh_frame), or frame pointers
+ * while they hold and .eh_frame from the first frame where they stop. */
+typedef enum {
+	PROF_UNWIND_FP,
+	PROF_UNWIND_CFI,
+	PROF_UNWIND_AUTO,
+	PROF_UNWIND_COUNT
+} prof_unwind_t;
+extern const char *const prof_unwind_names[PROF_UNWIND_COUNT];
+extern unsigned opt_prof_unwind;
 /* Fill vec with up to max return addresses, starting with the one saved
  * in frame `fp` (the frame of the exported entry point), up to the first
  * one outside executable text; never faults, never locks. */
@@ -182,6 +208,90 @@ void prof_sys_postfork_parent(void);
 void prof_sys_postfork_child(void);
 /* Frame-pointer walk bounds for the calling thread (lazily computed). */
 void prof_sys_thread_init(tsd_t *tsd);
+
+/* -------------------------------------------------------- prof_cfi.c */
+/* One object's call-frame tables where they are mapped: .eh_frame_hdr
+ * (hdr NULL: none) and .eh_frame, each up to the end of what may be
+ * read (the end of its mapping, for .eh_frame). */
+typedef struct prof_cfi_obj_s {
+	const uint8_t *hdr, *hdr_end;
+	const uint8_t *eh, *eh_end;
+} prof_cfi_obj_t;
+
+typedef enum {
+	PROF_CFI_OK,
+	PROF_CFI_NOT_FOUND,      /* no FDE covers the pc */
+	PROF_CFI_BAD,            /* malformed, out of bounds, unknown */
+	PROF_CFI_UNSUPPORTED,    /* a rule the walker does not evaluate:
+				  * expressions, another CFA register */
+	PROF_CFI_STACK,          /* a stack read out of bounds or
+				  * misaligned, or a frame not above */
+	PROF_CFI_END             /* return address undefined or 0 */
+} prof_cfi_err_t;
+
+/* The CFA of a row (prof_cfi_rule_t.cfa). */
+typedef enum {
+	PROF_CFI_CFA_RSP,        /* rsp + cfa_off */
+	PROF_CFI_CFA_RBP,        /* rbp + cfa_off */
+	PROF_CFI_CFA_PLT         /* rsp + cfa_off, + 8 if (rip & 15) >=
+				  * plt_k: the linkers' PLT expression */
+} prof_cfi_cfa_t;
+
+/* How the caller's value of a register is found. */
+typedef enum {
+	PROF_CFI_SAME,           /* the register was not changed */
+	PROF_CFI_UNDEF,          /* lost (or not computable here) */
+	PROF_CFI_AT_CFA,         /* saved at CFA + off */
+	PROF_CFI_VAL_CFA         /* is CFA + off */
+} prof_cfi_how_t;
+
+/* One row of an unwind table: the rule at pcs [lo, hi). */
+typedef struct prof_cfi_rule_s {
+	uintptr_t lo, hi;
+	int64_t cfa_off, ra_off, rbp_off;
+	uint8_t cfa;             /* prof_cfi_cfa_t */
+	uint8_t ra_how, rbp_how; /* prof_cfi_how_t */
+	uint8_t plt_k;
+	bool signal;             /* the CIE's 'S': an interrupted frame */
+} prof_cfi_rule_t;
+
+/* The registers a walk tracks (x86-64). */
+typedef struct prof_cfi_regs_s {
+	uintptr_t rip, rsp, rbp;
+} prof_cfi_regs_t;
+
+/* obj for the object whose PT_GNU_EH_FRAME is hdr[0..hdr_len) and
+ * whose .eh_frame lies in the mapped segment [seg_lo, seg_hi) (the one
+ * holding it).  true on error (no version-1 header, a pointer outside). */
+bool prof_cfi_obj_init(prof_cfi_obj_t *obj, const void *hdr, size_t hdr_len,
+    uintptr_t seg_lo, uintptr_t seg_hi);
+/* The row of obj's tables at pc (for a return address, pass ret - 1). */
+prof_cfi_err_t prof_cfi_find(const prof_cfi_obj_t *obj, uintptr_t pc,
+    prof_cfi_rule_t *rule);
+/* One step up the stack: regs become the caller's, with every stack
+ * read inside [lo, hi) and aligned.  regs unchanged unless PROF_CFI_OK. */
+prof_cfi_err_t prof_cfi_apply(const prof_cfi_rule_t *rule,
+    prof_cfi_regs_t *regs, uintptr_t lo, uintptr_t hi);
+/* prof_cfi_find at regs->rip (first: the pc of the innermost frame;
+ * else a return address, looked up at rip - 1), then prof_cfi_apply. */
+prof_cfi_err_t prof_cfi_step(const prof_cfi_obj_t *obj,
+    prof_cfi_regs_t *regs, bool first, uintptr_t lo, uintptr_t hi);
+/* The backtrace's step: regs->rip is a return address, whose object is
+ * found without locks and whose row is cached by pc.  Never allocates,
+ * never locks; may take the loader's lock (without _dl_find_object) to
+ * reload its table, so call it with no allocator lock held. */
+prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
+    uintptr_t hi);
+/* Whether the function of return address ret keeps a frame pointer
+ * there (its row: CFA = rbp + 16, rbp and the return address saved
+ * below it), so that the frame-pointer walk may go on through it; also
+ * true when it has no usable row (a frame-pointer walk is all there
+ * is).  Same conditions as prof_cfi_unwind. */
+bool prof_cfi_keeps_fp(uintptr_t ret);
+/* fork: no reload of the object table across it. */
+void prof_cfi_prefork(void);
+void prof_cfi_postfork_parent(void);
+void prof_cfi_postfork_child(void);
 
 /* ------------------------------------------------------- prof_snap.c */
 /*
