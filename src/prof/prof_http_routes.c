@@ -202,7 +202,13 @@ static void http_serve_stats(prof_http_resp_t *r) {
 	if (fd < 0)
 		return;
 	http_out_t o = {fd, 0};
-	stats_print(http_out_write, &o, "J");
+	/* true: no memory for the snapshot copy; an empty 200 would look
+	 * like a process with no statistics. */
+	if (stats_print(http_out_write, &o, "J")) {
+		prof_http_send_error(r, 500, "cannot print the statistics: "
+		    "out of memory");
+		return;
+	}
 	http_out_send(r, &o, "statistics", "application/json");
 }
 
