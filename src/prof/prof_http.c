@@ -693,17 +693,25 @@ static bool http_again(ssize_t n) {
 	    errno == EWOULDBLOCK);
 }
 
-static void http_read_head(prof_http_conn_t *c) {
-	ssize_t n = recv(c->fd, c->buf + c->len, PROF_HTTP_REQ_MAX - c->len,
-	    MSG_DONTWAIT);
+/* Up to room bytes of c's request into dst: how many, or 0 when there is
+ * nothing to do now (none ready, or the client gone before its request was
+ * complete: then c is closed). */
+static size_t http_recv(prof_http_conn_t *c, char *dst, size_t room) {
+	ssize_t n = recv(c->fd, dst, room, MSG_DONTWAIT);
 	if (http_again(n))
-		return;
+		return 0;
 	if (n <= 0) {
-		/* Gone before the request was complete. */
 		http_close(c);
-		return;
+		return 0;
 	}
-	c->len += (size_t)n;
+	return (size_t)n;
+}
+
+static void http_read_head(prof_http_conn_t *c) {
+	size_t n = http_recv(c, c->buf + c->len, PROF_HTTP_REQ_MAX - c->len);
+	if (n == 0)
+		return;
+	c->len += n;
 	prof_http_req_t req;
 	prof_http_parse_request(c->buf, c->len, PROF_HTTP_REQ_MAX, &req);
 	if (req.route == PROF_HTTP_MORE)
@@ -719,15 +727,10 @@ static void http_read_head(prof_http_conn_t *c) {
 
 /* BODY: clen > have. */
 static void http_read_body(prof_http_conn_t *c) {
-	ssize_t n = recv(c->fd, http_sym_body + c->have, c->clen - c->have,
-	    MSG_DONTWAIT);
-	if (http_again(n))
+	size_t n = http_recv(c, http_sym_body + c->have, c->clen - c->have);
+	if (n == 0)
 		return;
-	if (n <= 0) {
-		http_close(c);
-		return;
-	}
-	c->have += (size_t)n;
+	c->have += n;
 	if (c->have == c->clen)
 		http_body_done(c);
 }
