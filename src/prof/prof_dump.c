@@ -1,12 +1,13 @@
 /*
- * prof_dump.c: heap profile dumps: the heap_v2 writer (jemalloc's
- * format), the files and names dumps go to, the triggers that write them
- * (prof.dump, lg_prof_interval, prof.gdump, prof_final) and the exit leak
- * report.
+ * prof_dump.c: heap profile dumps: the files and names dumps go to, the
+ * triggers that write them (prof.dump, lg_prof_interval, prof.gdump,
+ * prof_final) and the exit leak report.
  *
  * A dump copies what it prints before formatting anything (prof_snap.c
- * takes the snapshot, under the profiler's locks, and hands it to the
- * writer of the dump's format: heap_v2 here, pprof in prof_pprof.c).
+ * takes the snapshot, under the profiler's locks) and hands it to the
+ * writer of the dump's format (dump_write): heap_v2 in prof_heap_v2.c,
+ * pprof in prof_pprof.c, which share the snapshot and never call each
+ * other.
  * Formatting and write(2) happen with no profiler lock held but
  * prof_dump_mtx, which only orders dumps among themselves (and ranks
  * before the locks the snapshot takes).  Every buffer comes from base_malloc
@@ -29,8 +30,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The heap_v2 writer's output buffer. */
-#define DUMP_WBUF_SIZE ((size_t)64 << 10)
 /* prefix + ".<pid>.<seq>.m<seq>.heap" (two u64 and a pid). */
 #define DUMP_PATH_MAX (sizeof(opt_prof_prefix) + 64)
 #define DUMP_ERR_MAX (DUMP_PATH_MAX + 256)
@@ -61,95 +60,22 @@ typedef enum {
 	DUMP_F,              /* prof_final */
 } dump_kind_t;
 
-/* ------------------------------------------------------------ heap_v2 */
+/* ------------------------------------------------------------ writing */
 
-static void w_cnts(mp_buf_t *w, const prof_cnt_t *c, double R) {
-	uint64_t cn, cs, an = 0, as = 0;
-	prof_snap_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
-	    &cn, &cs);
-	if (opt_prof_accum) {
-		prof_snap_unbias(c->accumobjs_shifted_unbiased,
-		    c->accumbytes_unbiased, R, &an, &as);
+/* s to fd in `format` (not CURRENT), with prof_dump_mtx held: the one
+ * place that picks a format's writer, so the two never call each other.
+ * sample_type is pprof's default sample type (NULL: inuse_space).  0, or
+ * the errno of the failure (ENOMEM, with *whyp naming what ran out). */
+static int dump_write(const dump_snap_t *s, int fd, prof_format_t format,
+    const char *sample_type, const char **whyp) {
+	*whyp = NULL;
+	if (format == PROF_FORMAT_PPROF) {
+		int e = 0;
+		if (prof_pprof_write(s, fd, sample_type, &e, whyp) && e == 0)
+			e = ENOMEM;
+		return e;
 	}
-	mp_buf_printf(w, "%" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]",
-	    cn, cs, an, as);
-}
-
-/* Append /proc/self/maps verbatim; nothing if it cannot be opened. */
-static void w_maps(mp_buf_t *w) {
-	int fd;
-	do {
-		fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	} while (fd < 0 && errno == EINTR);
-	if (fd < 0)
-		return;
-	mp_buf_puts(w, "\nMAPPED_LIBRARIES:\n");
-	/* Read straight into the buffer's free room (its last byte is
-	 * mp_buf's). */
-	while (!w->err) {
-		if (w->len + 1 >= w->size)
-			mp_buf_flush(w);
-		ssize_t n = read(fd, w->p + w->len, w->size - 1 - w->len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		w->len += (size_t)n;
-	}
-	close(fd);
-}
-
-static void w_profile(mp_buf_t *w, const dump_snap_t *s) {
-	double R = (double)((uint64_t)1 << s->lg_sample);
-	mp_buf_printf(w, "heap_v2/%" PRIu64 "\n", (uint64_t)1 << s->lg_sample);
-	mp_buf_puts(w, "  t*: ");
-	w_cnts(w, &s->total, R);
-	mp_buf_putc(w, '\n');
-	for (size_t i = 0; i < s->nthreads; i++) {
-		const dump_thread_t *t = &s->threads[i];
-		mp_buf_printf(w, "  t%" PRIu64 ": ", t->uid);
-		w_cnts(w, &t->cnt, R);
-		mp_buf_printf(w, "%s%s\n", t->name[0] != '\0' ? " " : "",
-		    t->name);
-	}
-	const char *p = s->gbuf;
-	for (size_t i = 0; i < s->ngctx && !w->err; i++) {
-		const dump_gctx_t *g = (const dump_gctx_t *)p;
-		p += sizeof(*g);
-		void *const *frames = (void *const *)p;
-		mp_buf_putc(w, '@');
-		for (uint32_t k = 0; k < g->nframes; k++) {
-			mp_buf_printf(w, " 0x%lx",
-			    (unsigned long)(uintptr_t)frames[k]);
-		}
-		mp_buf_puts(w, "\n  t*: ");
-		w_cnts(w, &g->cnt, R);
-		mp_buf_putc(w, '\n');
-		p += dump_frames_size(g->nframes);
-		const dump_tctx_t *tr = (const dump_tctx_t *)p;
-		for (uint32_t k = 0; k < g->ntctx; k++) {
-			mp_buf_printf(w, "  t%" PRIu64 ": ", tr[k].uid);
-			w_cnts(w, &tr[k].cnt, R);
-			mp_buf_putc(w, '\n');
-		}
-		p += g->ntctx * sizeof(dump_tctx_t);
-	}
-	w_maps(w);
-	mp_buf_flush(w);
-}
-
-int prof_dump_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp) {
-	char *buf = base_malloc(DUMP_WBUF_SIZE);
-	if (buf == NULL) {
-		*whyp = "out of memory for the dump buffer";
-		return ENOMEM;
-	}
-	mp_buf_fd_t out = {fd, 0};
-	mp_buf_t w;
-	mp_buf_init(&w, buf, DUMP_WBUF_SIZE, mp_buf_fd_sink, &out);
-	w_profile(&w, s);
-	base_free(buf, DUMP_WBUF_SIZE);
-	return out.err;
+	return prof_heap_v2_write(s, fd, whyp);
 }
 
 /* The OS error text, without allocating (GNU strerror_r). */
@@ -325,7 +251,7 @@ static bool dump_file_write(dump_file_t *f, const dump_snap_t *s,
     prof_format_t format, char *err, size_t errsize) {
 	char ebuf[128];
 	const char *why;
-	int werr = prof_snap_write(s, f->fd, format, NULL, &why);
+	int werr = dump_write(s, f->fd, format, NULL, &why);
 	/* close can report a delayed write error (NFS, quota); EINTR still
 	 * closes the descriptor on Linux. */
 	if (close(f->fd) != 0 && errno != EINTR && werr == 0)
@@ -598,7 +524,7 @@ bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
 	if (fail) {
 		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd, why);
 	} else {
-		int e = prof_snap_write(&s, fd, format, sample_type, &why);
+		int e = dump_write(&s, fd, format, sample_type, &why);
 		prof_snap_release(&s);
 		if (e != 0) {
 			fail = true;

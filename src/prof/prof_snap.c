@@ -1,13 +1,13 @@
 /*
  * prof_snap.c: the snapshot a dump is written from, and what both dump
  * formats need to read it: the copy of the profiler's tables, thread
- * lookup, jemalloc's unbiasing of sampled counts, the sample types, and
- * the one place that picks a format's writer.
+ * lookup, jemalloc's unbiasing of sampled counts and the sample types.
  *
- * The two writers, heap_v2 (prof_dump.c) and pprof (prof_pprof.c), read
- * a snapshot only through this file and never call each other; the dump
- * driver in prof_dump.c (files, names, triggers) collects a snapshot
- * here and hands it to prof_snap_write.
+ * The two writers, heap_v2 (prof_heap_v2.c) and pprof (prof_pprof.c),
+ * read a snapshot only through this file and never call each other; the
+ * dump driver in prof_dump.c (files, names, triggers) collects a
+ * snapshot here and hands it to the writer of the dump's format.  This
+ * file calls neither.
  *
  * The copy is taken one gctx shard at a time under that shard's lock
  * (samplers of the other 63 shards go on undisturbed), then the thread
@@ -285,18 +285,4 @@ bool prof_snap_sample_type_ok(const char *name) {
 			return true;
 	}
 	return false;
-}
-
-/* ------------------------------------------------------------ writing */
-
-int prof_snap_write(const dump_snap_t *s, int fd, prof_format_t format,
-    const char *sample_type, const char **whyp) {
-	*whyp = NULL;
-	if (format == PROF_FORMAT_PPROF) {
-		int e = 0;
-		if (prof_pprof_write(s, fd, sample_type, &e, whyp) && e == 0)
-			e = ENOMEM;
-		return e;
-	}
-	return prof_dump_heap_v2_write(s, fd, whyp);
 }

@@ -2,8 +2,9 @@
  * prof.h: the heap profiler's structs and cross-file prototypes (prof.c:
  * sampling, thread data, the backtrace and sample tables; prof_sys.c:
  * backtraces by frame pointers, then by prof_cfi.c's .eh_frame reader;
- * prof_snap.c: the snapshot dumps are written from; prof_dump.c: heap_v2
- * dumps, dump files and their triggers).
+ * prof_snap.c: the snapshot dumps are written from; prof_heap_v2.c and
+ * prof_pprof.c: its two writers; prof_dump.c: dump files and their
+ * triggers).
  *
  * What is counted: each sampled object adds to the counters of the
  * (thread, backtrace) pair that allocated it, a tctx; freeing it, from any
@@ -371,18 +372,16 @@ extern const prof_snap_sample_type_t prof_snap_sample_types[4];
 unsigned prof_snap_nsample_types(void);
 /* Whether name is a sample type in use. */
 bool prof_snap_sample_type_ok(const char *name);
-/* Write s to fd in `format` (not CURRENT), with prof_dump_mtx held;
- * sample_type is pprof's default sample type (NULL: inuse_space).  0, or
- * the errno of the failure (ENOMEM, with *whyp naming what ran out). */
-int prof_snap_write(const dump_snap_t *s, int fd, prof_format_t format,
-    const char *sample_type, const char **whyp);
+
+/* ---------------------------------------------------- prof_heap_v2.c */
+/* s to fd as heap_v2 (prof_dump_mtx held): 0, or the errno of the
+ * failure (ENOMEM, with *whyp naming what ran out). */
+int prof_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp);
 
 /* ------------------------------------------------------- prof_dump.c */
 extern const char *const prof_format_names[PROF_FORMAT_COUNT];
 extern unsigned opt_prof_format;
 
-/* The heap_v2 writer (prof_snap_write's): 0 or an errno, as there. */
-int prof_dump_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp);
 /* The OS error text, without allocating. */
 const char *prof_dump_strerror(int err, char *buf, size_t size);
 
@@ -428,7 +427,7 @@ void prof_dump_postfork_child(void);
 /* ------------------------------------------------------ prof_pprof.c */
 /* prof_symbolize: function names in pprof profiles. */
 extern bool opt_prof_symbolize;
-/* The pprof writer (prof_snap_write's): the snapshot to fd as a gzipped
+/* The pprof writer (prof_dump.c's dump_write): the snapshot to fd as a gzipped
  * profile.proto.  Called with prof_dump_mtx held (its buffers are kept
  * for the next dump).  sample_type is the default sample type (NULL:
  * inuse_space; checked with prof_snap_sample_type_ok by the caller).

@@ -1,0 +1,107 @@
+/*
+ * prof_heap_v2.c: the heap_v2 writer, jemalloc's text format that jeprof
+ * reads: the totals, one line per thread, one record per backtrace with
+ * its per-thread counts, then /proc/self/maps.  It formats a snapshot
+ * taken by prof_snap.c (counts unbiased there) into an mp_buf over a
+ * base_malloc'd buffer: no malloc, no profiler lock (prof_dump.c holds
+ * prof_dump_mtx around it).
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <unistd.h>
+
+/* The output buffer. */
+#define HEAP_V2_WBUF_SIZE ((size_t)64 << 10)
+
+static void w_cnts(mp_buf_t *w, const prof_cnt_t *c, double R) {
+	uint64_t cn, cs, an = 0, as = 0;
+	prof_snap_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
+	    &cn, &cs);
+	if (opt_prof_accum) {
+		prof_snap_unbias(c->accumobjs_shifted_unbiased,
+		    c->accumbytes_unbiased, R, &an, &as);
+	}
+	mp_buf_printf(w, "%" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]",
+	    cn, cs, an, as);
+}
+
+/* Append /proc/self/maps verbatim; nothing if it cannot be opened. */
+static void w_maps(mp_buf_t *w) {
+	int fd;
+	do {
+		fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return;
+	mp_buf_puts(w, "\nMAPPED_LIBRARIES:\n");
+	/* Read straight into the buffer's free room (its last byte is
+	 * mp_buf's). */
+	while (!w->err) {
+		if (w->len + 1 >= w->size)
+			mp_buf_flush(w);
+		ssize_t n = read(fd, w->p + w->len, w->size - 1 - w->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		w->len += (size_t)n;
+	}
+	close(fd);
+}
+
+static void w_profile(mp_buf_t *w, const dump_snap_t *s) {
+	double R = (double)((uint64_t)1 << s->lg_sample);
+	mp_buf_printf(w, "heap_v2/%" PRIu64 "\n", (uint64_t)1 << s->lg_sample);
+	mp_buf_puts(w, "  t*: ");
+	w_cnts(w, &s->total, R);
+	mp_buf_putc(w, '\n');
+	for (size_t i = 0; i < s->nthreads; i++) {
+		const dump_thread_t *t = &s->threads[i];
+		mp_buf_printf(w, "  t%" PRIu64 ": ", t->uid);
+		w_cnts(w, &t->cnt, R);
+		mp_buf_printf(w, "%s%s\n", t->name[0] != '\0' ? " " : "",
+		    t->name);
+	}
+	const char *p = s->gbuf;
+	for (size_t i = 0; i < s->ngctx && !w->err; i++) {
+		const dump_gctx_t *g = (const dump_gctx_t *)p;
+		p += sizeof(*g);
+		void *const *frames = (void *const *)p;
+		mp_buf_putc(w, '@');
+		for (uint32_t k = 0; k < g->nframes; k++) {
+			mp_buf_printf(w, " 0x%lx",
+			    (unsigned long)(uintptr_t)frames[k]);
+		}
+		mp_buf_puts(w, "\n  t*: ");
+		w_cnts(w, &g->cnt, R);
+		mp_buf_putc(w, '\n');
+		p += dump_frames_size(g->nframes);
+		const dump_tctx_t *tr = (const dump_tctx_t *)p;
+		for (uint32_t k = 0; k < g->ntctx; k++) {
+			mp_buf_printf(w, "  t%" PRIu64 ": ", tr[k].uid);
+			w_cnts(w, &tr[k].cnt, R);
+			mp_buf_putc(w, '\n');
+		}
+		p += g->ntctx * sizeof(dump_tctx_t);
+	}
+	w_maps(w);
+	mp_buf_flush(w);
+}
+
+int prof_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp) {
+	char *buf = base_malloc(HEAP_V2_WBUF_SIZE);
+	if (buf == NULL) {
+		*whyp = "out of memory for the dump buffer";
+		return ENOMEM;
+	}
+	mp_buf_fd_t out = {fd, 0};
+	mp_buf_t w;
+	mp_buf_init(&w, buf, HEAP_V2_WBUF_SIZE, mp_buf_fd_sink, &out);
+	w_profile(&w, s);
+	base_free(buf, HEAP_V2_WBUF_SIZE);
+	return out.err;
+}
+
