@@ -102,16 +102,14 @@
 /* Keeping the compiler honest.                                             */
 
 /* Returns p, but the compiler no longer knows where it came from. */
-static inline void *
-mp_launder(void *p) {
+static inline void *mp_launder(void *p) {
 	__asm__ volatile("" : "+r"(p) : : "memory");
 	return p;
 }
 #define LAUNDER(p) ((__typeof__(p))mp_launder((void *)(p)))
 
 /* Returns n, but the compiler cannot constant-fold it. */
-static inline size_t
-opaque_size(size_t n) {
+static inline size_t opaque_size(size_t n) {
 	__asm__ volatile("" : "+r"(n));
 	return n;
 }
@@ -162,8 +160,7 @@ static atomic_uint mp_failures MP_UNUSED;
 } while (0)
 
 /* Writes a line to stderr without going through stdio buffers. */
-static inline void
-mp_write_line(const char *s) {
+static inline void mp_write_line(const char *s) {
 	size_t n = strlen(s);
 	while (n > 0) {
 		ssize_t w = write(STDERR_FILENO, s, n);
@@ -220,9 +217,8 @@ mp_write_line(const char *s) {
 } while (0)
 
 /* mallctl with a printf-formatted name.  Returns mallctl's result. */
-static inline int
-mallctl_fmt(void *oldp, size_t *oldlenp, void *newp, size_t newlen,
-    const char *fmt, ...) {
+static inline int mallctl_fmt(void *oldp, size_t *oldlenp, void *newp,
+    size_t newlen, const char *fmt, ...) {
 	char name[256];
 	va_list ap;
 	va_start(ap, fmt);
@@ -235,8 +231,7 @@ mallctl_fmt(void *oldp, size_t *oldlenp, void *newp, size_t newlen,
 }
 
 /* Refreshes the stats snapshot by writing "epoch"; returns the new epoch. */
-static inline uint64_t
-mp_epoch(void) {
+static inline uint64_t mp_epoch(void) {
 	uint64_t e = 1;
 	size_t sz = sizeof(e);
 	int r = mallctl("epoch", &e, &sz, &e, sizeof(e));
@@ -247,8 +242,7 @@ mp_epoch(void) {
 }
 
 /* Reads a size_t statistic after refreshing the epoch. */
-static inline size_t
-mp_stat(const char *name) {
+static inline size_t mp_stat(const char *name) {
 	size_t v = 0;
 	mp_epoch();
 	MALLCTL_READ(name, v);
@@ -256,23 +250,20 @@ mp_stat(const char *name) {
 }
 
 /* Non-asserting reads, usable from any thread. Return mallctl's result. */
-static inline int
-mp_read_u64(const char *name, uint64_t *v) {
+static inline int mp_read_u64(const char *name, uint64_t *v) {
 	size_t sz = sizeof(*v);
 	int r = mallctl(name, v, &sz, NULL, 0);
 	return (r == 0 && sz != sizeof(*v)) ? EINVAL : r;
 }
 
-static inline int
-mp_read_size(const char *name, size_t *v) {
+static inline int mp_read_size(const char *name, size_t *v) {
 	size_t sz = sizeof(*v);
 	int r = mallctl(name, v, &sz, NULL, 0);
 	return (r == 0 && sz != sizeof(*v)) ? EINVAL : r;
 }
 
 /* Flushes this thread's tcache; a no-op (not an error) if it is disabled. */
-static inline void
-mp_tcache_flush(void) {
+static inline void mp_tcache_flush(void) {
 	bool enabled = false;
 	size_t sz = sizeof(enabled);
 	if (mallctl("thread.tcache.enabled", &enabled, &sz, NULL, 0) == 0 &&
@@ -285,15 +276,13 @@ mp_tcache_flush(void) {
 /* Environment of the test run.                                             */
 
 /* The symbol prefix of this build ("" or e.g. "mp_"). */
-static inline const char *
-mp_env_prefix(void) {
+static inline const char *mp_env_prefix(void) {
 	const char *p = getenv("MALLOC_PROF_PREFIX");
 	return p != NULL ? p : "";
 }
 
 /* The name of this build's MALLOC_CONF variable. */
-static inline const char *
-mp_env_conf_name(void) {
+static inline const char *mp_env_conf_name(void) {
 	const char *var = getenv("MALLOC_PROF_CONF_ENV");
 	if (var == NULL || var[0] == '\0') {
 #ifdef MALLOC_PROF_CONF_ENV
@@ -306,8 +295,7 @@ mp_env_conf_name(void) {
 }
 
 /* The value of this build's MALLOC_CONF variable, or NULL. */
-static inline const char *
-mp_env_conf(void) {
+static inline const char *mp_env_conf(void) {
 	return getenv(mp_env_conf_name());
 }
 
@@ -315,23 +303,20 @@ mp_env_conf(void) {
  * MALLOC_PROF_SANITIZER, set by configure from CFLAGS (-fsanitize=...) and
  * exported by make check.  Tests that cannot work under one skip with
  * MP_SKIP naming why. */
-static inline const char *
-mp_env_sanitizer(void) {
+static inline const char *mp_env_sanitizer(void) {
 	const char *s = getenv("MALLOC_PROF_SANITIZER");
 	return s != NULL ? s : "";
 }
 
 /* True when run by the test harness (make check), false when run by hand. */
-static inline bool
-mp_under_harness(void) {
+static inline bool mp_under_harness(void) {
 	return getenv("top_builddir") != NULL;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Process measurements.                                                    */
 
-static inline size_t
-mp_page_size(void) {
+static inline size_t mp_page_size(void) {
 	return (size_t)sysconf(_SC_PAGESIZE);
 }
 
@@ -340,8 +325,7 @@ mp_page_size(void) {
  * bytes.  Raw syscalls and a stack buffer, so that measuring does not
  * allocate.  Returns 0 on error.
  */
-static inline size_t
-mp_statm_bytes(unsigned field) {
+static inline size_t mp_statm_bytes(unsigned field) {
 	char buf[256];
 	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -372,22 +356,19 @@ mp_statm_bytes(unsigned field) {
 }
 
 /* Resident set size in bytes (0 on error). */
-static inline size_t
-read_rss_bytes(void) {
+static inline size_t read_rss_bytes(void) {
 	return mp_statm_bytes(1);
 }
 
 /* The address space the process maps now, in bytes (0 on error). */
-static inline size_t
-mp_vm_bytes(void) {
+static inline size_t mp_vm_bytes(void) {
 	return mp_statm_bytes(0);
 }
 
 /* Lowers the soft RLIMIT_AS to `extra` bytes above what the process maps
  * now, so that its next big mappings fail; returns the soft limit to give
  * back to mp_rlimit_as_restore (the hard one is untouched). */
-static inline rlim_t
-mp_rlimit_as_lower(size_t extra) {
+static inline rlim_t mp_rlimit_as_lower(size_t extra) {
 	struct rlimit rl;
 	MP_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
 	rlim_t old = rl.rlim_cur;
@@ -399,8 +380,7 @@ mp_rlimit_as_lower(size_t extra) {
 	return old;
 }
 
-static inline void
-mp_rlimit_as_restore(rlim_t old) {
+static inline void mp_rlimit_as_restore(rlim_t old) {
 	struct rlimit rl;
 	MP_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
 	rl.rlim_cur = old;
@@ -410,8 +390,7 @@ mp_rlimit_as_restore(rlim_t old) {
 
 /* Reads fd to EOF, or until buf is full, into buf (NUL-terminated);
  * returns the length. */
-static inline size_t
-mp_read_all(int fd, char *buf, size_t size) {
+static inline size_t mp_read_all(int fd, char *buf, size_t size) {
 	size_t len = 0;
 	while (len + 1 < size) {
 		ssize_t r = read(fd, buf + len, size - 1 - len);
@@ -433,8 +412,8 @@ mp_read_all(int fd, char *buf, size_t size) {
  * the child exits 0 if fn returns.  out gets what it wrote (NUL-terminated);
  * returns its wait status.
  */
-static inline int
-mp_child_stderr(void (*fn)(void *), void *arg, char *out, size_t size) {
+static inline int mp_child_stderr(void (*fn)(void *), void *arg, char *out,
+    size_t size) {
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
 	fflush(NULL);
@@ -459,8 +438,8 @@ mp_child_stderr(void (*fn)(void *), void *arg, char *out, size_t size) {
 
 /* A TCP connection to port on the loopback address of family (AF_INET or
  * AF_INET6), with send and receive timeouts; -1 with errno on error. */
-static inline int
-mp_connect_loopback(int family, unsigned port, unsigned timeout_s) {
+static inline int mp_connect_loopback(int family, unsigned port,
+    unsigned timeout_s) {
 	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		return -1;
@@ -493,15 +472,13 @@ mp_connect_loopback(int family, unsigned port, unsigned timeout_s) {
 	return fd;
 }
 
-static inline uint64_t
-mp_now_ns(void) {
+static inline uint64_t mp_now_ns(void) {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline void
-mp_sleep_ms(unsigned ms) {
+static inline void mp_sleep_ms(unsigned ms) {
 	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
 	}
@@ -518,8 +495,7 @@ mp_sleep_ms(unsigned ms) {
 #define MP_WAIT_S 60
 
 /* True once MP_WAIT_S have passed since t0 (mp_now_ns()). */
-static inline bool
-mp_waited_too_long(uint64_t t0) {
+static inline bool mp_waited_too_long(uint64_t t0) {
 	return mp_now_ns() - t0 > (uint64_t)MP_WAIT_S * 1000000000u;
 }
 
@@ -530,8 +506,7 @@ typedef struct {
 	uint64_t s;
 } mp_rng_t;
 
-static inline uint64_t
-mp_rng_next(mp_rng_t *r) {
+static inline uint64_t mp_rng_next(mp_rng_t *r) {
 	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -539,23 +514,20 @@ mp_rng_next(mp_rng_t *r) {
 }
 
 /* Uniform in [0, n), n > 0. */
-static inline uint64_t
-mp_rng_below(mp_rng_t *r, uint64_t n) {
+static inline uint64_t mp_rng_below(mp_rng_t *r, uint64_t n) {
 	return mp_rng_next(r) % n;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Content patterns.                                                        */
 
-static inline uint64_t
-mp_pattern_word(uint64_t seed, size_t i) {
+static inline uint64_t mp_pattern_word(uint64_t seed, size_t i) {
 	uint64_t x = seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
 	return x ^ (x >> 29);
 }
 
 /* Fills n bytes with a pattern that depends on seed and the offset. */
-static inline void
-pattern_fill(void *p, size_t n, uint64_t seed) {
+static inline void pattern_fill(void *p, size_t n, uint64_t seed) {
 	unsigned char *b = p;
 	size_t words = n / 8;
 	for (size_t i = 0; i < words; i++) {
@@ -569,8 +541,7 @@ pattern_fill(void *p, size_t n, uint64_t seed) {
 }
 
 /* Returns the offset of the first byte that differs, or SIZE_MAX. */
-static inline size_t
-pattern_check(const void *p, size_t n, uint64_t seed) {
+static inline size_t pattern_check(const void *p, size_t n, uint64_t seed) {
 	const unsigned char *b = p;
 	size_t words = n / 8;
 	for (size_t i = 0; i < words; i++) {
@@ -598,8 +569,7 @@ pattern_check(const void *p, size_t n, uint64_t seed) {
 }
 
 /* Returns the offset of the first non-zero byte in [0, n), or SIZE_MAX. */
-static inline size_t
-first_nonzero(const void *p, size_t n) {
+static inline size_t first_nonzero(const void *p, size_t n) {
 	const unsigned char *b = p;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -618,8 +588,7 @@ first_nonzero(const void *p, size_t n) {
 }
 
 /* Returns the offset of the first byte != c in [0, n), or SIZE_MAX. */
-static inline size_t
-first_not_byte(const void *p, size_t n, unsigned char c) {
+static inline size_t first_not_byte(const void *p, size_t n, unsigned char c) {
 	const unsigned char *b = p;
 	for (size_t i = 0; i < n; i++) {
 		if (b[i] != c) {
@@ -629,15 +598,13 @@ first_not_byte(const void *p, size_t n, unsigned char c) {
 	return SIZE_MAX;
 }
 
-static inline bool
-mp_is_aligned(const void *p, size_t a) {
+static inline bool mp_is_aligned(const void *p, size_t a) {
 	return ((uintptr_t)p & (a - 1)) == 0;
 }
 
 /* Frees the n objects of v and clears their slots, so that freeing twice
  * is harmless. */
-static inline void
-mp_free_all(void **v, size_t n) {
+static inline void mp_free_all(void **v, size_t n) {
 	for (size_t i = 0; i < n; i++) {
 		free(v[i]);
 		v[i] = NULL;
@@ -648,8 +615,7 @@ mp_free_all(void **v, size_t n) {
 /* Size classes (quantum 16, 4 classes per doubling above 64).              */
 
 /* The size class of a request of n bytes, computed independently. */
-static inline size_t
-mp_expected_size_class(size_t n) {
+static inline size_t mp_expected_size_class(size_t n) {
 	if (n <= 16) {
 		return 16;
 	}
@@ -703,8 +669,7 @@ typedef struct {
 	char err[256];
 } mp_heap_t;
 
-static inline void
-mp_heap_free(mp_heap_t *h) {
+static inline void mp_heap_free(mp_heap_t *h) {
 	for (size_t i = 0; i < h->nstacks; i++) {
 		free(h->stacks[i].thr);
 		free(h->stacks[i].frames);
@@ -714,24 +679,21 @@ mp_heap_free(mp_heap_t *h) {
 	memset(h, 0, sizeof(*h));
 }
 
-static inline void
-mp_cnts_add(mp_cnts_t *a, const mp_cnts_t *b) {
+static inline void mp_cnts_add(mp_cnts_t *a, const mp_cnts_t *b) {
 	a->co += b->co;
 	a->cb += b->cb;
 	a->ao += b->ao;
 	a->ab += b->ab;
 }
 
-static inline bool
-mp_cnts_eq(const mp_cnts_t *a, const mp_cnts_t *b) {
+static inline bool mp_cnts_eq(const mp_cnts_t *a, const mp_cnts_t *b) {
 	return a->co == b->co && a->cb == b->cb && a->ao == b->ao &&
 	    a->ab == b->ab;
 }
 
 /* "  t<id>: a: b [c: d]<rest>"; id "*" gives uid UINT64_MAX. */
-static inline bool
-mp_heap_cnt_line(const char *line, uint64_t *uid, mp_cnts_t *c,
-    const char **rest) {
+static inline bool mp_heap_cnt_line(const char *line, uint64_t *uid,
+    mp_cnts_t *c, const char **rest) {
 	if (strncmp(line, "  t", 3) != 0) {
 		return false;
 	}
@@ -768,8 +730,7 @@ mp_heap_cnt_line(const char *line, uint64_t *uid, mp_cnts_t *c,
 }
 
 /* Parses path into h; false with h->err set on any deviation. */
-static inline bool
-mp_heap_parse(const char *path, mp_heap_t *h) {
+static inline bool mp_heap_parse(const char *path, mp_heap_t *h) {
 	memset(h, 0, sizeof(*h));
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -1002,8 +963,7 @@ out:
  * heap_v2/1 where the printed values are raw counts) the stacks and the
  * header's thread lines both add up to the header's t* line.
  */
-static inline void
-mp_heap_check_sums(const mp_heap_t *h, bool exact) {
+static inline void mp_heap_check_sums(const mp_heap_t *h, bool exact) {
 	mp_cnts_t s, t;
 	memset(&s, 0, sizeof(s));
 	memset(&t, 0, sizeof(t));
@@ -1037,9 +997,8 @@ mp_heap_check_sums(const mp_heap_t *h, bool exact) {
 }
 
 /* jeprof's AdjustSamples for one (count, bytes) pair at rate R. */
-static inline void
-mp_heap_unbias(uint64_t n, uint64_t s, uint64_t rate, double *n_out,
-    double *s_out) {
+static inline void mp_heap_unbias(uint64_t n, uint64_t s, uint64_t rate,
+    double *n_out, double *s_out) {
 	if (n == 0 || rate <= 1) {
 		*n_out = (double)n;
 		*s_out = (double)s;
@@ -1055,8 +1014,7 @@ mp_heap_unbias(uint64_t n, uint64_t s, uint64_t rate, double *n_out,
  * The address range of the function at fn: from its ELF symbol when the
  * program exports it (link with -export-dynamic), else [fn, fn + 256).
  */
-static inline void
-mp_fn_range(const void *fn, uintptr_t *lo, uintptr_t *hi) {
+static inline void mp_fn_range(const void *fn, uintptr_t *lo, uintptr_t *hi) {
 	Dl_info info;
 	const ElfW(Sym) *sym = NULL;
 	*lo = (uintptr_t)fn;
@@ -1069,8 +1027,7 @@ mp_fn_range(const void *fn, uintptr_t *lo, uintptr_t *hi) {
 
 /* True if the return address ra lies in (lo, hi]: the call instruction
  * it follows is inside [lo, hi). */
-static inline bool
-mp_ra_in(uintptr_t ra, uintptr_t lo, uintptr_t hi) {
+static inline bool mp_ra_in(uintptr_t ra, uintptr_t lo, uintptr_t hi) {
 	return ra > lo && ra <= hi;
 }
 
@@ -1083,8 +1040,7 @@ mp_ra_in(uintptr_t ra, uintptr_t lo, uintptr_t hi) {
  * that one broken promise fails one test).  1 when the allocator is
  * linked into the program itself, or for addresses of another process.
  */
-static inline size_t
-mp_heap_user_frame(const mp_heap_stack_t *s) {
+static inline size_t mp_heap_user_frame(const mp_heap_stack_t *s) {
 	Dl_info i0, ik, self;
 	if (s->nframes < 2 || dladdr((void *)s->frames[0], &i0) == 0 ||
 	    dladdr((void *)(uintptr_t)mp_heap_user_frame, &self) == 0 ||
@@ -1105,8 +1061,8 @@ mp_heap_user_frame(const mp_heap_stack_t *s) {
  * With depth > 1, that many frames from there are searched (a caller
  * that is itself a helper).
  */
-static inline const mp_heap_stack_t *
-mp_heap_find_site(const mp_heap_t *h, const void *fn, size_t depth) {
+static inline const mp_heap_stack_t *mp_heap_find_site(const mp_heap_t *h,
+    const void *fn, size_t depth) {
 	uintptr_t lo, hi;
 	mp_fn_range(fn, &lo, &hi);
 	for (size_t i = 0; i < h->nstacks; i++) {
@@ -1122,8 +1078,8 @@ mp_heap_find_site(const mp_heap_t *h, const void *fn, size_t depth) {
 }
 
 /* The header thread line with this uid, or NULL. */
-static inline const mp_heap_thread_t *
-mp_heap_thread(const mp_heap_t *h, uint64_t uid) {
+static inline const mp_heap_thread_t *mp_heap_thread(const mp_heap_t *h,
+    uint64_t uid) {
 	for (size_t i = 0; i < h->nthreads; i++) {
 		if (h->threads[i].uid == uid) {
 			return &h->threads[i];
@@ -1135,20 +1091,17 @@ mp_heap_thread(const mp_heap_t *h, uint64_t uid) {
 /* ---- dump helpers */
 
 /* prof.dump to path; returns mallctl's result. */
-static inline int
-mp_prof_dump(const char *path) {
+static inline int mp_prof_dump(const char *path) {
 	return mallctl("prof.dump", NULL, NULL, (void *)&path, sizeof(path));
 }
 
-static inline int
-mp_prof_prefix(const char *prefix) {
+static inline int mp_prof_prefix(const char *prefix) {
 	return mallctl("prof.prefix", NULL, NULL, (void *)&prefix,
 	    sizeof(prefix));
 }
 
 /* Writes a bool mallctl and returns its result; *old gets the old value. */
-static inline int
-mp_prof_switch(const char *name, bool v, bool *old) {
+static inline int mp_prof_switch(const char *name, bool v, bool *old) {
 	bool o = false;
 	size_t sz = sizeof(o);
 	int r = mallctl(name, &o, &sz, &v, sizeof(v));
@@ -1159,8 +1112,7 @@ mp_prof_switch(const char *name, bool v, bool *old) {
 }
 
 /* A fresh directory /tmp/<tag>.XXXXXX in buf; false on error. */
-static inline bool
-mp_tmpdir_make(char *buf, size_t size, const char *tag) {
+static inline bool mp_tmpdir_make(char *buf, size_t size, const char *tag) {
 	snprintf(buf, size, "%s/%s.XXXXXX", getenv("TMPDIR") != NULL &&
 	    getenv("TMPDIR")[0] == '/' ? getenv("TMPDIR") : "/tmp", tag);
 	return mkdtemp(buf) != NULL;
@@ -1168,8 +1120,7 @@ mp_tmpdir_make(char *buf, size_t size, const char *tag) {
 
 /* Removes the files of dir and dir itself (not recursive), unless
  * MP_KEEP_DUMPS is set. */
-static inline void
-mp_tmpdir_remove(const char *dir) {
+static inline void mp_tmpdir_remove(const char *dir) {
 	if (getenv("MP_KEEP_DUMPS") != NULL) {
 		printf("# dumps kept in %s\n", dir);
 		return;
@@ -1206,9 +1157,8 @@ typedef struct {
  * exactly are ignored.  Returns how many there are; out gets up to max
  * of them in order of seq.
  */
-static inline size_t
-mp_dump_list(const char *dir, const char *base, long pid, char kind,
-    mp_autoname_t *out, size_t max) {
+static inline size_t mp_dump_list(const char *dir, const char *base, long pid,
+    char kind, mp_autoname_t *out, size_t max) {
 	size_t n = 0;
 	DIR *d = opendir(dir);
 	if (d == NULL) {
@@ -1269,8 +1219,8 @@ mp_dump_list(const char *dir, const char *base, long pid, char kind,
  * after dir/base: the ones the conf's prof_prefix made before a test set
  * its own prefix.  Says how many on a TAP comment line.
  */
-static inline void
-mp_dump_remove_conf(const char *dir, const char *base, const char *kinds) {
+static inline void mp_dump_remove_conf(const char *dir, const char *base,
+    const char *kinds) {
 	size_t removed = 0;
 	for (const char *k = kinds; *k != '\0'; k++) {
 		mp_autoname_t a[64];
@@ -1305,8 +1255,7 @@ static volatile unsigned mp_msgs_calls MP_UNUSED;     /* hook calls */
 static volatile unsigned mp_msgs_opaque MP_UNUSED;    /* with non-NULL
 							 * cbopaque */
 
-static inline void
-mp_msgs_hook(void *cbopaque, const char *s) {
+static inline void mp_msgs_hook(void *cbopaque, const char *s) {
 	mp_msgs_calls++;
 	mp_msgs_opaque += cbopaque != NULL;
 	size_t n = strlen(s);
@@ -1320,8 +1269,7 @@ mp_msgs_hook(void *cbopaque, const char *s) {
 	}
 }
 
-static inline void
-mp_msgs_start(void) {
+static inline void mp_msgs_start(void) {
 	mp_msgs[0] = '\0';
 	mp_msgs_len = 0;
 	mp_msgs_lines = 0;
@@ -1330,8 +1278,7 @@ mp_msgs_start(void) {
 	malloc_message = mp_msgs_hook;
 }
 
-static inline void
-mp_msgs_stop(void) {
+static inline void mp_msgs_stop(void) {
 	malloc_message = NULL;
 	__asm__ volatile("" : : "r"(mp_msgs) : "memory");
 }
@@ -1348,8 +1295,7 @@ mp_msgs_stop(void) {
  */
 
 /* CRC-32 (IEEE, reflected), bit by bit: slow and obviously right. */
-static inline uint32_t
-mp_crc32(const uint8_t *p, size_t n) {
+static inline uint32_t mp_crc32(const uint8_t *p, size_t n) {
 	uint32_t c = 0xffffffffu;
 	for (size_t i = 0; i < n; i++) {
 		c ^= p[i];
@@ -1366,8 +1312,7 @@ typedef struct {
 	bool err;
 } mp_bits_t;
 
-static inline unsigned
-mp_bit(mp_bits_t *b) {
+static inline unsigned mp_bit(mp_bits_t *b) {
 	if (b->pos >= b->len * 8) {
 		b->err = true;
 		return 0;
@@ -1378,8 +1323,7 @@ mp_bit(mp_bits_t *b) {
 }
 
 /* n bits, least significant first (extra bits, header fields). */
-static inline unsigned
-mp_bits(mp_bits_t *b, unsigned n) {
+static inline unsigned mp_bits(mp_bits_t *b, unsigned n) {
 	unsigned v = 0;
 	for (unsigned i = 0; i < n; i++) {
 		v |= mp_bit(b) << i;
@@ -1388,8 +1332,7 @@ mp_bits(mp_bits_t *b, unsigned n) {
 }
 
 /* The next fixed-code literal/length symbol (RFC 1951 3.2.6). */
-static inline unsigned
-mp_fixed_sym(mp_bits_t *b) {
+static inline unsigned mp_fixed_sym(mp_bits_t *b) {
 	unsigned c = 0;
 	for (int i = 0; i < 7; i++) {
 		c = (c << 1) | mp_bit(b);
@@ -1413,8 +1356,7 @@ typedef struct {
 	size_t len, cap;
 } mp_bytes_t;
 
-static inline void
-mp_bytes_put(mp_bytes_t *o, uint8_t c) {
+static inline void mp_bytes_put(mp_bytes_t *o, uint8_t c) {
 	if (o->len == o->cap) {
 		o->cap = o->cap ? o->cap * 2 : 4096;
 		o->p = realloc(o->p, o->cap);
@@ -1429,9 +1371,8 @@ mp_bytes_put(mp_bytes_t *o, uint8_t c) {
  * Inflate gz[0..n) into *out (malloc'd, caller frees).  false with err[]
  * filled on any problem.  *nblocks / *nfixed count the blocks.
  */
-static inline bool
-mp_gunzip(const uint8_t *gz, size_t n, mp_bytes_t *out, char *err,
-    size_t errsize) {
+static inline bool mp_gunzip(const uint8_t *gz, size_t n, mp_bytes_t *out,
+    char *err, size_t errsize) {
 	static const uint16_t lbase[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13,
 	    15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163,
 	    195, 227, 258};
@@ -1602,8 +1543,7 @@ typedef struct {
 	bool err;
 } mp_pb_t;
 
-static inline uint64_t
-mp_pb_varint(mp_pb_t *r) {
+static inline uint64_t mp_pb_varint(mp_pb_t *r) {
 	uint64_t v = 0;
 	for (int shift = 0; shift < 70; shift += 7) {
 		if (r->p >= r->end) {
@@ -1622,9 +1562,8 @@ mp_pb_varint(mp_pb_t *r) {
 
 /* The next field: *field, *wire, and for wire type 2 the sub-reader;
  * for 0 the value.  false at the end or on error. */
-static inline bool
-mp_pb_next(mp_pb_t *r, unsigned *field, unsigned *wire, uint64_t *v,
-    mp_pb_t *sub) {
+static inline bool mp_pb_next(mp_pb_t *r, unsigned *field, unsigned *wire,
+    uint64_t *v, mp_pb_t *sub) {
 	if (r->p >= r->end || r->err) {
 		return false;
 	}
@@ -1661,9 +1600,8 @@ mp_pb_next(mp_pb_t *r, unsigned *field, unsigned *wire, uint64_t *v,
 }
 
 /* Appends the numbers of a repeated field (packed or not) to out. */
-static inline void
-mp_pb_repeated(unsigned wire, uint64_t v, mp_pb_t *sub, uint64_t *out,
-    size_t *n, size_t max) {
+static inline void mp_pb_repeated(unsigned wire, uint64_t v, mp_pb_t *sub,
+    uint64_t *out, size_t *n, size_t max) {
 	if (wire == 0) {
 		if (*n < max) out[(*n)++] = v;
 		return;
@@ -1680,8 +1618,7 @@ mp_pb_repeated(unsigned wire, uint64_t v, mp_pb_t *sub, uint64_t *out,
 	memset(&(arr)[(n)], 0, sizeof(*(arr)));				\
 } while (0)
 
-static inline void
-mp_pprof_free(mp_pprof_t *pp) {
+static inline void mp_pprof_free(mp_pprof_t *pp) {
 	for (size_t i = 0; i < pp->nstrs; i++) {
 		free(pp->strs[i]);
 	}
@@ -1694,8 +1631,8 @@ mp_pprof_free(mp_pprof_t *pp) {
 }
 
 /* Parse a decompressed Profile.  false with pp->err filled. */
-static inline bool
-mp_pprof_parse(const uint8_t *data, size_t len, mp_pprof_t *pp) {
+static inline bool mp_pprof_parse(const uint8_t *data, size_t len,
+    mp_pprof_t *pp) {
 	memset(pp, 0, sizeof(*pp));
 	mp_pb_t r = {data, data + len, false}, sub, s2;
 	unsigned f, w, f2, w2;
@@ -1867,8 +1804,8 @@ mp_pprof_parse(const uint8_t *data, size_t len, mp_pprof_t *pp) {
 	return ok;
 }
 
-static inline const mp_pp_loc_t *
-mp_pprof_loc(const mp_pprof_t *pp, uint64_t id) {
+static inline const mp_pp_loc_t *mp_pprof_loc(const mp_pprof_t *pp,
+    uint64_t id) {
 	for (size_t i = 0; i < pp->nlocs; i++) {
 		if (pp->locs[i].id == id) {
 			return &pp->locs[i];
@@ -1877,8 +1814,8 @@ mp_pprof_loc(const mp_pprof_t *pp, uint64_t id) {
 	return NULL;
 }
 
-static inline const mp_pp_map_t *
-mp_pprof_map(const mp_pprof_t *pp, uint64_t id) {
+static inline const mp_pp_map_t *mp_pprof_map(const mp_pprof_t *pp,
+    uint64_t id) {
 	for (size_t i = 0; i < pp->nmaps; i++) {
 		if (pp->maps[i].id == id) {
 			return &pp->maps[i];
@@ -1888,8 +1825,7 @@ mp_pprof_map(const mp_pprof_t *pp, uint64_t id) {
 }
 
 /* The index of the sample type named `type`, or -1. */
-static inline int
-mp_pprof_type(const mp_pprof_t *pp, const char *type) {
+static inline int mp_pprof_type(const mp_pprof_t *pp, const char *type) {
 	for (size_t i = 0; i < pp->ntypes; i++) {
 		if (strcmp(pp->type[i], type) == 0) {
 			return (int)i;
@@ -1899,8 +1835,8 @@ mp_pprof_type(const mp_pprof_t *pp, const char *type) {
 }
 
 /* Decode a whole .pb.gz held in memory; false with err[] filled. */
-static inline bool
-mp_pprof_decode(const uint8_t *gz, size_t n, mp_pprof_t *pp) {
+static inline bool mp_pprof_decode(const uint8_t *gz, size_t n,
+    mp_pprof_t *pp) {
 	mp_bytes_t raw;
 	char err[200];
 	if (!mp_gunzip(gz, n, &raw, err, sizeof(err))) {
@@ -1914,8 +1850,7 @@ mp_pprof_decode(const uint8_t *gz, size_t n, mp_pprof_t *pp) {
 }
 
 /* Read a whole file (or the rest of an fd); malloc'd, *n its size. */
-static inline uint8_t *
-mp_read_fd_all(int fd, size_t *n) {
+static inline uint8_t *mp_read_fd_all(int fd, size_t *n) {
 	mp_bytes_t b = {NULL, 0, 0};
 	uint8_t buf[65536];
 	for (;;) {
@@ -1970,15 +1905,13 @@ typedef struct {
 	size_t n;
 } mp_sigline_t;
 
-static inline void
-mp_sigline_str(mp_sigline_t *l, const char *s) {
+static inline void mp_sigline_str(mp_sigline_t *l, const char *s) {
 	while (*s != '\0' && l->n < sizeof(l->b) - 1) {
 		l->b[l->n++] = *s++;
 	}
 }
 
-static inline void
-mp_sigline_u(mp_sigline_t *l, uint64_t v) {
+static inline void mp_sigline_u(mp_sigline_t *l, uint64_t v) {
 	char d[24];
 	int k = 0;
 	do {
@@ -1991,24 +1924,22 @@ mp_sigline_u(mp_sigline_t *l, uint64_t v) {
 }
 
 /* ms as seconds with one decimal. */
-static inline void
-mp_sigline_secs(mp_sigline_t *l, uint64_t ms) {
+static inline void mp_sigline_secs(mp_sigline_t *l, uint64_t ms) {
 	mp_sigline_u(l, ms / 1000);
 	mp_sigline_str(l, ".");
 	mp_sigline_u(l, ms / 100 % 10);
 	mp_sigline_str(l, " s");
 }
 
-static inline void
-mp_sigline_end(mp_sigline_t *l) {
+static inline void mp_sigline_end(mp_sigline_t *l) {
 	l->b[l->n++] = '\n';
 	(void)!write(STDOUT_FILENO, l->b, l->n);
 	l->n = 0;
 }
 
 /* /proc/self/task/<tid>/<what> into buf (first line, NUL-terminated). */
-static inline size_t
-mp_sig_read_task(const char *tid, const char *what, char *buf, size_t size) {
+static inline size_t mp_sig_read_task(const char *tid, const char *what,
+    char *buf, size_t size) {
 	mp_sigline_t path = {.n = 0};
 	mp_sigline_str(&path, "/proc/self/task/");
 	mp_sigline_str(&path, tid);
@@ -2034,8 +1965,7 @@ mp_sig_read_task(const char *tid, const char *what, char *buf, size_t size) {
 
 /* One line for thread tid: name, state, utime+stime (clock ticks), wchan,
  * syscall ("nr args... sp pc", or "running"). */
-static inline void
-mp_sig_dump_task(const char *tid) {
+static inline void mp_sig_dump_task(const char *tid) {
 	char stat[512], buf[256];
 	mp_sigline_t l = {.n = 0};
 	mp_sigline_str(&l, "#   thread ");
@@ -2088,8 +2018,7 @@ mp_sig_dump_task(const char *tid) {
 }
 
 /* Every thread of the calling process, one line each, as TAP comments. */
-static inline void
-mp_dump_threads(void) {
+static inline void mp_dump_threads(void) {
 	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
 		static const char msg[] = "#   (no /proc/self/task)\n";
@@ -2113,8 +2042,7 @@ mp_dump_threads(void) {
 	close(dfd);
 }
 
-static void
-mp_alarm_handler(int sig) {
+static void mp_alarm_handler(int sig) {
 	(void)sig;
 	int saved_errno = errno;
 	uint64_t ms = (mp_now_ns() - mp_alarm_armed_ns) / 1000000u;
@@ -2154,8 +2082,7 @@ mp_alarm_handler(int sig) {
  * dumps every thread's state and ends the process (see above).  Every
  * test's alarm goes through here, forked children's too.
  */
-static inline void
-mp_alarm_arm(unsigned seconds) {
+static inline void mp_alarm_arm(unsigned seconds) {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = mp_alarm_handler;
@@ -2173,8 +2100,7 @@ mp_alarm_arm(unsigned seconds) {
  * none) so a deadlock ends the program with a TAP "Bail out!" after the
  * thread states instead of hanging the suite.
  */
-static inline void
-mp_test_init(unsigned timeout_seconds) {
+static inline void mp_test_init(unsigned timeout_seconds) {
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	mp_alarm_main_pid = getpid();
@@ -2188,8 +2114,7 @@ mp_test_init(unsigned timeout_seconds) {
  * loops so that those too finish far below their alarm.  Reads
  * config.debug: call after the allocator is in use.
  */
-static inline bool
-mp_slow_build(void) {
+static inline bool mp_slow_build(void) {
 	bool debug = false;
 	size_t sz = sizeof(debug);
 	if (mallctl("config.debug", &debug, &sz, NULL, 0) != 0) {
@@ -2207,8 +2132,7 @@ mp_slow_build(void) {
  * exercises one mode in a process of its own (running out of memory, say)
  * and reports failed checks on stderr; expect exit status 0.
  */
-static inline void
-mp_run_self(const char *name, const char *mode) {
+static inline void mp_run_self(const char *name, const char *mode) {
 	fflush(NULL);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -2229,8 +2153,8 @@ mp_run_self(const char *name, const char *mode) {
  * otherwise the tests run with a fresh temporary directory in `tmpdir`
  * (named after `tag`) for their dumps, removed afterwards.
  */
-static inline int
-mp_prof_test_run(const char *tag, char *tmpdir, size_t tmpdir_size,
+static inline int mp_prof_test_run(const char *tag, char *tmpdir,
+    size_t tmpdir_size,
     CMUnitTestFunction no_prof, const struct CMUnitTest *tests,
     size_t ntests) {
 	if (!MALLOC_PROF_CONFIG_PROF) {

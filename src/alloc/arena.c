@@ -18,10 +18,6 @@
 _Atomic(arena_t *) arenas[ARENAS_MAX];
 unsigned narenas_auto;
 _Atomic unsigned narenas_total;
-/* Large and free extents name this as owner: it is no thread's cache, so
- * no extent the page map reaches has a NULL owner. */
-tcache_t extent_large_owner;
-
 static mp_mutex_t arenas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_ARENAS);
 /* Sets up the caches a new arena embeds (tcache.c's, given to
  * arena_boot): they must be ready before the arena is published, which

@@ -76,11 +76,6 @@ extent_t *base_extent_alloc(void) {
 }
 
 void base_extent_free(extent_t *e) {
-	/* Leave kind/owner in a state no fast path accepts: a stale page-map
-	 * hit on a recycled record must never look like a live slab. */
-	atomic_store_explicit(&e->owner, &extent_large_owner,
-	    memory_order_relaxed);
-	e->kind = EXTENT_FREE_CLEAN;
 	mp_mutex_lock(&base_mtx);
 	e->next = base_extents_free;
 	base_extents_free = e;

@@ -17,6 +17,20 @@
 #define GROW_MIN ((size_t)2 << 20)
 #define GROW_MAX ((size_t)64 << 20)
 
+/* Large and free extents name this as owner: it is no thread's cache, so
+ * no extent the page map reaches has a NULL owner. */
+tcache_t extent_large_owner;
+
+/* Give a record back to base.c's pool, with kind and owner in a state no
+ * fast path accepts: a stale page-map hit on a recycled record must never
+ * look like a live slab. */
+static void extent_record_free(extent_t *e) {
+	atomic_store_explicit(&e->owner, &extent_large_owner,
+	    memory_order_relaxed);
+	e->kind = EXTENT_FREE_CLEAN;
+	base_extent_free(e);
+}
+
 void extent_set_init(extent_set_t *set) {
 	memset(set, 0, sizeof(*set));
 }
@@ -153,7 +167,7 @@ static void merge(extent_t *a, extent_t *b) {
 	if (b->free_ns < a->free_ns)
 		a->free_ns = b->free_ns;
 	pagemap_set_bounds(a);
-	base_extent_free(b);
+	extent_record_free(b);
 }
 
 /*
@@ -337,7 +351,7 @@ static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy) {
 		pagemap_set_range(e->addr + e->size - PAGE, PAGE, NULL);
 		os_unmap(e->addr, e->size);
 		arena->stats.mapped -= e->size;
-		base_extent_free(e);
+		extent_record_free(e);
 		return NULL;
 	}
 	return e;
@@ -393,7 +407,7 @@ bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
 	pagemap_set_range(next->addr, PAGE, NULL);
 	e->size = new_size;
 	pagemap_set_bounds(e);
-	base_extent_free(next);
+	extent_record_free(next);
 	return false;
 }
 

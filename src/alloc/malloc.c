@@ -195,20 +195,11 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	return p;
 }
 
-/* Misuse of a pointer: one line naming the entry point, then abort() in
- * debug builds (which abort on misuse, as sdallocx's size check does) or
- * with abort:true; release builds carry on, leaking the block. */
+/* A pointer this allocator never gave out (or gave back already): reported
+ * like any other misuse (mp_misuse). */
 static MP_COLD void invalid_pointer(const char *func, void *p) {
-	mp_error("%s(): invalid pointer %p: not allocated by malloc_prof or "
-	    "already freed", func, p);
-	if (opt_abort || config_debug)
-		abort();
-}
-
-MP_COLD void malloc_misuse(const char *func, const char *what, void *p) {
-	mp_error("%s(): %s %p", func, what, p);
-	if (opt_abort || config_debug)
-		abort();
+	mp_misuse(func, "invalid pointer", p,
+	    ": not allocated by malloc_prof or already freed");
 }
 
 /* Whether region p of slab e is free: in its free_bits (the caller owns
@@ -235,15 +226,15 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 	}
 	if (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE) {
 		if ((char *)p == e->addr)
-			malloc_misuse(func, "double free of", p);
+			mp_misuse(func, "double free of", p, "");
 		else
 			invalid_pointer(func, p);
 		return true;
 	}
 	if (e->kind == EXTENT_LARGE) {
 		if ((char *)p != e->addr) {
-			malloc_misuse(func, "interior pointer (not a block "
-			    "start)", p);
+			mp_misuse(func, "interior pointer (not a block "
+			    "start)", p, "");
 			return true;
 		}
 		unsigned li = (unsigned)e->szind - SC_NBINS;
@@ -251,8 +242,8 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 			const tcache_large_t *c = &tsd->tcache->large[li];
 			for (uint32_t i = 0; i < c->n; i++) {
 				if (c->slots[i] == e) {
-					malloc_misuse(func, "double free of",
-					    p);
+					mp_misuse(func, "double free of",
+					    p, "");
 					return true;
 				}
 			}
@@ -262,13 +253,13 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 	size_t off = (size_t)((char *)p - e->addr);
 	uint32_t ind = slab_region_index(e, p);
 	if (ind >= e->nregs || off != (size_t)ind * e->usize) {
-		malloc_misuse(func, "interior pointer (not a region start)", p);
+		mp_misuse(func, "interior pointer (not a region start)", p, "");
 		return true;
 	}
 	tcache_t *owner = slab_owner(e);
 	bool mine = owner == tsd->tcache && owner != NULL;
 	if (mine && slab_listed(e, p)) {
-		malloc_misuse(func, "double free of", p);
+		mp_misuse(func, "double free of", p, "");
 		return true;
 	}
 	if (config_debug && !mine && (owner == &e->arena->shared ||
@@ -280,7 +271,7 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 		bool listed = slab_listed(e, p);
 		mp_mutex_unlock(&e->arena->shared_mtx);
 		if (listed) {
-			malloc_misuse(func, "double free of", p);
+			mp_misuse(func, "double free of", p, "");
 			return true;
 		}
 	}
@@ -321,7 +312,7 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 			twice = tcache_free_small(owner, e, p);
 		}
 		if (unlikely(twice)) {
-			malloc_misuse(func, "double free of", p);
+			mp_misuse(func, "double free of", p, "");
 			return;
 		}
 	} else {

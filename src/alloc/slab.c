@@ -93,8 +93,8 @@ static bool slab_collect_remote(extent_t *slab) {
 		if (unlikely(twice != 0)) {
 			/* Freed by another thread and by the owner: report
 			 * it, count it once. */
-			malloc_misuse("free", "double free of", slab_region(slab,
-			    w, (unsigned)__builtin_ctzll(twice)));
+			mp_misuse("free", "double free of", slab_region(slab,
+			    w, (unsigned)__builtin_ctzll(twice)), "");
 			bits &= ~twice;
 		}
 		slab->free_bits[w] |= bits;
@@ -287,7 +287,7 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 		uint64_t bit = (uint64_t)1 << (i % 64);
 		if (unlikely(slab->free_bits[i / 64] & bit)) {
 			if (func != NULL)
-				malloc_misuse(func, "double free of", q[k]);
+				mp_misuse(func, "double free of", q[k], "");
 			twice++;
 			continue;
 		}
@@ -355,8 +355,8 @@ static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 		uint64_t old = atomic_fetch_or(&slab->remote_bits[w], mask);
 		if (unlikely(old & mask)) {
 			uint64_t twice = old & mask;
-			malloc_misuse("free", "double free of", slab_region(slab,
-			    w, (unsigned)__builtin_ctzll(twice)));
+			mp_misuse("free", "double free of", slab_region(slab,
+			    w, (unsigned)__builtin_ctzll(twice)), "");
 		}
 		k = end;
 	}

@@ -54,7 +54,8 @@ static MP_COLD bool malloc_init_hard(void) {
 		conf_boot();
 		sz_boot();
 		err = prof_boot() || background_thread_boot() ||
-		    prof_http_boot();
+		    prof_http_boot(prof_http_route_match,
+		    prof_http_route_serve);
 	}
 	if (!err) {
 		err = arena_boot(tcache_arena_setup) || ctl_boot() || prof_ctl_boot() ||
@@ -273,8 +274,11 @@ static void malloc_prefork(void) {
 	ctl_prefork();
 	background_thread_prefork();
 	prof_http_prefork();
-	if (config_prof)
+	if (config_prof) {
+		prof_dump_prefork();
+		prof_sys_prefork();
 		prof_prefork();
+	}
 	pthread_mutex_lock(&registry_mtx.lock);
 	arena_prefork();
 	base_prefork();
@@ -286,8 +290,11 @@ static void malloc_postfork_parent(void) {
 	base_postfork_parent();
 	arena_postfork_parent();
 	pthread_mutex_unlock(&registry_mtx.lock);
-	if (config_prof)
+	if (config_prof) {
 		prof_postfork_parent();
+		prof_sys_postfork_parent();
+		prof_dump_postfork_parent();
+	}
 	prof_http_postfork_parent();
 	background_thread_postfork_parent();
 	ctl_postfork_parent();
@@ -306,8 +313,11 @@ static void malloc_postfork_child(void) {
 	base_postfork_child();
 	arena_postfork_child();
 	mp_mutex_postfork_child(&registry_mtx);
-	if (config_prof)
+	if (config_prof) {
 		prof_postfork_child();
+		prof_sys_postfork_child();
+		prof_dump_postfork_child();
+	}
 	prof_http_postfork_child();
 	background_thread_postfork_child();
 	ctl_postfork_child();

@@ -595,8 +595,6 @@ void prof_reset(size_t lg_sample) {
 /* ---------------------------------------------------------- fork */
 
 void prof_prefork(void) {
-	prof_dump_prefork();
-	prof_sys_prefork();
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
 	pthread_mutex_lock(&tdatas_mtx.lock);
@@ -610,8 +608,6 @@ void prof_postfork_parent(void) {
 	pthread_mutex_unlock(&tdatas_mtx.lock);
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
-	prof_sys_postfork_parent();
-	prof_dump_postfork_parent();
 }
 
 void prof_postfork_child(void) {
@@ -620,6 +616,4 @@ void prof_postfork_child(void) {
 	mp_mutex_postfork_child(&tdatas_mtx);
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		mp_mutex_postfork_child(&gctx_shards[i].mtx);
-	prof_sys_postfork_child();
-	prof_dump_postfork_child();
 }

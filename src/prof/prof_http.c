@@ -5,7 +5,8 @@
  * profiles the way they pull them from Go services.  This file is the
  * server: the listening socket, the poll loop over connections, their
  * caps and deadlines, the request's framing (prof_http_parse_request) and
- * sending; what is served, and the route table, are prof_http_routes.c's.
+ * sending; what is served, and the route table, are prof_http_routes.c's,
+ * handed to prof_http_boot (the server names no route).
  *
  * The server hands a route its parsed request (and a POST's body) and
  * gives it a narrow way to answer (prof_http_send_*).  A body longer
@@ -82,6 +83,10 @@ static _Atomic bool http_start_pending;
 static _Atomic unsigned http_port;
 static int http_lfd = -1;
 static int http_body_fd = -1;
+/* The routes (prof_http_boot's arguments): what a request asks for, and
+ * its answer. */
+static prof_http_match_fn *http_match;
+static prof_http_serve_fn *http_serve;
 
 /*
  * A connection, from accept to close:
@@ -525,7 +530,7 @@ void prof_http_req_error(prof_http_req_t *req, int status,
 
 /* The complete head buf[0..head_len) (through the empty line). */
 static void http_parse_head(const char *buf, size_t head_len,
-    prof_http_req_t *req) {
+    prof_http_match_fn *match, prof_http_req_t *req) {
 	const char *nl = http_line_end(buf, head_len);
 	size_t l1 = (size_t)(nl - buf);
 	size_t l1_body = l1 > 0 && buf[l1 - 1] == '\r' ? l1 - 1 : l1;
@@ -570,18 +575,17 @@ static void http_parse_head(const char *buf, size_t head_len,
 	size_t plen = q != NULL ? (size_t)(q - target) : tlen;
 	const char *query = q != NULL ? q + 1 : "";
 	size_t qlen = q != NULL ? tlen - plen - 1 : 0;
-	prof_http_route_match(req, method, mlen, target, plen, query, qlen,
-	    clen);
+	match(req, method, mlen, target, plen, query, qlen, clen);
 }
 
 void prof_http_parse_request(const char *buf, size_t len, size_t max,
-    prof_http_req_t *req) {
+    prof_http_match_fn *match, prof_http_req_t *req) {
 	memset(req, 0, sizeof(*req));
 	req->route = PROF_HTTP_MORE;
 	size_t head = http_head_len(buf, len);
 	if (head != 0) {
 		req->head_len = head;
-		http_parse_head(buf, head, req);
+		http_parse_head(buf, head, match, req);
 		return;
 	}
 	/* A complete first line that is not a request: say so now. */
@@ -657,7 +661,7 @@ static void http_body_done(prof_http_conn_t *c) {
 	prof_http_resp_t r = {c->fd};
 	prof_http_req_t req = {.route = PROF_HTTP_SYMBOL_POST,
 	    .clen = c->clen};
-	prof_http_route_serve(&r, &req, http_sym_body, c->have);
+	http_serve(&r, &req, http_sym_body, c->have);
 	http_done(c);
 }
 
@@ -713,7 +717,8 @@ static void http_read_head(prof_http_conn_t *c) {
 		return;
 	c->len += n;
 	prof_http_req_t req;
-	prof_http_parse_request(c->buf, c->len, PROF_HTTP_REQ_MAX, &req);
+	prof_http_parse_request(c->buf, c->len, PROF_HTTP_REQ_MAX, http_match,
+	    &req);
 	if (req.route == PROF_HTTP_MORE)
 		return;
 	if (req.route == PROF_HTTP_SYMBOL_POST) {
@@ -721,7 +726,7 @@ static void http_read_head(prof_http_conn_t *c) {
 		return;
 	}
 	prof_http_resp_t r = {c->fd};
-	prof_http_route_serve(&r, &req, NULL, 0);
+	http_serve(&r, &req, NULL, 0);
 	http_done(c);
 }
 
@@ -983,7 +988,9 @@ static void *http_main(void *arg) {
 
 /* ------------------------------------------------------------ control */
 
-bool prof_http_boot(void) {
+bool prof_http_boot(prof_http_match_fn *match, prof_http_serve_fn *serve) {
+	http_match = match;
+	http_serve = serve;
 	mp_mutex_init(&http_mtx, LOCK_RANK_PROF_HTTP);
 	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
 		http_conns[i].fd = -1;

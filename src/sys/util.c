@@ -393,6 +393,13 @@ void mp_error(const char *fmt, ...) {
 	va_end(ap);
 }
 
+void mp_misuse(const char *func, const char *what, void *p,
+    const char *detail) {
+	mp_error("%s(): %s %p%s", func, what, p, detail);
+	if (opt_abort || config_debug)
+		abort();
+}
+
 void mp_abort(const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);

@@ -53,36 +53,30 @@ void grow(void);
 /* The allocator is called through this pointer from the library, so that
  * a --with-prefix=mp_ build profiles it too (the library is not compiled
  * with MALLOC_PROF_MANGLE). */
-static void *
-cs_alloc(size_t n) {
+static void *cs_alloc(size_t n) {
 	return malloc(n);
 }
 
-__attribute__((noinline)) void
-alloc_a(void) {
+__attribute__((noinline)) void alloc_a(void) {
 	for (int i = 0; i < 100; i++)
 		keep_a[i] = malloc(1024);
 }
 
-__attribute__((noinline)) void
-alloc_b(void) {
+__attribute__((noinline)) void alloc_b(void) {
 	for (int i = 0; i < 40; i++)
 		keep_b[i] = malloc(8192);
 }
 
-__attribute__((noinline)) void
-alloc_c(void) {
+__attribute__((noinline)) void alloc_c(void) {
 	for (int i = 0; i < 16; i++)
 		keep_c[i] = malloc(4096);
 }
 
-__attribute__((noinline)) void
-middle(void) {
+__attribute__((noinline)) void middle(void) {
 	alloc_c();
 }
 
-__attribute__((noinline)) void
-churn(void) {
+__attribute__((noinline)) void churn(void) {
 	for (int i = 0; i < 10; i++) {
 		char *p = malloc(64 << 10);
 		memset(p, 1, 64);
@@ -90,14 +84,12 @@ churn(void) {
 	}
 }
 
-__attribute__((noinline)) void
-grow(void) {
+__attribute__((noinline)) void grow(void) {
 	for (int i = 0; i < 10; i++)
 		keep_g[i] = malloc(4096);
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "--config") == 0) {
 #ifdef MP_CS_WITH_LIB
 		printf("%d\n", MALLOC_PROF_CONFIG_PROF);

@@ -20,8 +20,7 @@
 
 unsigned fuzz_nerrs, fuzz_nwarns;
 
-static void
-fuzz_msg(const char *fmt, va_list ap) {
+static void fuzz_msg(const char *fmt, va_list ap) {
 	char line[4096];
 	int n = vsnprintf(line, sizeof(line), fmt, ap);
 	/* One line, not empty: a line end inside would split it. */
@@ -29,8 +28,7 @@ fuzz_msg(const char *fmt, va_list ap) {
 		abort();
 }
 
-void
-mp_err(const char *fmt, ...) {
+void mp_err(const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
 	fuzz_msg(fmt, ap);
@@ -38,8 +36,7 @@ mp_err(const char *fmt, ...) {
 	fuzz_nerrs++;
 }
 
-void
-mp_warn(const char *fmt, ...) {
+void mp_warn(const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
 	fuzz_msg(fmt, ap);
@@ -54,8 +51,7 @@ mp_warn(const char *fmt, ...) {
 
 /* A count the readers let through: within MP_COUNT_MAX, whatever its
  * sign. */
-static void
-fuzz_check_count(double v) {
+static void fuzz_check_count(double v) {
 	if (!(fabs(v) <= (double)MP_COUNT_MAX))
 		abort();
 }
@@ -63,8 +59,7 @@ fuzz_check_count(double v) {
 /* Every report on P minus P (its stacks named apart, below one common
  * root: the largest positive and negative sums two profiles can make)
  * adds up without failing (mp_report_finish) or overflowing (UBSan). */
-static void
-fuzz_check_report(const mp_profile_t *p) {
+static void fuzz_check_report(const mp_profile_t *p) {
 	static FILE *null;
 	if (null == NULL && (null = fopen("/dev/null", "w")) == NULL)
 		abort();
@@ -97,8 +92,7 @@ fuzz_check_report(const mp_profile_t *p) {
 }
 
 /* A string the tool prints in a line: no control characters. */
-static void
-fuzz_check_str(const char *s) {
+static void fuzz_check_str(const char *s) {
 	if (s == NULL)
 		abort();
 	for (; *s != '\0'; s++)
@@ -106,8 +100,7 @@ fuzz_check_str(const char *s) {
 			abort();
 }
 
-void
-fuzz_check_profile(const mp_profile_t *p, bool ok) {
+void fuzz_check_profile(const mp_profile_t *p, bool ok) {
 	/* A read says what is wrong in exactly one line, or nothing. */
 	if (fuzz_nerrs != (ok ? 0u : 1u))
 		abort();

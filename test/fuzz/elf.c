@@ -32,8 +32,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void
-fuzz_name(mp_symbolizer_t *sym, const mp_profile_t *prof, uint64_t off) {
+static void fuzz_name(mp_symbolizer_t *sym, const mp_profile_t *prof,
+    uint64_t off) {
 	const char *file;
 	unsigned line;
 	const char *name = mp_sym_frame_line(sym, prof, FUZZ_BASE + off, true,

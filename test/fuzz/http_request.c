@@ -25,8 +25,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void
-check(const char *buf, size_t len, const prof_http_req_t *r) {
+static void check(const char *buf, size_t len, const prof_http_req_t *r) {
 	switch (r->route) {
 	case PROF_HTTP_MORE:
 		if (len >= REQ_MAX || r->head_len != 0)
@@ -61,8 +60,7 @@ check(const char *buf, size_t len, const prof_http_req_t *r) {
 
 /* The same answer (an error's head length, 0 when decided on the first
  * line, is not part of it). */
-static bool
-same(const prof_http_req_t *a, const prof_http_req_t *b) {
+static bool same(const prof_http_req_t *a, const prof_http_req_t *b) {
 	return a->route == b->route && a->status == b->status &&
 	    a->allow == b->allow && strcmp(a->why, b->why) == 0 &&
 	    (a->route == PROF_HTTP_ERROR || a->head_len == b->head_len) &&
@@ -78,18 +76,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 		abort();
 	memcpy(buf, data, size);
 	prof_http_req_t whole, part;
-	prof_http_parse_request(buf, size, REQ_MAX, &whole);
+	prof_http_parse_request(buf, size, REQ_MAX,
+	    prof_http_route_match, &whole);
 	check(buf, size, &whole);
 	/* The head alone gives the same. */
 	if (whole.head_len != 0) {
-		prof_http_parse_request(buf, whole.head_len, REQ_MAX, &part);
+		prof_http_parse_request(buf, whole.head_len, REQ_MAX,
+		    prof_http_route_match, &part);
 		if (!same(&part, &whole))
 			abort();
 	}
 	/* What was decided on a prefix stands. */
 	size_t cuts[] = { size / 2, size - (size > 0), whole.head_len / 2 };
 	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
-		prof_http_parse_request(buf, cuts[i], REQ_MAX, &part);
+		prof_http_parse_request(buf, cuts[i], REQ_MAX,
+		    prof_http_route_match, &part);
 		check(buf, cuts[i], &part);
 		if (part.route != PROF_HTTP_MORE && !same(&part, &whole))
 			abort();

@@ -8,14 +8,12 @@
 #include "../test_util.h"
 
 /* Size classes from 16 upward, in order: c(0) = 16, c(i+1) = class(c(i)+1). */
-static size_t
-next_class(size_t c) {
+static size_t next_class(size_t c) {
 	return mp_expected_size_class(c + 1);
 }
 
 /* Allocates n bytes with malloc and checks everything about the result. */
-static void
-check_malloc_size(size_t n) {
+static void check_malloc_size(size_t n) {
 	unsigned char *p = LAUNDER((unsigned char *)malloc(n));
 	MP_ASSERT(p != NULL, "malloc(%zu) returned NULL", n);
 	MP_ASSERT(mp_is_aligned(p, 16), "malloc(%zu) = %p not 16-aligned", n,
@@ -41,8 +39,7 @@ check_malloc_size(size_t n) {
 
 /* ------------------------------------------------------------------------ */
 
-static void
-test_malloc_zero(void **state) {
+static void test_malloc_zero(void **state) {
 	(void)state;
 	void *p = LAUNDER(malloc(0));
 	void *q = LAUNDER(malloc(0));
@@ -73,8 +70,7 @@ test_malloc_zero(void **state) {
 	}
 }
 
-static void
-test_free_null(void **state) {
+static void test_free_null(void **state) {
 	(void)state;
 	free(LAUNDER((void *)NULL));
 	free(NULL);
@@ -85,8 +81,7 @@ test_free_null(void **state) {
 	free(p);
 }
 
-static void
-test_malloc_alignment_16(void **state) {
+static void test_malloc_alignment_16(void **state) {
 	(void)state;
 	static void *ptrs[4096];
 	size_t k = 0;
@@ -109,8 +104,7 @@ test_malloc_alignment_16(void **state) {
 	}
 }
 
-static void
-test_malloc_enomem(void **state) {
+static void test_malloc_enomem(void **state) {
 	(void)state;
 	const size_t sizes[] = {
 		SIZE_MAX,
@@ -132,8 +126,7 @@ test_malloc_enomem(void **state) {
 	free(p);
 }
 
-static void
-test_calloc_overflow(void **state) {
+static void test_calloc_overflow(void **state) {
 	(void)state;
 	const struct {
 		size_t n, m;
@@ -172,8 +165,7 @@ test_calloc_overflow(void **state) {
 }
 
 /* calloc memory is zero, also when it reuses memory freed dirty. */
-static void
-test_calloc_zero_reuse(void **state) {
+static void test_calloc_zero_reuse(void **state) {
 	(void)state;
 	const size_t sizes[] = {1, 8, 24, 100, 1000, 4000, 4096, 8192, 14336,
 	    16384, 20000, 65536, 100000, 1 * MP_MiB, 4 * MP_MiB + 100};
@@ -227,8 +219,7 @@ test_calloc_zero_reuse(void **state) {
 	}
 }
 
-static void
-test_reallocarray(void **state) {
+static void test_reallocarray(void **state) {
 	(void)state;
 	errno = 0;
 	void *p = reallocarray(NULL, opaque_size(SIZE_MAX / 2), 3);
@@ -258,8 +249,7 @@ test_reallocarray(void **state) {
 }
 
 /* A realloc that cannot be satisfied returns NULL and keeps the block. */
-static void
-test_realloc_impossible(void **state) {
+static void test_realloc_impossible(void **state) {
 	(void)state;
 	const size_t old_sizes[] = {1, 100, 5000, 40000, 1 * MP_MiB};
 	const size_t huge[] = {SIZE_MAX, SIZE_MAX - 16, (size_t)PTRDIFF_MAX + 1,
@@ -291,8 +281,7 @@ test_realloc_impossible(void **state) {
 	}
 }
 
-static void
-test_realloc_null_is_malloc(void **state) {
+static void test_realloc_null_is_malloc(void **state) {
 	(void)state;
 	const size_t sizes[] = {0, 1, 17, 129, 4096, 16385, 100000, 3 * MP_MiB};
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++) {
@@ -307,8 +296,7 @@ test_realloc_null_is_malloc(void **state) {
 }
 
 /* realloc(p, 0) frees p and returns NULL (zero_realloc:free, glibc-like). */
-static void
-test_realloc_zero_frees(void **state) {
+static void test_realloc_zero_frees(void **state) {
 	(void)state;
 	const size_t sizes[] = {1, 100, 5000, 100000};
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++) {
@@ -328,8 +316,7 @@ test_realloc_zero_frees(void **state) {
 }
 
 /* Content survives every kind of realloc transition. */
-static void
-test_realloc_content(void **state) {
+static void test_realloc_content(void **state) {
 	(void)state;
 	const struct {
 		size_t from, to;
@@ -394,8 +381,7 @@ test_realloc_content(void **state) {
 }
 
 /* A 64 MiB block grown to 128 MiB keeps all its bytes. */
-static void
-test_realloc_64m_to_128m(void **state) {
+static void test_realloc_64m_to_128m(void **state) {
 	(void)state;
 	size_t n = 64 * MP_MiB;
 	unsigned char *p = LAUNDER((unsigned char *)malloc(n));
@@ -422,8 +408,7 @@ test_realloc_64m_to_128m(void **state) {
  * or grows it, and the contents come along.  With junk filling on (debug
  * builds) every realloc moves, so only contents are checked there.
  */
-static void
-test_realloc_within_class(void **state) {
+static void test_realloc_within_class(void **state) {
 	(void)state;
 	const char *junk = NULL;
 	size_t len = sizeof(junk);
@@ -468,8 +453,7 @@ test_realloc_within_class(void **state) {
 	}
 }
 
-static void
-test_size_class_values(void **state) {
+static void test_size_class_values(void **state) {
 	(void)state;
 	assert_int_equal(nallocx(0, 0), 16);
 	assert_int_equal(nallocx(1, 0), 16);
@@ -510,8 +494,7 @@ test_size_class_values(void **state) {
 }
 
 /* malloc at every size class boundary +-1 up to 64 KiB, then to 8 MiB. */
-static void
-test_size_class_sweep(void **state) {
+static void test_size_class_sweep(void **state) {
 	(void)state;
 	check_malloc_size(0);
 	for (size_t c = 16; c <= 8 * MP_MiB; c = next_class(c)) {
@@ -525,8 +508,7 @@ test_size_class_sweep(void **state) {
 	}
 }
 
-static void
-test_usable_size_writable_many_live(void **state) {
+static void test_usable_size_writable_many_live(void **state) {
 	(void)state;
 	/*
 	 * Many live objects of random sizes: fill each with its own pattern
@@ -581,8 +563,7 @@ test_usable_size_writable_many_live(void **state) {
 /* ------------------------------------------------------------------------ */
 /* Aligned allocation.                                                      */
 
-static void
-test_posix_memalign_errors(void **state) {
+static void test_posix_memalign_errors(void **state) {
 	(void)state;
 	void *const sentinel = (void *)(uintptr_t)0x5a5a5a50;
 	const size_t bad_align[] = {0, 1, 2, 4, sizeof(void *) / 2, 3, 12, 24,
@@ -632,8 +613,7 @@ test_posix_memalign_errors(void **state) {
 	}
 }
 
-static void
-test_aligned_alloc_errors(void **state) {
+static void test_aligned_alloc_errors(void **state) {
 	(void)state;
 	const size_t bad_align[] = {0, 3, 12, 24, 48, 96, 4097, SIZE_MAX};
 	for (size_t i = 0; i < MP_ARRAY_SIZE(bad_align); i++) {
@@ -669,8 +649,7 @@ test_aligned_alloc_errors(void **state) {
 	free(p);
 }
 
-static void
-test_other_aligned_errors(void **state) {
+static void test_other_aligned_errors(void **state) {
 	(void)state;
 	errno = 0;
 	assert_null(memalign(16, opaque_size(SIZE_MAX)));
@@ -697,8 +676,7 @@ enum align_api { API_POSIX_MEMALIGN, API_ALIGNED_ALLOC, API_MEMALIGN };
 static const char *const align_api_name[] = {"posix_memalign",
     "aligned_alloc", "memalign"};
 
-static void *
-aligned_by(enum align_api api, size_t a, size_t n) {
+static void *aligned_by(enum align_api api, size_t a, size_t n) {
 	void *p = NULL;
 	switch (api) {
 	case API_POSIX_MEMALIGN: {
@@ -718,8 +696,7 @@ aligned_by(enum align_api api, size_t a, size_t n) {
 	return LAUNDER(p);
 }
 
-static void
-check_aligned_api(enum align_api api) {
+static void check_aligned_api(enum align_api api) {
 	for (size_t a = 16; a <= 8 * MP_MiB; a *= 2) {
 		const size_t sizes[] = {1, 8, a / 2, a - 1, a, a + 1, 3 * a + 5,
 		    100, 5000};
@@ -755,20 +732,17 @@ check_aligned_api(enum align_api api) {
 	}
 }
 
-static void
-test_posix_memalign_sweep(void **state) {
+static void test_posix_memalign_sweep(void **state) {
 	(void)state;
 	check_aligned_api(API_POSIX_MEMALIGN);
 }
 
-static void
-test_aligned_alloc_sweep(void **state) {
+static void test_aligned_alloc_sweep(void **state) {
 	(void)state;
 	check_aligned_api(API_ALIGNED_ALLOC);
 }
 
-static void
-test_memalign_sweep(void **state) {
+static void test_memalign_sweep(void **state) {
 	(void)state;
 	check_aligned_api(API_MEMALIGN);
 	/* Alignments below the quantum are valid too. */
@@ -782,8 +756,7 @@ test_memalign_sweep(void **state) {
 }
 
 /* Aligned blocks can be grown with realloc and keep their content. */
-static void
-test_aligned_then_realloc(void **state) {
+static void test_aligned_then_realloc(void **state) {
 	(void)state;
 	void *p = NULL;
 	assert_int_equal(posix_memalign(&p, 4096, 3000), 0);
@@ -804,8 +777,7 @@ test_aligned_then_realloc(void **state) {
 	free(q);
 }
 
-static void
-test_valloc(void **state) {
+static void test_valloc(void **state) {
 	(void)state;
 	size_t page = mp_page_size();
 	const size_t sizes[] = {0, 1, 100, page - 1, page, page + 1, 100000,
@@ -822,8 +794,7 @@ test_valloc(void **state) {
 	}
 }
 
-static void
-test_pvalloc(void **state) {
+static void test_pvalloc(void **state) {
 	(void)state;
 	size_t page = mp_page_size();
 	const size_t sizes[] = {0, 1, 100, page - 1, page, page + 1,
@@ -843,8 +814,7 @@ test_pvalloc(void **state) {
 	}
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_malloc_zero),

@@ -18,15 +18,13 @@
 #define BLOCK (4 * MP_MiB)
 
 /* Allocation events start the thread: 4 MiB in small steps. */
-static void
-allocate_a_little(void) {
+static void allocate_a_little(void) {
 	for (int i = 0; i < 1024; i++) {
 		free(LAUNDER(malloc(4000)));
 	}
 }
 
-static size_t
-bg_threads(void) {
+static size_t bg_threads(void) {
 	size_t n = 0;
 	MALLCTL_READ("stats.background_thread.num_threads", n);
 	return n;
@@ -34,8 +32,7 @@ bg_threads(void) {
 
 /* Polls num_threads, for up to MP_WAIT_S (a hang detector: it takes
  * milliseconds). */
-static bool
-bg_threads_become(size_t want) {
+static bool bg_threads_become(size_t want) {
 	uint64_t t0 = mp_now_ns();
 	while (bg_threads() != want) {
 		if (mp_waited_too_long(t0)) {
@@ -47,8 +44,7 @@ bg_threads_become(size_t want) {
 	return true;
 }
 
-static void
-test_options(void **state) {
+static void test_options(void **state) {
 	(void)state;
 	bool on = false;
 	size_t max = 0;
@@ -62,8 +58,7 @@ test_options(void **state) {
 	    "allocation events");
 }
 
-static void
-test_purges_while_sleeping(void **state) {
+static void test_purges_while_sleeping(void **state) {
 	(void)state;
 	assert_true(bg_threads_become(1));
 	size_t page = mp_page_size();
@@ -101,8 +96,7 @@ test_purges_while_sleeping(void **state) {
 	assert_true(runs1 > runs0);
 }
 
-static void
-test_mallctl_switch(void **state) {
+static void test_mallctl_switch(void **state) {
 	(void)state;
 	bool old = false, off = false, on = true;
 	size_t sz = sizeof(old);
@@ -131,8 +125,7 @@ test_mallctl_switch(void **state) {
 	    NULL, &n, sizeof(n)), EPERM);
 }
 
-static void
-test_fork_child(void **state) {
+static void test_fork_child(void **state) {
 	(void)state;
 	if (strcmp(mp_env_sanitizer(), "tsan") == 0)
 		MP_SKIP("tsan build: ThreadSanitizer cannot start threads in "
@@ -159,8 +152,7 @@ test_fork_child(void **state) {
  * switch off.  A fresh process: glibc would reuse a cached stack of an
  * earlier thread.  Exit status 0 when all holds.
  */
-static int
-create_fails_child(void) {
+static int create_fails_child(void) {
 	struct rlimit rl;
 	size_t vm = 0;
 	char buf[4096];
@@ -194,8 +186,7 @@ create_fails_child(void) {
 	return 0;
 }
 
-static void
-test_create_fails(void **state) {
+static void test_create_fails(void **state) {
 	(void)state;
 	if (mp_env_sanitizer()[0] != '\0')
 		MP_SKIP("%s build: the sanitizer's runtime needs address space "
@@ -214,8 +205,7 @@ test_create_fails(void **state) {
 	    "status %#x (exit code = the check that failed)", status);
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "create_fails") == 0)
 		return create_fails_child();
 	mp_test_init(600);

@@ -6,14 +6,12 @@
  */
 #include "../test_util.h"
 
-static size_t
-next_class(size_t c) {
+static size_t next_class(size_t c) {
 	return mp_expected_size_class(c + 1);
 }
 
 /* Fills freshly freed memory of roughly n bytes with 0xff, several times. */
-static void
-make_dirty(size_t n, int count) {
+static void make_dirty(size_t n, int count) {
 	void *ptrs[16];
 	if (count > 16) {
 		count = 16;
@@ -28,8 +26,7 @@ make_dirty(size_t n, int count) {
 	}
 }
 
-static size_t
-arena_pactive(unsigned arena) {
+static size_t arena_pactive(unsigned arena) {
 	size_t v = 0;
 	mp_epoch();
 	int r = mallctl_fmt(&v, &(size_t){sizeof(v)}, NULL, 0,
@@ -42,8 +39,7 @@ arena_pactive(unsigned arena) {
 
 /* Bytes in large blocks of one arena: unlike pactive, the cache GC that
  * may run inside any allocation cannot lower it. */
-static size_t
-arena_large_allocated(unsigned arena) {
+static size_t arena_large_allocated(unsigned arena) {
 	size_t v = 0;
 	mp_epoch();
 	int r = mallctl_fmt(&v, &(size_t){sizeof(v)}, NULL, 0,
@@ -56,8 +52,7 @@ arena_large_allocated(unsigned arena) {
 
 /* ------------------------------------------------------------------------ */
 
-static void
-test_mallocx_basic(void **state) {
+static void test_mallocx_basic(void **state) {
 	(void)state;
 	for (size_t c = 16; c <= 8 * MP_MiB; c = next_class(c)) {
 		size_t probes[] = {c - 1, c, c + 1};
@@ -81,8 +76,7 @@ test_mallocx_basic(void **state) {
 }
 
 /* mallocx with MALLOCX_ALIGN / MALLOCX_LG_ALIGN, freed every way. */
-static void
-test_mallocx_align(void **state) {
+static void test_mallocx_align(void **state) {
 	(void)state;
 	for (unsigned lg = 4; lg <= 23; lg++) {
 		size_t a = (size_t)1 << lg;
@@ -126,8 +120,7 @@ test_mallocx_align(void **state) {
 }
 
 /* MALLOCX_ZERO memory is zero over its usable size, also when reused dirty. */
-static void
-test_mallocx_zero(void **state) {
+static void test_mallocx_zero(void **state) {
 	(void)state;
 	const size_t sizes[] = {1, 16, 24, 100, 1000, 4096, 14336, 16384, 20000,
 	    100000, 1 * MP_MiB, 3 * MP_MiB + 5};
@@ -155,8 +148,7 @@ test_mallocx_zero(void **state) {
 	}
 }
 
-static void
-test_mallocx_tcache_none(void **state) {
+static void test_mallocx_tcache_none(void **state) {
 	(void)state;
 	const size_t sizes[] = {8, 48, 200, 3000, 14336, 20000, 300000};
 	for (int round = 0; round < 50; round++) {
@@ -182,8 +174,7 @@ test_mallocx_tcache_none(void **state) {
 	}
 }
 
-static void
-test_mallocx_arena(void **state) {
+static void test_mallocx_arena(void **state) {
 	(void)state;
 	unsigned narenas0 = 0, narenas1 = 0, a = 0;
 	MALLCTL_READ("arenas.narenas", narenas0);
@@ -246,8 +237,7 @@ test_mallocx_arena(void **state) {
 	MALLCTL_WRITE("thread.arena", old_arena);
 }
 
-static void
-test_rallocx_content(void **state) {
+static void test_rallocx_content(void **state) {
 	(void)state;
 	const struct {
 		size_t from, to;
@@ -283,8 +273,7 @@ test_rallocx_content(void **state) {
 }
 
 /* rallocx(MALLOCX_ZERO) zeroes everything past the old usable size. */
-static void
-test_rallocx_zero_tail(void **state) {
+static void test_rallocx_zero_tail(void **state) {
 	(void)state;
 	const struct {
 		size_t from, to;
@@ -344,8 +333,7 @@ test_rallocx_zero_tail(void **state) {
 }
 
 /* rallocx with an alignment flag returns aligned memory with the content. */
-static void
-test_rallocx_align(void **state) {
+static void test_rallocx_align(void **state) {
 	(void)state;
 	size_t n = 100;
 	unsigned char *p = LAUNDER((unsigned char *)mallocx(n, 0));
@@ -377,8 +365,7 @@ test_rallocx_align(void **state) {
 }
 
 /* A request that cannot be mapped fails and leaves the block alone. */
-static void
-test_rallocx_fail(void **state) {
+static void test_rallocx_fail(void **state) {
 	(void)state;
 	size_t impossible = (size_t)1 << 50;	/* beyond the address space */
 	assert_null(mallocx(opaque_size(impossible), 0));
@@ -393,8 +380,7 @@ test_rallocx_fail(void **state) {
 	dallocx(p, 0);
 }
 
-static void
-test_xallocx_small(void **state) {
+static void test_xallocx_small(void **state) {
 	(void)state;
 	unsigned char *p = LAUNDER((unsigned char *)mallocx(100, 0));
 	assert_non_null(p);
@@ -420,8 +406,7 @@ test_xallocx_small(void **state) {
 	dallocx(p, 0);
 }
 
-static void
-test_xallocx_large(void **state) {
+static void test_xallocx_large(void **state) {
 	(void)state;
 	/* Growth: either unchanged or at least the request. */
 	const size_t grow[][3] = {
@@ -496,8 +481,7 @@ test_xallocx_large(void **state) {
 }
 
 /* sdallocx with the requested or the usable size, with and without flags. */
-static void
-test_sdallocx(void **state) {
+static void test_sdallocx(void **state) {
 	(void)state;
 	for (size_t c = 16; c <= 4 * MP_MiB; c = next_class(c)) {
 		const size_t sizes[] = {c - 1, c};
@@ -566,8 +550,7 @@ test_sdallocx(void **state) {
 	}
 }
 
-static void
-test_nallocx(void **state) {
+static void test_nallocx(void **state) {
 	(void)state;
 	assert_int_equal(nallocx(0, 0), 16);
 	assert_int_equal(nallocx(1, 0), 16);
@@ -593,8 +576,7 @@ test_nallocx(void **state) {
 }
 
 /* Memory from one family can be resized or freed by the other. */
-static void
-test_cross_api(void **state) {
+static void test_cross_api(void **state) {
 	(void)state;
 	unsigned char *p = LAUNDER((unsigned char *)mallocx(300, 0));
 	assert_non_null(p);
@@ -635,8 +617,7 @@ test_cross_api(void **state) {
 	free(p);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mallocx_basic),

@@ -14,16 +14,14 @@
 #define CONF_MUZZY_DECAY_MS 2000
 #define CONF_TCACHE_MAX ((size_t)16384)
 
-static size_t
-next_class(size_t c) {
+static size_t next_class(size_t c) {
 	return mp_expected_size_class(c + 1);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Simple nodes.                                                            */
 
-static void
-test_version(void **state) {
+static void test_version(void **state) {
 	(void)state;
 	const char *v = NULL;
 	MALLCTL_READ("version", v);
@@ -40,8 +38,7 @@ test_version(void **state) {
 	assert_string_equal(v, v2);
 }
 
-static void
-test_epoch(void **state) {
+static void test_epoch(void **state) {
 	(void)state;
 	uint64_t e0 = 0, e1 = 0, e2 = 0;
 	MALLCTL_READ("epoch", e0);
@@ -60,8 +57,7 @@ test_epoch(void **state) {
 	assert_true(e4 > e3);
 }
 
-static void
-test_config(void **state) {
+static void test_config(void **state) {
 	(void)state;
 	bool debug = true, prof = true;
 	MALLCTL_READ("config.debug", debug);
@@ -85,8 +81,7 @@ test_config(void **state) {
 }
 
 /* Every documented node is readable with exactly its type's size. */
-static void
-test_node_types(void **state) {
+static void test_node_types(void **state) {
 	(void)state;
 	const struct {
 		const char *name;
@@ -167,8 +162,7 @@ test_node_types(void **state) {
 }
 
 /* Option values: those set by mallctl.conf and the defaults. */
-static void
-test_opt_values(void **state) {
+static void test_opt_values(void **state) {
 	(void)state;
 	bool b;
 	MALLCTL_READ("opt.tcache", b);
@@ -228,8 +222,7 @@ test_opt_values(void **state) {
 	assert_int_equal(tcache_max, CONF_TCACHE_MAX);
 }
 
-static void
-test_readonly(void **state) {
+static void test_readonly(void **state) {
 	(void)state;
 	const char *s = "9.9.9";
 	assert_int_equal(mallctl("version", NULL, NULL, &s, sizeof(s)), EPERM);
@@ -261,8 +254,7 @@ test_readonly(void **state) {
 	assert_int_equal(mallctl("version", &v, &vsz, &s, sizeof(s)), EPERM);
 }
 
-static void
-test_error_codes(void **state) {
+static void test_error_codes(void **state) {
 	(void)state;
 	const char *const missing[] = {
 		"no.such.node", "nosuchnode", "", "stats", "opt", "arenas",
@@ -314,8 +306,7 @@ test_error_codes(void **state) {
 /* ------------------------------------------------------------------------ */
 /* MIBs.                                                                    */
 
-static void
-test_mib_bins(void **state) {
+static void test_mib_bins(void **state) {
 	(void)state;
 	unsigned nbins = 0, nlextents = 0;
 	MALLCTL_READ("arenas.nbins", nbins);
@@ -381,8 +372,7 @@ test_mib_bins(void **state) {
 	    "(16384)", largest_small, nbins);
 }
 
-static void
-test_mib_misc(void **state) {
+static void test_mib_misc(void **state) {
 	(void)state;
 	size_t mib[8], miblen = MP_ARRAY_SIZE(mib);
 	assert_int_equal(mallctlnametomib("version", mib, &miblen), 0);
@@ -435,8 +425,7 @@ test_mib_misc(void **state) {
 /* ------------------------------------------------------------------------ */
 /* arenas.* and arena.<i>.*                                                 */
 
-static void
-test_arenas(void **state) {
+static void test_arenas(void **state) {
 	(void)state;
 	size_t quantum = 0, page = 0;
 	MALLCTL_READ("arenas.quantum", quantum);
@@ -470,8 +459,7 @@ test_arenas(void **state) {
 	    0);
 }
 
-static void
-test_arena_purge_decay(void **state) {
+static void test_arena_purge_decay(void **state) {
 	(void)state;
 	MALLCTL_CALL("arena.0.purge");
 	MALLCTL_CALL("arena.0.decay");
@@ -518,8 +506,7 @@ test_arena_purge_decay(void **state) {
 /* ------------------------------------------------------------------------ */
 /* thread.*                                                                 */
 
-static void
-test_thread_arena(void **state) {
+static void test_thread_arena(void **state) {
 	(void)state;
 	unsigned orig = 0, cur = 0, narenas = 0;
 	MALLCTL_READ("thread.arena", orig);
@@ -551,8 +538,7 @@ test_thread_arena(void **state) {
 static pthread_barrier_t arena_barrier;
 
 /* The calling thread's arena, or UINT_MAX. */
-static unsigned
-arena_of_new_thread(void) {
+static unsigned arena_of_new_thread(void) {
 	unsigned a = UINT_MAX;
 	size_t sz = sizeof(a);
 	free(LAUNDER(malloc(64)));	/* the thread's first call picks it */
@@ -562,14 +548,12 @@ arena_of_new_thread(void) {
 	return a;
 }
 
-static void *
-arena_reader(void *arg) {
+static void *arena_reader(void *arg) {
 	*(unsigned *)arg = arena_of_new_thread();
 	return NULL;
 }
 
-static void *
-arena_reader_waiting(void *arg) {
+static void *arena_reader_waiting(void *arg) {
 	*(unsigned *)arg = arena_of_new_thread();
 	pthread_barrier_wait(&arena_barrier);
 	return NULL;
@@ -582,8 +566,7 @@ arena_reader_waiting(void *arg) {
  * a round robin, so that threads that come and go do not spread memory
  * over every arena.  mallctl.conf: narenas:3.
  */
-static void
-test_thread_arena_choice(void **state) {
+static void test_thread_arena_choice(void **state) {
 	(void)state;
 	unsigned self = 0, narenas = 0;
 	MALLCTL_READ("thread.arena", self);
@@ -613,15 +596,13 @@ test_thread_arena_choice(void **state) {
 	    "idle one is %u", later, lowest);
 }
 
-static void
-check_counter_step(const char *what, size_t usable, uint64_t before,
+static void check_counter_step(const char *what, size_t usable, uint64_t before,
     uint64_t after) {
 	MP_ASSERT(after - before >= usable, "%s grew by %" PRIu64 ", want >= "
 	    "%zu", what, after - before, usable);
 }
 
-static void
-test_thread_counters(void **state) {
+static void test_thread_counters(void **state) {
 	(void)state;
 	const size_t sizes[] = {1, 100, 1000, 14336, 20000, 1 * MP_MiB};
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++) {
@@ -669,8 +650,7 @@ test_thread_counters(void **state) {
 	}
 }
 
-static void
-test_thread_counter_pointers(void **state) {
+static void test_thread_counter_pointers(void **state) {
 	(void)state;
 	uint64_t *ap = NULL, *dp = NULL;
 	MALLCTL_READ("thread.allocatedp", ap);
@@ -701,8 +681,7 @@ struct other_thread_result {
 	int err;
 };
 
-static void *
-other_thread(void *arg) {
+static void *other_thread(void *arg) {
 	struct other_thread_result *res = arg;
 	size_t sz = sizeof(res->ap);
 	res->err = mallctl("thread.allocatedp", &res->ap, &sz, NULL, 0);
@@ -716,8 +695,7 @@ other_thread(void *arg) {
 	return NULL;
 }
 
-static void
-test_thread_counters_per_thread(void **state) {
+static void test_thread_counters_per_thread(void **state) {
 	(void)state;
 	uint64_t *ap = NULL;
 	MALLCTL_READ("thread.allocatedp", ap);
@@ -733,8 +711,7 @@ test_thread_counters_per_thread(void **state) {
 	    " allocated bytes", res.start);
 }
 
-static void
-test_thread_tcache(void **state) {
+static void test_thread_tcache(void **state) {
 	(void)state;
 	bool enabled = false, e2 = true;
 	MALLCTL_READ("thread.tcache.enabled", enabled);
@@ -780,8 +757,7 @@ struct stats {
 	size_t allocated, active, metadata, resident, mapped, retained;
 };
 
-static struct stats
-read_stats(void) {
+static struct stats read_stats(void) {
 	struct stats s;
 	mp_epoch();
 	MALLCTL_READ("stats.allocated", s.allocated);
@@ -793,8 +769,7 @@ read_stats(void) {
 	return s;
 }
 
-static void
-check_invariants(const struct stats *s, const char *when) {
+static void check_invariants(const struct stats *s, const char *when) {
 	MP_ASSERT(s->metadata > 0, "%s: stats.metadata is 0", when);
 	MP_ASSERT(s->allocated <= s->active, "%s: allocated %zu > active %zu",
 	    when, s->allocated, s->active);
@@ -804,13 +779,11 @@ check_invariants(const struct stats *s, const char *when) {
 	    s->active, s->mapped);
 }
 
-static size_t
-absdiff(size_t a, size_t b) {
+static size_t absdiff(size_t a, size_t b) {
 	return a > b ? a - b : b - a;
 }
 
-static void
-test_stats_invariants(void **state) {
+static void test_stats_invariants(void **state) {
 	(void)state;
 	/* In a prefixed build nothing else may be live: hold one block. */
 	void *hold = LAUNDER(malloc(100000));
@@ -886,8 +859,7 @@ test_stats_invariants(void **state) {
 }
 
 /* Stats do not change until the epoch is advanced. */
-static void
-test_stats_snapshot(void **state) {
+static void test_stats_snapshot(void **state) {
 	(void)state;
 	size_t a0 = mp_stat("stats.allocated"), a1 = 0, a2 = 0;
 	void *p = LAUNDER(malloc(8 * MP_MiB));
@@ -910,8 +882,7 @@ static bool out_truncated;
 static unsigned out_calls;
 static void *out_cbopaque_seen;
 
-static void
-collect(void *opaque, const char *s) {
+static void collect(void *opaque, const char *s) {
 	out_cbopaque_seen = opaque;
 	out_calls++;
 	size_t n = strlen(s);
@@ -924,8 +895,7 @@ collect(void *opaque, const char *s) {
 	out_buf[out_len] = '\0';
 }
 
-static void
-collect_reset(void) {
+static void collect_reset(void) {
 	out_len = 0;
 	out_buf[0] = '\0';
 	out_truncated = false;
@@ -943,8 +913,7 @@ struct json {
 
 static bool json_value(struct json *j, int depth);
 
-static bool
-json_fail(struct json *j, const char *why) {
+static bool json_fail(struct json *j, const char *why) {
 	if (j->err == NULL) {
 		j->err = why;
 		j->err_at = j->i;
@@ -952,16 +921,14 @@ json_fail(struct json *j, const char *why) {
 	return false;
 }
 
-static void
-json_ws(struct json *j) {
+static void json_ws(struct json *j) {
 	while (j->i < j->n && (j->s[j->i] == ' ' || j->s[j->i] == '\t' ||
 	    j->s[j->i] == '\n' || j->s[j->i] == '\r')) {
 		j->i++;
 	}
 }
 
-static bool
-json_string(struct json *j) {
+static bool json_string(struct json *j) {
 	if (j->i >= j->n || j->s[j->i] != '"') {
 		return json_fail(j, "expected string");
 	}
@@ -996,8 +963,7 @@ json_string(struct json *j) {
 	return json_fail(j, "unterminated string");
 }
 
-static bool
-json_digits(struct json *j) {
+static bool json_digits(struct json *j) {
 	size_t start = j->i;
 	while (j->i < j->n && j->s[j->i] >= '0' && j->s[j->i] <= '9') {
 		j->i++;
@@ -1005,8 +971,7 @@ json_digits(struct json *j) {
 	return j->i > start;
 }
 
-static bool
-json_number(struct json *j) {
+static bool json_number(struct json *j) {
 	if (j->s[j->i] == '-') {
 		j->i++;
 	}
@@ -1033,8 +998,7 @@ json_number(struct json *j) {
 	return true;
 }
 
-static bool
-json_literal(struct json *j, const char *lit) {
+static bool json_literal(struct json *j, const char *lit) {
 	size_t n = strlen(lit);
 	if (j->n - j->i < n || memcmp(j->s + j->i, lit, n) != 0) {
 		return json_fail(j, "bad literal");
@@ -1043,8 +1007,7 @@ json_literal(struct json *j, const char *lit) {
 	return true;
 }
 
-static bool
-json_value(struct json *j, int depth) {
+static bool json_value(struct json *j, int depth) {
 	if (depth > 64) {
 		return json_fail(j, "too deep");
 	}
@@ -1106,8 +1069,7 @@ json_value(struct json *j, int depth) {
 	return json_fail(j, "unexpected character");
 }
 
-static void
-check_json_object(const char *buf, size_t len, const char *opts) {
+static void check_json_object(const char *buf, size_t len, const char *opts) {
 	MP_ASSERT(len > 2, "malloc_stats_print(\"%s\") wrote %zu bytes", opts,
 	    len);
 	MP_ASSERT(buf[0] == '{', "JSON output (\"%s\") starts with '%c'",
@@ -1157,8 +1119,7 @@ check_json_object(const char *buf, size_t len, const char *opts) {
 	}
 }
 
-static void
-test_stats_print_text(void **state) {
+static void test_stats_print_text(void **state) {
 	(void)state;
 	void *keep = LAUNDER(malloc(12345));	/* something to report */
 	int token;
@@ -1179,8 +1140,7 @@ test_stats_print_text(void **state) {
 	free(keep);
 }
 
-static void
-test_stats_print_json(void **state) {
+static void test_stats_print_json(void **state) {
 	(void)state;
 	void *keep = LAUNDER(malloc(54321));
 	const char *const opts[] = {"J", "Jmdablx", "Jg"};
@@ -1198,8 +1158,7 @@ test_stats_print_json(void **state) {
 }
 
 /* Output goes to malloc_message when no callback is given. */
-static void
-test_stats_print_malloc_message(void **state) {
+static void test_stats_print_malloc_message(void **state) {
 	(void)state;
 	void (*saved)(void *, const char *) = malloc_message;
 	collect_reset();
@@ -1210,8 +1169,7 @@ test_stats_print_malloc_message(void **state) {
 	assert_non_null(strstr(out_buf, "allocated"));
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_version),

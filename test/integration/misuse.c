@@ -24,16 +24,14 @@ typedef struct {
 	bool release;           /* detected in release builds too */
 } misuse_case_t;
 
-static void
-send_ptr(int fd, void *p) {
+static void send_ptr(int fd, void *p) {
 	uintptr_t v = (uintptr_t)p;
 	if (write(fd, &v, sizeof(v)) != (ssize_t)sizeof(v)) {
 		_exit(125);
 	}
 }
 
-static void *
-small_double_free(int fd) {
+static void *small_double_free(int fd) {
 	void *p = LAUNDER(malloc(64));
 	send_ptr(fd, p);
 	free(p);
@@ -42,8 +40,7 @@ small_double_free(int fd) {
 }
 
 /* Not the head of the slab's free list any more: found by the walk. */
-static void *
-small_double_free_later(int fd) {
+static void *small_double_free_later(int fd) {
 	void *p = LAUNDER(malloc(64));
 	void *q = LAUNDER(malloc(64));
 	send_ptr(fd, p);
@@ -53,8 +50,7 @@ small_double_free_later(int fd) {
 	return p;
 }
 
-static void *
-free_twice(void *p) {
+static void *free_twice(void *p) {
 	free(p);
 	free(LAUNDER(p));
 	return NULL;
@@ -62,8 +58,7 @@ free_twice(void *p) {
 
 /* Freed twice by a thread that does not own the slab: the second free
  * finds the region's bit already set in the slab's remote bitmap. */
-static void *
-small_double_free_remote(int fd) {
+static void *small_double_free_remote(int fd) {
 	void *p = LAUNDER(malloc(64));
 	send_ptr(fd, p);
 	pthread_t t;
@@ -74,8 +69,7 @@ small_double_free_remote(int fd) {
 	return p;
 }
 
-static void *
-small_interior(int fd) {
+static void *small_interior(int fd) {
 	char *p = LAUNDER(malloc(64));
 	send_ptr(fd, p + 16);
 	free(LAUNDER(p + 16));
@@ -83,8 +77,7 @@ small_interior(int fd) {
 }
 
 /* 32 KiB: kept in the thread's cache of large blocks when freed. */
-static void *
-large_double_free_cached(int fd) {
+static void *large_double_free_cached(int fd) {
 	void *p = LAUNDER(malloc(32 * MP_KiB));
 	send_ptr(fd, p);
 	free(p);
@@ -94,8 +87,7 @@ large_double_free_cached(int fd) {
 
 /* 1 MiB: above tcache_max, back to the arena as a free extent (which may
  * coalesce with a neighbour: then p is not a block start any more). */
-static void *
-large_double_free_arena(int fd) {
+static void *large_double_free_arena(int fd) {
 	void *p = LAUNDER(malloc(MP_MiB));
 	send_ptr(fd, p);
 	free(p);
@@ -103,16 +95,14 @@ large_double_free_arena(int fd) {
 	return p;
 }
 
-static void *
-large_interior(int fd) {
+static void *large_interior(int fd) {
 	char *p = LAUNDER(malloc(32 * MP_KiB));
 	send_ptr(fd, p + 16);
 	free(LAUNDER(p + 16));
 	return p;
 }
 
-static void *
-foreign(int fd) {
+static void *foreign(int fd) {
 	void *p = mmap(NULL, 4 * MP_KiB, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
@@ -123,8 +113,7 @@ foreign(int fd) {
 	return p;
 }
 
-static void *
-dallocx_double_free(int fd) {
+static void *dallocx_double_free(int fd) {
 	void *p = LAUNDER(mallocx(64, MALLOCX_TCACHE_NONE));
 	send_ptr(fd, p);
 	dallocx(p, MALLOCX_TCACHE_NONE);
@@ -132,8 +121,7 @@ dallocx_double_free(int fd) {
 	return p;
 }
 
-static void *
-sdallocx_wrong_size(int fd) {
+static void *sdallocx_wrong_size(int fd) {
 	void *p = LAUNDER(malloc(64));
 	send_ptr(fd, p);
 	sdallocx(p, 4096, 0);
@@ -166,14 +154,12 @@ typedef struct {
 	int fd;			/* where the child writes the pointer */
 } case_arg_t;
 
-static void
-run_in_child(void *arg) {
+static void run_in_child(void *arg) {
 	const case_arg_t *a = arg;
 	a->c->run(a->fd);
 }
 
-static void
-run_case(const misuse_case_t *c, bool debug) {
+static void run_case(const misuse_case_t *c, bool debug) {
 	int ptr[2];
 	assert_int_equal(pipe(ptr), 0);
 	case_arg_t arg = {c, ptr[1]};
@@ -210,8 +196,7 @@ run_case(const misuse_case_t *c, bool debug) {
 	}
 }
 
-static void
-test_misuse(void **state) {
+static void test_misuse(void **state) {
 	(void)state;
 	if (mp_env_sanitizer()[0] != '\0') {
 		MP_SKIP("%s build: the sanitizer reports misuse itself",
@@ -225,8 +210,7 @@ test_misuse(void **state) {
 	}
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_misuse),

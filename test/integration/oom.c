@@ -28,8 +28,7 @@
 static unsigned char *keep[NKEEP];
 static size_t keep_size[NKEEP];
 
-static void
-keep_fill(void) {
+static void keep_fill(void) {
 	for (int i = 0; i < NKEEP; i++) {
 		/* Small, page sized and large blocks. */
 		size_t k = (size_t)i;
@@ -43,8 +42,7 @@ keep_fill(void) {
 	}
 }
 
-static void
-keep_check(const char *when) {
+static void keep_check(const char *when) {
 	for (int i = 0; i < NKEEP; i++) {
 		if (keep[i] == NULL) {
 			continue;
@@ -61,8 +59,7 @@ keep_check(const char *when) {
 	}
 }
 
-static void
-keep_free(void) {
+static void keep_free(void) {
 	for (int i = 0; i < NKEEP; i++) {
 		free(keep[i]);
 		keep[i] = NULL;
@@ -73,8 +70,7 @@ typedef struct {
 	size_t allocated, active, resident, mapped;
 } stats_t;
 
-static stats_t
-stats_read(void) {
+static stats_t stats_read(void) {
 	stats_t s = {0, 0, 0, 0};
 	uint64_t epoch = 1;
 	size_t sz = sizeof(epoch);
@@ -105,8 +101,7 @@ stats_read(void) {
 } while (0)
 
 /* Every entry point, for a block that needs a new mapping: all fail. */
-static void
-all_fail(const char *how, size_t big) {
+static void all_fail(const char *how, size_t big) {
 	unsigned char *small = LAUNDER((unsigned char *)malloc(64));
 	MP_CHECK(small != NULL, "%s: malloc(64) before", how);
 	if (small == NULL) {
@@ -143,8 +138,7 @@ all_fail(const char *how, size_t big) {
 
 /* Small blocks until there is no more room: NULL with ENOMEM, then give
  * them all back.  At most `cap` bytes. */
-static void
-small_runs_out(const char *how, size_t cap) {
+static void small_runs_out(const char *how, size_t cap) {
 	size_t n = cap / 1024, got = 0;
 	void **v = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -175,8 +169,7 @@ small_runs_out(const char *how, size_t cap) {
 }
 
 /* Every entry point works (memory is back). */
-static void
-all_work(const char *how, size_t big) {
+static void all_work(const char *how, size_t big) {
 	void *p;
 	unsigned char *small = malloc(64);
 	MP_CHECK(small != NULL, "%s: malloc(64)", how);
@@ -223,16 +216,14 @@ all_work(const char *how, size_t big) {
 	stats_read();
 }
 
-static size_t
-mmap_fail_set(size_t n) {
+static size_t mmap_fail_set(size_t n) {
 	size_t old = 0, sz = sizeof(old);
 	int r = mallctl("debug.mmap_fail", &old, &sz, &n, sizeof(n));
 	MP_CHECK(r == 0, "debug.mmap_fail: %d", r);
 	return old;
 }
 
-static int
-child_mmap_fail(void) {
+static int child_mmap_fail(void) {
 	keep_fill();
 	stats_t s0 = stats_read();
 	mmap_fail_set(1);
@@ -261,8 +252,7 @@ child_mmap_fail(void) {
 	return atomic_load(&mp_failures) != 0;
 }
 
-static int
-child_rlimit(void) {
+static int child_rlimit(void) {
 	keep_fill();
 	stats_t s0 = stats_read();
 	/* Only the soft limit: it can be raised again. */
@@ -280,8 +270,7 @@ child_rlimit(void) {
 	return atomic_load(&mp_failures) != 0;
 }
 
-static void
-test_mmap_fail(void **state) {
+static void test_mmap_fail(void **state) {
 	(void)state;
 	size_t n = 0, sz = sizeof(n);
 	if (mallctl("debug.mmap_fail", &n, &sz, NULL, 0) == ENOENT) {
@@ -290,8 +279,7 @@ test_mmap_fail(void **state) {
 	mp_run_self("oom", "mmap_fail");
 }
 
-static void
-test_rlimit_as(void **state) {
+static void test_rlimit_as(void **state) {
 	(void)state;
 	if (mp_env_sanitizer()[0] != '\0') {
 		MP_SKIP("%s build: the sanitizer's runtime needs address space "
@@ -300,8 +288,7 @@ test_rlimit_as(void **state) {
 	mp_run_self("oom", "rlimit");
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "mmap_fail") == 0) {
 		return child_mmap_fail();
 	}

@@ -20,8 +20,7 @@ void *accum_site(size_t size);
 void *bt0(unsigned bits, unsigned n, size_t size);
 void *bt1(unsigned bits, unsigned n, size_t size);
 
-MP_SITE void *
-accum_site(size_t size) {
+MP_SITE void *accum_site(size_t size) {
 	void *p = malloc(size);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
@@ -31,8 +30,7 @@ accum_site(size_t size) {
  * A distinct backtrace for each value of `bits` (n bits, low bit first):
  * one frame in bt0 or bt1 per bit, then the malloc call.
  */
-MP_SITE void *
-bt0(unsigned bits, unsigned n, size_t size) {
+MP_SITE void *bt0(unsigned bits, unsigned n, size_t size) {
 	void *p;
 	if (n == 0) {
 		p = malloc(size);
@@ -45,8 +43,7 @@ bt0(unsigned bits, unsigned n, size_t size) {
 	return p;
 }
 
-MP_SITE void *
-bt1(unsigned bits, unsigned n, size_t size) {
+MP_SITE void *bt1(unsigned bits, unsigned n, size_t size) {
 	void *p;
 	if (n == 0) {
 		p = malloc(size);
@@ -61,8 +58,7 @@ bt1(unsigned bits, unsigned n, size_t size) {
 
 #define BT_BITS 8
 
-static void
-dump_parse(const char *tag, mp_heap_t *h) {
+static void dump_parse(const char *tag, mp_heap_t *h) {
 	char path[600];
 	snprintf(path, sizeof(path), "%s/%s.heap", tmpdir, tag);
 	assert_int_equal(mp_prof_dump(path), 0);
@@ -70,8 +66,7 @@ dump_parse(const char *tag, mp_heap_t *h) {
 }
 
 /* The counters of all stacks whose first user frame is in fn. */
-static mp_cnts_t
-site_cnts(const mp_heap_t *h, const void *fn) {
+static mp_cnts_t site_cnts(const mp_heap_t *h, const void *fn) {
 	uintptr_t lo, hi;
 	mp_fn_range(fn, &lo, &hi);
 	mp_cnts_t sum = {0, 0, 0, 0};
@@ -85,8 +80,7 @@ site_cnts(const mp_heap_t *h, const void *fn) {
 	return sum;
 }
 
-static void
-test_freed_stays(void **state) {
+static void test_freed_stays(void **state) {
 	(void)state;
 	bool b = false;
 	MALLCTL_READ("opt.prof_accum", b);
@@ -145,8 +139,7 @@ test_freed_stays(void **state) {
 #define NTHREADS 4
 #define NBT 50
 
-static void *
-accum_thread(void *arg) {
+static void *accum_thread(void *arg) {
 	unsigned id = (unsigned)(uintptr_t)arg;
 	size_t prev = 0;
 	for (unsigned i = 0; i < NBT; i++) {
@@ -168,8 +161,7 @@ accum_thread(void *arg) {
 	return NULL;
 }
 
-static void
-test_threads(void **state) {
+static void test_threads(void **state) {
 	(void)state;
 	pthread_t t[NTHREADS];
 	for (unsigned i = 0; i < NTHREADS; i++) {
@@ -208,15 +200,13 @@ test_threads(void **state) {
 
 void *accum_realloc(void *p, size_t size);
 
-MP_SITE void *
-accum_realloc(void *p, size_t size) {
+MP_SITE void *accum_realloc(void *p, size_t size) {
 	void *q = realloc(p, size);
 	__asm__ volatile("" : : "r"(q) : "memory");
 	return q;
 }
 
-static void
-test_moving_realloc(void **state) {
+static void test_moving_realloc(void **state) {
 	(void)state;
 	void *p = accum_site(opaque_size(100));		/* usize 112 */
 	p = accum_realloc(p, 50000);			/* moves */
@@ -235,8 +225,7 @@ test_moving_realloc(void **state) {
 
 void *accum_xallocx(void *p, size_t size);
 
-MP_SITE void *
-accum_xallocx(void *p, size_t size) {
+MP_SITE void *accum_xallocx(void *p, size_t size) {
 	size_t got = xallocx(p, size, 0, 0);
 	__asm__ volatile("" : : "r"(got) : "memory");
 	return got == size ? p : NULL;
@@ -249,8 +238,7 @@ accum_xallocx(void *p, size_t size) {
  * place, and that counts as a new allocation at the resizing call (as in
  * jemalloc): the old sample goes, the new one is made where it is.
  */
-static void
-test_realloc_in_place(void **state) {
+static void test_realloc_in_place(void **state) {
 	(void)state;
 	mp_heap_t h;
 	dump_parse("before", &h);
@@ -306,16 +294,14 @@ test_realloc_in_place(void **state) {
 	free(r);
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	bool b;
 	size_t sz = sizeof(b);
 	assert_int_equal(mallctl("opt.prof_accum", &b, &sz, NULL, 0), ENOENT);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_freed_stays),

@@ -32,29 +32,25 @@ void *acc_mib(size_t size);
 
 #define USE(p) __asm__ volatile("" : : "r"(p) : "memory")
 
-MP_SITE void *
-acc_small(size_t size) {
+MP_SITE void *acc_small(size_t size) {
 	void *p = malloc(size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-acc_mixed(size_t size) {
+MP_SITE void *acc_mixed(size_t size) {
 	void *p = malloc(size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-acc_large(size_t size) {
+MP_SITE void *acc_large(size_t size) {
 	void *p = malloc(size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-acc_mib(size_t size) {
+MP_SITE void *acc_mib(size_t size) {
 	void *p = malloc(size);
 	USE(p);
 	return p;
@@ -72,21 +68,18 @@ typedef struct {
 } site_t;
 
 /* 16 B .. 2 KiB, uniform. */
-static size_t
-size_small(mp_rng_t *r) {
+static size_t size_small(mp_rng_t *r) {
 	return 16 + (size_t)mp_rng_below(r, 2033);
 }
 
 /* Half the bytes in 32-byte objects, half in 128 KiB ones. */
-static size_t
-size_mixed(mp_rng_t *r) {
+static size_t size_mixed(mp_rng_t *r) {
 	/* 128 KiB / 32 B = 4096 small objects per big one. */
 	return mp_rng_below(r, 4097) == 0 ? (size_t)128 << 10 : 32;
 }
 
 /* 16 KiB .. 1 MiB, uniform. */
-static size_t
-size_large(mp_rng_t *r) {
+static size_t size_large(mp_rng_t *r) {
 	return (16 << 10) + (size_t)mp_rng_below(r, (1 << 20) - (16 << 10));
 }
 
@@ -100,8 +93,7 @@ static char tmpdir[256];
 
 /* Allocates at st until SITE_LIVE bytes are live, freeing a random live
  * object after every other allocation. */
-static void
-fill(site_t *st, uint64_t seed) {
+static void fill(site_t *st, uint64_t seed) {
 	mp_rng_t rng = {seed};
 	while (st->live_bytes < SITE_LIVE) {
 		if (st->n == st->cap) {
@@ -122,8 +114,7 @@ fill(site_t *st, uint64_t seed) {
 	}
 }
 
-static void
-release(site_t *st) {
+static void release(site_t *st) {
 	for (size_t i = 0; i < st->n; i++) {
 		free(st->objs[i]);
 	}
@@ -135,8 +126,7 @@ release(site_t *st) {
 
 /* jeprof's estimate for the site: every stack whose frame 1 is in it,
  * each line scaled on its own. */
-static void
-site_estimate(const mp_heap_t *h, site_fn_t *fn, double *objs,
+static void site_estimate(const mp_heap_t *h, site_fn_t *fn, double *objs,
     double *bytes, size_t *nstacks) {
 	uintptr_t lo, hi;
 	mp_fn_range((void *)fn, &lo, &hi);
@@ -156,13 +146,11 @@ site_estimate(const mp_heap_t *h, site_fn_t *fn, double *objs,
 	}
 }
 
-static double
-rel_err(double est, double truth) {
+static double rel_err(double est, double truth) {
 	return fabs(est / truth - 1.0);
 }
 
-static void
-test_accuracy(void **state) {
+static void test_accuracy(void **state) {
 	(void)state;
 	size_t lg = 0;
 	MALLCTL_READ("prof.lg_sample", lg);
@@ -236,8 +224,7 @@ test_accuracy(void **state) {
 /* What jemalloc prints for k sampled objects of usize u at rate R:
  * count and bytes kept unbiased (count x8, rounded per sample), then
  * transformed so that jeprof's scaling gives them back. */
-static void
-jemalloc_line(uint64_t k, double u, double r, uint64_t *n_out,
+static void jemalloc_line(uint64_t k, double u, double r, uint64_t *n_out,
     uint64_t *s_out) {
 	double p = 1.0 - exp(-u / r);
 	uint64_t shifted = k * (uint64_t)llround(8.0 / p);
@@ -252,8 +239,7 @@ jemalloc_line(uint64_t k, double u, double r, uint64_t *n_out,
 	*s_out = (uint64_t)llround(s * q);
 }
 
-static void
-test_dump_transform(void **state) {
+static void test_dump_transform(void **state) {
 	(void)state;
 	/* jemalloc's documented example. */
 	uint64_t n, s;
@@ -299,8 +285,7 @@ test_dump_transform(void **state) {
 	    0);
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	size_t lg;
 	size_t sz = sizeof(lg);
@@ -309,8 +294,7 @@ test_no_profiler(void **state) {
 	    ENOENT);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(600);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accuracy),

@@ -19,23 +19,20 @@ static void *objs[NOBJ];
 void *active_site(size_t n);
 
 /* The allocation site whose samples are looked for in the dumps. */
-MP_SITE void *
-active_site(size_t n) {
+MP_SITE void *active_site(size_t n) {
 	void *p = malloc(n);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
 }
 
-static void
-alloc_objs(void) {
+static void alloc_objs(void) {
 	for (int i = 0; i < NOBJ; i++) {
 		objs[i] = active_site(opaque_size(OBJ_SIZE));
 		assert_non_null(objs[i]);
 	}
 }
 
-static bool
-read_bool(const char *name) {
+static bool read_bool(const char *name) {
 	bool v = false;
 	MALLCTL_READ(name, v);
 	return v;
@@ -43,8 +40,7 @@ read_bool(const char *name) {
 
 /* Dumps and returns how many live objects the dump holds at active_site
  * (0 when it has no such stack). */
-static uint64_t
-dumped_site_objs(const char *tag) {
+static uint64_t dumped_site_objs(const char *tag) {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s.heap", tmpdir, tag);
 	assert_int_equal(mp_prof_dump(path), 0);
@@ -64,8 +60,7 @@ dumped_site_objs(const char *tag) {
 	return n;
 }
 
-static void
-test_initial(void **state) {
+static void test_initial(void **state) {
 	(void)state;
 	assert_true(read_bool("opt.prof"));
 	assert_true(read_bool("opt.prof_active"));
@@ -76,8 +71,7 @@ test_initial(void **state) {
 }
 
 /* Writes return the old value, reads see the new one. */
-static void
-test_write_returns_old(void **state) {
+static void test_write_returns_old(void **state) {
 	(void)state;
 	static const char *const names[] = {
 		"prof.active", "prof.thread_active_init", "thread.prof.active",
@@ -104,8 +98,7 @@ test_write_returns_old(void **state) {
 }
 
 /* All four combinations of the two switches. */
-static void
-test_combinations(void **state) {
+static void test_combinations(void **state) {
 	(void)state;
 	for (int a = 0; a < 2; a++) {
 		for (int t = 0; t < 2; t++) {
@@ -155,8 +148,7 @@ typedef struct {
 	uint64_t nobj;
 } thr_res_t;
 
-static void *
-thr_main(void *arg) {
+static void *thr_main(void *arg) {
 	thr_res_t *res = arg;
 	size_t sz = sizeof(res->active);
 	res->r = mallctl("thread.prof.active", &res->active, &sz, NULL, 0);
@@ -166,8 +158,7 @@ thr_main(void *arg) {
 	return NULL;
 }
 
-static void
-test_thread_active_init(void **state) {
+static void test_thread_active_init(void **state) {
 	(void)state;
 	for (int init = 0; init < 2; init++) {
 		bool old;
@@ -192,8 +183,7 @@ test_thread_active_init(void **state) {
 	assert_false(read_bool("thread.prof.active"));
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	static const char *const names[] = {
 		"prof.active", "prof.thread_active_init", "thread.prof.active",
@@ -213,8 +203,7 @@ test_no_profiler(void **state) {
 	assert_false(prof);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_initial),

@@ -39,43 +39,37 @@ void drive_sites(void);
 #define USE(p) __asm__ volatile("" : : "r"(p) : "memory")
 
 /* The block realloc and rallocx move (allocated at another site). */
-MP_SITE void *
-site_src(size_t size) {
+MP_SITE void *site_src(size_t size) {
 	void *p = malloc(size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_malloc(size_t size) {
+MP_SITE void *site_malloc(size_t size) {
 	void *p = malloc(size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_calloc(size_t size) {
+MP_SITE void *site_calloc(size_t size) {
 	void *p = calloc(1, size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_realloc(size_t size) {
+MP_SITE void *site_realloc(size_t size) {
 	void *p = realloc(site_src(16), size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_realloc_null(size_t size) {
+MP_SITE void *site_realloc_null(size_t size) {
 	void *p = realloc(NULL, size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_posix_memalign(size_t size) {
+MP_SITE void *site_posix_memalign(size_t size) {
 	void *p = NULL;
 	if (posix_memalign(&p, 64, size) != 0) {
 		p = NULL;
@@ -84,36 +78,31 @@ site_posix_memalign(size_t size) {
 	return p;
 }
 
-MP_SITE void *
-site_aligned_alloc(size_t size) {
+MP_SITE void *site_aligned_alloc(size_t size) {
 	void *p = aligned_alloc(128, size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_memalign(size_t size) {
+MP_SITE void *site_memalign(size_t size) {
 	void *p = memalign(256, size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_valloc(size_t size) {
+MP_SITE void *site_valloc(size_t size) {
 	void *p = valloc(size);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_mallocx(size_t size) {
+MP_SITE void *site_mallocx(size_t size) {
 	void *p = mallocx(size, MALLOCX_ZERO);
 	USE(p);
 	return p;
 }
 
-MP_SITE void *
-site_rallocx(size_t size) {
+MP_SITE void *site_rallocx(size_t size) {
 	void *p = rallocx(site_src(16), size, 0);
 	USE(p);
 	return p;
@@ -146,8 +135,7 @@ static site_t sites[] = {
 	{"site_rallocx", site_rallocx, 80000, (void *)rallocx, NULL, {0}, 0},
 };
 
-MP_SITE void
-drive_sites(void) {
+MP_SITE void drive_sites(void) {
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sites); i++) {
 		for (int k = 0; k < NOBJ; k++) {
 			sites[i].objs[k] = sites[i].fn(opaque_size(sites[i]
@@ -158,8 +146,7 @@ drive_sites(void) {
 }
 
 /* "name" of the symbol an address lies in, via dladdr (or "?"). */
-static const char *
-sym_of(uintptr_t a) {
+static const char *sym_of(uintptr_t a) {
 	Dl_info info;
 	if (dladdr((void *)a, &info) != 0 && info.dli_sname != NULL) {
 		return info.dli_sname;
@@ -169,8 +156,7 @@ sym_of(uintptr_t a) {
 
 static char tmpdir[256];
 
-static void
-test_sites(void **state) {
+static void test_sites(void **state) {
 	(void)state;
 	/* The functions' symbols must be visible, or the ranges below are
 	 * only guesses. */
@@ -296,8 +282,7 @@ test_sites(void **state) {
 /* The walk reaches main: a deep chain of calls shows up in order. */
 void *deep(int n);
 
-MP_SITE void *
-deep(int n) {
+MP_SITE void *deep(int n) {
 	void *p;
 	if (n == 0) {
 		p = malloc(opaque_size(4321));
@@ -308,8 +293,7 @@ deep(int n) {
 	return p;
 }
 
-static void
-test_deep(void **state) {
+static void test_deep(void **state) {
 	(void)state;
 	void *p = deep(40);
 	char path[512];
@@ -338,8 +322,7 @@ test_deep(void **state) {
 }
 
 /* opt.prof_bt_max caps the frames kept (the default is 128). */
-static void
-test_bt_max(void **state) {
+static void test_bt_max(void **state) {
 	(void)state;
 	unsigned bt_max = 0;
 	MALLCTL_READ("opt.prof_bt_max", bt_max);
@@ -357,8 +340,7 @@ test_bt_max(void **state) {
 	free(p);
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	const char *path = "/tmp/never.heap";
 	assert_int_equal(mp_prof_dump(path), ENOENT);
@@ -376,8 +358,7 @@ test_no_profiler(void **state) {
 	}
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sites),

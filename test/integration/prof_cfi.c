@@ -30,8 +30,7 @@ void *cfi_lvl3(size_t n);
 #define CHAIN_FN MP_SITE
 #endif
 
-CHAIN_FN void *
-cfi_lvl3(size_t n) {
+CHAIN_FN void *cfi_lvl3(size_t n) {
 	volatile long pad[5];
 	pad[n % 5] = 0;
 	void *p = cfi_lib_lvl4(n + (size_t)pad[n % 5]);
@@ -39,15 +38,13 @@ cfi_lvl3(size_t n) {
 	return p;
 }
 
-CHAIN_FN void *
-cfi_lvl2(size_t n) {
+CHAIN_FN void *cfi_lvl2(size_t n) {
 	void *p = cfi_lvl3(n);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
 }
 
-CHAIN_FN void *
-cfi_lvl1(size_t n) {
+CHAIN_FN void *cfi_lvl1(size_t n) {
 	volatile char pad[300];
 	pad[n % 300] = 0;
 	void *p = cfi_lvl2(n + (size_t)pad[n % 300]);
@@ -60,8 +57,7 @@ static const char *const want[] = {"cfi_lib_alloc", "cfi_lib_lvl4",
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
 /* The function holding return address ra, or "?". */
-static const char *
-fn_name(uintptr_t ra) {
+static const char *fn_name(uintptr_t ra) {
 	Dl_info di;
 	if (dladdr((void *)(ra - 1), &di) == 0 || di.dli_sname == NULL)
 		return "?";
@@ -74,8 +70,7 @@ fn_name(uintptr_t ra) {
  * least one more frame, and the function `last` (if not NULL) after.
  * strict false: print only.  Returns the frames found after frame 0.
  */
-static size_t
-check_chain(const char *dir, const char *tag, const char *last,
+static size_t check_chain(const char *dir, const char *tag, const char *last,
     bool strict) {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s.heap", dir, tag);
@@ -117,16 +112,14 @@ check_chain(const char *dir, const char *tag, const char *last,
 }
 
 /* The thread's function (static: dladdr does not name it). */
-static void *
-thread_main(void *arg) {
+static void *thread_main(void *arg) {
 	void *p = cfi_lvl1(5000);
 	*(void **)arg = p;
 	return NULL;
 }
 
 /* One mode: the chain from main's frame, then from a thread. */
-static void
-run_mode(const char *dir, const char *mode) {
+static void run_mode(const char *dir, const char *mode) {
 	bool strict = strcmp(mode, "fp") != 0;
 	const char *opt = NULL;
 	size_t sz = sizeof(opt);
@@ -149,8 +142,7 @@ run_mode(const char *dir, const char *mode) {
 	free(q);
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	const char *opt = NULL;
 	size_t sz = sizeof(opt);
@@ -158,16 +150,14 @@ test_no_profiler(void **state) {
 	    ENOENT);
 }
 
-static void
-test_cfi(void **state) {
+static void test_cfi(void **state) {
 	(void)state;
 	run_mode(tmpdir, "cfi");
 	assert_int_equal(atomic_load(&mp_failures), 0);
 }
 
 /* auto and fp in runs of their own (options are read at start-up). */
-static void
-run_child(const char *mode) {
+static void run_child(const char *mode) {
 	char conf[128];
 	snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:0,"
 	    "prof_unwind:%s", mode);
@@ -176,20 +166,17 @@ run_child(const char *mode) {
 	mp_run_self("prof_cfi", mode);
 }
 
-static void
-test_auto(void **state) {
+static void test_auto(void **state) {
 	(void)state;
 	run_child("auto");
 }
 
-static void
-test_fp(void **state) {
+static void test_fp(void **state) {
 	(void)state;
 	run_child("fp");
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 2) {
 		/* A child of run_child: one mode, failures on stderr. */
 		const char *dir = getenv("MP_PROF_CFI_DIR");

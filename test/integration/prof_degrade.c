@@ -35,14 +35,12 @@ static void *objs[NOBJ];
 static void *warm[NWARM];
 static char tmpdir[256];
 
-static int
-dropped_read(uint64_t *v) {
+static int dropped_read(uint64_t *v) {
 	size_t sz = sizeof(*v);
 	return mallctl("prof.dropped_samples", v, &sz, NULL, 0);
 }
 
-static uint64_t
-dropped(void) {
+static uint64_t dropped(void) {
 	uint64_t v = 0;
 	MP_CHECK(dropped_read(&v) == 0, "prof.dropped_samples");
 	return v;
@@ -51,8 +49,7 @@ dropped(void) {
 static rlim_t rlim_old;
 
 /* Makes every further OS mapping fail (mode "mmap_fail" or "rlimit"). */
-static void
-memory_take(const char *mode) {
+static void memory_take(const char *mode) {
 	if (strcmp(mode, "mmap_fail") == 0) {
 		size_t n = 1;
 		MP_CHECK(mallctl("debug.mmap_fail", NULL, NULL, &n,
@@ -63,8 +60,7 @@ memory_take(const char *mode) {
 	rlim_old = mp_rlimit_as_lower(MiB);
 }
 
-static void
-memory_give(const char *mode) {
+static void memory_give(const char *mode) {
 	if (strcmp(mode, "mmap_fail") == 0) {
 		size_t n = 0;
 		MP_CHECK(mallctl("debug.mmap_fail", NULL, NULL, &n,
@@ -79,8 +75,7 @@ memory_give(const char *mode) {
  * written.  A failure must be EFAULT with exactly one line from the
  * library.  No malloc here: it may be failing.
  */
-static bool
-dump_caught(const char *path, const char *when) {
+static bool dump_caught(const char *path, const char *when) {
 	char errpath[320];
 	snprintf(errpath, sizeof(errpath), "%s/stderr", tmpdir);
 	int efd = open(errpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -126,31 +121,27 @@ void *deep_a(size_t i, unsigned lvl);
 void *deep_b(size_t i, unsigned lvl);
 void after_site(void **v, size_t n);
 
-MP_SITE void *
-deep_a(size_t i, unsigned lvl) {
+MP_SITE void *deep_a(size_t i, unsigned lvl) {
 	void *p = lvl == 0 ? malloc(opaque_size(OBJ_SIZE)) :
 	    (i >> (lvl - 1) & 1) != 0 ? deep_b(i, lvl - 1) : deep_a(i,
 	    lvl - 1);
 	return LAUNDER(p);
 }
 
-MP_SITE void *
-deep_b(size_t i, unsigned lvl) {
+MP_SITE void *deep_b(size_t i, unsigned lvl) {
 	void *p = lvl == 0 ? malloc(opaque_size(OBJ_SIZE)) :
 	    (i >> (lvl - 1) & 1) != 0 ? deep_b(i, lvl - 1) : deep_a(i,
 	    lvl - 1);
 	return LAUNDER(p);
 }
 
-MP_SITE void
-after_site(void **v, size_t n) {
+MP_SITE void after_site(void **v, size_t n) {
 	for (size_t i = 0; i < n; i++) {
 		v[i] = malloc(opaque_size(1000));
 	}
 }
 
-static int
-child(const char *mode) {
+static int child(const char *mode) {
 	MP_CHECK(mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_degrade"),
 	    "mkdtemp: %s", strerror(errno));
 	/*
@@ -229,8 +220,7 @@ child(const char *mode) {
 	return atomic_load(&mp_failures) != 0;
 }
 
-static bool
-have_prof(void) {
+static bool have_prof(void) {
 	uint64_t v;
 	int r = dropped_read(&v);
 	if (r == ENOENT) {
@@ -240,8 +230,7 @@ have_prof(void) {
 	return true;
 }
 
-static void
-test_mallctl(void **state) {
+static void test_mallctl(void **state) {
 	(void)state;
 	uint64_t v = 0;
 	/* ENOENT without the profiler (have_prof), read-only with it. */
@@ -251,8 +240,7 @@ test_mallctl(void **state) {
 	}
 }
 
-static void
-test_mmap_fail(void **state) {
+static void test_mmap_fail(void **state) {
 	(void)state;
 	size_t n = 0, sz = sizeof(n);
 	if (!have_prof()) {
@@ -264,8 +252,7 @@ test_mmap_fail(void **state) {
 	mp_run_self("prof_degrade", "mmap_fail");
 }
 
-static void
-test_rlimit_as(void **state) {
+static void test_rlimit_as(void **state) {
 	(void)state;
 	if (!have_prof()) {
 		MP_SKIP("--disable-prof build: no profiler");
@@ -277,8 +264,7 @@ test_rlimit_as(void **state) {
 	mp_run_self("prof_degrade", "rlimit");
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 2 && (strcmp(argv[1], "mmap_fail") == 0 ||
 	    strcmp(argv[1], "rlimit") == 0)) {
 		return child(argv[1]);

@@ -23,8 +23,7 @@
 static char tmpdir[256];
 
 /* One failing prof.dump: EFAULT and one line naming path and why. */
-static bool
-dump_fails(const char *path, const char *why) {
+static bool dump_fails(const char *path, const char *why) {
 	mp_msgs_start();
 	int r = mp_prof_dump(path);
 	mp_msgs_stop();
@@ -41,8 +40,7 @@ dump_fails(const char *path, const char *why) {
 }
 
 /* A dump that works, and parses. */
-static void
-dump_works(const char *dir, const char *name) {
+static void dump_works(const char *dir, const char *name) {
 	char path[1024];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	void *p = malloc(opaque_size(1000));
@@ -57,8 +55,7 @@ dump_works(const char *dir, const char *name) {
 	unlink(path);
 }
 
-static void
-test_dev_full(void **state) {
+static void test_dev_full(void **state) {
 	(void)state;
 	if (access("/dev/full", W_OK) != 0) {
 		MP_SKIP("no writable /dev/full");
@@ -72,8 +69,7 @@ test_dev_full(void **state) {
 
 /* As an unprivileged user: the dump into a read-only directory fails,
  * the next one (into a writable directory) works. */
-static int
-readonly_child(const char *ro, const char *rw) {
+static int readonly_child(const char *ro, const char *rw) {
 	char path[1024];
 	snprintf(path, sizeof(path), "%s/x.heap", ro);
 	dump_fails(path, strerror(EACCES));
@@ -81,8 +77,7 @@ readonly_child(const char *ro, const char *rw) {
 	return atomic_load(&mp_failures) != 0;
 }
 
-static void
-test_readonly_dir(void **state) {
+static void test_readonly_dir(void **state) {
 	(void)state;
 	char ro[300], rw[300];
 	snprintf(ro, sizeof(ro), "%s/readonly", tmpdir);
@@ -127,8 +122,7 @@ test_readonly_dir(void **state) {
  * sooner than 10 s after the first and carries the number of failures in
  * between.  The test waits for that line, up to MP_WAIT_S: a fixed 10.5 s
  * window failed whenever a loaded machine stalled the process at its end. */
-static void
-test_auto_rate_limit(void **state) {
+static void test_auto_rate_limit(void **state) {
 	(void)state;
 	char prefix[512];
 	snprintf(prefix, sizeof(prefix), "%s/no-such-dir/a", tmpdir);
@@ -186,14 +180,12 @@ test_auto_rate_limit(void **state) {
 	    "no interval dump after the prefix was fixed");
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	MP_SKIP("built with --disable-prof");
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dev_full),

@@ -34,8 +34,7 @@ static const char planted_text[] = "a file planted by another user\n";
 
 /* ---- files */
 
-static void
-write_file(const char *path, const char *text) {
+static void write_file(const char *path, const char *text) {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	MP_CHECK(fd >= 0, "create %s: %s", path, strerror(errno));
 	if (fd >= 0) {
@@ -46,8 +45,7 @@ write_file(const char *path, const char *text) {
 }
 
 /* True if path holds exactly text. */
-static bool
-file_is(const char *path, const char *text) {
+static bool file_is(const char *path, const char *text) {
 	char buf[256];
 	int fd = open(path, O_RDONLY);
 	if (fd < 0) {
@@ -60,8 +58,7 @@ file_is(const char *path, const char *text) {
 
 /* A file owned by another user when we are root: O_EXCL must refuse it
  * whoever owns it. */
-static void
-plant_file(const char *path) {
+static void plant_file(const char *path) {
 	write_file(path, planted_text);
 	if (geteuid() == 0) {
 		const struct passwd *pw = getpwnam("nobody");
@@ -71,15 +68,13 @@ plant_file(const char *path) {
 	}
 }
 
-static void
-plant_link(const char *path, const char *target) {
+static void plant_link(const char *path, const char *target) {
 	MP_CHECK(symlink(target, path) == 0, "symlink %s: %s", path,
 	    strerror(errno));
 }
 
 /* The number of names in dir containing s. */
-static unsigned
-names_with(const char *dir, const char *s) {
+static unsigned names_with(const char *dir, const char *s) {
 	unsigned n = 0;
 	DIR *d = opendir(dir);
 	if (d == NULL) {
@@ -94,8 +89,7 @@ names_with(const char *dir, const char *s) {
 }
 
 /* A regular file of mode 0600 that parses as a heap_v2 profile. */
-static void
-check_dump(const char *path) {
+static void check_dump(const char *path) {
 	struct stat st;
 	MP_CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
 	    (st.st_mode & 0777) == 0600, "%s: not a regular 0600 file "
@@ -106,8 +100,7 @@ check_dump(const char *path) {
 }
 
 /* The victim and the planted files are as they were. */
-static void
-check_untouched(const char *victim, const char *planted) {
+static void check_untouched(const char *victim, const char *planted) {
 	MP_CHECK(file_is(victim, victim_text), "%s was written through a "
 	    "planted link", victim);
 	if (planted != NULL) {
@@ -118,8 +111,8 @@ check_untouched(const char *victim, const char *planted) {
 
 /* One message line, from `what`, naming `path` as skipped and the dump as
  * `dump`. */
-static void
-check_skip_msg(const char *what, const char *path, const char *dump) {
+static void check_skip_msg(const char *what, const char *path,
+    const char *dump) {
 	char want[1200];
 	snprintf(want, sizeof(want), "<malloc_prof>: %s: \"%s\"", what, path);
 	MP_CHECK(mp_msgs_lines == 1 && strncmp(mp_msgs, want, strlen(want))
@@ -136,8 +129,8 @@ check_skip_msg(const char *what, const char *path, const char *dump) {
 /* ---- automatic names in this process */
 
 /* The newest m dump of prefix dir/base: its seq and n. */
-static void
-last_m(const char *dir, const char *base, uint64_t *seq, uint64_t *n) {
+static void last_m(const char *dir, const char *base, uint64_t *seq,
+    uint64_t *n) {
 	mp_autoname_t a[64];
 	size_t k = mp_dump_list(dir, base, (long)getpid(), 'm', a, 64);
 	assert_true(k >= 1 && k <= 64);
@@ -145,8 +138,7 @@ last_m(const char *dir, const char *base, uint64_t *seq, uint64_t *n) {
 	*n = a[k - 1].n;
 }
 
-static void
-test_auto_m(void **state) {
+static void test_auto_m(void **state) {
 	(void)state;
 	char prefix[512], victim[512], link1[600], file2[600], dump3[600];
 	snprintf(prefix, sizeof(prefix), "%s/m", tmpdir);
@@ -184,8 +176,7 @@ test_auto_m(void **state) {
 }
 
 /* pprof's automatic names end in .pb.gz: the same rule. */
-static void
-test_auto_pprof(void **state) {
+static void test_auto_pprof(void **state) {
 	(void)state;
 	char prefix[512], victim[512], link[600];
 	snprintf(prefix, sizeof(prefix), "%s/pp", tmpdir);
@@ -221,8 +212,7 @@ test_auto_pprof(void **state) {
 
 /* ---- named dumps */
 
-static void
-test_named_link_refused(void **state) {
+static void test_named_link_refused(void **state) {
 	(void)state;
 	char victim[512], link[512], dangling[512], gone[512];
 	snprintf(victim, sizeof(victim), "%s/victim-n", tmpdir);
@@ -255,8 +245,7 @@ test_named_link_refused(void **state) {
 }
 
 /* A regular file is replaced whole, /dev/null is written in place. */
-static void
-test_named_replace(void **state) {
+static void test_named_replace(void **state) {
 	(void)state;
 	char path[512];
 	snprintf(path, sizeof(path), "%s/replace.heap", tmpdir);
@@ -278,8 +267,7 @@ test_named_replace(void **state) {
 
 /* In a forked child (the limit stays there): every write past 64 bytes
  * fails with EFBIG. */
-static int
-no_room_child(void) {
+static int no_room_child(void) {
 	signal(SIGXFSZ, SIG_IGN);
 	struct rlimit rl = {64, 64};
 	if (setrlimit(RLIMIT_FSIZE, &rl) != 0) {
@@ -315,8 +303,7 @@ no_room_child(void) {
 	return atomic_load(&mp_failures) != 0;
 }
 
-static void
-test_failed_dump_leaves_nothing(void **state) {
+static void test_failed_dump_leaves_nothing(void **state) {
 	(void)state;
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/noroom", tmpdir);
@@ -341,8 +328,7 @@ test_failed_dump_leaves_nothing(void **state) {
  * with seq and n below 8 (whatever dumps came first, the next one is
  * among them), and the f names with seq below 8.
  */
-static void
-plant_grid(const char *prefix, char kind, const char *victim) {
+static void plant_grid(const char *prefix, char kind, const char *victim) {
 	char path[700];
 	for (unsigned s = 0; s < 8; s++) {
 		if (kind == 'f') {
@@ -360,8 +346,7 @@ plant_grid(const char *prefix, char kind, const char *victim) {
 }
 
 /* A dump of kind by the process, at seq or n 8 and up: a real file. */
-static void
-check_kind_written(const char *dir, const char *base, char kind) {
+static void check_kind_written(const char *dir, const char *base, char kind) {
 	mp_autoname_t a[128];
 	size_t k = mp_dump_list(dir, base, (long)getpid(), kind, a, 128);
 	bool found = false;
@@ -377,8 +362,7 @@ check_kind_written(const char *dir, const char *base, char kind) {
 	MP_CHECK(found, "no %c dump was written in %s", kind, dir);
 }
 
-static void *
-grow_thread(void *arg) {
+static void *grow_thread(void *arg) {
 	/* 4 MiB: past the 1 MiB interval, and a new high for gdump. */
 	void **p = arg;
 	*p = malloc(opaque_size((size_t)4 << 20));
@@ -387,8 +371,7 @@ grow_thread(void *arg) {
 }
 
 /* `prof_dump_files interval|gdump DIR`: one dump from another thread. */
-static int
-auto_thread_child(const char *mode, const char *dir) {
+static int auto_thread_child(const char *mode, const char *dir) {
 	char prefix[600], victim[600];
 	snprintf(prefix, sizeof(prefix), "%s/%s", dir, mode);
 	snprintf(victim, sizeof(victim), "%s/victim-%s", dir, mode);
@@ -421,8 +404,7 @@ auto_thread_child(const char *mode, const char *dir) {
 
 /* `prof_dump_files final DIR`: plants, then exits (the dump is checked
  * by the parent). */
-static int
-final_child(const char *dir) {
+static int final_child(const char *dir) {
 	char prefix[600], victim[600];
 	snprintf(prefix, sizeof(prefix), "%s/final", dir);
 	snprintf(victim, sizeof(victim), "%s/victim-final", dir);
@@ -433,8 +415,7 @@ final_child(const char *dir) {
 
 /* `prof_dump_files follow DIR`: prof_dump_follow_symlinks:true writes
  * the link's target (replacing it whole), the link stays. */
-static int
-follow_child(const char *dir) {
+static int follow_child(const char *dir) {
 	char victim[600], link[600];
 	snprintf(victim, sizeof(victim), "%s/victim-follow", dir);
 	snprintf(link, sizeof(link), "%s/follow.heap", dir);
@@ -452,8 +433,7 @@ follow_child(const char *dir) {
  * Run `prof_dump_files mode dir` with conf as its MALLOC_CONF and stderr
  * to dir/stderr-<mode>; returns its pid (for the names of its dumps).
  */
-static pid_t
-run_child(const char *mode, const char *dir, const char *conf) {
+static pid_t run_child(const char *mode, const char *dir, const char *conf) {
 	char errpath[600];
 	snprintf(errpath, sizeof(errpath), "%s/stderr-%s", dir, mode);
 	fflush(NULL);
@@ -484,8 +464,7 @@ run_child(const char *mode, const char *dir, const char *conf) {
 	return pid;
 }
 
-static void
-make_subdir(char *dir, size_t size, const char *name) {
+static void make_subdir(char *dir, size_t size, const char *name) {
 	snprintf(dir, size, "%s/%s", tmpdir, name);
 	assert_int_equal(mkdir(dir, 0700), 0);
 	char victim[600];
@@ -493,8 +472,7 @@ make_subdir(char *dir, size_t size, const char *name) {
 	write_file(victim, victim_text);
 }
 
-static void
-test_auto_interval_thread(void **state) {
+static void test_auto_interval_thread(void **state) {
 	(void)state;
 	char dir[512];
 	make_subdir(dir, sizeof(dir), "interval");
@@ -503,8 +481,7 @@ test_auto_interval_thread(void **state) {
 	mp_tmpdir_remove(dir);
 }
 
-static void
-test_auto_gdump_thread(void **state) {
+static void test_auto_gdump_thread(void **state) {
 	(void)state;
 	char dir[512];
 	make_subdir(dir, sizeof(dir), "gdump");
@@ -512,8 +489,7 @@ test_auto_gdump_thread(void **state) {
 	mp_tmpdir_remove(dir);
 }
 
-static void
-test_auto_final(void **state) {
+static void test_auto_final(void **state) {
 	(void)state;
 	char dir[512], conf[700], victim[600], errpath[600];
 	make_subdir(dir, sizeof(dir), "final");
@@ -546,8 +522,7 @@ test_auto_final(void **state) {
 	mp_tmpdir_remove(dir);
 }
 
-static void
-test_named_follow_option(void **state) {
+static void test_named_follow_option(void **state) {
 	(void)state;
 	char dir[512];
 	make_subdir(dir, sizeof(dir), "follow");
@@ -561,14 +536,12 @@ test_named_follow_option(void **state) {
 	assert_false(v);
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	MP_SKIP("built with --disable-prof");
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 3) {
 		/* A child of run_child: checks on stderr, status 0 if all
 		 * passed. */

@@ -22,24 +22,21 @@ static void *child_objs[NOBJ];
 void parent_site(void);
 void child_site(void);
 
-MP_SITE void
-parent_site(void) {
+MP_SITE void parent_site(void) {
 	for (int i = 0; i < NOBJ; i++) {
 		parent_objs[i] = malloc(opaque_size(500));	/* usize 512 */
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-MP_SITE void
-child_site(void) {
+MP_SITE void child_site(void) {
 	for (int i = 0; i < NOBJ; i++) {
 		child_objs[i] = malloc(opaque_size(2000));	/* usize 2048 */
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-static void
-check_file(const char *name, bool want_parent, bool want_child) {
+static void check_file(const char *name, bool want_parent, bool want_child) {
 	char path[1024];
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
 	mp_heap_t h;
@@ -64,8 +61,7 @@ check_file(const char *name, bool want_parent, bool want_child) {
 	mp_heap_free(&h);
 }
 
-static void
-test_fork_names(void **state) {
+static void test_fork_names(void **state) {
 	(void)state;
 	char prefix[512];
 	snprintf(prefix, sizeof(prefix), "%s/fork", tmpdir);
@@ -115,8 +111,7 @@ test_fork_names(void **state) {
 static atomic_bool stop;
 static atomic_uint worker_rounds;
 
-static void *
-worker(void *arg) {
+static void *worker(void *arg) {
 	unsigned id = (unsigned)(uintptr_t)arg;
 	mp_rng_t rng = {id + 1};
 	void *held[64] = {NULL};
@@ -147,8 +142,7 @@ worker(void *arg) {
 #define NWORKERS 3
 #define NFORKS 30
 
-static void
-test_fork_under_load(void **state) {
+static void test_fork_under_load(void **state) {
 	(void)state;
 	pthread_t t[NWORKERS];
 	for (unsigned i = 0; i < NWORKERS; i++) {
@@ -206,8 +200,7 @@ test_fork_under_load(void **state) {
  */
 void *forking_thread(void *arg);
 
-MP_SITE void *
-forking_thread(void *arg) {
+MP_SITE void *forking_thread(void *arg) {
 	(void)arg;
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -220,8 +213,7 @@ forking_thread(void *arg) {
 	return (void *)(intptr_t)pid;
 }
 
-static void
-test_fork_from_thread(void **state) {
+static void test_fork_from_thread(void **state) {
 	(void)state;
 	pthread_t t;
 	void *ret;
@@ -243,8 +235,7 @@ test_fork_from_thread(void **state) {
 	mp_heap_free(&h);
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -257,8 +248,7 @@ test_no_profiler(void **state) {
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_names),

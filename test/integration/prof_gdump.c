@@ -23,8 +23,7 @@ static char tmpdir[256];
 
 void gdump_site(void **objs, int n);
 
-MP_SITE void
-gdump_site(void **objs, int n) {
+MP_SITE void gdump_site(void **objs, int n) {
 	for (int i = 0; i < n; i++) {
 		objs[i] = malloc(opaque_size(BIG));
 	}
@@ -33,8 +32,7 @@ gdump_site(void **objs, int n) {
 
 /* Listing allocates (opendir): with gdump on that could be a new high of
  * its own.  Bookkeeping runs with prof.gdump off. */
-static size_t
-list_u(mp_autoname_t *a, size_t max) {
+static size_t list_u(mp_autoname_t *a, size_t max) {
 	bool old;
 	assert_int_equal(mp_prof_switch("prof.gdump", false, &old), 0);
 	size_t n = mp_dump_list(tmpdir, "g", (long)getpid(), 'u', a, max);
@@ -42,8 +40,7 @@ list_u(mp_autoname_t *a, size_t max) {
 	return n;
 }
 
-static void
-test_gdump(void **state) {
+static void test_gdump(void **state) {
 	(void)state;
 	bool b = false;
 	MALLCTL_READ("opt.prof_gdump", b);
@@ -115,8 +112,7 @@ test_gdump(void **state) {
 }
 
 /* prof.gdump needs prof.active: off, no dumps. */
-static void
-test_inactive(void **state) {
+static void test_inactive(void **state) {
 	(void)state;
 	mp_autoname_t a[256];
 	size_t n0 = list_u(a, 256);
@@ -136,8 +132,7 @@ test_inactive(void **state) {
  * turning it on again, growing to a level above the last dumped high but
  * below the true maximum is not a new high.
  */
-static void
-test_high_tracked_while_off(void **state) {
+static void test_high_tracked_while_off(void **state) {
 	(void)state;
 	enum { N1 = 24, N2 = 32, N3 = 28 };	/* 96, 128, 112 MiB */
 	void *objs[N2];
@@ -158,8 +153,7 @@ test_high_tracked_while_off(void **state) {
 	    "reached while prof.gdump was off", n1 - n0);
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	bool b;
 	size_t sz = sizeof(b);
@@ -172,8 +166,7 @@ test_no_profiler(void **state) {
 	mp_free_all(objs, NBIG);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gdump),

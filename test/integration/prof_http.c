@@ -40,8 +40,7 @@
 
 void http_site(void **objs, size_t n);
 
-MP_SITE void
-http_site(void **objs, size_t n) {
+MP_SITE void http_site(void **objs, size_t n) {
 	for (size_t i = 0; i < n; i++) {
 		objs[i] = malloc(opaque_size(4096 + i % 512));
 	}
@@ -60,20 +59,17 @@ typedef struct {
 	char err[160];
 } resp_t;
 
-static void
-resp_free(resp_t *r) {
+static void resp_free(resp_t *r) {
 	free(r->body);
 	r->body = NULL;
 }
 
 /* A connection to the server on loopback; -1 on error. */
-static int
-connect_to(int family, unsigned port) {
+static int connect_to(int family, unsigned port) {
 	return mp_connect_loopback(family, port, 10);
 }
 
-static bool
-send_all(int fd, const char *p, size_t n) {
+static bool send_all(int fd, const char *p, size_t n) {
 	while (n > 0) {
 		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
 		if (w <= 0) {
@@ -87,8 +83,7 @@ send_all(int fd, const char *p, size_t n) {
 
 /* Read a whole response from fd (until EOF) and parse it.  Thread-safe:
  * failures go to r->err, not to cmocka. */
-static void
-read_response(int fd, resp_t *r) {
+static void read_response(int fd, resp_t *r) {
 	size_t n;
 	uint8_t *all = mp_read_fd_all(fd, &n);
 	uint8_t *end = NULL;
@@ -120,8 +115,8 @@ read_response(int fd, resp_t *r) {
 
 /* The value of header `name` (case as sent), or NULL; in a static
  * buffer per response. */
-static const char *
-header(const resp_t *r, const char *name, char *buf, size_t size) {
+static const char *header(const resp_t *r, const char *name, char *buf,
+    size_t size) {
 	size_t nl = strlen(name);
 	const char *p = strstr(r->head, "\r\n");
 	while (p != NULL) {
@@ -146,8 +141,7 @@ header(const resp_t *r, const char *name, char *buf, size_t size) {
 }
 
 /* Send a raw request, read the response. */
-static void
-request_raw(int family, unsigned port, const char *req, size_t len,
+static void request_raw(int family, unsigned port, const char *req, size_t len,
     resp_t *r) {
 	memset(r, 0, sizeof(*r));
 	int fd = connect_to(family, port);
@@ -163,8 +157,7 @@ request_raw(int family, unsigned port, const char *req, size_t len,
 	close(fd);
 }
 
-static void
-get(unsigned port, const char *path, resp_t *r) {
+static void get(unsigned port, const char *path, resp_t *r) {
 	char req[512];
 	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: "
 	    "127.0.0.1\r\nUser-Agent: prof_http-test\r\n\r\n", path);
@@ -173,8 +166,7 @@ get(unsigned port, const char *path, resp_t *r) {
 
 /* Checks every response has: Content-Length matching, Connection:
  * close; returns an error text or NULL (thread-safe). */
-static const char *
-resp_problem(const resp_t *r, char *buf, size_t size) {
+static const char *resp_problem(const resp_t *r, char *buf, size_t size) {
 	char v[128];
 	if (r->status == 0) {
 		snprintf(buf, size, "no response: %s", r->err);
@@ -203,8 +195,7 @@ resp_problem(const resp_t *r, char *buf, size_t size) {
 	    "%.200s", (r)->status, (want_status), (char *)(r)->body);	\
 } while (0)
 
-static void
-check_type(const resp_t *r, const char *want) {
+static void check_type(const resp_t *r, const char *want) {
 	char v[128];
 	const char *t = header(r, "Content-Type", v, sizeof(v));
 	MP_ASSERT(t != NULL && strncmp(t, want, strlen(want)) == 0,
@@ -212,8 +203,7 @@ check_type(const resp_t *r, const char *want) {
 }
 
 /* An error response: text/plain, one line, containing `what`. */
-static void
-check_error(const resp_t *r, int status, const char *what) {
+static void check_error(const resp_t *r, int status, const char *what) {
 	CHECK_RESP(r, status);
 	check_type(r, "text/plain");
 	const char *b = (const char *)r->body;
@@ -224,14 +214,12 @@ check_error(const resp_t *r, int status, const char *what) {
 
 /* Whether fd has anything to read (data, EOF or an error) right now:
  * whether the server answered or closed it. */
-static bool
-has_news(int fd) {
+static bool has_news(int fd) {
 	struct pollfd p = {fd, POLLIN, 0};
 	return poll(&p, 1, 0) > 0;
 }
 
-static unsigned
-http_port(void) {
+static unsigned http_port(void) {
 	unsigned port = 0;
 	size_t sz = sizeof(port);
 	int r = mallctl("prof.http_port", &port, &sz, NULL, 0);
@@ -242,8 +230,7 @@ http_port(void) {
 
 /* A pprof body: decodes, the four types, the default, inuse > 0, and
  * (with site) a sample whose leaf is in http_site.  Thread-safe. */
-static bool
-profile_ok(const resp_t *r, const char *def, bool site, char *why,
+static bool profile_ok(const resp_t *r, const char *def, bool site, char *why,
     size_t size) {
 	mp_pprof_t pp;
 	if (!mp_pprof_decode(r->body, r->len, &pp)) {
@@ -290,15 +277,13 @@ profile_ok(const resp_t *r, const char *def, bool site, char *why,
 
 /* ---- the tests */
 
-static int
-setup(void **state) {
+static int setup(void **state) {
 	(void)state;
 	http_site(site_objs, NSITE);
 	return 0;
 }
 
-static void
-test_port_and_option(void **state) {
+static void test_port_and_option(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	assert_int_equal(http_port(), port);
@@ -312,8 +297,7 @@ test_port_and_option(void **state) {
 	    sizeof(port)), EPERM);
 }
 
-static void
-test_heap(void **state) {
+static void test_heap(void **state) {
 	(void)state;
 	resp_t r;
 	get(http_port(), "/debug/pprof/heap", &r);
@@ -342,8 +326,7 @@ test_heap(void **state) {
 	resp_free(&r);
 }
 
-static void
-test_allocs(void **state) {
+static void test_allocs(void **state) {
 	(void)state;
 	resp_t r;
 	get(http_port(), "/debug/pprof/allocs", &r);
@@ -355,8 +338,7 @@ test_allocs(void **state) {
 	resp_free(&r);
 }
 
-static void
-test_stats(void **state) {
+static void test_stats(void **state) {
 	(void)state;
 	resp_t r;
 	get(http_port(), "/debug/malloc/stats", &r);
@@ -398,8 +380,7 @@ test_stats(void **state) {
 }
 
 /* What `go tool pprof` asks for the addresses it cannot name. */
-static void
-test_symbol(void **state) {
+static void test_symbol(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	resp_t r;
@@ -519,8 +500,7 @@ test_symbol(void **state) {
 	resp_free(&r);
 }
 
-static void
-test_errors(void **state) {
+static void test_errors(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	resp_t r;
@@ -585,8 +565,7 @@ test_errors(void **state) {
  * prof_http_timeout_ms:60000 (prof_http.conf): the silent ones are still
  * open, unanswered, when the scrape comes back, which a server that read
  * them one after the other could not do.  408 itself: test_timeout. */
-static void
-test_silent_client(void **state) {
+static void test_silent_client(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	int silent = connect_to(AF_INET, port);
@@ -623,8 +602,7 @@ test_silent_client(void **state) {
  * the machine.  The times are printed for the record only. */
 #define NIDLE 64
 
-static void
-test_idle_connections(void **state) {
+static void test_idle_connections(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	int idle[NIDLE];
@@ -682,8 +660,7 @@ test_idle_connections(void **state) {
 static atomic_bool churn_stop;
 static atomic_size_t churn_ops;
 
-static void *
-churn_main(void *arg) {
+static void *churn_main(void *arg) {
 	(void)arg;
 	void *keep[64];
 	memset(keep, 0, sizeof(keep));
@@ -703,8 +680,7 @@ churn_main(void *arg) {
 
 /* Close, on our side, the connections the server closed; the number
  * still open. */
-static size_t
-reap(int *fds, size_t n, size_t *dropped) {
+static size_t reap(int *fds, size_t n, size_t *dropped) {
 	size_t open = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (fds[i] < 0) {
@@ -726,8 +702,7 @@ reap(int *fds, size_t n, size_t *dropped) {
 	return open;
 }
 
-static size_t
-resident(void) {
+static size_t resident(void) {
 	uint64_t epoch = 1;
 	size_t sz = sizeof(epoch);
 	mallctl("epoch", &epoch, &sz, &epoch, sz);
@@ -736,8 +711,7 @@ resident(void) {
 	return mallctl("stats.resident", &res, &sz, NULL, 0) == 0 ? res : 0;
 }
 
-static void
-test_many_connections(void **state) {
+static void test_many_connections(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	/* Our side holds a few hundred sockets at most, the server's 256. */
@@ -820,8 +794,7 @@ test_many_connections(void **state) {
 	resp_free(&r);
 }
 
-static void
-test_client_goes_away(void **state) {
+static void test_client_goes_away(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	/* Half of them close right after sending the request (the
@@ -867,8 +840,7 @@ test_client_goes_away(void **state) {
 static atomic_bool stop_alloc;
 static unsigned conc_port;
 
-static void *
-allocator_main(void *arg) {
+static void *allocator_main(void *arg) {
 	(void)arg;
 	void *keep[64];
 	memset(keep, 0, sizeof(keep));
@@ -885,8 +857,7 @@ allocator_main(void *arg) {
 	return NULL;
 }
 
-static void *
-client_main(void *arg) {
+static void *client_main(void *arg) {
 	size_t i = (size_t)(uintptr_t)arg;
 	resp_t r;
 	get(conc_port, i % 5 == 4 ? "/debug/pprof/allocs" :
@@ -905,8 +876,7 @@ client_main(void *arg) {
 	return NULL;
 }
 
-static void
-test_concurrent(void **state) {
+static void test_concurrent(void **state) {
 	(void)state;
 	conc_port = http_port();
 	atomic_store(&stop_alloc, false);
@@ -931,8 +901,7 @@ test_concurrent(void **state) {
 
 /* A forked child has no endpoint (prof.http_port ENOENT); the parent
  * keeps its own. */
-static void
-test_fork(void **state) {
+static void test_fork(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	int p[2];
@@ -972,8 +941,7 @@ test_fork(void **state) {
 	assert_int_equal(http_port(), port);
 }
 
-static void
-test_inactive_403(void **state) {
+static void test_inactive_403(void **state) {
 	(void)state;
 	unsigned port = http_port();
 	bool old;
@@ -1004,8 +972,7 @@ typedef struct {
 } child_t;
 
 /* This program as `--child MODE` with conf as its only options. */
-static void
-run_child(const char *mode, const char *conf, child_t *c) {
+static void run_child(const char *mode, const char *conf, child_t *c) {
 	memset(c, 0, sizeof(*c));
 	int e[2], o[2];
 	assert_int_equal(pipe(e), 0);
@@ -1053,8 +1020,7 @@ run_child(const char *mode, const char *conf, child_t *c) {
  * half a request; a scrape meanwhile; then what the two get and when.
  * Prints "r=<mallctl> status=<scrape> silent=<s> half=<s> ms=<elapsed>
  * <the silent one's body line>". */
-static int
-child_silent(void) {
+static int child_silent(void) {
 	unsigned port = 0;
 	size_t sz = sizeof(port);
 	int r = mallctl("prof.http_port", &port, &sz, NULL, 0);
@@ -1083,8 +1049,7 @@ child_silent(void) {
 	return 0;
 }
 
-static int
-child_main(const char *mode) {
+static int child_main(const char *mode) {
 	if (strcmp(mode, "silent") == 0) {
 		return child_silent();
 	}
@@ -1116,8 +1081,7 @@ child_main(const char *mode) {
 	return 0;
 }
 
-static int
-child_r(const child_t *c) {
+static int child_r(const child_t *c) {
 	int r = -1;
 	const char *p = strstr(c->out, "r=");
 	if (p != NULL) {
@@ -1126,14 +1090,12 @@ child_r(const child_t *c) {
 	return r;
 }
 
-static int
-child_status(const child_t *c) {
+static int child_status(const child_t *c) {
 	const char *p = strstr(c->out, "status=");
 	return p != NULL ? atoi(p + 7) : -1;
 }
 
-static void
-test_allocs_without_accum(void **state) {
+static void test_allocs_without_accum(void **state) {
 	(void)state;
 	child_t c;
 	run_child("allocs", "prof:true,prof_http:127.0.0.1:0", &c);
@@ -1151,8 +1113,7 @@ test_allocs_without_accum(void **state) {
 	assert_non_null(strstr(c.out, "heap profiling not active"));
 }
 
-static void
-test_ipv6(void **state) {
+static void test_ipv6(void **state) {
 	(void)state;
 	int fd = socket(AF_INET6, SOCK_STREAM, 0);
 	struct sockaddr_in6 a;
@@ -1174,8 +1135,7 @@ test_ipv6(void **state) {
 	MP_ASSERT(child_status(&c) == 200, "%s", c.out);
 }
 
-static int
-child_field(const child_t *c, const char *name) {
+static int child_field(const child_t *c, const char *name) {
 	const char *p = strstr(c->out, name);
 	return p != NULL ? atoi(p + strlen(name)) : -1;
 }
@@ -1183,8 +1143,7 @@ child_field(const child_t *c, const char *name) {
 /* A request that has not arrived within prof_http_timeout_ms of
  * connecting gets 408, after that long and not before (the default,
  * 2000, and a value given); the scrape in between is served. */
-static void
-test_timeout(void **state) {
+static void test_timeout(void **state) {
 	(void)state;
 	static const struct {
 		const char *conf;
@@ -1223,8 +1182,7 @@ test_timeout(void **state) {
 	assert_int_equal(child_r(&c), 0);
 }
 
-static void
-check_bad(const char *value, const char *why) {
+static void check_bad(const char *value, const char *why) {
 	char conf[256];
 	snprintf(conf, sizeof(conf), "prof:true,prof_http:%s", value);
 	child_t c;
@@ -1238,8 +1196,7 @@ check_bad(const char *value, const char *why) {
 	MP_ASSERT(child_r(&c) == ENOENT, "%s: %s", value, c.out);
 }
 
-static void
-test_bad_values(void **state) {
+static void test_bad_values(void **state) {
 	(void)state;
 	check_bad("localhost:6060", "not resolved");
 	check_bad("127.0.0.1", "expected HOST:PORT");
@@ -1258,8 +1215,7 @@ test_bad_values(void **state) {
 
 /* --disable-prof: the option is refused like every prof option, and
  * prof.http_port does not exist. */
-static void
-test_noprof(void **state) {
+static void test_noprof(void **state) {
 	(void)state;
 	unsigned port;
 	size_t sz = sizeof(port);
@@ -1273,8 +1229,7 @@ test_noprof(void **state) {
 	assert_int_equal(child_r(&c), ENOENT);
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 3 && strcmp(argv[1], "--child") == 0) {
 		return child_main(argv[2]);
 	}

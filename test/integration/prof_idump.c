@@ -23,8 +23,7 @@ static void *objs[NOBJ];
 
 void idump_site(void);
 
-MP_SITE void
-idump_site(void) {
+MP_SITE void idump_site(void) {
 	for (int i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(opaque_size(OBJ_SIZE));
 	}
@@ -37,23 +36,20 @@ idump_site(void) {
  * listings and parses run with prof.active off (the interval counter
  * then drops what it counts instead of dumping).
  */
-static void
-quiet(bool on) {
+static void quiet(bool on) {
 	bool old;
 	assert_int_equal(mp_prof_switch("prof.active", !on, &old), 0);
 	MP_ASSERT(old == on, "prof.active was %d", old);
 }
 
-static size_t
-list_i(mp_autoname_t *a, size_t max) {
+static size_t list_i(mp_autoname_t *a, size_t max) {
 	quiet(true);
 	size_t n = mp_dump_list(tmpdir, "i", (long)getpid(), 'i', a, max);
 	quiet(false);
 	return n;
 }
 
-static void
-test_interval(void **state) {
+static void test_interval(void **state) {
 	(void)state;
 	ssize_t lg = 0;
 	MALLCTL_READ("opt.lg_prof_interval", lg);
@@ -112,8 +108,7 @@ test_interval(void **state) {
 	assert_true(m[0].seq > a[n - 1].seq);
 }
 
-static void
-test_inactive(void **state) {
+static void test_inactive(void **state) {
 	(void)state;
 	mp_autoname_t a[64];
 	size_t before = list_i(a, 64);
@@ -137,8 +132,7 @@ test_inactive(void **state) {
 }
 
 /* An unwritable prefix: one line for the first failure, then quiet. */
-static void
-test_failure_rate_limited(void **state) {
+static void test_failure_rate_limited(void **state) {
 	(void)state;
 	char prefix[512];
 	snprintf(prefix, sizeof(prefix), "%s/no-such-dir/i", tmpdir);
@@ -156,8 +150,7 @@ test_failure_rate_limited(void **state) {
 	assert_int_equal(mp_prof_prefix(prefix), 0);
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	uint64_t interval;
 	size_t sz = sizeof(interval);
@@ -170,8 +163,7 @@ test_no_profiler(void **state) {
 	    a, 1), 0);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_interval),

@@ -67,8 +67,7 @@ churn(void) {
 	}
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "--config") == 0) {
 		printf("%d\n", MALLOC_PROF_CONFIG_PROF);
 		return 0;

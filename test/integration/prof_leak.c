@@ -27,16 +27,14 @@ static void *leaked[NLEAK];
 
 void leak_site(void);
 
-MP_SITE void
-leak_site(void) {
+MP_SITE void leak_site(void) {
 	for (int i = 0; i < NLEAK; i++) {
 		leaked[i] = malloc(opaque_size(LEAK_SIZE));
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-static void
-free_one_at_exit(void) {
+static void free_one_at_exit(void) {
 	free(leaked[0]);
 	leaked[0] = NULL;
 }
@@ -44,8 +42,7 @@ free_one_at_exit(void) {
 /* Tells the parent where leak_site is in this process (address space
  * randomisation moves it): "0x<hex>\n" on standard output, without
  * stdio. */
-static void
-child_report_site(void) {
+static void child_report_site(void) {
 	char buf[32];
 	int n = snprintf(buf, sizeof(buf), "%#lx\n",
 	    (unsigned long)(uintptr_t)leak_site);
@@ -55,8 +52,7 @@ child_report_site(void) {
 }
 
 /* The child: no stdio, no cmocka, nothing that allocates but leak_site. */
-static int
-child_main(const char *mode) {
+static int child_main(const char *mode) {
 	child_report_site();
 	if (strcmp(mode, "leak") == 0) {
 		leak_site();
@@ -96,15 +92,13 @@ typedef struct {
 	uintptr_t leak_site;	/* &leak_site in the child */
 } child_t;
 
-static const char *
-conf_var(void) {
+static const char *conf_var(void) {
 	const char *v = getenv("MALLOC_PROF_CONF_ENV");
 	return v != NULL && v[0] != '\0' ? v : MALLOC_PROF_CONF_ENV;
 }
 
 /* Runs this program as `--child mode` with conf in the conf variable. */
-static void
-run_child(const char *mode, const char *conf, child_t *c) {
+static void run_child(const char *mode, const char *conf, child_t *c) {
 	memset(c, 0, sizeof(*c));
 	int fds[2], ofds[2];
 	assert_int_equal(pipe(fds), 0);
@@ -160,8 +154,7 @@ run_child(const char *mode, const char *conf, child_t *c) {
 /* The stack of the child's leak_site, or NULL.  Its addresses are the
  * child's: frame 2 is looked at too, in case the library recorded a frame
  * of its own as frame 1 (prof_callsite is the test of that). */
-static const mp_heap_stack_t *
-child_site(const child_t *c, const mp_heap_t *h) {
+static const mp_heap_stack_t *child_site(const child_t *c, const mp_heap_t *h) {
 	uintptr_t lo, hi;
 	mp_fn_range((void *)leak_site, &lo, &hi);
 	uintptr_t size = hi - lo;
@@ -178,15 +171,14 @@ child_site(const child_t *c, const mp_heap_t *h) {
 	return NULL;
 }
 
-static bool
-exited_with(const child_t *c, int code) {
+static bool exited_with(const child_t *c, int code) {
 	return WIFEXITED(c->status) && WEXITSTATUS(c->status) == code;
 }
 
 /* The line of c->err that starts with prefix, copied to out; false if
  * there is none. */
-static bool
-find_line(const child_t *c, const char *prefix, char *out, size_t size) {
+static bool find_line(const child_t *c, const char *prefix, char *out,
+    size_t size) {
 	const char *p = c->err;
 	size_t plen = strlen(prefix);
 	while (*p != '\0') {
@@ -208,8 +200,7 @@ find_line(const child_t *c, const char *prefix, char *out, size_t size) {
 
 /* The file named by the "Run jeprof" line, checked and parsed. */
 /* The child printed the summary of its NLEAK leaked KiB. */
-static void
-check_summary(const child_t *c) {
+static void check_summary(const child_t *c) {
 	char line[1024];
 	MP_ASSERT(find_line(c, SUMMARY, line, sizeof(line)), "no summary in "
 	    "\"%s\"", c->err);
@@ -217,8 +208,7 @@ check_summary(const child_t *c) {
 	    "context");
 }
 
-static void
-check_final_dump(const child_t *c, const char *base, mp_heap_t *h) {
+static void check_final_dump(const child_t *c, const char *base, mp_heap_t *h) {
 	char line[1024];
 	MP_ASSERT(find_line(c, RUN_JEPROF, line, sizeof(line)), "no \"Run "
 	    "jeprof\" line");
@@ -242,8 +232,7 @@ check_final_dump(const child_t *c, const char *base, mp_heap_t *h) {
 	    "the final dump has no MAPPED_LIBRARIES section");
 }
 
-static void
-test_leak_summary(void **state) {
+static void test_leak_summary(void **state) {
 	(void)state;
 	char conf[512];
 	snprintf(conf, sizeof(conf), "prof:true,prof_leak:true,"
@@ -266,8 +255,7 @@ test_leak_summary(void **state) {
 }
 
 /* prof_leak alone turns profiling on and implies prof_final. */
-static void
-test_leak_implies_prof(void **state) {
+static void test_leak_implies_prof(void **state) {
 	(void)state;
 	char conf[512];
 	snprintf(conf, sizeof(conf), "prof_leak:true,lg_prof_sample:0,"
@@ -282,8 +270,7 @@ test_leak_implies_prof(void **state) {
 	mp_heap_free(&h);
 }
 
-static void
-test_leak_error(void **state) {
+static void test_leak_error(void **state) {
 	(void)state;
 	char conf[512];
 	snprintf(conf, sizeof(conf), "prof:true,prof_leak:true,"
@@ -319,8 +306,7 @@ test_leak_error(void **state) {
 	MP_ASSERT(exited_with(&c, 1), "status %#x", c.status);
 }
 
-static void
-test_no_leak(void **state) {
+static void test_no_leak(void **state) {
 	(void)state;
 	char conf[512];
 	snprintf(conf, sizeof(conf), "prof:true,prof_leak:true,"
@@ -351,8 +337,7 @@ test_no_leak(void **state) {
 
 /* The program's exit handlers run before the final dump: what they free
  * is not a leak. */
-static void
-test_atexit_order(void **state) {
+static void test_atexit_order(void **state) {
 	(void)state;
 	char conf[512];
 	snprintf(conf, sizeof(conf), "prof_leak:true,lg_prof_sample:0,"
@@ -367,8 +352,7 @@ test_atexit_order(void **state) {
 }
 
 /* prof_final without prof_leak: the dump, no summary. */
-static void
-test_final_only(void **state) {
+static void test_final_only(void **state) {
 	(void)state;
 	char conf[512];
 	snprintf(conf, sizeof(conf), "prof:true,prof_final:true,"
@@ -389,8 +373,7 @@ test_final_only(void **state) {
 }
 
 /* An empty prefix: the summary, and why there is no file. */
-static void
-test_empty_prefix(void **state) {
+static void test_empty_prefix(void **state) {
 	(void)state;
 	child_t c;
 	run_child("leak", "prof_leak:true,lg_prof_sample:0,prof_prefix:", &c);
@@ -403,8 +386,7 @@ test_empty_prefix(void **state) {
 }
 
 /* Without the profiler the options are reported and nothing happens. */
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	char conf[512];
 	snprintf(conf, sizeof(conf), "prof_leak:true,prof_leak_error:true,"
@@ -421,8 +403,7 @@ test_no_profiler(void **state) {
 	assert_int_equal(mp_dump_list(tmpdir, "np", (long)c.pid, 'f', a, 1), 0);
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 3 && strcmp(argv[1], "--child") == 0) {
 		return child_main(argv[2]);
 	}

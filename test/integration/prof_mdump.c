@@ -14,21 +14,18 @@ static void *objs[NOBJ];
 
 void mdump_site(void);
 
-MP_SITE void
-mdump_site(void) {
+MP_SITE void mdump_site(void) {
 	for (int i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(opaque_size(100));	/* usize 112 */
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-static bool
-running_as_root(void) {
+static bool running_as_root(void) {
 	return geteuid() == 0;
 }
 
-static void
-test_named(void **state) {
+static void test_named(void **state) {
 	(void)state;
 	char path[512];
 	snprintf(path, sizeof(path), "%s/named.heap", tmpdir);
@@ -78,8 +75,7 @@ test_named(void **state) {
 	mp_heap_free(&h);
 }
 
-static void
-test_automatic_names(void **state) {
+static void test_automatic_names(void **state) {
 	(void)state;
 	char prefix[512];
 	snprintf(prefix, sizeof(prefix), "%s/auto", tmpdir);
@@ -128,8 +124,7 @@ test_automatic_names(void **state) {
 
 /* One failing dump: EFAULT and exactly one "<malloc_prof>: " line that
  * names the file.  `why` is the expected strerror text, or NULL. */
-static void
-check_dump_fails(const char *path, const char *why) {
+static void check_dump_fails(const char *path, const char *why) {
 	mp_msgs_start();
 	int r = path != NULL ? mp_prof_dump(path) :
 	    mallctl("prof.dump", NULL, NULL, NULL, 0);
@@ -149,8 +144,7 @@ check_dump_fails(const char *path, const char *why) {
 	}
 }
 
-static void
-test_errors(void **state) {
+static void test_errors(void **state) {
 	(void)state;
 	char path[1024];
 	/* A directory that does not exist. */
@@ -226,8 +220,7 @@ test_errors(void **state) {
 #define NDUMPERS 4
 static atomic_uint dumper_ids;
 
-static void *
-dumper(void *arg) {
+static void *dumper(void *arg) {
 	const char *dir = arg;
 	unsigned id = atomic_fetch_add(&dumper_ids, 1);
 	for (int i = 0; i < 20; i++) {
@@ -243,8 +236,7 @@ dumper(void *arg) {
 	return NULL;
 }
 
-static void
-test_concurrent(void **state) {
+static void test_concurrent(void **state) {
 	(void)state;
 	pthread_t t[NDUMPERS];
 	for (int i = 0; i < NDUMPERS; i++) {
@@ -270,8 +262,7 @@ test_concurrent(void **state) {
 	}
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	mp_msgs_start();
 	int r1 = mallctl("prof.dump", NULL, NULL, NULL, 0);
@@ -284,8 +275,7 @@ test_no_profiler(void **state) {
 	MP_ASSERT(strstr(mp_msgs, "--disable-prof") != NULL, "%s", mp_msgs);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_named),

@@ -40,8 +40,7 @@ void *nofp_recurse(int depth, size_t size);
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("omit-frame-pointer")))
 #endif
-MP_SITE void *
-nofp_recurse(int depth, size_t size) {
+MP_SITE void *nofp_recurse(int depth, size_t size) {
 	void *p = depth == 0 ? malloc(size) : nofp_recurse(depth - 1, size);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
@@ -59,8 +58,7 @@ void *call_with_rbp(malloc_fn_t *fn, size_t size, uintptr_t rbp);
  * the red zone, 16-byte aligned; rbx keeps the stack pointer.
  */
 __attribute__((optimize("omit-frame-pointer")))
-MP_SITE void *
-call_with_rbp(malloc_fn_t *fn, size_t size, uintptr_t rbp) {
+MP_SITE void *call_with_rbp(malloc_fn_t *fn, size_t size, uintptr_t rbp) {
 	void *ret;
 	__asm__ volatile(
 	    "mov %%rsp, %%rbx\n\t"
@@ -79,8 +77,7 @@ call_with_rbp(malloc_fn_t *fn, size_t size, uintptr_t rbp) {
 }
 #endif
 
-static malloc_fn_t *
-malloc_ptr(void) {
+static malloc_fn_t *malloc_ptr(void) {
 	malloc_fn_t *f = malloc;
 	return LAUNDER(f);
 }
@@ -89,8 +86,8 @@ malloc_ptr(void) {
  * (frame 1) is in fn (nframes 0 if none); *nstacks gets how many such
  * stacks there are, *user the index of that frame (1, unless the library
  * recorded frames of its own: prof_callsite checks that). */
-static mp_heap_stack_t
-stack_of(const void *fn, const char *tag, size_t *nstacks, size_t *user) {
+static mp_heap_stack_t stack_of(const void *fn, const char *tag,
+    size_t *nstacks, size_t *user) {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s.heap", tmpdir, tag);
 	mp_heap_stack_t out;
@@ -124,8 +121,7 @@ stack_of(const void *fn, const char *tag, size_t *nstacks, size_t *user) {
 	return out;
 }
 
-static void
-test_recursion(void **state) {
+static void test_recursion(void **state) {
 	(void)state;
 	void *p = nofp_recurse(30, 777);
 	assert_non_null(p);
@@ -160,14 +156,12 @@ typedef struct {
 /* i-th return address inside this program's text (in rbp_cases). */
 static void rbp_cases(const char *who);
 
-static uintptr_t
-code_addr(unsigned i) {
+static uintptr_t code_addr(unsigned i) {
 	return (uintptr_t)LAUNDER(&rbp_cases) + 1 + i;
 }
 
 /* Runs the cases; failures counted with MP_CHECK (any thread). */
-static void
-rbp_cases(const char *who) {
+static void rbp_cases(const char *who) {
 	/* On this function's stack, above call_with_rbp's frame. */
 	fake_frame_t self[1];
 	self[0].next = (uintptr_t)&self[0];
@@ -257,15 +251,13 @@ rbp_cases(const char *who) {
 	free(heap);
 }
 
-static void *
-rbp_thread(void *arg) {
+static void *rbp_thread(void *arg) {
 	(void)arg;
 	rbp_cases("thread");
 	return NULL;
 }
 
-static void
-test_clobbered_rbp(void **state) {
+static void test_clobbered_rbp(void **state) {
 	(void)state;
 	rbp_cases("main");
 	assert_int_equal(atomic_load(&mp_failures), 0);
@@ -287,15 +279,13 @@ test_clobbered_rbp(void **state) {
 
 void *garbage_site(size_t size);
 
-MP_SITE void *
-garbage_site(size_t size) {
+MP_SITE void *garbage_site(size_t size) {
 	void *p = malloc(size);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
 }
 
-static void
-test_garbage_outer_frame(void **state) {
+static void test_garbage_outer_frame(void **state) {
 	(void)state;
 	void *objs[NGARBAGE];
 	static char data[NGARBAGE * 16];
@@ -330,21 +320,18 @@ test_garbage_outer_frame(void **state) {
 	}
 }
 #else
-static void
-test_garbage_outer_frame(void **state) {
+static void test_garbage_outer_frame(void **state) {
 	(void)state;
 	MP_SKIP("needs x86-64 and GCC inline assembly");
 }
 
-static void
-test_clobbered_rbp(void **state) {
+static void test_clobbered_rbp(void **state) {
 	(void)state;
 	MP_SKIP("needs x86-64 and GCC inline assembly");
 }
 #endif
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	/* The allocator itself does not care about rbp. */
 	void *p = nofp_recurse(30, 777);
@@ -358,8 +345,7 @@ test_no_profiler(void **state) {
 	assert_int_equal(mallctl("prof.dump", NULL, NULL, NULL, 0), ENOENT);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_recursion),

@@ -29,29 +29,25 @@ static char tmpdir[256];
 void pp_site_main(void **objs);
 void pp_site_thread(void **objs);
 
-MP_SITE void
-pp_site_main(void **objs) {
+MP_SITE void pp_site_main(void **objs) {
 	for (int i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(opaque_size(1000));	/* usize 1024 */
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-MP_SITE void
-pp_site_thread(void **objs) {
+MP_SITE void pp_site_thread(void **objs) {
 	for (int i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(opaque_size(3000));	/* usize 3072 */
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-static int
-set_format(const char *f) {
+static int set_format(const char *f) {
 	return mallctl("prof.format", NULL, NULL, (void *)&f, sizeof(f));
 }
 
-static const char *
-get_format(void) {
+static const char *get_format(void) {
 	const char *f = NULL;
 	size_t sz = sizeof(f);
 	if (mallctl("prof.format", (void *)&f, &sz, NULL, 0) != 0) {
@@ -68,8 +64,8 @@ typedef struct {
 	char lib_path[PATH_MAX];
 } ids_t;
 
-static void
-note_hex(const ElfW(Phdr) *ph, ElfW(Addr) base, char *out, size_t size) {
+static void note_hex(const ElfW(Phdr) *ph, ElfW(Addr) base, char *out,
+    size_t size) {
 	const uint8_t *p = (const uint8_t *)(base + ph->p_vaddr);
 	size_t off = 0;
 	while (off + sizeof(ElfW(Nhdr)) <= ph->p_memsz) {
@@ -89,8 +85,7 @@ note_hex(const ElfW(Phdr) *ph, ElfW(Addr) base, char *out, size_t size) {
 	}
 }
 
-static int
-ids_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+static int ids_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 	(void)size;
 	ids_t *ids = arg;
 	char *out = NULL;
@@ -115,8 +110,7 @@ ids_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 
 /* ---- the test */
 
-static const mp_pp_sample_t *
-site_sample(const mp_pprof_t *pp, const void *fn) {
+static const mp_pp_sample_t *site_sample(const mp_pprof_t *pp, const void *fn) {
 	uintptr_t lo, hi;
 	mp_fn_range(fn, &lo, &hi);
 	for (size_t i = 0; i < pp->nsamples; i++) {
@@ -133,8 +127,7 @@ site_sample(const mp_pprof_t *pp, const void *fn) {
 }
 
 /* The function name of a location's first line, "" if none. */
-static const char *
-fn_name(const mp_pprof_t *pp, const mp_pp_loc_t *l) {
+static const char *fn_name(const mp_pprof_t *pp, const mp_pp_loc_t *l) {
 	if (l == NULL || l->nlines == 0) {
 		return "";
 	}
@@ -149,8 +142,7 @@ fn_name(const mp_pprof_t *pp, const mp_pp_loc_t *l) {
 static pthread_barrier_t bar;
 static void *thr_objs[NOBJ];
 
-static void *
-thr_main(void *arg) {
+static void *thr_main(void *arg) {
 	(void)arg;
 	const char *name = "pp-worker";
 	mallctl("thread.prof.name", NULL, NULL, (void *)&name, sizeof(name));
@@ -160,8 +152,7 @@ thr_main(void *arg) {
 	return NULL;
 }
 
-static void
-test_profile(void **state) {
+static void test_profile(void **state) {
 	(void)state;
 	void *objs[NOBJ];
 	assert_int_equal(pthread_barrier_init(&bar, NULL, 2), 0);
@@ -340,8 +331,7 @@ test_profile(void **state) {
 	pthread_barrier_destroy(&bar);
 }
 
-static void
-test_format_ctl(void **state) {
+static void test_format_ctl(void **state) {
 	(void)state;
 	const char *o = NULL;
 	size_t sz = sizeof(o);
@@ -372,8 +362,7 @@ test_format_ctl(void **state) {
 }
 
 /* Automatic names follow the format of the moment. */
-static void
-test_automatic_names(void **state) {
+static void test_automatic_names(void **state) {
 	(void)state;
 	char prefix[512];
 	snprintf(prefix, sizeof(prefix), "%s/auto", tmpdir);
@@ -414,8 +403,7 @@ test_automatic_names(void **state) {
 	(void)want_heap;
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	mp_msgs_start();
 	const char *f = "pprof";
@@ -428,8 +416,7 @@ test_no_profiler(void **state) {
 	MP_ASSERT(strstr(mp_msgs, "--disable-prof") != NULL, "%s", mp_msgs);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_format_ctl),

@@ -26,16 +26,14 @@ static char tmpdir[256];
 void fd_small_site(void **objs, size_t n);
 void fd_big_site(void **objs, size_t n);
 
-MP_SITE void
-fd_small_site(void **objs, size_t n) {
+MP_SITE void fd_small_site(void **objs, size_t n) {
 	for (size_t i = 0; i < n; i++) {
 		objs[i] = malloc(opaque_size(100 + i % 200));
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-MP_SITE void
-fd_big_site(void **objs, size_t n) {
+MP_SITE void fd_big_site(void **objs, size_t n) {
 	for (size_t i = 0; i < n; i++) {
 		objs[i] = malloc(opaque_size(100000));
 	}
@@ -44,18 +42,15 @@ fd_big_site(void **objs, size_t n) {
 
 static void *small[NSMALL], *big[NBIG];
 
-static int
-dump_fd(int fd) {
+static int dump_fd(int fd) {
 	return mallctl("prof.dump_fd", NULL, NULL, (void *)&fd, sizeof(fd));
 }
 
-static int
-set_format(const char *f) {
+static int set_format(const char *f) {
 	return mallctl("prof.format", NULL, NULL, (void *)&f, sizeof(f));
 }
 
-static int
-setup(void **state) {
+static int setup(void **state) {
 	(void)state;
 	fd_small_site(small, NSMALL);
 	fd_big_site(big, NBIG);
@@ -67,8 +62,7 @@ setup(void **state) {
 	return 0;
 }
 
-static void
-decode_fd(int fd, mp_pprof_t *pp) {
+static void decode_fd(int fd, mp_pprof_t *pp) {
 	size_t n;
 	uint8_t *b = mp_read_fd_all(fd, &n);
 	bool ok = mp_pprof_decode(b, n, pp);
@@ -77,8 +71,7 @@ decode_fd(int fd, mp_pprof_t *pp) {
 }
 
 /* jeprof's totals from a heap_v2 dump: each stack scaled, rounded. */
-static void
-jeprof_totals(const mp_heap_t *h, int64_t out[4]) {
+static void jeprof_totals(const mp_heap_t *h, int64_t out[4]) {
 	memset(out, 0, 4 * sizeof(out[0]));
 	for (size_t i = 0; i < h->nstacks; i++) {
 		const mp_cnts_t *c = &h->stacks[i].total;
@@ -92,8 +85,7 @@ jeprof_totals(const mp_heap_t *h, int64_t out[4]) {
 	}
 }
 
-static void
-test_pipe_matches_heap_v2(void **state) {
+static void test_pipe_matches_heap_v2(void **state) {
 	(void)state;
 	int p[2];
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -147,8 +139,7 @@ test_pipe_matches_heap_v2(void **state) {
 	mp_heap_free(&h);
 }
 
-static void
-test_memfd_and_socket(void **state) {
+static void test_memfd_and_socket(void **state) {
 	(void)state;
 	int m = memfd_create("mp_pprof", MFD_CLOEXEC);
 	assert_true(m >= 0);
@@ -189,8 +180,7 @@ test_memfd_and_socket(void **state) {
 
 /* One call that must fail with EFAULT and print exactly one line that
  * names the descriptor and contains `why`. */
-static void
-check_bad_fd(int fd, const char *why) {
+static void check_bad_fd(int fd, const char *why) {
 	mp_msgs_start();
 	int r = dump_fd(fd);
 	mp_msgs_stop();
@@ -204,8 +194,7 @@ check_bad_fd(int fd, const char *why) {
 	    mp_msgs);
 }
 
-static void
-test_bad_fds(void **state) {
+static void test_bad_fds(void **state) {
 	(void)state;
 	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
@@ -255,8 +244,7 @@ test_bad_fds(void **state) {
 }
 
 /* Runs cmd, returns its output (malloc'd) or NULL. */
-static char *
-run_capture(const char *cmd) {
+static char *run_capture(const char *cmd) {
 	FILE *f = popen(cmd, "r");
 	if (f == NULL) {
 		return NULL;
@@ -274,8 +262,7 @@ run_capture(const char *cmd) {
 	return (char *)b.p;
 }
 
-static void
-test_go_pprof(void **state) {
+static void test_go_pprof(void **state) {
 	(void)state;
 	if (system("command -v go >/dev/null 2>&1") != 0) {
 		MP_SKIP("go is not installed (Debian: golang-go)");
@@ -312,8 +299,7 @@ test_go_pprof(void **state) {
 	free(out);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	if (!MALLOC_PROF_CONFIG_PROF) {
 		printf("1..1\nok 1 - no profiler in this build (prof_pprof "

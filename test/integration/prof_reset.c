@@ -18,45 +18,39 @@ static char tmpdir[256];
 void reset_site_old(void **objs, int n);
 void reset_site_new(void **objs, int n);
 
-MP_SITE void
-reset_site_old(void **objs, int n) {
+MP_SITE void reset_site_old(void **objs, int n) {
 	for (int i = 0; i < n; i++) {
 		objs[i] = malloc(opaque_size(700));	/* usize 768 */
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-MP_SITE void
-reset_site_new(void **objs, int n) {
+MP_SITE void reset_site_new(void **objs, int n) {
 	for (int i = 0; i < n; i++) {
 		objs[i] = malloc(opaque_size(90));	/* usize 96 */
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-static int
-reset(const size_t *lg) {
+static int reset(const size_t *lg) {
 	return mallctl("prof.reset", NULL, NULL, (void *)lg, lg != NULL ?
 	    sizeof(*lg) : 0);
 }
 
-static size_t
-lg_sample(void) {
+static size_t lg_sample(void) {
 	size_t lg = 99;
 	MALLCTL_READ("prof.lg_sample", lg);
 	return lg;
 }
 
-static void
-dump_parse(const char *tag, mp_heap_t *h) {
+static void dump_parse(const char *tag, mp_heap_t *h) {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s.heap", tmpdir, tag);
 	assert_int_equal(mp_prof_dump(path), 0);
 	MP_HEAP_PARSE(path, h);
 }
 
-static void
-test_reset_forgets(void **state) {
+static void test_reset_forgets(void **state) {
 	(void)state;
 	void *old_objs[NOBJ], *new_objs[NOBJ];
 	reset_site_old(old_objs, NOBJ);
@@ -122,16 +116,14 @@ test_reset_forgets(void **state) {
 
 void *reset_site_realloc(void *p, size_t size);
 
-MP_SITE void *
-reset_site_realloc(void *p, size_t size) {
+MP_SITE void *reset_site_realloc(void *p, size_t size) {
 	void *q = realloc(p, size);
 	__asm__ volatile("" : : "r"(q) : "memory");
 	return q;
 }
 
 /* An object sampled before a reset and reallocated after it. */
-static void
-test_realloc_across_reset(void **state) {
+static void test_realloc_across_reset(void **state) {
 	(void)state;
 	void *p[4];
 	reset_site_old(p, 4);
@@ -157,8 +149,7 @@ test_realloc_across_reset(void **state) {
 	}
 }
 
-static void
-test_reset_rate(void **state) {
+static void test_reset_rate(void **state) {
 	(void)state;
 	size_t lg = 5;
 	assert_int_equal(reset(&lg), 0);
@@ -200,8 +191,7 @@ typedef struct {
 	int err;
 } rate_res_t;
 
-static uint64_t
-site_new_count(const char *tag) {
+static uint64_t site_new_count(const char *tag) {
 	mp_heap_t h;
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s.heap", tmpdir, tag);
@@ -215,8 +205,7 @@ site_new_count(const char *tag) {
 	return n;
 }
 
-static void *
-rate_thread(void *arg) {
+static void *rate_thread(void *arg) {
 	rate_res_t *r = arg;
 	void *objs[NOBJ];
 	size_t lg = 63;
@@ -250,8 +239,7 @@ rate_thread(void *arg) {
 	return NULL;
 }
 
-static void
-test_rate_back_down(void **state) {
+static void test_rate_back_down(void **state) {
 	(void)state;
 	rate_res_t r;
 	memset(&r, 0, sizeof(r));
@@ -280,14 +268,12 @@ test_rate_back_down(void **state) {
 
 void reset_site_worker(void **slot, size_t size);
 
-MP_SITE void
-reset_site_worker(void **slot, size_t size) {
+MP_SITE void reset_site_worker(void **slot, size_t size) {
 	*slot = malloc(size);
 	__asm__ volatile("" : : : "memory");
 }
 
-static void *
-reset_worker(void *arg) {
+static void *reset_worker(void *arg) {
 	unsigned id = (unsigned)(uintptr_t)arg;
 	mp_rng_t rng = {id * 7919 + 1};
 	void *live[NLIVE] = {NULL};
@@ -324,8 +310,7 @@ reset_worker(void *arg) {
 	return NULL;
 }
 
-static void
-test_concurrent_resets(void **state) {
+static void test_concurrent_resets(void **state) {
 	(void)state;
 	pthread_t t[NTHREADS];
 	for (unsigned i = 0; i < NTHREADS; i++) {
@@ -363,16 +348,14 @@ test_concurrent_resets(void **state) {
 	}
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	assert_int_equal(reset(NULL), ENOENT);
 	size_t lg = 3;
 	assert_int_equal(reset(&lg), ENOENT);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reset_forgets),

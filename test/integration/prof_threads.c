@@ -22,16 +22,14 @@ static char tmpdir[256];
 void thr_site_alpha(void **objs);
 void thr_site_beta(void **objs);
 
-MP_SITE void
-thr_site_alpha(void **objs) {
+MP_SITE void thr_site_alpha(void **objs) {
 	for (int i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(opaque_size(300));	/* usize 320 */
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-MP_SITE void
-thr_site_beta(void **objs) {
+MP_SITE void thr_site_beta(void **objs) {
 	for (int i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(opaque_size(5000));	/* usize 5120 */
 	}
@@ -47,20 +45,17 @@ typedef struct {
 	int r_name;
 } thr_t;
 
-static int
-set_name(const char *name) {
+static int set_name(const char *name) {
 	return mallctl("thread.prof.name", NULL, NULL, (void *)&name,
 	    sizeof(name));
 }
 
-static int
-get_name(const char **out) {
+static int get_name(const char **out) {
 	size_t sz = sizeof(*out);
 	return mallctl("thread.prof.name", (void *)out, &sz, NULL, 0);
 }
 
-static void *
-thr_main(void *arg) {
+static void *thr_main(void *arg) {
 	thr_t *t = arg;
 	t->r_name = set_name(t->name);
 	t->site(t->objs);
@@ -71,8 +66,8 @@ thr_main(void *arg) {
 
 /* The uid of the single thread line of the stack of site; fails the test
  * if the stack is missing or has several lines. */
-static uint64_t
-site_uid(const mp_heap_t *h, void (*site)(void **), size_t usize) {
+static uint64_t site_uid(const mp_heap_t *h, void (*site)(void **),
+    size_t usize) {
 	const mp_heap_stack_t *s = mp_heap_find_site(h, (void *)site, 1);
 	MP_ASSERT(s != NULL, "no stack for the site at %p", (void *)site);
 	assert_int_equal(s->nthr, 1);
@@ -82,8 +77,7 @@ site_uid(const mp_heap_t *h, void (*site)(void **), size_t usize) {
 	return s->thr[0].uid;
 }
 
-static void
-check_dump(const char *tag, thr_t *t, size_t n) {
+static void check_dump(const char *tag, thr_t *t, size_t n) {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s.heap", tmpdir, tag);
 	assert_int_equal(mp_prof_dump(path), 0);
@@ -112,8 +106,7 @@ check_dump(const char *tag, thr_t *t, size_t n) {
  * left waiting on memory that stays valid. */
 static pthread_barrier_t bar;
 
-static void
-test_two_threads(void **state) {
+static void test_two_threads(void **state) {
 	(void)state;
 	assert_int_equal(pthread_barrier_init(&bar, NULL, 3), 0);
 	thr_t t[2] = {
@@ -168,16 +161,14 @@ test_two_threads(void **state) {
  * line stays in ascending order. */
 void *short_thread(void *arg);
 
-MP_SITE void *
-short_thread(void *arg) {
+MP_SITE void *short_thread(void *arg) {
 	void **slot = arg;
 	*slot = malloc(64);
 	__asm__ volatile("" : : : "memory");
 	return NULL;
 }
 
-static void
-test_many_threads(void **state) {
+static void test_many_threads(void **state) {
 	(void)state;
 	enum { N = 64 };
 	void *objs[N];
@@ -217,8 +208,7 @@ typedef struct {
 	char blank[32];
 } name_res_t;
 
-static void *
-name_thread(void *arg) {
+static void *name_thread(void *arg) {
 	name_res_t *r = arg;
 	const char *n = NULL;
 	r->r_initial = get_name(&n);
@@ -246,8 +236,7 @@ name_thread(void *arg) {
 	return NULL;
 }
 
-static void
-test_thread_name(void **state) {
+static void test_thread_name(void **state) {
 	(void)state;
 	name_res_t r;
 	memset(&r, 0, sizeof(r));
@@ -273,16 +262,14 @@ test_thread_name(void **state) {
 	assert_string_equal(r.blank, "a b\tc");
 }
 
-static void
-test_no_profiler(void **state) {
+static void test_no_profiler(void **state) {
 	(void)state;
 	const char *n = NULL;
 	assert_int_equal(get_name(&n), ENOENT);
 	assert_int_equal(set_name("x"), ENOENT);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_threads),

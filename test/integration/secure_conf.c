@@ -22,8 +22,7 @@
 
 static char tmpdir[256];
 
-static int
-report(void) {
+static int report(void) {
 	const char *junk = NULL;
 	size_t sz = sizeof(junk);
 	if (mallctl("opt.junk", (void *)&junk, &sz, NULL, 0) != 0) {
@@ -33,8 +32,7 @@ report(void) {
 	return 0;
 }
 
-static bool
-copy_file(const char *from, const char *to) {
+static bool copy_file(const char *from, const char *to) {
 	int in = open(from, O_RDONLY | O_CLOEXEC);
 	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0700);
 	bool ok = in >= 0 && out >= 0;
@@ -53,8 +51,7 @@ copy_file(const char *from, const char *to) {
 }
 
 /* Runs the copy as nobody with the conf variable set; its line in out. */
-static void
-run_as_nobody(const char *prog, uid_t uid, gid_t gid, char *out,
+static void run_as_nobody(const char *prog, uid_t uid, gid_t gid, char *out,
     size_t size) {
 	int p[2];
 	assert_int_equal(pipe(p), 0);
@@ -92,8 +89,7 @@ run_as_nobody(const char *prog, uid_t uid, gid_t gid, char *out,
 	    prog, status, out);
 }
 
-static void
-test_setuid_setgid(void **state) {
+static void test_setuid_setgid(void **state) {
 	(void)state;
 	if (geteuid() != 0) {
 		MP_SKIP("needs root, to make a setuid program and run it as "
@@ -139,8 +135,7 @@ test_setuid_setgid(void **state) {
 	unlink(prog);
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "report") == 0) {
 		return report();
 	}

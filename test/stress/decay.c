@@ -24,8 +24,7 @@
 
 static void *blocks[NBLOCKS];
 
-static void
-settle(void) {
+static void settle(void) {
 	/* Warm up the size classes used below so metadata exists already. */
 	for (int i = 0; i < 4; i++) {
 		void *p = LAUNDER(malloc(BLOCK));
@@ -37,8 +36,7 @@ settle(void) {
 }
 
 /* Allocates NBLOCKS x 1 MiB, touches every page, frees them all. */
-static size_t
-allocate_touch_free(size_t rss_before) {
+static size_t allocate_touch_free(size_t rss_before) {
 	size_t page = mp_page_size();
 	for (int i = 0; i < NBLOCKS; i++) {
 		blocks[i] = LAUNDER((unsigned char *)malloc(BLOCK));
@@ -60,8 +58,7 @@ allocate_touch_free(size_t rss_before) {
 	return rss_full;
 }
 
-static void
-check_conf(void) {
+static void check_conf(void) {
 	ssize_t dirty = -2, muzzy = -2;
 	MALLCTL_READ("opt.dirty_decay_ms", dirty);
 	MALLCTL_READ("opt.muzzy_decay_ms", muzzy);
@@ -75,8 +72,7 @@ check_conf(void) {
 	}
 }
 
-static void
-test_decay_returns_memory(void **state) {
+static void test_decay_returns_memory(void **state) {
 	(void)state;
 	if (strcmp(mp_env_sanitizer(), "tsan") == 0)
 		MP_SKIP("tsan build: the sanitizer's shadow memory makes RSS "
@@ -116,8 +112,7 @@ test_decay_returns_memory(void **state) {
 	    MP_WAIT_S, rss0, rss_full, rss, rss0 + SLACK);
 }
 
-static void
-test_purge_returns_memory(void **state) {
+static void test_purge_returns_memory(void **state) {
 	(void)state;
 	if (strcmp(mp_env_sanitizer(), "tsan") == 0)
 		MP_SKIP("tsan build: the sanitizer's shadow memory makes RSS "
@@ -146,8 +141,7 @@ test_purge_returns_memory(void **state) {
 	    " %zu after purge", resident, active);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(TEST_TIMEOUT);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_decay_returns_memory),

@@ -24,8 +24,7 @@ typedef void (*case_fn)(void);
 /* A block the main thread allocates for the "free from a new thread" case. */
 static void *foreign_block;
 
-static void
-case_malloc(void) {
+static void case_malloc(void) {
 	unsigned char *p = LAUNDER((unsigned char *)malloc(24));
 	MP_CHECK(p != NULL, "malloc(24) failed");
 	if (p == NULL) {
@@ -38,8 +37,7 @@ case_malloc(void) {
 	free(p);
 }
 
-static void
-case_malloc_large(void) {
+static void case_malloc_large(void) {
 	unsigned char *p = LAUNDER((unsigned char *)malloc(3 * MP_MiB));
 	MP_CHECK(p != NULL, "malloc(3 MiB) failed");
 	if (p == NULL) {
@@ -51,8 +49,7 @@ case_malloc_large(void) {
 	free(p);
 }
 
-static void
-case_calloc(void) {
+static void case_calloc(void) {
 	unsigned char *p = LAUNDER((unsigned char *)calloc(10, 100));
 	MP_CHECK(p != NULL, "calloc failed");
 	if (p == NULL) {
@@ -62,8 +59,7 @@ case_calloc(void) {
 	free(p);
 }
 
-static void
-case_realloc_null(void) {
+static void case_realloc_null(void) {
 	unsigned char *p = LAUNDER((unsigned char *)realloc(NULL, 100));
 	MP_CHECK(p != NULL, "realloc(NULL, 100) failed");
 	if (p == NULL) {
@@ -78,8 +74,7 @@ case_realloc_null(void) {
 	free(p);
 }
 
-static void
-case_posix_memalign(void) {
+static void case_posix_memalign(void) {
 	void *p = NULL;
 	int r = posix_memalign(&p, 64, 100);
 	MP_CHECK(r == 0 && p != NULL, "posix_memalign = %d", r);
@@ -87,8 +82,7 @@ case_posix_memalign(void) {
 	free(p);
 }
 
-static void
-case_aligned_alloc(void) {
+static void case_aligned_alloc(void) {
 	void *p = LAUNDER(aligned_alloc(4096, 4096));
 	MP_CHECK(p != NULL && mp_is_aligned(p, 4096), "aligned_alloc = %p", p);
 	if (p != NULL) {
@@ -97,23 +91,20 @@ case_aligned_alloc(void) {
 	free(p);
 }
 
-static void
-case_memalign(void) {
+static void case_memalign(void) {
 	void *p = LAUNDER(memalign(256, 1000));
 	MP_CHECK(p != NULL && mp_is_aligned(p, 256), "memalign = %p", p);
 	free(p);
 }
 
-static void
-case_valloc(void) {
+static void case_valloc(void) {
 	void *p = LAUNDER(valloc(100));
 	MP_CHECK(p != NULL && mp_is_aligned(p, mp_page_size()), "valloc = %p",
 	    p);
 	free(p);
 }
 
-static void
-case_pvalloc(void) {
+static void case_pvalloc(void) {
 	void *p = LAUNDER(pvalloc(100));
 	MP_CHECK(p != NULL && mp_is_aligned(p, mp_page_size()), "pvalloc = %p",
 	    p);
@@ -122,15 +113,13 @@ case_pvalloc(void) {
 	free(p);
 }
 
-static void
-case_reallocarray(void) {
+static void case_reallocarray(void) {
 	void *p = LAUNDER(reallocarray(NULL, 10, 30));
 	MP_CHECK(p != NULL && malloc_usable_size(p) >= 300, "reallocarray");
 	free(p);
 }
 
-static void
-case_mallocx(void) {
+static void case_mallocx(void) {
 	unsigned char *p = LAUNDER((unsigned char *)mallocx(100,
 	    MALLOCX_ALIGN(64) | MALLOCX_ZERO));
 	MP_CHECK(p != NULL, "mallocx failed");
@@ -145,15 +134,13 @@ case_mallocx(void) {
 	dallocx(p, 0);
 }
 
-static void
-case_mallocx_tcache_none(void) {
+static void case_mallocx_tcache_none(void) {
 	void *p = LAUNDER(mallocx(100, MALLOCX_TCACHE_NONE));
 	MP_CHECK(p != NULL, "mallocx(TCACHE_NONE) failed");
 	sdallocx(p, 100, MALLOCX_TCACHE_NONE);
 }
 
-static void
-case_nallocx(void) {
+static void case_nallocx(void) {
 	size_t n = nallocx(100, 0);
 	MP_CHECK(n == 112, "nallocx(100) = %zu", n);
 	n = nallocx(0, 0);
@@ -162,8 +149,7 @@ case_nallocx(void) {
 	MP_CHECK(n == 20480, "nallocx(16385) = %zu", n);
 }
 
-static void
-case_sallocx_after_malloc(void) {
+static void case_sallocx_after_malloc(void) {
 	void *p = LAUNDER(malloc(1000));
 	MP_CHECK(p != NULL, "malloc failed");
 	if (p == NULL) {
@@ -174,16 +160,14 @@ case_sallocx_after_malloc(void) {
 	free(p);
 }
 
-static void
-case_free_null(void) {
+static void case_free_null(void) {
 	free(NULL);
 	void *p = LAUNDER(malloc(10));
 	MP_CHECK(p != NULL, "malloc after free(NULL) failed");
 	free(p);
 }
 
-static void
-case_free_foreign(void) {
+static void case_free_foreign(void) {
 	/* Thread-only case: the first call frees the main thread's block. */
 	MP_CHECK(pattern_check(foreign_block, 5000, 55) == SIZE_MAX,
 	    "foreign block corrupted");
@@ -193,8 +177,7 @@ case_free_foreign(void) {
 	free(p);
 }
 
-static void
-case_mallctl_thread_allocated(void) {
+static void case_mallctl_thread_allocated(void) {
 	uint64_t a0 = 0, a1 = 0;
 	MP_CHECK(mp_read_u64("thread.allocated", &a0) == 0,
 	    "mallctl(thread.allocated) failed");
@@ -206,8 +189,7 @@ case_mallctl_thread_allocated(void) {
 	free(p);
 }
 
-static void
-case_mallctl_epoch(void) {
+static void case_mallctl_epoch(void) {
 	uint64_t e = 1;
 	size_t sz = sizeof(e);
 	MP_CHECK(mallctl("epoch", &e, &sz, &e, sizeof(e)) == 0,
@@ -221,8 +203,7 @@ case_mallctl_epoch(void) {
 	    "version failed");
 }
 
-static void
-case_mallctl_tcache(void) {
+static void case_mallctl_tcache(void) {
 	bool on = false;
 	size_t sz = sizeof(on);
 	MP_CHECK(mallctl("thread.tcache.enabled", &on, &sz, NULL, 0) == 0,
@@ -235,8 +216,7 @@ case_mallctl_tcache(void) {
 	    "thread.arena failed");
 }
 
-static void
-case_malloc_usable_size(void) {
+static void case_malloc_usable_size(void) {
 	MP_CHECK(malloc_usable_size(NULL) == 0, "malloc_usable_size(NULL)");
 	void *p = LAUNDER(malloc(50));
 	MP_CHECK(p != NULL && malloc_usable_size(p) == 64,
@@ -245,13 +225,11 @@ case_malloc_usable_size(void) {
 	free(p);
 }
 
-static void
-stats_sink(void *opaque, const char *s) {
+static void stats_sink(void *opaque, const char *s) {
 	*(size_t *)opaque += strlen(s);
 }
 
-static void
-case_malloc_stats_print(void) {
+static void case_malloc_stats_print(void) {
 	size_t len = 0;
 	malloc_stats_print(stats_sink, &len, NULL);
 	MP_CHECK(len > 0, "malloc_stats_print wrote nothing");
@@ -288,8 +266,7 @@ static const struct first_case cases[] = {
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-static void *
-case_thread(void *arg) {
+static void *case_thread(void *arg) {
 	const struct first_case *c = arg;
 	c->fn();
 	return NULL;
@@ -298,8 +275,7 @@ case_thread(void *arg) {
 static char self_exe[4096];
 
 /* Run this program again with one or two arguments; its wait status. */
-static int
-run_self(char *arg1, char *arg2) {
+static int run_self(char *arg1, char *arg2) {
 	fflush(stdout);
 	fflush(stderr);
 	pid_t pid = fork();
@@ -316,8 +292,7 @@ run_self(char *arg1, char *arg2) {
 	return status;
 }
 
-static void
-run_case(void **state) {
+static void run_case(void **state) {
 	const struct first_case *c = *state;
 	atomic_store(&mp_failures, 0);
 
@@ -351,8 +326,7 @@ run_case(void **state) {
 
 static pthread_barrier_t race_bar;
 
-static void *
-race_thread(void *arg) {
+static void *race_thread(void *arg) {
 	(void)arg;
 	pthread_barrier_wait(&race_bar);
 	case_malloc();
@@ -361,8 +335,7 @@ race_thread(void *arg) {
 }
 
 /* "--race" mode: NRACE threads' first calls, at the same time. */
-static int
-race_mode(void) {
+static int race_mode(void) {
 	mp_alarm_arm(120);
 	pthread_t t[NRACE];
 	if (pthread_barrier_init(&race_bar, NULL, NRACE) != 0) {
@@ -379,8 +352,7 @@ race_mode(void) {
 	return atomic_load(&mp_failures) == 0 ? 0 : 1;
 }
 
-static void
-test_racing_first_calls(void **state) {
+static void test_racing_first_calls(void **state) {
 	(void)state;
 	for (int round = 0; round < RACE_ROUNDS; round++) {
 		int status = run_self((char *)"--race", NULL);
@@ -391,8 +363,7 @@ test_racing_first_calls(void **state) {
 }
 
 /* Child mode: run one case as the very first thing, report by status. */
-static int
-child_mode(const char *name) {
+static int child_mode(const char *name) {
 	for (size_t i = 0; i < NCASES; i++) {
 		if (strcmp(cases[i].name, name) == 0) {
 			mp_alarm_arm(120);
@@ -403,8 +374,7 @@ child_mode(const char *name) {
 	return 2;
 }
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	if (argc == 3 && strcmp(argv[1], "--first-op") == 0) {
 		return child_mode(argv[2]);
 	}

@@ -30,8 +30,7 @@ static atomic_ulong worker_ops;
 /* ------------------------------------------------------------------------ */
 /* Parent-side workers.                                                     */
 
-static void *
-worker(void *argp) {
+static void *worker(void *argp) {
 	unsigned id = (unsigned)(uintptr_t)argp;
 	mp_rng_t rng = {0x5eed + id};
 	enum { SLOTS = 64 };
@@ -95,14 +94,12 @@ static unsigned char *inherited[NINHERITED];
 static const size_t inherited_size[NINHERITED] = {24, 700, 5000, 40000,
     1 * MP_MiB + 3, 9 * MP_MiB};
 
-static void
-noop_write(void *opaque, const char *s) {
+static void noop_write(void *opaque, const char *s) {
 	size_t *len = opaque;
 	*len += strlen(s);
 }
 
-static void *
-child_thread(void *arg) {
+static void *child_thread(void *arg) {
 	(void)arg;
 	void *ptrs[500];
 	for (int round = 0; round < 4; round++) {
@@ -124,8 +121,7 @@ child_thread(void *arg) {
 }
 
 /* Returns the number of failed checks (0 = success). */
-static unsigned
-child_work(int depth) {
+static unsigned child_work(int depth) {
 	atomic_store(&mp_failures, 0);
 	/* Blocks allocated before the fork are intact and can be freed. */
 	if (depth == 1) {
@@ -209,8 +205,7 @@ child_work(int depth) {
 }
 
 /* Waits for pid; returns a description of a failure or NULL. */
-static const char *
-wait_child(pid_t pid, int *status_out) {
+static const char *wait_child(pid_t pid, int *status_out) {
 	int status = 0;
 	pid_t w;
 	while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
@@ -233,8 +228,7 @@ wait_child(pid_t pid, int *status_out) {
 	return NULL;
 }
 
-static void
-child_main(int depth, int index) {
+static void child_main(int depth, int index) {
 	mp_alarm_arm(CHILD_TIMEOUT);
 	unsigned failed = child_work(depth);
 	if (failed == 0 && depth == 1) {
@@ -258,8 +252,7 @@ child_main(int depth, int index) {
 	_exit(failed == 0 ? 0 : (failed > 100 ? 100 : (int)failed));
 }
 
-static void
-test_fork_with_busy_threads(void **state) {
+static void test_fork_with_busy_threads(void **state) {
 	(void)state;
 	if (strcmp(mp_env_sanitizer(), "tsan") == 0)
 		MP_SKIP("tsan build: ThreadSanitizer cannot start threads in "
@@ -314,8 +307,7 @@ test_fork_with_busy_threads(void **state) {
 }
 
 /* The parent keeps working normally after all those forks. */
-static void
-test_parent_after_fork(void **state) {
+static void test_parent_after_fork(void **state) {
 	(void)state;
 	void *ptrs[1000];
 	for (int i = 0; i < 1000; i++) {
@@ -333,8 +325,7 @@ test_parent_after_fork(void **state) {
 	}
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(TEST_TIMEOUT);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_with_busy_threads),

@@ -34,8 +34,7 @@ static char tmpdir[256];
 static char prefix[300];
 
 /* A block of n bytes whose first and last byte are (unsigned char)n. */
-static unsigned char *
-block_new(mp_rng_t *rng) {
+static unsigned char *block_new(mp_rng_t *rng) {
 	uint64_t r = mp_rng_next(rng);
 	size_t n = r % 32 == 0 ? (size_t)(r >> 8) % (256 * MP_KiB) + 1 :
 	    (size_t)(r >> 8) % 600 + 1;
@@ -48,16 +47,14 @@ block_new(mp_rng_t *rng) {
 	return p;
 }
 
-static bool
-block_ok(const unsigned char *p) {
+static bool block_ok(const unsigned char *p) {
 	size_t n;
 	memcpy(&n, p, sizeof(n));
 	return n >= 1 && n <= 256 * MP_KiB && p[sizeof(n) + n - 1] ==
 	    (unsigned char)n;
 }
 
-static void *
-worker(void *argp) {
+static void *worker(void *argp) {
 	unsigned id = (unsigned)(uintptr_t)argp;
 	mp_rng_t rng = {0xf0f0 + id};
 	unsigned long n = 0;
@@ -90,8 +87,7 @@ worker(void *argp) {
 }
 
 /* The child: returns the number of failed checks. */
-static unsigned
-child_work(unsigned k) {
+static unsigned child_work(unsigned k) {
 	unsigned bad = 0;
 	mp_rng_t rng = {0xc0ffee + k};
 	/* Blocks the parent's threads left in the table. */
@@ -144,8 +140,7 @@ child_work(unsigned k) {
 	return bad;
 }
 
-static unsigned
-reap(int *live) {
+static unsigned reap(int *live) {
 	int status;
 	pid_t w;
 	while ((w = wait(&status)) < 0 && errno == EINTR) {
@@ -165,8 +160,7 @@ reap(int *live) {
 	return 1;
 }
 
-static void
-test_fork_storm(void **state) {
+static void test_fork_storm(void **state) {
 	(void)state;
 	bool tsan = strcmp(mp_env_sanitizer(), "tsan") == 0;
 	int nforks = tsan ? NFORKS_TSAN : NFORKS;
@@ -233,8 +227,7 @@ test_fork_storm(void **state) {
 	assert_true(atomic_load(&ops) > 0);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_storm),

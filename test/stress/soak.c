@@ -79,10 +79,9 @@ static pthread_mutex_t fail_mtx = PTHREAD_MUTEX_INITIALIZER;
 static char fail_reason[512];
 
 /* Record the first failure (any thread) and stop the run. */
-static void
-soak_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void
-soak_fail(const char *fmt, ...) {
+static void soak_fail(const char *fmt, ...) __attribute__((format(printf, 1,
+    2)));
+static void soak_fail(const char *fmt, ...) {
 	pthread_mutex_lock(&fail_mtx);
 	if (fail_reason[0] == '\0') {
 		va_list ap;
@@ -98,8 +97,7 @@ soak_fail(const char *fmt, ...) {
 	atomic_store(&stop, true);
 }
 
-static bool
-failed(void) {
+static bool failed(void) {
 	return atomic_load(&has_failed);
 }
 
@@ -115,13 +113,12 @@ typedef struct {
 
 #define REQ_MIN 32
 
-static uint32_t
-canary_of(uint32_t req, uint16_t tag) {
+static uint32_t canary_of(uint32_t req, uint16_t tag) {
 	return (req * 2654435761u) ^ ((uint32_t)tag << 8) ^ 0xa5c3e1f7u;
 }
 
-static void
-obj_stamp(void *p, size_t usize, size_t req, unsigned lg, uint16_t tag) {
+static void obj_stamp(void *p, size_t usize, size_t req, unsigned lg,
+    uint16_t tag) {
 	hdr_t h = {usize, (uint32_t)req, (uint16_t)lg, tag};
 	memcpy(p, &h, sizeof(h));
 	uint32_t c = canary_of((uint32_t)req, tag);
@@ -130,8 +127,7 @@ obj_stamp(void *p, size_t usize, size_t req, unsigned lg, uint16_t tag) {
 
 /* Checks p's header and canary and that the allocator still reports the
  * usable size recorded; the header, or a failure. */
-static bool
-obj_check(void *p, hdr_t *h, const char *when) {
+static bool obj_check(void *p, hdr_t *h, const char *when) {
 	memcpy(h, p, sizeof(*h));
 	if (h->req < REQ_MIN || h->req > 8 * MP_MiB || h->usize < h->req) {
 		soak_fail("object %p (%s): header corrupt (usize %" PRIu64
@@ -198,8 +194,7 @@ static unsigned parked;
 static uint64_t park_gen;
 static unsigned participants;
 
-static void
-park(void) {
+static void park(void) {
 	pthread_mutex_lock(&park_mtx);
 	if (atomic_load(&pause_req)) {
 		uint64_t g = park_gen;
@@ -213,8 +208,7 @@ park(void) {
 }
 
 /* Stop every participant; false (a failure recorded) on timeout. */
-static bool
-pause_all(void) {
+static bool pause_all(void) {
 	pthread_mutex_lock(&park_mtx);
 	atomic_store(&pause_req, true);
 	uint64_t give_up = mp_now_ns() + (uint64_t)PARK_TIMEOUT_S *
@@ -245,8 +239,7 @@ pause_all(void) {
 	return ok;
 }
 
-static void
-resume_all(void) {
+static void resume_all(void) {
 	pthread_mutex_lock(&park_mtx);
 	atomic_store(&pause_req, false);
 	parked = 0;
@@ -256,8 +249,7 @@ resume_all(void) {
 }
 
 /* A request size: 3 in 4 small, then medium, large, a few huge. */
-static size_t
-pick_size(mp_rng_t *r) {
+static size_t pick_size(mp_rng_t *r) {
 	uint64_t x = mp_rng_next(r);
 	unsigned k = (unsigned)(x % 100);
 	x >>= 8;
@@ -273,8 +265,7 @@ pick_size(mp_rng_t *r) {
 	return 512 * MP_KiB + (size_t)(x % (3584 * MP_KiB));
 }
 
-static unsigned
-pick_lg_align(mp_rng_t *r) {
+static unsigned pick_lg_align(mp_rng_t *r) {
 	uint64_t x = mp_rng_next(r);
 	if (x % 16 == 0) {
 		return 13 + (unsigned)((x >> 8) % 4);   /* 8-64 KiB */
@@ -284,8 +275,7 @@ pick_lg_align(mp_rng_t *r) {
 
 /* Whether a zeroed object of req bytes is zero: all of it if small,
  * else its first, middle and last 64 bytes. */
-static bool
-is_zeroed(const void *p, size_t req) {
+static bool is_zeroed(const void *p, size_t req) {
 	const char *b = p;
 	if (req <= 256) {
 		return first_nonzero(b, req) == SIZE_MAX;
@@ -296,8 +286,8 @@ is_zeroed(const void *p, size_t req) {
 }
 
 /* The usable size the allocator reports for a new object, checked. */
-static bool
-new_usize(void *p, size_t req, size_t want, const char *fn, size_t *out) {
+static bool new_usize(void *p, size_t req, size_t want, const char *fn,
+    size_t *out) {
 	size_t u = malloc_usable_size(p);
 	if (u < req || u != want) {
 		soak_fail("%s(%zu) = %p: malloc_usable_size %zu, expected %zu",
@@ -309,8 +299,7 @@ new_usize(void *p, size_t req, size_t want, const char *fn, size_t *out) {
 }
 
 /* Allocate into an empty slot. */
-static void
-op_alloc(worker_t *w, mp_rng_t *r, slot_t *s) {
+static void op_alloc(worker_t *w, mp_rng_t *r, slot_t *s) {
 	size_t req = pick_size(r);
 	unsigned kind = (unsigned)(mp_rng_next(r) % 100);
 	unsigned lg = 0;
@@ -391,8 +380,7 @@ op_alloc(worker_t *w, mp_rng_t *r, slot_t *s) {
 }
 
 /* Free p (checked) with one of free, sdallocx, dallocx. */
-static void
-obj_free(worker_t *w, mp_rng_t *r, void *p) {
+static void obj_free(worker_t *w, mp_rng_t *r, void *p) {
 	hdr_t h;
 	if (!obj_check(p, &h, "before free")) {
 		return;
@@ -414,8 +402,7 @@ obj_free(worker_t *w, mp_rng_t *r, void *p) {
 	w->net -= (int64_t)h.usize;
 }
 
-static void
-op_realloc(worker_t *w, mp_rng_t *r, slot_t *s) {
+static void op_realloc(worker_t *w, mp_rng_t *r, slot_t *s) {
 	hdr_t h;
 	if (!obj_check(s->p, &h, "before realloc")) {
 		return;
@@ -457,8 +444,7 @@ op_realloc(worker_t *w, mp_rng_t *r, slot_t *s) {
 }
 
 /* xallocx on a large object: grow or shrink in place, or not. */
-static void
-op_xallocx(worker_t *w, mp_rng_t *r, slot_t *s) {
+static void op_xallocx(worker_t *w, mp_rng_t *r, slot_t *s) {
 	hdr_t h;
 	if (!obj_check(s->p, &h, "before xallocx")) {
 		return;
@@ -502,8 +488,7 @@ MP_SITE void soak_path_a(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s,
 MP_SITE void soak_path_b(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s,
     unsigned depth, unsigned bits);
 
-MP_SITE void
-soak_path_a(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s,
+MP_SITE void soak_path_a(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s,
     unsigned depth, unsigned bits) {
 	if (depth == 0) {
 		fn(w, r, s);
@@ -515,8 +500,7 @@ soak_path_a(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s,
 	__asm__ volatile("" : : : "memory");    /* no tail call */
 }
 
-MP_SITE void
-soak_path_b(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s,
+MP_SITE void soak_path_b(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s,
     unsigned depth, unsigned bits) {
 	if (depth == 0) {
 		fn(w, r, s);
@@ -528,15 +512,13 @@ soak_path_b(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s,
 	__asm__ volatile("" : : : "memory");
 }
 
-static void
-via_path(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s) {
+static void via_path(op_fn_t *fn, worker_t *w, mp_rng_t *r, slot_t *s) {
 	uint64_t x = mp_rng_next(r);
 	soak_path_a(fn, w, r, s, (unsigned)(x % (PATH_DEPTH + 1)),
 	    (unsigned)(x >> 32));
 }
 
-static void *
-worker_main(void *arg) {
+static void *worker_main(void *arg) {
 	worker_t *w = arg;
 	mp_rng_t r = {0x50a4ull * (w->id + 1) ^ (uint64_t)mp_now_ns()};
 	char name[32];
@@ -617,8 +599,8 @@ static _Atomic uint64_t scrapes, scrapes_heap_v2, scrape_bytes_max;
 static char scrape_path[600];
 
 /* GET path; the body (malloc'd) and its length, or NULL with why[]. */
-static uint8_t *
-http_get(const char *path, size_t *blen, char *why, size_t whysize) {
+static uint8_t *http_get(const char *path, size_t *blen, char *why,
+    size_t whysize) {
 	int fd = mp_connect_loopback(AF_INET, http_port, 30);
 	if (fd < 0) {
 		snprintf(why, whysize, "connect: %s", strerror(errno));
@@ -669,8 +651,7 @@ http_get(const char *path, size_t *blen, char *why, size_t whysize) {
 	return all;
 }
 
-static void *
-poller_main(void *arg) {
+static void *poller_main(void *arg) {
 	(void)arg;
 	uint64_t k = 0;
 	while (!atomic_load(&stop)) {
@@ -761,8 +742,7 @@ static dump_stats_t ds = {0, 0, 1e9, 0, 0, 0, 0};
 static bool churning;           /* the workers have started */
 static char dump_path[600];
 
-static double
-unbiased_bytes(const mp_cnts_t *c, uint64_t rate) {
+static double unbiased_bytes(const mp_cnts_t *c, uint64_t rate) {
 	double n, s;
 	mp_heap_unbias(c->co, c->cb, rate, &n, &s);
 	return s;
@@ -770,8 +750,7 @@ unbiased_bytes(const mp_cnts_t *c, uint64_t rate) {
 
 /* prof.dump, parse, sums; with allocated != 0 (workers stopped) the
  * estimate must be near it. */
-static bool
-dump_and_check(size_t allocated) {
+static bool dump_and_check(size_t allocated) {
 	const char *p = dump_path;
 	int e = mallctl("prof.dump", NULL, NULL, &p, sizeof(p));
 	if (e != 0) {
@@ -855,8 +834,7 @@ static size_t baseline;
 static uint64_t checks;
 static size_t live_max, live_last;
 
-static size_t
-read_allocated(void) {
+static size_t read_allocated(void) {
 	mp_epoch();
 	size_t v = 0;
 	int e = mp_read_size("stats.allocated", &v);
@@ -866,8 +844,7 @@ read_allocated(void) {
 	return v;
 }
 
-static int64_t
-tracked_live(void) {
+static int64_t tracked_live(void) {
 	int64_t t = 0;
 	for (unsigned i = 0; i < opt_threads; i++) {
 		t += workers[i].net;
@@ -876,8 +853,7 @@ tracked_live(void) {
 }
 
 /* The same total from the objects themselves: slots and table. */
-static uint64_t
-inventory(void) {
+static uint64_t inventory(void) {
 	uint64_t t = 0;
 	for (unsigned i = 0; i < opt_threads; i++) {
 		for (unsigned k = 0; k < opt_slots; k++) {
@@ -901,8 +877,7 @@ inventory(void) {
 }
 
 /* Workers parked: every exact check; *allocated gets stats.allocated. */
-static bool
-check_quiescent(size_t *allocated) {
+static bool check_quiescent(size_t *allocated) {
 	size_t a = read_allocated();
 	int64_t tr = tracked_live();
 	uint64_t inv = inventory();
@@ -943,8 +918,7 @@ check_quiescent(size_t *allocated) {
 
 /* ---- main */
 
-static uint64_t
-total_ops(void) {
+static uint64_t total_ops(void) {
 	uint64_t n = 0;
 	for (unsigned i = 0; i < opt_threads; i++) {
 		n += workers[i].nops;
@@ -952,15 +926,13 @@ total_ops(void) {
 	return n;
 }
 
-static void
-usage(void) {
+static void usage(void) {
 	fprintf(stderr, "usage: soak [-t SECONDS] [-j THREADS] [-o DIR] "
 	    "[-s SLOTS] [-w WARMUP_SECONDS]\n");
 	exit(2);
 }
 
-static unsigned
-num_arg(const char *s, unsigned lo, unsigned hi) {
+static unsigned num_arg(const char *s, unsigned lo, unsigned hi) {
 	char *end;
 	unsigned long v = strtoul(s, &end, 10);
 	if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
@@ -969,8 +941,7 @@ num_arg(const char *s, unsigned lo, unsigned hi) {
 	return (unsigned)v;
 }
 
-static void
-watchdog(int sig) {
+static void watchdog(int sig) {
 	(void)sig;
 	static const char msg[] = "soak: FAIL: watchdog: the run did not end "
 	    "in time (deadlock?)\n";
@@ -981,8 +952,7 @@ watchdog(int sig) {
 
 #define MiB(x) ((double)(x) / (double)MP_MiB)
 
-int
-main(int argc, char **argv) {
+int main(int argc, char **argv) {
 	int c;
 	while ((c = getopt(argc, argv, "t:j:o:s:w:")) != -1) {
 		switch (c) {

@@ -43,8 +43,7 @@ static pthread_mutex_t stack_mtx = PTHREAD_MUTEX_INITIALIZER;
 static blk_t stack[STACK_CAP];
 static size_t stack_n;
 
-static bool
-blk_new(blk_t *b, mp_rng_t *rng) {
+static bool blk_new(blk_t *b, mp_rng_t *rng) {
 	uint64_t r = mp_rng_next(rng);
 	if (r % 64 == 0) {
 		b->n = (size_t)(r >> 8) % (448 * MP_KiB) + 64 * MP_KiB;
@@ -62,16 +61,14 @@ blk_new(blk_t *b, mp_rng_t *rng) {
 	return true;
 }
 
-static void
-blk_free(blk_t *b) {
+static void blk_free(blk_t *b) {
 	MP_CHECK(pattern_check(b->p, b->n, b->seed) == SIZE_MAX,
 	    "block of %zu bytes corrupted", b->n);
 	free(b->p);
 	b->p = NULL;
 }
 
-static void *
-churn(void *argp) {
+static void *churn(void *argp) {
 	mp_rng_t rng = {(uint64_t)(uintptr_t)argp * 0x9e3779b97f4a7c15ULL + 1};
 	blk_t mine[NOBJ];
 	for (unsigned i = 0; i < NOBJ; i++) {
@@ -114,8 +111,7 @@ typedef struct {
 	size_t allocated, active, resident;
 } mem_t;
 
-static mem_t
-mem_settle(void) {
+static mem_t mem_settle(void) {
 	mp_tcache_flush();
 	MALLCTL_CALL("arena.4096.purge");
 	mem_t m;
@@ -125,8 +121,7 @@ mem_settle(void) {
 	return m;
 }
 
-static void
-test_thread_churn(void **state) {
+static void test_thread_churn(void **state) {
 	(void)state;
 	bool san = mp_env_sanitizer()[0] != '\0';
 	unsigned nthreads = san ? NTHREADS_SAN : NTHREADS;
@@ -188,8 +183,7 @@ test_thread_churn(void **state) {
 	}
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(600);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_thread_churn),

@@ -44,8 +44,7 @@ struct obj {
  * Pattern over the whole object when small; the first and last 512 bytes
  * plus one word per 4 KiB page when large (keeps the test fast).
  */
-static void
-obj_fill(const struct obj *o) {
+static void obj_fill(const struct obj *o) {
 	if (o->n <= 2048) {
 		pattern_fill(o->p, o->n, o->seed);
 		return;
@@ -58,8 +57,7 @@ obj_fill(const struct obj *o) {
 	}
 }
 
-static bool
-obj_ok(const struct obj *o) {
+static bool obj_ok(const struct obj *o) {
 	if (o->n <= 2048) {
 		return pattern_check(o->p, o->n, o->seed) == SIZE_MAX;
 	}
@@ -77,8 +75,7 @@ obj_ok(const struct obj *o) {
 	return true;
 }
 
-static size_t
-random_size(mp_rng_t *r) {
+static size_t random_size(mp_rng_t *r) {
 	uint64_t x = mp_rng_next(r);
 	unsigned bucket = (unsigned)(x % 100);
 	x >>= 8;
@@ -93,8 +90,7 @@ random_size(mp_rng_t *r) {
 }
 
 /* Allocates an object through a randomly chosen entry point. */
-static bool
-obj_alloc(struct obj *o, mp_rng_t *r) {
+static bool obj_alloc(struct obj *o, mp_rng_t *r) {
 	size_t n = random_size(r);
 	unsigned how = (unsigned)mp_rng_below(r, 8);
 	void *p = NULL;
@@ -153,8 +149,7 @@ obj_alloc(struct obj *o, mp_rng_t *r) {
 	return true;
 }
 
-static void
-obj_free(struct obj *o, mp_rng_t *r) {
+static void obj_free(struct obj *o, mp_rng_t *r) {
 	MP_CHECK(obj_ok(o), "object %p (%zu bytes) was corrupted", (void *)o->p,
 	    o->n);
 	switch (mp_rng_below(r, 4)) {
@@ -172,8 +167,7 @@ obj_free(struct obj *o, mp_rng_t *r) {
 }
 
 /* Grows or shrinks an object with realloc, keeping its pattern valid. */
-static void
-obj_realloc(struct obj *o, mp_rng_t *r) {
+static void obj_realloc(struct obj *o, mp_rng_t *r) {
 	MP_CHECK(obj_ok(o), "object %p (%zu bytes) corrupted before realloc",
 	    (void *)o->p, o->n);
 	size_t n = random_size(r);
@@ -211,8 +205,7 @@ static struct inbox inboxes[NTHREADS];
 static atomic_uint producers_done;
 static atomic_ulong cross_frees, local_frees, handoffs;
 
-static bool
-inbox_push(struct inbox *b, const struct obj *o) {
+static bool inbox_push(struct inbox *b, const struct obj *o) {
 	bool ok = false;
 	pthread_mutex_lock(&b->mu);
 	if (b->count < INBOX_CAP) {
@@ -225,8 +218,7 @@ inbox_push(struct inbox *b, const struct obj *o) {
 }
 
 /* Frees everything in the inbox; returns how many. */
-static size_t
-inbox_drain(struct inbox *b, mp_rng_t *r) {
+static size_t inbox_drain(struct inbox *b, mp_rng_t *r) {
 	struct obj batch[256];
 	size_t total = 0;
 	for (;;) {
@@ -252,8 +244,7 @@ struct worker_arg {
 	unsigned id;
 };
 
-static void *
-worker(void *argp) {
+static void *worker(void *argp) {
 	struct worker_arg *arg = argp;
 	mp_rng_t rng = {0x1234567ull * (arg->id + 1)};
 	struct obj slots[SLOTS];
@@ -308,8 +299,7 @@ worker(void *argp) {
 	return NULL;
 }
 
-static void
-test_cross_thread(void **state) {
+static void test_cross_thread(void **state) {
 	(void)state;
 	mp_tcache_flush();
 	baseline_allocated = mp_stat("stats.allocated");
@@ -352,8 +342,7 @@ struct churn_arg {
 	unsigned id;
 };
 
-static void *
-churn_thread(void *argp) {
+static void *churn_thread(void *argp) {
 	struct churn_arg *arg = argp;
 	mp_rng_t rng = {0xabcdefull + arg->id};
 	struct obj objs[CHURN_OBJS];
@@ -384,8 +373,7 @@ churn_thread(void *argp) {
 	return NULL;
 }
 
-static void
-test_thread_churn(void **state) {
+static void test_thread_churn(void **state) {
 	(void)state;
 	atomic_store(&mp_failures, 0);
 	size_t metadata0 = mp_stat("stats.metadata");
@@ -436,8 +424,7 @@ test_thread_churn(void **state) {
 	    metadata1, CHURN_THREADS);
 }
 
-static void
-test_allocated_returns(void **state) {
+static void test_allocated_returns(void **state) {
 	(void)state;
 	mp_tcache_flush();
 	size_t now = mp_stat("stats.allocated");
@@ -449,8 +436,7 @@ test_allocated_returns(void **state) {
 	    "the end (difference %zu)", baseline_allocated, now, diff);
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cross_thread),

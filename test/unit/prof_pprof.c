@@ -18,16 +18,14 @@
 #include "malloc_prof/internal/internal.h"
 #include "malloc_prof/internal/pprof_enc.h"
 
-static int
-setup(void **state) {
+static int setup(void **state) {
 	(void)state;
 	return malloc_init() || tsd_fetch() == NULL ? -1 : 0;
 }
 
 /* ------------------------------------------------------------- varints */
 
-static void
-check_varint(uint64_t v, const uint8_t *want, size_t wantlen) {
+static void check_varint(uint64_t v, const uint8_t *want, size_t wantlen) {
 	uint8_t out[16];
 	memset(out, 0xee, sizeof(out));
 	size_t n = prof_pb_varint(out, v);
@@ -41,8 +39,7 @@ check_varint(uint64_t v, const uint8_t *want, size_t wantlen) {
 	assert_ptr_equal(r.p, out + n);
 }
 
-static void
-test_varint(void **state) {
+static void test_varint(void **state) {
 	(void)state;
 	check_varint(0, (const uint8_t[]){0x00}, 1);
 	check_varint(1, (const uint8_t[]){0x01}, 1);
@@ -71,8 +68,7 @@ test_varint(void **state) {
 
 /* --------------------------------------------------------------- crc32 */
 
-static void
-test_crc32(void **state) {
+static void test_crc32(void **state) {
 	(void)state;
 	const char *check = "123456789";
 	assert_true(pprof_crc32(0, check, 9) == 0xcbf43926u);
@@ -92,15 +88,13 @@ test_crc32(void **state) {
 
 /* ---------------------------------------------------------------- gzip */
 
-static bool
-have_gzip(void) {
+static bool have_gzip(void) {
 	return system("gzip --version >/dev/null 2>&1") == 0;
 }
 
 /* Compress in[0..n) through a memfd, inflate it back and compare;
  * returns the compressed size. */
-static size_t
-roundtrip(const char *what, const uint8_t *in, size_t n) {
+static size_t roundtrip(const char *what, const uint8_t *in, size_t n) {
 	int fd = memfd_create("mp_gzip", MFD_CLOEXEC);
 	assert_true(fd >= 0);
 	int err = -1;
@@ -133,8 +127,7 @@ roundtrip(const char *what, const uint8_t *in, size_t n) {
 	return gzlen;
 }
 
-static void
-test_gzip_small(void **state) {
+static void test_gzip_small(void **state) {
 	(void)state;
 	/* Empty: 10-byte header, one empty fixed block, 8-byte trailer. */
 	assert_int_equal(roundtrip("empty", NULL, 0), 10 + 2 + 8);
@@ -150,8 +143,7 @@ test_gzip_small(void **state) {
 	roundtrip("all bytes twice", all, sizeof(all));
 }
 
-static void
-test_gzip_random(void **state) {
+static void test_gzip_random(void **state) {
 	(void)state;
 	size_t n = 200 * 1000;
 	uint8_t *in = malloc(n);
@@ -171,8 +163,7 @@ test_gzip_random(void **state) {
 	free(in);
 }
 
-static void
-test_gzip_repetitive(void **state) {
+static void test_gzip_repetitive(void **state) {
 	(void)state;
 	size_t n = 300 * 1000;
 	uint8_t *in = malloc(n);
@@ -202,8 +193,7 @@ test_gzip_repetitive(void **state) {
 	free(in);
 }
 
-static void
-test_gzip_write_error(void **state) {
+static void test_gzip_write_error(void **state) {
 	(void)state;
 	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
@@ -227,16 +217,14 @@ test_gzip_write_error(void **state) {
 
 void unit_pp_site(void **objs, size_t n);
 
-MP_SITE void
-unit_pp_site(void **objs, size_t n) {
+MP_SITE void unit_pp_site(void **objs, size_t n) {
 	for (size_t i = 0; i < n; i++) {
 		objs[i] = malloc(opaque_size(200));
 	}
 	__asm__ volatile("" : : : "memory");
 }
 
-static void
-test_dump_to_fd(void **state) {
+static void test_dump_to_fd(void **state) {
 	(void)state;
 	if (!config_prof || !opt_prof) {
 		MP_SKIP("no profiler in this build");
@@ -299,8 +287,7 @@ test_dump_to_fd(void **state) {
 	}
 }
 
-int
-main(void) {
+int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_varint),

@@ -173,8 +173,7 @@ static void test_s2u_limits(void **state) {
 }
 
 /* The compile-time tables are the formula's values, and read-only. */
-static bool
-in_readonly_mapping(const void *p) {
+static bool in_readonly_mapping(const void *p) {
 	FILE *f = fopen("/proc/self/maps", "r");
 	assert_non_null(f);
 	char line[512];
@@ -333,8 +332,7 @@ static void test_slab_geometry(void **state) {
 
 /* The profiler's cache takes the smallest slab that wastes at most 1/8 of
  * itself: a sampled object pins as few pages as possible. */
-static void
-test_prof_slab_geometry(void **state) {
+static void test_prof_slab_geometry(void **state) {
 	(void)state;
 	for (unsigned i = 0; i < SC_NBINS; i++) {
 		size_t size = sz_index2size(i);

@@ -17,7 +17,6 @@ typedef enum {
 	ZERO_REALLOC_ALLOC,      /* treat as malloc(0) */
 	ZERO_REALLOC_ABORT,
 } zero_realloc_t;
-extern bool opt_abort;
 extern bool opt_abort_conf;
 extern bool opt_confirm_conf;
 extern unsigned opt_narenas;             /* 0: 4 per CPU */
@@ -79,9 +78,10 @@ size_t sz_sa2u(size_t size, size_t alignment);
  * stats.allocated, only in stats.metadata). */
 bool base_boot(void);
 void *base_alloc(size_t size);                    /* zeroed, 64-aligned */
-/* Freeable metadata (the profiler's): size classes of 64 bytes up to 4 KiB
- * recycled on free lists, larger blocks mapped directly.  Zeroed.  Carved
- * from chunks of its own: it never takes the memory base_alloc and
+/* Freeable metadata (the profiler's tables and dumps, ctl's stats
+ * snapshots, the scrape endpoint's buffers): size classes of 64 bytes up
+ * to 4 KiB recycled on free lists, larger blocks mapped directly.  Zeroed.
+ * Carved from chunks of its own: it never takes the memory base_alloc and
  * base_extent_alloc draw on. */
 void *base_malloc(size_t size);
 void base_free(void *p, size_t size);
@@ -150,6 +150,7 @@ MP_INLINE extent_t *pagemap_lookup(const void *p) {
 }
 
 /* ---------------------------------------------------------------- extent.c */
+extern tcache_t extent_large_owner;      /* owner of large and free extents */
 /* Free-extent sets, splitting, coalescing, OS growth and purging.  All
  * under arena->mtx. */
 void extent_set_init(extent_set_t *set);
@@ -176,7 +177,6 @@ size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force);
 extern _Atomic(arena_t *) arenas[ARENAS_MAX];
 extern unsigned narenas_auto;            /* arenas threads are spread over */
 extern _Atomic unsigned narenas_total;   /* indices handed out so far */
-extern tcache_t extent_large_owner;      /* owner of large and free extents */
 /* cache_setup readies the caches a new arena embeds, before the arena is
  * published (tcache_arena_setup: arena.c calls no cache function). */
 bool arena_boot(void (*cache_setup)(arena_t *arena));
@@ -363,11 +363,6 @@ static inline void tsd_count_dalloc(tsd_t *tsd, size_t usize) {
 	else
 		atomic_fetch_add(&tsd_dead_deallocated, usize);
 }
-
-/* ---------------------------------------------------------------- malloc.c */
-/* Report misuse of p ("free(): double free of 0x..."); aborts in debug
- * builds and with abort:true. */
-void malloc_misuse(const char *func, const char *what, void *p);
 
 /* The junk bytes written over new and freed memory when junk is on. */
 #define JUNK_ALLOC_BYTE 0xa5

@@ -169,6 +169,8 @@ void prof_tdatas_lock(void);
 void prof_tdatas_unlock(void);
 extern prof_tdata_t *prof_tdatas_head;     /* by uid (tdatas lock) */
 
+/* The shard and tdata locks around fork (tsd.c's fork list calls the
+ * other prof_*_prefork first: their locks rank before these). */
 void prof_prefork(void);
 void prof_postfork_parent(void);
 void prof_postfork_child(void);
@@ -418,8 +420,9 @@ void prof_final_dump(void);
 /* prof.prefix: the prefix of automatic dump names from now on (initially
  * opt_prof_prefix); true if it is too long (>= sizeof(opt_prof_prefix)). */
 bool prof_dump_prefix_set(const char *prefix);
-/* prof_dump_mtx around fork: call prefork first in prof_prefork (it ranks
- * before the shard locks), the postfork ones last in prof_postfork_*. */
+/* prof_dump_mtx around fork: tsd.c's fork list calls prefork before
+ * prof_sys_prefork and prof_prefork (it ranks before the shard locks), the
+ * postfork ones after theirs. */
 void prof_dump_prefork(void);
 void prof_dump_postfork_parent(void);
 void prof_dump_postfork_child(void);
@@ -460,7 +463,6 @@ extern unsigned opt_prof_http_timeout_ms;
  * endpoint can listen on, with why[] saying what is wrong (one line). */
 bool prof_http_conf_check(const char *v, size_t len, char *why,
     size_t whysize);
-bool prof_http_boot(void);                 /* after conf; true on error */
 /* Bind and start the thread if the option asks for it and nobody has
  * tried yet (cheap when not: one relaxed load).  From allocation slow
  * paths with no allocator lock held, and from prof.http_port. */
@@ -496,12 +498,17 @@ typedef struct {
 	size_t clen;            /* SYMBOL_POST: Content-Length */
 } prof_http_req_t;
 
+/* What a framed request asks for (prof_http_route_match, whose comment
+ * says more). */
+typedef void prof_http_match_fn(prof_http_req_t *req, const char *method,
+    size_t mlen, const char *path, size_t plen, const char *query,
+    size_t qlen, long long clen);
 /* The request buf[0..len) (at most max bytes are ever read): a route
- * once its head is complete, an error as soon as the first line is
- * complete and malformed or max bytes hold no head, else
+ * (match's) once its head is complete, an error as soon as the first line
+ * is complete and malformed or max bytes hold no head, else
  * PROF_HTTP_MORE. */
 void prof_http_parse_request(const char *buf, size_t len, size_t max,
-    prof_http_req_t *req);
+    prof_http_match_fn *match, prof_http_req_t *req);
 /* Make req an error page: status, with the line fmt... as req->why. */
 void prof_http_req_error(prof_http_req_t *req, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -524,18 +531,23 @@ void prof_http_send_text(prof_http_resp_t *r, int status, const char *ctype,
     const char *extra, const char *text);
 void prof_http_send_error(prof_http_resp_t *r, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* How the server has a complete request answered (prof_http_route_serve,
+ * whose comment says more). */
+typedef void prof_http_serve_fn(prof_http_resp_t *r,
+    const prof_http_req_t *req, const char *body, size_t body_len);
+/* After conf; true on error.  The server names no route: tsd.c's boot
+ * list hands it prof_http_routes.c's two entry points, which call the
+ * server's prof_http_send_* (so the two files do not call each other). */
+bool prof_http_boot(prof_http_match_fn *match, prof_http_serve_fn *serve);
 
 /* ------------------------------------------------ prof_http_routes.c */
 /* The route of a framed request: sets req->route (heap_v2, clen) or
  * makes it an error page (404, 405, or 400 for a bad query or body
  * length).  path and query are the target's two halves (query "" if it
  * has none); clen is the Content-Length, -1 if absent. */
-void prof_http_route_match(prof_http_req_t *req, const char *method,
-    size_t mlen, const char *path, size_t plen, const char *query,
-    size_t qlen, long long clen);
+prof_http_match_fn prof_http_route_match;
 /* Answer the complete request req through r: a route's response, or
  * its error page.  body[0..body_len): a SYMBOL_POST's body. */
-void prof_http_route_serve(prof_http_resp_t *r, const prof_http_req_t *req,
-    const char *body, size_t body_len);
+prof_http_serve_fn prof_http_route_serve;
 
 #endif /* MP_INTERNAL_PROF_H */

@@ -27,6 +27,15 @@ int mp_snprintf(char *buf, size_t size, const char *fmt, ...)
 void mp_write(const char *s);                 /* malloc_message or stderr */
 /* One line "<malloc_prof>: ...\n" on stderr (through mp_write). */
 void mp_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Misuse of pointer p by the program ("free(): double free of 0x..."): one
+ * line naming the entry point, what happened and p, then `detail`; then
+ * abort() in debug builds (which abort on misuse, as sdallocx's size check
+ * does) or with abort:true.  Release builds carry on, leaking the block. */
+MP_COLD void mp_misuse(const char *func, const char *what, void *p,
+    const char *detail);
+/* abort:true (defined beside conf.c's options table): the one option this
+ * layer reads, for mp_misuse. */
+extern bool opt_abort;
 MP_COLD __attribute__((noreturn)) void mp_abort(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 MP_COLD __attribute__((noreturn)) void mp_assert_fail(const char *file,
