@@ -28,7 +28,10 @@
  * the object of a return address without locks (_dl_find_object, or a
  * table copied from dl_iterate_phdr) and keeps each row it computes in
  * a small lock-free cache by pc, so that a stack seen before costs one
- * hash lookup per frame.
+ * hash lookup per frame.  Cached rows are keyed by the loader's count of
+ * unloads as well, read once per walk (prof_cfi_walk_begin): after a
+ * dlclose, no row of the object that went is used for code mapped later
+ * at its addresses.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -1137,15 +1140,53 @@ void prof_cfi_postfork_child(void) {
  * (acquire loads of release stores: a reader that saw a new field sees
  * the odd seq afterwards).  A pc whose object has no usable row is kept
  * too (err), so that the outermost frames do not ask the loader again.
- * Rows of an object that is unloaded stay until overwritten: code
- * mapped later at the same address may then unwind wrongly (every read
- * is still checked), never fault.
+ *
+ * An entry's key is its pc with the unload epoch in bits 48-63 (xor: the
+ * pc itself needs at most 56 bits, and user code sits below 2^47 unless
+ * a program maps it higher on purpose).  The epoch moves when a walk
+ * sees that the loader unloaded an object since the last walk
+ * (dl_iterate_phdr's dlpi_subs), so a row of an unloaded object is never
+ * used again (until 65536 unloads later); a row computed while an object
+ * went away is keyed by the epoch read before its lookup, so it is not
+ * used either.
  */
 #define CACHE_LG 10
 #define CACHE_N ((size_t)1 << CACHE_LG)
+#define CACHE_EPOCH_SHIFT 48
+
+static _Atomic uint64_t cfi_unloads_seen;   /* dlpi_subs at the last walk */
+static _Atomic uint64_t cfi_epoch;          /* moves with it */
+
+static int unloads_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	*(uint64_t *)arg = (uint64_t)info->dlpi_subs;
+	return 1;               /* the first object is enough */
+}
+
+void prof_cfi_walk_begin(void) {
+	uint64_t subs = 0;
+	int saved = errno;
+	dl_iterate_phdr(unloads_cb, &subs);
+	errno = saved;
+	uint64_t seen = atomic_load_explicit(&cfi_unloads_seen,
+	    memory_order_relaxed);
+	if (subs != seen && atomic_compare_exchange_strong_explicit(
+	    &cfi_unloads_seen, &seen, subs, memory_order_relaxed,
+	    memory_order_relaxed))
+		atomic_fetch_add_explicit(&cfi_epoch, 1, memory_order_relaxed);
+}
+
+uint64_t prof_cfi_epoch(void) {
+	return atomic_load_explicit(&cfi_epoch, memory_order_relaxed);
+}
+
+static uint64_t cache_key(uintptr_t pc) {
+	return (uint64_t)pc ^ atomic_load_explicit(&cfi_epoch,
+	    memory_order_relaxed) << CACHE_EPOCH_SHIFT;
+}
 
 typedef struct {
-	_Atomic uint64_t seq, pc, w1, w2;
+	_Atomic uint64_t seq, pc, w1, w2;       /* pc: the key (cache_key) */
 } cache_ent_t;
 
 static cache_ent_t cfi_cache[CACHE_N];
@@ -1155,7 +1196,7 @@ static cache_ent_t *cache_slot(uintptr_t pc) {
 	return &cfi_cache[h >> (64 - CACHE_LG)];
 }
 
-static bool cache_get(uintptr_t pc, prof_cfi_rule_t *r,
+static bool cache_get(uintptr_t pc, uint64_t key, prof_cfi_rule_t *r,
     prof_cfi_err_t *err) {
 	cache_ent_t *e = cache_slot(pc);
 	uint64_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
@@ -1165,7 +1206,7 @@ static bool cache_get(uintptr_t pc, prof_cfi_rule_t *r,
 	uint64_t w1 = atomic_load_explicit(&e->w1, memory_order_acquire);
 	uint64_t w2 = atomic_load_explicit(&e->w2, memory_order_acquire);
 	if (atomic_load_explicit(&e->seq, memory_order_acquire) != s ||
-	    p != pc)
+	    p != key)
 		return false;
 	*err = (prof_cfi_err_t)(w2 >> 56 & 0xff);
 	r->lo = r->hi = pc;
@@ -1184,7 +1225,7 @@ static bool fits32(int64_t v) {
 	return v >= INT32_MIN && v <= INT32_MAX;
 }
 
-static void cache_put(uintptr_t pc, const prof_cfi_rule_t *r,
+static void cache_put(uintptr_t pc, uint64_t key, const prof_cfi_rule_t *r,
     prof_cfi_err_t err) {
 	if (err == PROF_CFI_OK && (!fits32(r->cfa_off) ||
 	    !fits32(r->ra_off) || !fits32(r->rbp_off)))
@@ -1204,7 +1245,7 @@ static void cache_put(uintptr_t pc, const prof_cfi_rule_t *r,
 		    (uint64_t)(r->plt_k & 0x3f) << 48 |
 		    (uint64_t)r->signal << 54;
 	}
-	atomic_store_explicit(&e->pc, pc, memory_order_release);
+	atomic_store_explicit(&e->pc, key, memory_order_release);
 	atomic_store_explicit(&e->w1, w1, memory_order_release);
 	atomic_store_explicit(&e->w2, w2, memory_order_release);
 	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
@@ -1217,13 +1258,14 @@ static prof_cfi_err_t row_at(uintptr_t ret, prof_cfi_rule_t *rule) {
 		return PROF_CFI_END;
 	uintptr_t pc = ret - 1;
 	prof_cfi_err_t err;
-	if (!cache_get(pc, rule, &err)) {
+	uint64_t key = cache_key(pc);
+	if (!cache_get(pc, key, rule, &err)) {
 		prof_cfi_obj_t obj;
 		if (obj_find(pc, &obj))
 			return PROF_CFI_NOT_FOUND;      /* not cached: the
 							 * object may come */
 		err = prof_cfi_find(&obj, pc, rule);
-		cache_put(pc, rule, err);
+		cache_put(pc, key, rule, err);
 	}
 	return err;
 }

@@ -410,6 +410,8 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	uintptr_t self_lo = atomic_load_explicit(&text_self_lo,
 	    memory_order_relaxed);
 	unsigned mode = opt_prof_unwind;
+	if (mode != PROF_UNWIND_FP && CFI_ARCH)
+		prof_cfi_walk_begin();
 	uintptr_t stack_lo = lo;
 	/* The registers of the caller of the last frame recorded. */
 	prof_cfi_regs_t g = {0, 0, 0};

@@ -20,6 +20,7 @@
 #include "../test_util.h"
 
 #include "malloc_prof/internal/internal.h"
+#include <link.h>
 
 /* ------------------------------------------------------- table builder */
 
@@ -1110,6 +1111,55 @@ static void test_chain(void **state) {
 #endif
 }
 
+/* The loader's count of unloads (dlpi_subs). */
+static int subs_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_subs;
+	return 1;
+}
+
+static unsigned long long loader_unloads(void) {
+	unsigned long long subs = 0;
+	dl_iterate_phdr(subs_cb, &subs);
+	return subs;
+}
+
+/* An unloaded object: the next walk moves the cache's epoch once (its
+ * rows are keyed by it, so none from before is used), and the walk after
+ * it finds the same frames again from the tables. */
+static void test_unload_epoch(void **state) {
+	(void)state;
+#if defined(__x86_64__)
+	prof_cfi_walk_begin();
+	uint64_t e0 = prof_cfi_epoch();
+	prof_cfi_walk_begin();
+	assert_int_equal(prof_cfi_epoch(), e0);         /* nothing unloaded */
+	unsigned long long before = loader_unloads();
+	void *h = dlopen("libutil.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL)
+		h = dlopen("libanl.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL)
+		MP_SKIP("no small library to dlopen: %s", dlerror());
+	assert_int_equal(dlclose(h), 0);
+	if (loader_unloads() == before)
+		MP_SKIP("dlclose unloaded nothing (loaded already?)");
+	prof_cfi_walk_begin();
+	MP_ASSERT(prof_cfi_epoch() == e0 + 1, "epoch %llu, want %llu",
+	    (unsigned long long)prof_cfi_epoch(), (unsigned long long)e0 + 1);
+	prof_cfi_walk_begin();
+	assert_int_equal(prof_cfi_epoch(), e0 + 1);
+	chain_sink = chain_lvl0(3);
+	for (int pass = 0; pass < 2; pass++) {
+		MP_ASSERT(chain_n2[pass] == chain_n, "pass %d: %u frames, "
+		    "want %u", pass, chain_n2[pass], chain_n);
+		assert_memory_equal(chain_got2[pass], chain_got,
+		    chain_n * sizeof(uintptr_t));
+	}
+#else
+	MP_SKIP("x86-64 only");
+#endif
+}
+
 int main(void) {
 	mp_test_init(60);
 	const struct CMUnitTest tests[] = {
@@ -1126,6 +1176,7 @@ int main(void) {
 		cmocka_unit_test(test_apply),
 		cmocka_unit_test(test_real_tables),
 		cmocka_unit_test(test_chain),
+		cmocka_unit_test(test_unload_epoch),
 	};
 	return mp_run_tests(tests);
 }

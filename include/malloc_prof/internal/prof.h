@@ -291,6 +291,13 @@ prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
  * true when it has no usable row (a frame-pointer walk is all there
  * is).  Same conditions as prof_cfi_unwind. */
 bool prof_cfi_keeps_fp(uintptr_t ret);
+/* At the start of each walk that may use the two above: rows cached
+ * before an object was unloaded (dlclose) are not used after it.  Takes
+ * the loader's lock (dl_iterate_phdr, stopped at its first object):
+ * same conditions as prof_cfi_unwind. */
+void prof_cfi_walk_begin(void);
+/* The cache's unload epoch (for the unit tests). */
+uint64_t prof_cfi_epoch(void);
 /* fork: no reload of the object table across it. */
 void prof_cfi_prefork(void);
 void prof_cfi_postfork_parent(void);
