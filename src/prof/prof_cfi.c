@@ -774,6 +774,22 @@ static prof_cfi_err_t hdr_search(const prof_cfi_obj_t *obj, uintptr_t pc,
 	const uint8_t *table = c.p;
 	uintptr_t lo = 0, hi = count;
 	/* The first entry above pc; the one before it may hold pc. */
+	if (table_enc == (PE_DATAREL | PE_SDATA4)) {
+		/* What x86-64 toolchains emit, read without the general
+		 * decoder (most of a first lookup's cost was there). */
+		uintptr_t base = (uintptr_t)obj->hdr;
+		while (lo < hi) {
+			uintptr_t mid = lo + (hi - lo) / 2;
+			const uint8_t *q = table + mid * esz;
+			int32_t off = (int32_t)((uint32_t)q[0] |
+			    (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+			    (uint32_t)q[3] << 24);
+			if (base + (uintptr_t)(intptr_t)off <= pc)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
 	while (lo < hi) {
 		uintptr_t mid = lo + (hi - lo) / 2, start;
 		cfi_cur_t e = {table + mid * esz, table + (mid + 1) * esz};
@@ -1134,7 +1150,10 @@ void prof_cfi_postfork_child(void) {
 
 /*
  * Rows by pc (a return address minus one), so that a stack seen before
- * costs a hash lookup per frame: direct-mapped, lock-free.  An entry is
+ * costs a hash lookup per frame: sets of two ways (two pcs of one stack
+ * that hash alike both stay; a direct-mapped cache made them evict each
+ * other on every walk of a deep stack), the way replaced chosen round
+ * robin, lock-free.  An entry is
  * rewritten only by the thread that moved its seq from even to odd; a
  * reader takes it only if seq is even and unchanged around its loads
  * (acquire loads of release stores: a reader that saw a new field sees
@@ -1150,8 +1169,9 @@ void prof_cfi_postfork_child(void) {
  * went away is keyed by the epoch read before its lookup, so it is not
  * used either.
  */
-#define CACHE_LG 10
+#define CACHE_LG 9               /* sets */
 #define CACHE_N ((size_t)1 << CACHE_LG)
+#define CACHE_WAYS 2
 #define CACHE_EPOCH_SHIFT 48
 
 static _Atomic uint64_t cfi_unloads_seen;   /* dlpi_subs at the last walk */
@@ -1189,24 +1209,39 @@ typedef struct {
 	_Atomic uint64_t seq, pc, w1, w2;       /* pc: the key (cache_key) */
 } cache_ent_t;
 
-static cache_ent_t cfi_cache[CACHE_N];
+/* One set: a cache line.  next: the way the next insertion replaces (a
+ * lost update between two writers only changes which way goes). */
+typedef struct {
+	cache_ent_t way[CACHE_WAYS];
+} cache_set_t;
 
-static cache_ent_t *cache_slot(uintptr_t pc) {
+static cache_set_t cfi_cache[CACHE_N];
+static _Atomic uint8_t cfi_cache_next[CACHE_N];
+
+static size_t cache_set(uintptr_t pc) {
 	uint64_t h = (uint64_t)pc * 0x9e3779b97f4a7c15u;
-	return &cfi_cache[h >> (64 - CACHE_LG)];
+	return (size_t)(h >> (64 - CACHE_LG));
 }
 
-static bool cache_get(uintptr_t pc, uint64_t key, prof_cfi_rule_t *r,
-    prof_cfi_err_t *err) {
-	cache_ent_t *e = cache_slot(pc);
+/* Entry e's row if it holds key (w1, w2 as cache_put packs them). */
+static bool cache_way_get(cache_ent_t *e, uint64_t key, uint64_t *w1,
+    uint64_t *w2) {
 	uint64_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
 	if (s == 0 || (s & 1) != 0)
 		return false;
 	uint64_t p = atomic_load_explicit(&e->pc, memory_order_acquire);
-	uint64_t w1 = atomic_load_explicit(&e->w1, memory_order_acquire);
-	uint64_t w2 = atomic_load_explicit(&e->w2, memory_order_acquire);
-	if (atomic_load_explicit(&e->seq, memory_order_acquire) != s ||
-	    p != key)
+	*w1 = atomic_load_explicit(&e->w1, memory_order_acquire);
+	*w2 = atomic_load_explicit(&e->w2, memory_order_acquire);
+	return atomic_load_explicit(&e->seq, memory_order_acquire) == s &&
+	    p == key;
+}
+
+static bool cache_get(uintptr_t pc, uint64_t key, prof_cfi_rule_t *r,
+    prof_cfi_err_t *err) {
+	cache_set_t *set = &cfi_cache[cache_set(pc)];
+	uint64_t w1, w2;
+	if (!cache_way_get(&set->way[0], key, &w1, &w2) &&
+	    !cache_way_get(&set->way[1], key, &w1, &w2))
 		return false;
 	*err = (prof_cfi_err_t)(w2 >> 56 & 0xff);
 	r->lo = r->hi = pc;
@@ -1230,7 +1265,12 @@ static void cache_put(uintptr_t pc, uint64_t key, const prof_cfi_rule_t *r,
 	if (err == PROF_CFI_OK && (!fits32(r->cfa_off) ||
 	    !fits32(r->ra_off) || !fits32(r->rbp_off)))
 		return;
-	cache_ent_t *e = cache_slot(pc);
+	size_t i = cache_set(pc);
+	unsigned way = atomic_load_explicit(&cfi_cache_next[i],
+	    memory_order_relaxed) % CACHE_WAYS;
+	atomic_store_explicit(&cfi_cache_next[i], (uint8_t)(way + 1),
+	    memory_order_relaxed);
+	cache_ent_t *e = &cfi_cache[i].way[way];
 	uint64_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
 	if ((s & 1) != 0 || !atomic_compare_exchange_strong_explicit(&e->seq,
 	    &s, s + 1, memory_order_acq_rel, memory_order_relaxed))
