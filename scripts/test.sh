@@ -27,8 +27,9 @@ mp_try_install_deps golang-go
 # threads, among them the prof_* tests that count samples per call site in
 # threads (libtsan's thread start keeps no frame pointer, so a thread's
 # stacks would end in a garbage frame: the profiler's walk stops at a
-# return address outside executable text).  Left out: prof_accum (too
-# slow under TSan).
+# return address outside executable text), and those of the .eh_frame
+# walk (prof_cfi*: a thread, dlopen/dlclose racing samplers, a signal
+# handler that allocates).  Left out: prof_accum (too slow under TSan).
 tsan_tests="test/unit/base test/unit/pagemap test/unit/tcache
 test/unit/prof_dump test/integration/mallctl test/integration/prof_fork
 test/integration/prof_mdump test/integration/background_thread
@@ -36,17 +37,38 @@ test/integration/prof_threads test/integration/prof_active
 test/integration/prof_http
 test/integration/prof_reset test/integration/prof_pprof
 test/integration/prof_nofp test/integration/prof_callsite
+test/integration/prof_cfi test/integration/prof_cfi_dlopen
+test/integration/prof_cfi_signal
 test/stress/threads test/stress/fork test/stress/first_op
 test/stress/fork_storm test/stress/thread_churn"
+
+# The profiler's tests that check stacks, run a second time in
+# build/default with prof_unwind:cfi appended to their options (test/run.sh
+# appends $MALLOC_PROF_EXTRA_CONF to a test's .conf line): every stack
+# they expect from frame pointers must come out of .eh_frame too.  Left
+# out: prof_nofp (its prof_unwind:fp is the point: it checks that the
+# frame pointer walk follows chains of fake frames exactly and stops at
+# bad ones, which .eh_frame would walk past), prof_leak and prof_jeprof.sh
+# (no .conf: they set their children's options themselves), prof_cfi*
+# (prof_unwind:cfi already), and the tests of dump files and failures,
+# which check no stack.
+cfi_tests="test/integration/prof_accum test/integration/prof_accuracy
+test/integration/prof_active test/integration/prof_callsite
+test/integration/prof_fork test/integration/prof_gdump
+test/integration/prof_idump test/integration/prof_mdump
+test/integration/prof_pprof test/integration/prof_pprof_fd
+test/integration/prof_reset test/integration/prof_threads
+test/integration/prof_http"
 
 total_pass=0
 total_fail=0
 report=
 
-# count NAME FIELD: the automake counter "# FIELD: n" of build/NAME.
+# count NAME FIELD [LOG]: the automake counter "# FIELD: n" of build/NAME
+# (its test-suite.log, or LOG there).
 count() {
 	sed -n "s/^# $2: *\([0-9][0-9]*\)\$/\1/p" \
-	    "$MP_ROOT/build/$1/test-suite.log" | head -n 1
+	    "$MP_ROOT/build/$1/${3:-test-suite.log}" | head -n 1
 }
 
 # run_build NAME [CONFIGURE-ARGS...]: make check runs $check_tests if set,
@@ -109,7 +131,46 @@ mp_autogen || {
 	exit 1
 }
 
+# run_cfi_pass NAME: $cfi_tests again in build/NAME, already built, with
+# prof_unwind:cfi; counted like a build, in cfi-test-suite.log.
+run_cfi_pass() {
+	name=$1
+	dir=$MP_ROOT/build/$name
+	log=cfi-test-suite.log
+	# A build that failed is counted already.
+	[ -f "$dir/.libs/libmalloc_prof.so" ] || return
+	rm -f "$dir/$log"
+	# shellcheck disable=SC2086
+	MALLOC_PROF_EXTRA_CONF=prof_unwind:cfi mp_make "$name" check \
+	    TESTS="$(echo $cfi_tests)" TEST_SUITE_LOG=$log
+	if [ ! -f "$dir/$log" ]; then
+		mp_log "build/$name (prof_unwind:cfi): make check did not run the tests"
+		total_fail=$((total_fail + 1))
+		report="$report
+build/$name (prof_unwind:cfi): make check failed before running tests"
+		return
+	fi
+	pass=$(count "$name" PASS $log)
+	fail=$(count "$name" FAIL $log)
+	error=$(count "$name" ERROR $log)
+	xpass=$(count "$name" XPASS $log)
+	bad=$((${fail:-0} + ${error:-0} + ${xpass:-0}))
+	total_pass=$((total_pass + ${pass:-0}))
+	total_fail=$((total_fail + bad))
+	echo
+	if [ "$bad" -ne 0 ]; then
+		mp_log "build/$name (prof_unwind:cfi): $log"
+		cat "$dir/$log"
+	else
+		mp_log "build/$name (prof_unwind:cfi): $log summary"
+		sed -n '/^# TOTAL:/,/^# ERROR:/p' "$dir/$log"
+	fi
+	report="$report
+build/$name (prof_unwind:cfi): ${pass:-0} passed, $bad failed"
+}
+
 run_build default --prefix="$MP_ROOT/build/install"
+run_cfi_pass default
 run_build prefix --with-prefix=mp_
 run_build noprof --disable-prof
 run_build debug --enable-debug

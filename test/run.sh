@@ -5,7 +5,9 @@
 # - If $srcdir/<TEST without .sh>.conf exists (test/unit/conf.conf for
 #   test/unit/conf), its first line is exported as the value of the variable
 #   named by $MALLOC_PROF_CONF_ENV (MALLOC_CONF, or MP_MALLOC_CONF in a
-#   --with-prefix=mp_ build).
+#   --with-prefix=mp_ build).  $MALLOC_PROF_EXTRA_CONF, if set, is
+#   appended to it (scripts/test.sh reruns the profiler's tests with
+#   prof_unwind:cfi that way); tests without a .conf are left alone.
 # - *.sh tests run with sh; anything else is executed directly (programs
 #   linked with the shared library are libtool wrapper scripts).
 # - cmocka exits with the number of failed tests; when the TAP output
@@ -44,6 +46,9 @@ if [ -n "$conf" ]; then
 	esac
 	value=
 	IFS= read -r value <"$conf" || :
+	if [ -n "${MALLOC_PROF_EXTRA_CONF-}" ]; then
+		value=$value${value:+,}$MALLOC_PROF_EXTRA_CONF
+	fi
 	eval "$var=\$value"
 	# shellcheck disable=SC2163
 	export "$var"
