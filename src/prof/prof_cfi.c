@@ -1017,6 +1017,30 @@ static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
 	    hdr, obj);
 }
 
+bool prof_cfi_in_text(uintptr_t a) {
+	struct dl_find_object d;
+	if (_dl_find_object((void *)a, &d) != 0 || d.dlfo_link_map == NULL)
+		return false;
+	const struct link_map *lm = d.dlfo_link_map;
+	uintptr_t lo = (uintptr_t)d.dlfo_map_start;
+	uintptr_t hi = (uintptr_t)d.dlfo_map_end;
+	const ElfW(Ehdr) *e = (const ElfW(Ehdr) *)lo;
+	/* The program headers, read as obj_from_mapping reads them: only
+	 * inside the object's mapping. */
+	if (hi - lo < sizeof(*e) || memcmp(e->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    e->e_phentsize != sizeof(ElfW(Phdr)) || e->e_phoff > hi - lo ||
+	    e->e_phnum > (hi - lo - e->e_phoff) / sizeof(ElfW(Phdr)))
+		return false;
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(lo + e->e_phoff);
+	for (unsigned i = 0; i < e->e_phnum; i++) {
+		uintptr_t s = (uintptr_t)lm->l_addr + (uintptr_t)ph[i].p_vaddr;
+		if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) != 0 &&
+		    s <= a && a - s < (uintptr_t)ph[i].p_memsz)
+			return true;
+	}
+	return false;
+}
+
 void prof_cfi_prefork(void) {
 }
 
@@ -1127,6 +1151,11 @@ static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
 	atomic_store_explicit(&obj_busy, false, memory_order_release);
 	errno = saved;
 	return obj_lookup(pc, obj);
+}
+
+bool prof_cfi_in_text(uintptr_t a) {
+	prof_cfi_obj_t obj;
+	return !obj_find(a, &obj);      /* the table holds text spans */
 }
 
 /* fork while a reload runs: wait for it, so that the child does not

@@ -324,7 +324,10 @@ static bool text_contains(uintptr_t ret) {
 	int r = text_lookup(ret - 1);
 	if (r == TEXT_YES || r == TEXT_UNKNOWN)
 		return true;
-	/* Not loaded yet, or text may have been mapped since the load. */
+	/* Not loaded yet, or text may have been mapped since the load (a
+	 * library just dlopened: the loader knows it at once). */
+	if (r == TEXT_NO && prof_cfi_in_text(ret - 1))
+		return true;
 	uint64_t now = now_ns();
 	if (r == TEXT_NO && now - atomic_load_explicit(&text_loaded_ns,
 	    memory_order_relaxed) < TEXT_RELOAD_NS)

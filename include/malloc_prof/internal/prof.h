@@ -296,6 +296,11 @@ bool prof_cfi_keeps_fp(uintptr_t ret);
  * the loader's lock (dl_iterate_phdr, stopped at its first object):
  * same conditions as prof_cfi_unwind. */
 void prof_cfi_walk_begin(void);
+/* Whether a lies in an executable segment of a loaded object, asked of
+ * the loader without its lock (_dl_find_object; else the object table,
+ * reloaded on a miss at most every 100 ms).  For prof_sys.c's text check,
+ * whose own table may not know a library dlopened since its last load. */
+bool prof_cfi_in_text(uintptr_t a);
 /* The cache's unload epoch (for the unit tests). */
 uint64_t prof_cfi_epoch(void);
 /* fork: no reload of the object table across it. */
