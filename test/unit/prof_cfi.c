@@ -1111,6 +1111,60 @@ static void test_chain(void **state) {
 #endif
 }
 
+/* Garbage in every register the walk reads: random rip (anywhere, or a
+ * real return address into libc or this program), rsp and rbp (anywhere,
+ * or near the real stack).  Each step must return, with the registers
+ * moved only when it says OK and every new rsp inside the bounds; a
+ * fault would end the test. */
+static void test_garbage_registers(void **state) {
+	(void)state;
+#if defined(__x86_64__)
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+	assert_int_equal(pthread_getattr_np(pthread_self(), &attr), 0);
+	assert_int_equal(pthread_attr_getstack(&attr, &addr, &size), 0);
+	pthread_attr_destroy(&attr);
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t lo = here - 4096, hi = (uintptr_t)addr + size;
+	const uintptr_t code[] = {(uintptr_t)&printf + 5,
+	    (uintptr_t)&test_garbage_registers + 40, (uintptr_t)&malloc + 9,
+	    (uintptr_t)__builtin_return_address(0)};
+	uint64_t x = 0x9e3779b97f4a7c15u;
+	unsigned ok = 0;
+	for (unsigned i = 0; i < 20000; i++) {
+		uintptr_t v[3];
+		for (int k = 0; k < 3; k++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			v[k] = (uintptr_t)x;
+		}
+		prof_cfi_regs_t g = {
+		    .rip = (i & 1) ? code[(v[0] >> 8) % 4] : v[0],
+		    .rsp = (i & 2) ? here + (v[1] % 8192) - 4096 : v[1],
+		    .rbp = (i & 4) ? here + (v[2] % 8192) - 4096 : v[2]};
+		prof_cfi_regs_t before = g;
+		if (i % 64 == 0)
+			prof_cfi_walk_begin();
+		prof_cfi_err_t err = prof_cfi_unwind(&g, lo, hi);
+		if (err != PROF_CFI_OK) {
+			MP_ASSERT(memcmp(&g, &before, sizeof(g)) == 0,
+			    "step %u failed (%d) but moved the registers", i,
+			    (int)err);
+			continue;
+		}
+		ok++;
+		MP_ASSERT(g.rsp > before.rsp && g.rsp <= hi, "step %u: rsp "
+		    "%#lx outside (%#lx, %#lx]", i, (unsigned long)g.rsp,
+		    (unsigned long)before.rsp, (unsigned long)hi);
+	}
+	printf("# %u of 20000 garbage steps found a row and moved\n", ok);
+#else
+	MP_SKIP("x86-64 only");
+#endif
+}
+
 /* The loader's count of unloads (dlpi_subs). */
 static int subs_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 	(void)size;
@@ -1177,6 +1231,7 @@ int main(void) {
 		cmocka_unit_test(test_real_tables),
 		cmocka_unit_test(test_chain),
 		cmocka_unit_test(test_unload_epoch),
+		cmocka_unit_test(test_garbage_registers),
 	};
 	return mp_run_tests(tests);
 }
