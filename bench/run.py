@@ -64,18 +64,30 @@ FRAG_DECAY_MS = 1000
 FRAG_SLEEP_MS = 1500
 
 
-def configs(ours):
+def configs(ours, nofp):
     """The allocator configurations: the five main ones, then the
-    profiling rows of ours and jemalloc."""
-    rows = [("ours", ours, None)]
-    rows += [(p, PEER_LIBS[p], None) for p in PEERS]
+    profiling rows of ours and jemalloc, then (nofp: the workload program
+    built without frame pointers is there) ours on that program with
+    profiling off and active.  A row: name, library, MALLOC_CONF, which
+    program ("fp": --mpbench, "nofp": --mpbench-nofp)."""
+    rows = [("ours", ours, None, "fp")]
+    rows += [(p, PEER_LIBS[p], None, "fp") for p in PEERS]
     rows += [
-        ("ours prof inactive", ours, PROF_INACTIVE),
-        ("ours prof active", ours, PROF_ACTIVE),
-        ("jemalloc prof inactive", PEER_LIBS["jemalloc"], PROF_INACTIVE),
-        ("jemalloc prof active", PEER_LIBS["jemalloc"], PROF_ACTIVE),
+        ("ours prof inactive", ours, PROF_INACTIVE, "fp"),
+        ("ours prof active", ours, PROF_ACTIVE, "fp"),
+        ("jemalloc prof inactive", PEER_LIBS["jemalloc"], PROF_INACTIVE, "fp"),
+        ("jemalloc prof active", PEER_LIBS["jemalloc"], PROF_ACTIVE, "fp"),
     ]
+    if nofp:
+        rows += [
+            ("ours nofp", ours, None, "nofp"),
+            ("ours nofp prof active", ours, PROF_ACTIVE, "nofp"),
+        ]
     return rows
+
+
+def program(args, prog):
+    return args.mpbench_nofp if prog == "nofp" else args.mpbench
 
 
 def clean_env():
@@ -191,9 +203,9 @@ def timed_runs(args, rows, workloads):
     for rep in range(args.reps):
         for w in workloads:
             order = rows[rep % len(rows):] + rows[:rep % len(rows)]
-            for name, lib, conf in order:
-                r = run_once(args.mpbench, w, args.scale,
-                                    run_env(lib, conf, w))
+            for name, lib, conf, prog in order:
+                r = run_once(program(args, prog), w, args.scale,
+                             run_env(lib, conf, w))
                 samples.setdefault((w, name), []).append(r)
                 done += 1
                 print("\r[%d/%d] rep %d %-12s %-24s %6.3f s %7.1f MB   " % (
@@ -210,9 +222,10 @@ def callgrind_runs(args, rows):
     cg = {}
     single = [w for w, _, _, c in WORKLOADS if c and w in args.workloads]
     for w in single:
-        for name, lib, conf in rows:
+        for name, lib, conf, prog in rows:
             cg[(w, name)] = callgrind_instr(
-                [args.mpbench, w, str(args.cg_scale)], run_env(lib, conf, w))
+                [program(args, prog), w, str(args.cg_scale)],
+                run_env(lib, conf, w))
             print("\rcallgrind %-10s %-24s %d      " % (w, name, cg[(w, name)]),
                   end="", file=sys.stderr, flush=True)
     n1, n2 = 100000, 1100000
@@ -221,8 +234,8 @@ def callgrind_runs(args, rows):
     loop = (empty[1] - empty[0]) / (n2 - n1)
     per_pair = {}
     for micro in ("micro", "micro_batch"):
-        for name, lib, conf in rows:
-            t = [callgrind_instr([args.mpbench, micro, str(n)],
+        for name, lib, conf, prog in rows:
+            t = [callgrind_instr([program(args, prog), micro, str(n)],
                                  run_env(lib, conf, micro)) for n in (n1, n2)]
             per_pair[(micro, name)] = (t[1] - t[0]) / (n2 - n1) - loop
             print("\rcallgrind %-10s %-24s %.1f/pair      " % (
@@ -465,6 +478,7 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
     over = {}
     for base, rowname in [("ours", "ours prof inactive"),
                           ("ours", "ours prof active"),
+                          ("ours nofp", "ours nofp prof active"),
                           ("jemalloc", "jemalloc prof inactive"),
                           ("jemalloc", "jemalloc prof active")]:
         if (workloads[0], rowname) not in samples:
@@ -486,6 +500,15 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
                    % ((t - 1) * 100, (ci - 1) * 100))
         rep.target(r <= 1.01, "profiling active grows peak RSS ≤ 1%%: %+.1f%%"
                    % ((r - 1) * 100))
+    if "ours nofp prof active" in over:
+        t, r, ci = over["ours nofp prof active"]
+        rep.target(ci <= 1.01 if not math.isnan(ci) else t <= 1.01,
+                   "profiling active on the program built without frame "
+                   "pointers (prof_unwind:auto walks it by .eh_frame) costs "
+                   "≤ 1%%: time %+.1f%%, instructions %+.2f%%"
+                   % ((t - 1) * 100, (ci - 1) * 100))
+        rep.target(r <= 1.01, "profiling active on that program grows peak "
+                   "RSS ≤ 1%%: %+.1f%%" % ((r - 1) * 100))
     if "ours prof inactive" in over:
         t, r, ci = over["ours prof inactive"]
         rep.target(ci <= 1.003 if not math.isnan(ci) else t <= 1.003,
@@ -583,6 +606,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ours", required=True, help="path of libmalloc_prof.so")
     ap.add_argument("--mpbench", required=True, help="path of the workload program")
+    ap.add_argument("--mpbench-nofp", default=None,
+                    help="the workload program built without frame pointers: "
+                         "adds the rows of ours on it, profiling off and active")
     ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="iteration scale of the timed runs (default 1.0)")
@@ -604,7 +630,8 @@ def main():
     # paths run.sh adds.
     argv, args.passthrough = sys.argv[1:], []
     while argv:
-        if argv[0] in ("--ours", "--mpbench", "--tool") and len(argv) > 1:
+        if argv[0] in ("--ours", "--mpbench", "--mpbench-nofp", "--tool") \
+                and len(argv) > 1:
             argv = argv[2:]
         else:
             args.passthrough.append(argv.pop(0))
@@ -618,7 +645,7 @@ def main():
         if PEER_LIBS[p] and not os.path.exists(PEER_LIBS[p]):
             sys.exit("<malloc_prof>: bench: %s not found at %s (run bench/run.sh, "
                      "which installs it)" % (p, PEER_LIBS[p]))
-    rows = configs(args.ours)
+    rows = configs(args.ours, args.mpbench_nofp is not None)
     if args.no_prof:
         rows = rows[:5]
     started = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")

@@ -22,6 +22,12 @@ mkdir -p build/bench/bench
 cc -O2 -g -fno-omit-frame-pointer -pthread -Wall -Wextra \
     -o build/bench/bench/mpbench bench/workloads.c -lm ||
     mp_die "building bench/workloads.c failed"
+# The same without frame pointers (as distributions build): the profiling
+# rows on it measure the .eh_frame walk (prof_unwind:auto).
+cc -O2 -g -fomit-frame-pointer -pthread -Wall -Wextra \
+    -o build/bench/bench/mpbench-nofp bench/workloads.c -lm ||
+    mp_die "building bench/workloads.c without frame pointers failed"
 exec python3 bench/run.py --ours "$MP_ROOT/build/bench/.libs/libmalloc_prof.so" \
     --mpbench "$MP_ROOT/build/bench/bench/mpbench" \
+    --mpbench-nofp "$MP_ROOT/build/bench/bench/mpbench-nofp" \
     --tool "$MP_ROOT/build/bench/bin/malloc-prof" "$@"
