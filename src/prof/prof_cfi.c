@@ -1348,11 +1348,17 @@ prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
 	return prof_cfi_apply(&rule, regs, lo, hi);
 }
 
+prof_cfi_err_t prof_cfi_row(uintptr_t ret, prof_cfi_rule_t *rule) {
+	return row_at(ret, rule);
+}
+
+bool prof_cfi_rule_keeps_fp(const prof_cfi_rule_t *r) {
+	return r->cfa == PROF_CFI_CFA_RBP && r->cfa_off == 16 &&
+	    r->ra_how == PROF_CFI_AT_CFA && r->ra_off == -8 &&
+	    r->rbp_how == PROF_CFI_AT_CFA && r->rbp_off == -16;
+}
+
 bool prof_cfi_keeps_fp(uintptr_t ret) {
 	prof_cfi_rule_t r;
-	if (row_at(ret, &r) != PROF_CFI_OK)
-		return true;
-	return r.cfa == PROF_CFI_CFA_RBP && r.cfa_off == 16 &&
-	    r.ra_how == PROF_CFI_AT_CFA && r.ra_off == -8 &&
-	    r.rbp_how == PROF_CFI_AT_CFA && r.rbp_off == -16;
+	return row_at(ret, &r) != PROF_CFI_OK || prof_cfi_rule_keeps_fp(&r);
 }

@@ -383,9 +383,16 @@ unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
 static unsigned cfi_walk(void **vec, unsigned n, unsigned max,
     prof_cfi_regs_t g, uintptr_t lo, uintptr_t hi) {
 #if defined(__x86_64__)
-	while (n < max) {
-		if (prof_cfi_unwind(&g, lo, hi) != PROF_CFI_OK ||
-		    !text_contains(g.rip))
+	prof_cfi_rule_t rule;
+	prof_cfi_err_t row = prof_cfi_row(g.rip, &rule);
+	while (n < max && row == PROF_CFI_OK) {
+		if (prof_cfi_apply(&rule, &g, lo, hi) != PROF_CFI_OK)
+			break;
+		/* The caller's row (the next step's): having one says g.rip
+		 * is code; without one, the text table decides whether it
+		 * is a last frame or garbage. */
+		row = prof_cfi_row(g.rip, &rule);
+		if (row != PROF_CFI_OK && !text_contains(g.rip))
 			break;
 		vec[n++] = (void *)g.rip;
 	}
@@ -429,12 +436,19 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 		if (n == 0 && ret - 1 - self_lo < self_hi - self_lo &&
 		    skipped < 4) {
 			skipped++;      /* the allocator's own frame */
-		} else if (n > 0 && !text_contains(ret)) {
-			break;
 		} else {
+			/* auto: the row of the function at ret says whether
+			 * it keeps a frame pointer, and that ret is code (no
+			 * text table lookup then). */
+			prof_cfi_rule_t rule;
+			prof_cfi_err_t row = PROF_CFI_NOT_FOUND;
+			if (mode == PROF_UNWIND_AUTO && CFI_ARCH)
+				row = prof_cfi_row(ret, &rule);
 			/* The first return address left is the call into
 			 * the allocator: the program's own, whatever the
 			 * tables say. */
+			if (n > 0 && row != PROF_CFI_OK && !text_contains(ret))
+				break;
 			vec[n++] = (void *)ret;
 			g = (prof_cfi_regs_t){ret, fp + 2 * sizeof(uintptr_t),
 			    next};
@@ -443,9 +457,8 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 			 * are those of a function that keeps none, whose
 			 * rbp may still hold a frame further up (frames
 			 * would be lost without a sign) or anything. */
-			if (mode == PROF_UNWIND_CFI ||
-			    (mode == PROF_UNWIND_AUTO && CFI_ARCH &&
-			    !prof_cfi_keeps_fp(ret)))
+			if (mode == PROF_UNWIND_CFI || (row == PROF_CFI_OK &&
+			    !prof_cfi_rule_keeps_fp(&rule)))
 				break;
 		}
 		/* Frames sit at higher addresses as we unwind. */

@@ -291,6 +291,13 @@ prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
  * true when it has no usable row (a frame-pointer walk is all there
  * is).  Same conditions as prof_cfi_unwind. */
 bool prof_cfi_keeps_fp(uintptr_t ret);
+/* The row at return address ret, as prof_cfi_unwind finds it (cached):
+ * PROF_CFI_OK says ret is code with call-frame information.  The walk
+ * uses it to apply the row itself (prof_cfi_apply) and to skip the text
+ * table's lookup for an address that has a row. */
+prof_cfi_err_t prof_cfi_row(uintptr_t ret, prof_cfi_rule_t *rule);
+/* Whether rule is the frame-pointer row (prof_cfi_keeps_fp). */
+bool prof_cfi_rule_keeps_fp(const prof_cfi_rule_t *rule);
 /* At the start of each walk that may use the two above: rows cached
  * before an object was unloaded (dlclose) are not used after it.  Takes
  * the loader's lock (dl_iterate_phdr, stopped at its first object):
