@@ -977,16 +977,52 @@ prof_cfi_err_t prof_cfi_step(const prof_cfi_obj_t *obj,
  * with a thread that allocates while holding it.
  */
 #if MP_HAVE_DL_FIND_OBJECT
-static bool obj_from_mapping(uintptr_t lo, uintptr_t hi, uintptr_t bias,
-    uintptr_t hdr, prof_cfi_obj_t *obj) {
-	uintptr_t seg_lo = lo, seg_hi = hi;
-	size_t hdr_len = hi - hdr;
+/*
+ * The program headers of the object mapped at [lo, hi) (its ELF header is
+ * at lo) and its load bias, read from the mapping only: never from the
+ * loader's link_map, which the loader may still be writing while another
+ * thread's dlopen publishes the object (ThreadSanitizer saw that race).
+ * true on error (no ELF header, headers outside the mapping, no segment
+ * at file offset 0).
+ */
+static bool obj_phdrs(uintptr_t lo, uintptr_t hi, const ElfW(Phdr) **php,
+    unsigned *nump, uintptr_t *biasp) {
 	const ElfW(Ehdr) *e = (const ElfW(Ehdr) *)lo;
-	if (hi - lo >= sizeof(*e) && memcmp(e->e_ident, ELFMAG, SELFMAG) == 0
-	    && e->e_phentsize == sizeof(ElfW(Phdr)) && e->e_phoff <= hi - lo &&
-	    e->e_phnum <= (hi - lo - e->e_phoff) / sizeof(ElfW(Phdr))) {
-		const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(lo + e->e_phoff);
-		for (unsigned i = 0; i < e->e_phnum; i++) {
+	if (hi - lo < sizeof(*e) || memcmp(e->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    e->e_phentsize != sizeof(ElfW(Phdr)) || e->e_phoff > hi - lo ||
+	    e->e_phnum > (hi - lo - e->e_phoff) / sizeof(ElfW(Phdr)))
+		return true;
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(lo + e->e_phoff);
+	for (unsigned i = 0; i < e->e_phnum; i++) {
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
+			uintptr_t align = ph[i].p_align > 1 ?
+			    (uintptr_t)ph[i].p_align : 1;
+			*php = ph;
+			*nump = e->e_phnum;
+			*biasp = lo - ((uintptr_t)ph[i].p_vaddr & ~(align - 1));
+			return (align & (align - 1)) != 0;
+		}
+	}
+	return true;
+}
+
+static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
+	struct dl_find_object d;
+	if (_dl_find_object((void *)pc, &d) != 0 || d.dlfo_eh_frame == NULL)
+		return true;
+	uintptr_t lo = (uintptr_t)d.dlfo_map_start;
+	uintptr_t hi = (uintptr_t)d.dlfo_map_end;
+	uintptr_t hdr = (uintptr_t)d.dlfo_eh_frame;
+	if (hdr < lo || hdr >= hi)
+		return true;
+	/* The .eh_frame_hdr's length and the segment holding it, from the
+	 * program headers; without them, the rest of the mapping. */
+	uintptr_t seg_lo = lo, seg_hi = hi, bias;
+	size_t hdr_len = hi - hdr;
+	const ElfW(Phdr) *ph;
+	unsigned phnum;
+	if (!obj_phdrs(lo, hi, &ph, &phnum, &bias)) {
+		for (unsigned i = 0; i < phnum; i++) {
 			uintptr_t a = bias + (uintptr_t)ph[i].p_vaddr;
 			uintptr_t n = (uintptr_t)ph[i].p_memsz;
 			if (ph[i].p_type == PT_GNU_EH_FRAME && a == hdr &&
@@ -1003,37 +1039,17 @@ static bool obj_from_mapping(uintptr_t lo, uintptr_t hi, uintptr_t bias,
 	    seg_hi);
 }
 
-static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
-	struct dl_find_object d;
-	if (_dl_find_object((void *)pc, &d) != 0 || d.dlfo_eh_frame == NULL ||
-	    d.dlfo_link_map == NULL)
-		return true;
-	uintptr_t lo = (uintptr_t)d.dlfo_map_start;
-	uintptr_t hi = (uintptr_t)d.dlfo_map_end;
-	uintptr_t hdr = (uintptr_t)d.dlfo_eh_frame;
-	if (hdr < lo || hdr >= hi)
-		return true;
-	return obj_from_mapping(lo, hi, (uintptr_t)d.dlfo_link_map->l_addr,
-	    hdr, obj);
-}
-
 bool prof_cfi_in_text(uintptr_t a) {
 	struct dl_find_object d;
-	if (_dl_find_object((void *)a, &d) != 0 || d.dlfo_link_map == NULL)
+	const ElfW(Phdr) *ph;
+	unsigned phnum;
+	uintptr_t bias;
+	if (_dl_find_object((void *)a, &d) != 0 ||
+	    obj_phdrs((uintptr_t)d.dlfo_map_start, (uintptr_t)d.dlfo_map_end,
+	    &ph, &phnum, &bias))
 		return false;
-	const struct link_map *lm = d.dlfo_link_map;
-	uintptr_t lo = (uintptr_t)d.dlfo_map_start;
-	uintptr_t hi = (uintptr_t)d.dlfo_map_end;
-	const ElfW(Ehdr) *e = (const ElfW(Ehdr) *)lo;
-	/* The program headers, read as obj_from_mapping reads them: only
-	 * inside the object's mapping. */
-	if (hi - lo < sizeof(*e) || memcmp(e->e_ident, ELFMAG, SELFMAG) != 0 ||
-	    e->e_phentsize != sizeof(ElfW(Phdr)) || e->e_phoff > hi - lo ||
-	    e->e_phnum > (hi - lo - e->e_phoff) / sizeof(ElfW(Phdr)))
-		return false;
-	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(lo + e->e_phoff);
-	for (unsigned i = 0; i < e->e_phnum; i++) {
-		uintptr_t s = (uintptr_t)lm->l_addr + (uintptr_t)ph[i].p_vaddr;
+	for (unsigned i = 0; i < phnum; i++) {
+		uintptr_t s = bias + (uintptr_t)ph[i].p_vaddr;
 		if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) != 0 &&
 		    s <= a && a - s < (uintptr_t)ph[i].p_memsz)
 			return true;
