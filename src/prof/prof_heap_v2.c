@@ -16,6 +16,26 @@
 /* The output buffer. */
 #define HEAP_V2_WBUF_SIZE ((size_t)64 << 10)
 
+/*
+ * What frame 0 of a record is.  The snapshot's frame 0 is the allocator
+ * entry point the program called, its frames after it return addresses.
+ * jeprof takes frame 0 as a PC and the others as return addresses (it
+ * subtracts one from them only), and cuts each stack at the last frame
+ * whose function is on its list of allocator entry points (malloc,
+ * calloc, ..., mallocx, rallocx), so that the flat column names the
+ * function that called the allocator.  The unprefixed names are on that
+ * list: frame 0 stays the entry point, which says which one was called.  A
+ * prefixed build's names (mp_malloc) never are, and jeprof would charge
+ * every byte to the entry point: there frame 0 is the call instruction in
+ * the program instead (the first return address minus one, a PC inside
+ * the caller), and the entry point is left out, as the pprof writer
+ * leaves it out in every build.  A stack of the entry point alone keeps
+ * it.  Two stacks that differ only in the entry point (one call reaching
+ * two entry points through a pointer) then print alike: readers add up
+ * equal stacks.
+ */
+static const bool heap_v2_leaf_is_call = MP_PREFIX_STR[0] != '\0';
+
 static void w_cnts(mp_buf_t *w, const prof_cnt_t *c, double R) {
 	uint64_t cn, cs, an = 0, as = 0;
 	prof_snap_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
@@ -71,9 +91,15 @@ static void w_profile(mp_buf_t *w, const dump_snap_t *s) {
 		p += sizeof(*g);
 		void *const *frames = (void *const *)p;
 		mp_buf_putc(w, '@');
-		for (uint32_t k = 0; k < g->nframes; k++) {
+		uint32_t f = 0;
+		if (heap_v2_leaf_is_call && g->nframes >= 2) {
 			mp_buf_printf(w, " 0x%lx",
-			    (unsigned long)(uintptr_t)frames[k]);
+			    (unsigned long)((uintptr_t)frames[1] - 1));
+			f = 2;
+		}
+		for (; f < g->nframes; f++) {
+			mp_buf_printf(w, " 0x%lx",
+			    (unsigned long)(uintptr_t)frames[f]);
 		}
 		mp_buf_puts(w, "\n  t*: ");
 		w_cnts(w, &g->cnt, R);

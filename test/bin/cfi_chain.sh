@@ -8,8 +8,7 @@
 # prof_unwind:auto (frame pointers where they are, .eh_frame where not).
 # Its final dump must show the chain in order, root first:
 #   1. malloc-prof collapsed on the heap_v2 dump;
-#   2. jeprof --collapsed on the same dump (jeprof installed, unprefixed
-#      build: jeprof knows no mp_malloc);
+#   2. jeprof --collapsed on the same dump (jeprof installed);
 #   3. go tool pprof -traces on the library's own pprof dump
 #      (prof_format:pprof with prof_symbolize:true, so that the profile
 #      names its functions itself; go installed);
@@ -19,7 +18,6 @@ set -u
 
 builddir=${top_builddir:-.}
 var=${MALLOC_PROF_CONF_ENV:-MALLOC_CONF}
-prefix=${MALLOC_PROF_PREFIX-}
 mp=$builddir/bin/malloc-prof
 prog=$builddir/test/bin/cfi_chain
 case $prog in
@@ -91,8 +89,6 @@ fi
 # 2. jeprof --collapsed.
 if ! command -v jeprof >/dev/null 2>&1; then
 	skip "jeprof is not installed (Debian: apt-get install libjemalloc-dev)"
-elif [ -n "$prefix" ]; then
-	skip "prefixed build: jeprof does not know ${prefix}malloc"
 else
 	jeprof --collapsed "$prog" "$dump" >"$tmp/je.txt" 2>"$tmp/je.err"
 	if has_chain "$tmp/je.txt"; then

@@ -218,7 +218,7 @@ static void test_moving_realloc(void **state) {
 	size_t u = malloc_usable_size(p);
 	mp_cnts_t want = {1, u, 1, u};
 	assert_true(mp_cnts_eq(&s->total, &want));
-	assert_true(s->frames[0] == (uintptr_t)realloc);
+	assert_true(mp_heap_entry_is(s, (void *)realloc));
 	mp_heap_free(&h);
 	free(p);
 }

@@ -131,7 +131,7 @@ static void test_recursion(void **state) {
 	MP_ASSERT(n == 1, "%zu stacks with frame 1 in nofp_recurse", n);
 	assert_int_equal(s.total.co, 1);
 	assert_int_equal(s.total.cb, malloc_usable_size(p));
-	assert_true(s.frames[0] == (uintptr_t)malloc);
+	assert_true(mp_heap_entry_is(&s, (void *)malloc));
 	print_message("# recursion without frame pointers: %zu frames\n",
 	    s.nframes);
 	free(s.frames);
@@ -226,7 +226,7 @@ static void rbp_cases(const char *who) {
 		MP_CHECK(n == 1, "%s %s: %zu stacks with frame 1 in "
 		    "call_with_rbp", who, c->name, n);
 		if (n == 1) {
-			MP_CHECK(s.frames[0] == (uintptr_t)malloc, "%s %s: "
+			MP_CHECK(mp_heap_entry_is(&s, (void *)malloc), "%s %s: "
 			    "frame 0", who, c->name);
 			MP_CHECK(s.total.co == 1 && s.total.cb ==
 			    malloc_usable_size(p), "%s %s: "

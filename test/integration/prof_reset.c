@@ -142,7 +142,7 @@ static void test_realloc_across_reset(void **state) {
 	assert_non_null(s);
 	assert_int_equal(s->total.co, 4);
 	assert_int_equal(s->total.cb, 4 * malloc_usable_size(p[0]));
-	assert_true(s->frames[0] == (uintptr_t)realloc);
+	assert_true(mp_heap_entry_is(s, (void *)realloc));
 	mp_heap_free(&h);
 	for (int i = 0; i < 4; i++) {
 		free(p[i]);

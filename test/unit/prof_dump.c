@@ -106,7 +106,7 @@ static void test_named_dump(void **state) {
 	MP_ASSERT(s != NULL, "no stack returns into alloc_site_a (%p) among "
 	    "%zu stacks", (void *)alloc_site_a, h.nstacks);
 	/* Frame 0 is the entry point the program called. */
-	MP_ASSERT(s->frames[0] == (uintptr_t)malloc, "frame 0 %#lx, malloc "
+	MP_ASSERT(mp_heap_entry_is(s, (void *)malloc), "frame 0 %#lx, malloc "
 	    "%p", (unsigned long)s->frames[0], (void *)malloc);
 	mp_cnts_t want = {NSITE, NSITE * 48, 0, 0};
 	MP_ASSERT(mp_cnts_eq(&s->total, &want), "site: %llu: %llu [%llu: %llu]",
