@@ -457,7 +457,9 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 	if (tsd->stack_hi == 0)
 		prof_sys_thread_init(tsd);
 	/* Frame 0 is the entry point the program called: jeprof knows
-	 * malloc, calloc, realloc, ... and strips frames up to it. */
+	 * malloc, calloc, realloc, ... and strips frames up to it (a
+	 * prefixed build's heap_v2 writer puts the call there instead:
+	 * prof_heap_v2.c). */
 	void *frames[PROF_BT_MAX_LIMIT];
 	frames[0] = entry;
 	unsigned n = 1 + prof_backtrace(frames + 1, opt_prof_bt_max - 1, fp);
