@@ -98,6 +98,18 @@
 #define MP_SITE
 #endif
 
+/*
+ * A call site built without frame pointers whatever the build's flags
+ * (the sanitizer builds add -fno-omit-frame-pointer after a program's own
+ * flags), for the tests of the .eh_frame walk; GCC only: clang takes the
+ * build's flags.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define MP_NOFP_SITE MP_SITE __attribute__((optimize("omit-frame-pointer")))
+#else
+#define MP_NOFP_SITE MP_SITE
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Keeping the compiler honest.                                             */
 

@@ -24,13 +24,7 @@ void *cfi_lvl1(size_t n);
 void *cfi_lvl2(size_t n);
 void *cfi_lvl3(size_t n);
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define CHAIN_FN MP_SITE __attribute__((optimize("omit-frame-pointer")))
-#else
-#define CHAIN_FN MP_SITE
-#endif
-
-CHAIN_FN void *cfi_lvl3(size_t n) {
+MP_NOFP_SITE void *cfi_lvl3(size_t n) {
 	volatile long pad[5];
 	pad[n % 5] = 0;
 	void *p = cfi_lib_lvl4(n + (size_t)pad[n % 5]);
@@ -38,13 +32,13 @@ CHAIN_FN void *cfi_lvl3(size_t n) {
 	return p;
 }
 
-CHAIN_FN void *cfi_lvl2(size_t n) {
+MP_NOFP_SITE void *cfi_lvl2(size_t n) {
 	void *p = cfi_lvl3(n);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
 }
 
-CHAIN_FN void *cfi_lvl1(size_t n) {
+MP_NOFP_SITE void *cfi_lvl1(size_t n) {
 	volatile char pad[300];
 	pad[n % 300] = 0;
 	void *p = cfi_lvl2(n + (size_t)pad[n % 300]);

@@ -29,14 +29,8 @@ void *deep_rec(unsigned n);
 void *deep_run(void);
 int deep_case(const char *dir, const char *name);
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define CHAIN_FN MP_SITE __attribute__((optimize("omit-frame-pointer")))
-#else
-#define CHAIN_FN MP_SITE
-#endif
-
 /* Not a tail call (p is used after the call), and a frame of its own. */
-CHAIN_FN void *deep_rec(unsigned n) {
+MP_NOFP_SITE void *deep_rec(unsigned n) {
 	volatile char pad[16];
 	pad[n % 16] = (char)n;
 	void *p;
@@ -48,7 +42,7 @@ CHAIN_FN void *deep_rec(unsigned n) {
 	return p;
 }
 
-CHAIN_FN void *deep_run(void) {
+MP_NOFP_SITE void *deep_run(void) {
 	void *p = deep_rec(DEPTH);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;

@@ -54,13 +54,7 @@ void *smp_lvl2(size_t n);
 void *dl_lib_thread(void *arg);
 void *dl_smp_thread(void *arg);
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define CHAIN_FN MP_SITE __attribute__((optimize("omit-frame-pointer")))
-#else
-#define CHAIN_FN MP_SITE
-#endif
-
-CHAIN_FN void *dl_chain_inner(dl_fn_t f, size_t n) {
+MP_NOFP_SITE void *dl_chain_inner(dl_fn_t f, size_t n) {
 	volatile long pad[3];
 	pad[n % 3] = 0;
 	void *p = f(n + (size_t)pad[n % 3]);
@@ -68,13 +62,13 @@ CHAIN_FN void *dl_chain_inner(dl_fn_t f, size_t n) {
 	return p;
 }
 
-CHAIN_FN void *dl_chain_outer(dl_fn_t f, size_t n) {
+MP_NOFP_SITE void *dl_chain_outer(dl_fn_t f, size_t n) {
 	void *p = dl_chain_inner(f, n);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
 }
 
-CHAIN_FN void *smp_lvl2(size_t n) {
+MP_NOFP_SITE void *smp_lvl2(size_t n) {
 	volatile char pad[24];
 	pad[n % 24] = 0;
 	void *p = cfi_lib_lvl4(n + (size_t)pad[n % 24]);
@@ -82,7 +76,7 @@ CHAIN_FN void *smp_lvl2(size_t n) {
 	return p;
 }
 
-CHAIN_FN void *smp_lvl1(size_t n) {
+MP_NOFP_SITE void *smp_lvl1(size_t n) {
 	void *p = smp_lvl2(n);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;

@@ -46,23 +46,17 @@ void *sig_main_lvl1(size_t n);
 void *sig_main_lvl2(size_t n);
 unsigned long sig_spin(size_t n);
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define CHAIN_FN MP_SITE __attribute__((optimize("omit-frame-pointer")))
-#else
-#define CHAIN_FN MP_SITE
-#endif
-
 static sigset_t usr1_set;
 
 /* Work for the signal to interrupt: a bounded loop, no calls. */
-CHAIN_FN unsigned long sig_spin(size_t n) {
+MP_NOFP_SITE unsigned long sig_spin(size_t n) {
 	volatile unsigned long acc = n;
 	for (unsigned i = 0; i < 2000; i++)
 		acc = acc * 6364136223846793005u + i;
 	return acc;
 }
 
-CHAIN_FN void *sig_main_lvl2(size_t n) {
+MP_NOFP_SITE void *sig_main_lvl2(size_t n) {
 	volatile char pad[40];
 	pad[n % 40] = 0;
 	pthread_sigmask(SIG_UNBLOCK, &usr1_set, NULL);
@@ -73,13 +67,13 @@ CHAIN_FN void *sig_main_lvl2(size_t n) {
 	return p;
 }
 
-CHAIN_FN void *sig_main_lvl1(size_t n) {
+MP_NOFP_SITE void *sig_main_lvl1(size_t n) {
 	void *p = sig_main_lvl2(n);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return p;
 }
 
-CHAIN_FN void *sig_alloc(size_t n) {
+MP_NOFP_SITE void *sig_alloc(size_t n) {
 	volatile char pad[24];
 	pad[n % 24] = 0;
 	void *p = malloc(n + (size_t)pad[n % 24]);
@@ -93,7 +87,7 @@ static void *handler_ring[HANDLER_LIVE];
 static atomic_uint handled;
 static atomic_uint handler_null;
 
-CHAIN_FN void sig_handler(int sig) {
+MP_NOFP_SITE void sig_handler(int sig) {
 	(void)sig;
 	int saved = errno;
 	unsigned i = atomic_load_explicit(&handled, memory_order_relaxed);
