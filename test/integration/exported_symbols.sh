@@ -4,8 +4,10 @@
 #
 # Unprefixed build: the jemalloc-style API, malloc_conf / malloc_message and
 # the glibc-internal aliases (__libc_malloc, ...) plus malloc_trim, mallinfo,
-# mallinfo2.  Prefixed build: the prefixed API (mp_malloc ... mp_malloc_message)
-# and none of the glibc names.  Linker-provided symbols are ignored.
+# mallinfo2, and C++'s operator new and delete in every form when the build
+# has them (MALLOC_PROF_CONFIG_CXX in the generated header).  Prefixed
+# build: the prefixed API (mp_malloc ... mp_malloc_message) and none of the
+# glibc names or C++ operators.  Linker-provided symbols are ignored.
 set -u
 
 prefix=${MALLOC_PROF_PREFIX-}
@@ -14,10 +16,19 @@ lib=$builddir/.libs/libmalloc_prof.so
 
 api="malloc calloc realloc free posix_memalign aligned_alloc memalign valloc
 pvalloc malloc_usable_size reallocarray mallocx rallocx xallocx sallocx dallocx
-sdallocx nallocx mallctl mallctlnametomib mallctlbymib malloc_stats_print
-malloc_conf malloc_message"
+sdallocx nallocx free_sized free_aligned_sized mallctl mallctlnametomib
+mallctlbymib malloc_stats_print malloc_conf malloc_message"
 glibc="__libc_malloc __libc_calloc __libc_realloc __libc_free __libc_memalign
 __libc_valloc __libc_pvalloc __posix_memalign malloc_trim mallinfo2 mallinfo"
+# operator new: plain, [], nothrow, align_val_t, align_val_t + nothrow;
+# operator delete: plain, [], nothrow, sized, align_val_t, sized +
+# align_val_t, align_val_t + nothrow.
+cxx="_Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t
+_ZnamSt11align_val_t _ZnwmSt11align_val_tRKSt9nothrow_t
+_ZnamSt11align_val_tRKSt9nothrow_t _ZdlPv _ZdaPv _ZdlPvRKSt9nothrow_t
+_ZdaPvRKSt9nothrow_t _ZdlPvm _ZdaPvm _ZdlPvSt11align_val_t _ZdaPvSt11align_val_t
+_ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t _ZdlPvSt11align_val_tRKSt9nothrow_t
+_ZdaPvSt11align_val_tRKSt9nothrow_t"
 data_objects="malloc_conf malloc_message"
 ignored="_init _fini _edata _end __bss_start"
 
@@ -32,7 +43,15 @@ if ! command -v nm >/dev/null 2>&1; then
 	exit 0
 fi
 
-echo "1..5"
+# Whether this build has the C++ operators: the generated public header
+# says.
+have_cxx=0
+if grep -q '^#define MALLOC_PROF_CONFIG_CXX 1' \
+    "$builddir/include/malloc_prof.h" 2>/dev/null; then
+	have_cxx=1
+fi
+
+echo "1..6"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mp-symbols.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -44,7 +63,7 @@ then
 else
 	echo "not ok 1 - nm -D --defined-only $lib"
 	sed 's/^/# /' "$tmp/nm.err" 2>/dev/null
-	for i in 2 3 4 5; do
+	for i in 2 3 4 5 6; do
 		echo "not ok $i - # no symbol table"
 	done
 	exit 0
@@ -67,6 +86,11 @@ cut -d' ' -f1 "$tmp/actual.types" | sort -u >"$tmp/actual"
 	done
 	if [ -z "$prefix" ]; then
 		for n in $glibc; do
+			echo "$n"
+		done
+	fi
+	if [ "$have_cxx" = 1 ]; then
+		for n in $cxx; do
 			echo "$n"
 		done
 	fi
@@ -141,5 +165,20 @@ else
 	else
 		echo "not ok 5 - unprefixed build lacks malloc or __libc_malloc"
 	fi
+fi
+# 6: the C++ operators are there exactly when the build has them, and
+# never in a prefixed build (it must not replace the process's new).
+cxx_found=$(for n in $cxx; do
+	grep -x "$n" "$tmp/actual"
+done | wc -l)
+cxx_all=$(echo $cxx | wc -w)
+if [ -n "$prefix" ] && [ "$cxx_found" -ne 0 ]; then
+	echo "not ok 6 - prefixed build exports $cxx_found C++ operators"
+elif [ "$have_cxx" = 1 ] && [ "$cxx_found" -ne "$cxx_all" ]; then
+	echo "not ok 6 - $cxx_found of the $cxx_all C++ operators exported"
+elif [ "$have_cxx" = 0 ] && [ "$cxx_found" -ne 0 ]; then
+	echo "not ok 6 - $cxx_found C++ operators exported by a build without them"
+else
+	echo "ok 6 - C++ operators: $cxx_found of $cxx_all (build has them: $have_cxx, prefix '$prefix')"
 fi
 exit 0

@@ -364,6 +364,28 @@ static inline void tsd_count_dalloc(tsd_t *tsd, size_t usize) {
 		atomic_fetch_add(&tsd_dead_deallocated, usize);
 }
 
+/* ------------------------------------------------- malloc.c and cxx.cpp */
+/* The C++ operators (cxx.cpp, built when MP_CONFIG_CXX) reach the
+ * allocator through these, defined in malloc.c; cxx.cpp repeats the
+ * prototypes (it cannot include these C11 headers).  Hidden, like every
+ * internal name. */
+#define CXX_NEW 0                /* kinds of cxx_new_slow, the low bits */
+#define CXX_NEW_ARRAY 1          /* of cxx.cpp's cxx_kind_t */
+/* operator new / new[]: malloc's fast path; a miss tail-calls
+ * cxx_new_slow. */
+void *cxx_new(size_t size);
+void *cxx_new_array(size_t size);
+/* cxx.cpp: the allocation that missed, with the new-handler loop; throws
+ * std::bad_alloc (C frames are never unwound: it is tail-called). */
+void *cxx_new_slow(size_t size, unsigned kind);
+/* An allocation whose profiler sample (if any) names `entry` as frame 0
+ * and walks the stack from frame `fp`; NULL when out of memory. */
+void *cxx_alloc(size_t size, size_t align, void *entry, uintptr_t fp);
+/* free; free_sized; free_aligned_sized, each with its fast path. */
+void cxx_free(void *p);
+void cxx_free_sized(void *p, size_t size);
+void cxx_free_aligned_sized(void *p, size_t align, size_t size);
+
 /* The junk bytes written over new and freed memory when junk is on. */
 #define JUNK_ALLOC_BYTE 0xa5
 #define JUNK_FREE_BYTE 0x5a

@@ -1,0 +1,238 @@
+/*
+ * cxx.cpp: C++'s replaceable allocation functions, operator new and
+ * operator delete in every form (plain, array, nothrow, std::align_val_t,
+ * sized), so that a C++ program's objects come from this allocator and
+ * its sized deletes keep their size.  The one C++ file of the library,
+ * built when configure finds a C++ compiler (--disable-cxx leaves it out)
+ * and never in a prefixed build, which must not replace the process's
+ * allocator.
+ *
+ * new behaves as libstdc++'s: on failure it calls the new-handler and
+ * tries again, and throws std::bad_alloc when there is none; the nothrow
+ * forms return nullptr instead (also when the handler throws).  The work
+ * is in malloc.c: operator new jumps to cxx_new, malloc's fast path,
+ * whose miss tail-calls cxx_new_slow here; so the frame of cxx_new_slow
+ * (of new_other, tail-called by the other forms) returns to the program,
+ * and the profiler's backtrace starts there, with the operator's address
+ * as frame 0 as malloc's samples have malloc's.  Sized deletes go to the
+ * sized free fast path (sized_free_fast), the others to free.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#define CXX_HIDDEN __attribute__((visibility("hidden")))
+#define CXX_EXPORT __attribute__((visibility("default")))
+
+/* malloc.c's side: the prototypes of internal/alloc.h, which is C11. */
+extern "C" {
+CXX_HIDDEN void *cxx_new(std::size_t size);
+CXX_HIDDEN void *cxx_new_array(std::size_t size);
+CXX_HIDDEN void *cxx_new_slow(std::size_t size, unsigned kind);
+CXX_HIDDEN void *cxx_alloc(std::size_t size, std::size_t align, void *entry,
+    std::uintptr_t fp);
+CXX_HIDDEN void cxx_free(void *p) noexcept;
+CXX_HIDDEN void cxx_free_sized(void *p, std::size_t size) noexcept;
+CXX_HIDDEN void cxx_free_aligned_sized(void *p, std::size_t align,
+    std::size_t size) noexcept;
+}
+
+namespace {
+
+/* Which operator new was called: bit 0 array (CXX_NEW_ARRAY in
+ * alloc.h), bit 1 nothrow, bit 2 aligned. */
+enum cxx_kind_t : unsigned {
+	KIND_NEW = 0,
+	KIND_ARRAY = 1,
+	KIND_NOTHROW = 2,
+	KIND_ALIGNED = 4,
+};
+
+/* The operator the program called: frame 0 of a profiler sample. */
+void *cxx_entry(unsigned kind) {
+	using plain_t = void *(*)(std::size_t);
+	using nothrow_t = void *(*)(std::size_t, const std::nothrow_t &);
+	using aligned_t = void *(*)(std::size_t, std::align_val_t);
+	using aligned_nothrow_t = void *(*)(std::size_t, std::align_val_t,
+	    const std::nothrow_t &);
+	switch (kind) {
+	case KIND_NEW:
+		return reinterpret_cast<void *>(
+		    static_cast<plain_t>(&::operator new));
+	case KIND_ARRAY:
+		return reinterpret_cast<void *>(
+		    static_cast<plain_t>(&::operator new[]));
+	case KIND_NOTHROW:
+		return reinterpret_cast<void *>(
+		    static_cast<nothrow_t>(&::operator new));
+	case KIND_ARRAY | KIND_NOTHROW:
+		return reinterpret_cast<void *>(
+		    static_cast<nothrow_t>(&::operator new[]));
+	case KIND_ALIGNED:
+		return reinterpret_cast<void *>(
+		    static_cast<aligned_t>(&::operator new));
+	case KIND_ALIGNED | KIND_ARRAY:
+		return reinterpret_cast<void *>(
+		    static_cast<aligned_t>(&::operator new[]));
+	case KIND_ALIGNED | KIND_NOTHROW:
+		return reinterpret_cast<void *>(
+		    static_cast<aligned_nothrow_t>(&::operator new));
+	default:
+		return reinterpret_cast<void *>(
+		    static_cast<aligned_nothrow_t>(&::operator new[]));
+	}
+}
+
+/*
+ * Allocate until it works or there is no new-handler, as libstdc++'s
+ * operator new does.  fp is the frame whose return address is the
+ * program's call site.  Only the throwing forms come here.
+ */
+void *new_loop(std::size_t size, std::size_t align, unsigned kind,
+    std::uintptr_t fp) {
+	void *entry = cxx_entry(kind);
+	for (;;) {
+		void *p = cxx_alloc(size, align, entry, fp);
+		if (p != nullptr)
+			return p;
+		std::new_handler handler = std::get_new_handler();
+		if (handler == nullptr)
+			throw std::bad_alloc();
+		handler();
+	}
+}
+
+/* The nothrow forms: libstdc++'s call the throwing form and return
+ * nullptr for any exception, the handler's included. */
+void *new_loop_nothrow(std::size_t size, std::size_t align, unsigned kind,
+    std::uintptr_t fp) noexcept {
+	try {
+		return new_loop(size, align, kind, fp);
+	} catch (...) {
+		return nullptr;
+	}
+}
+
+/* The result, after an empty asm: the caller of frame_result keeps its
+ * frame (no tail call) while new_loop reads the backtrace from it. */
+inline void *frame_result(void *p) {
+	__asm__ volatile("" : "+r"(p));
+	return p;
+}
+
+/* The forms without a fast path.  Not inlined, and tail-called by their
+ * operator: this frame returns to the program. */
+__attribute__((noinline)) void *new_other(std::size_t size,
+    std::size_t align, unsigned kind) {
+	return frame_result(new_loop(size, align, kind,
+	    reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0))));
+}
+
+__attribute__((noinline)) void *new_other_nothrow(std::size_t size,
+    std::size_t align, unsigned kind) noexcept {
+	return frame_result(new_loop_nothrow(size, align, kind,
+	    reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0))));
+}
+
+} // namespace
+
+/* cxx_new / cxx_new_array missed (malloc.c tail-calls this). */
+extern "C" CXX_HIDDEN void *cxx_new_slow(std::size_t size, unsigned kind) {
+	return frame_result(new_loop(size, 0, kind,
+	    reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0))));
+}
+
+/* ------------------------------------------------------------------ new */
+
+CXX_EXPORT void *operator new(std::size_t size) {
+	return cxx_new(size);
+}
+
+CXX_EXPORT void *operator new[](std::size_t size) {
+	return cxx_new_array(size);
+}
+
+CXX_EXPORT void *operator new(std::size_t size,
+    const std::nothrow_t &) noexcept {
+	return new_other_nothrow(size, 0, KIND_NOTHROW);
+}
+
+CXX_EXPORT void *operator new[](std::size_t size,
+    const std::nothrow_t &) noexcept {
+	return new_other_nothrow(size, 0, KIND_ARRAY | KIND_NOTHROW);
+}
+
+CXX_EXPORT void *operator new(std::size_t size, std::align_val_t al) {
+	return new_other(size, static_cast<std::size_t>(al), KIND_ALIGNED);
+}
+
+CXX_EXPORT void *operator new[](std::size_t size, std::align_val_t al) {
+	return new_other(size, static_cast<std::size_t>(al),
+	    KIND_ALIGNED | KIND_ARRAY);
+}
+
+CXX_EXPORT void *operator new(std::size_t size, std::align_val_t al,
+    const std::nothrow_t &) noexcept {
+	return new_other_nothrow(size, static_cast<std::size_t>(al),
+	    KIND_ALIGNED | KIND_NOTHROW);
+}
+
+CXX_EXPORT void *operator new[](std::size_t size, std::align_val_t al,
+    const std::nothrow_t &) noexcept {
+	return new_other_nothrow(size, static_cast<std::size_t>(al),
+	    KIND_ALIGNED | KIND_ARRAY | KIND_NOTHROW);
+}
+
+/* --------------------------------------------------------------- delete */
+
+CXX_EXPORT void operator delete(void *p) noexcept {
+	cxx_free(p);
+}
+
+CXX_EXPORT void operator delete[](void *p) noexcept {
+	cxx_free(p);
+}
+
+CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept {
+	cxx_free(p);
+}
+
+CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept {
+	cxx_free(p);
+}
+
+CXX_EXPORT void operator delete(void *p, std::size_t size) noexcept {
+	cxx_free_sized(p, size);
+}
+
+CXX_EXPORT void operator delete[](void *p, std::size_t size) noexcept {
+	cxx_free_sized(p, size);
+}
+
+CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept {
+	cxx_free(p);
+}
+
+CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept {
+	cxx_free(p);
+}
+
+CXX_EXPORT void operator delete(void *p, std::size_t size,
+    std::align_val_t al) noexcept {
+	cxx_free_aligned_sized(p, static_cast<std::size_t>(al), size);
+}
+
+CXX_EXPORT void operator delete[](void *p, std::size_t size,
+    std::align_val_t al) noexcept {
+	cxx_free_aligned_sized(p, static_cast<std::size_t>(al), size);
+}
+
+CXX_EXPORT void operator delete(void *p, std::align_val_t,
+    const std::nothrow_t &) noexcept {
+	cxx_free(p);
+}
+
+CXX_EXPORT void operator delete[](void *p, std::align_val_t,
+    const std::nothrow_t &) noexcept {
+	cxx_free(p);
+}
