@@ -14,8 +14,9 @@
  * whose miss tail-calls cxx_new_slow here; so the frame of cxx_new_slow
  * (of new_other, tail-called by the other forms) returns to the program,
  * and the profiler's backtrace starts there, with the operator's address
- * as frame 0 as malloc's samples have malloc's.  Sized deletes go to the
- * sized free fast path (sized_free_fast), the others to free.
+ * as frame 0 as malloc's samples have malloc's.  Sized deletes go to
+ * malloc.c's sized_free (free's path, after the debug builds' size
+ * check), the others to free.
  */
 #include <cstddef>
 #include <cstdint>

@@ -680,37 +680,15 @@ MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
 }
 
 /*
- * The sized free fast path (sdallocx with no flags, free_sized and C++'s
- * sized operator delete): the caller's size gives the class by table where
- * free reads the page map, then the same push on the thread's cache bin.
- * False (nothing done) for what needs the slow path: NULL, a large size, a
- * full or off bin, and every size while sized_free_limit is 0: in a debug
- * build (it checks the size) and a profiling one (opt_prof), where a small
- * object may be a sample, in arena 0's prof_cache, which only the page
- * map's tag 0 tells apart.  A wrong size in a release build corrupts the
- * cache, as in jemalloc.
+ * The sized frees (free_sized, free_aligned_sized and C++'s sized
+ * deletes) take free's path: the page map's tag gives the class and also
+ * refuses a pointer this allocator never gave out, which a class read
+ * from the size alone would push into a cache bin (jemalloc's sized
+ * delete does; a wrong size there corrupts the cache).  So a wrong size in
+ * a release build still frees the block right, and a garbage pointer is
+ * still reported.  Debug builds first check the size (and alignment)
+ * against the block's and abort on a mismatch, as sdallocx does.
  */
-static _Atomic size_t sized_free_limit;  /* 0 or SC_LOOKUP_MAX + 1 */
-
-MP_INLINE bool sized_free_fast(void *p, size_t size) {
-	tsd_t *tsd = &mp_tsd;
-	if (likely(size < atomic_load_explicit(&sized_free_limit,
-	    memory_order_relaxed) && p != NULL)) {
-		size_t tag = (size_t)sz_size2index_tab[(size + (QUANTUM - 1)) >>
-		    LG_QUANTUM] + 1;
-		void **cur = tsd->bin_cur[tag];
-		if (likely((uint32_t)(uintptr_t)cur != tsd->bin_full[tag])) {
-			tsd->bin_cur[tag] = --cur;
-			*cur = p;
-			tsd->deallocated += sz_index2size_tab[tag - 1];
-			return true;
-		}
-	}
-	return false;
-}
-
-/* Debug builds: a sized free whose size (and alignment) is not the
- * block's aborts, naming the function the program called. */
 static void sized_free_check(void *p, size_t size, size_t align,
     const char *func) {
 	extent_t *e = pagemap_lookup(p);
@@ -721,50 +699,23 @@ static void sized_free_check(void *p, size_t size, size_t align,
 		    "size class %zu", func, p, size, extent_usize(e));
 }
 
-/* What sized_free_fast left: free's own path after the debug check. */
-static MP_NOINLINE void sized_free_slow(void *p, size_t size, size_t align,
+static void sized_free(void *p, size_t size, size_t align,
     const char *func) {
-	if (p == NULL)
-		return;
-	if (config_debug)
+	if (config_debug && p != NULL)
 		sized_free_check(p, size, align, func);
-	/* Open the fast path once the options are read: opt_prof does not
-	 * change after that. */
-	else if (!(config_prof && opt_prof) && malloc_initialized)
-		atomic_store_explicit(&sized_free_limit, SC_LOOKUP_MAX + 1,
-		    memory_order_relaxed);
 	MP_PUBLIC(free)(p);
 }
 
-/* Sized free of a block allocated with alignment `align`: its class is
- * that of sz_sa2u when the alignment is above the quantum. */
-static void sized_free_aligned(void *p, size_t align, size_t size,
-    const char *func) {
-	size_t usize = size;
-	if (align > QUANTUM) {
-		usize = sz_sa2u(size, align);
-		if (usize == 0)
-			usize = SIZE_MAX;    /* the slow path */
-	}
-	if (likely(sized_free_fast(p, usize)))
-		return;
-	sized_free_slow(p, size, align, func);
-}
-
 MP_EXPORT void MP_PUBLIC(free_sized)(void *p, size_t size) {
-	if (likely(sized_free_fast(p, size)))
-		return;
-	sized_free_slow(p, size, 0, "free_sized");
+	sized_free(p, size, 0, "free_sized");
 }
 
 MP_EXPORT void MP_PUBLIC(free_aligned_sized)(void *p, size_t align,
     size_t size) {
-	sized_free_aligned(p, align, size, "free_aligned_sized");
+	sized_free(p, size, align, "free_aligned_sized");
 }
 
 MP_EXPORT void MP_PUBLIC(sdallocx)(void *p, size_t size, int flags) {
-	if (likely(flags == 0) && sized_free_fast(p, size))
-		return;
 	if (config_debug && p != NULL) {
 		extent_t *e = pagemap_lookup(p);
 		size_t align = (flags & 0x3f) ? (size_t)1 << (flags & 0x3f) : 0;
@@ -797,7 +748,7 @@ MP_EXPORT size_t MP_PUBLIC(nallocx)(size_t size, int flags) {
  * another miss: cxx_new_slow (C++: the new-handler loop, bad_alloc),
  * tail-called, so that its frame is where the profiler's backtrace
  * starts, with the program's call site as its return address.  The
- * deletes are free's paths, sized ones sized_free_fast's.
+ * deletes are free's paths (sized ones through sized_free).
  */
 /* Weak: the convenience library's static users (the unit tests) link
  * malloc.o without cxx.cpp, and never call operator new. */
@@ -844,13 +795,11 @@ void cxx_free(void *p) __attribute__((alias("free")));
 #pragma GCC diagnostic pop
 
 void cxx_free_sized(void *p, size_t size) {
-	if (likely(sized_free_fast(p, size)))
-		return;
-	sized_free_slow(p, size, 0, "operator delete");
+	sized_free(p, size, 0, "operator delete");
 }
 
 void cxx_free_aligned_sized(void *p, size_t align, size_t size) {
-	sized_free_aligned(p, align, size, "operator delete");
+	sized_free(p, size, align, "operator delete");
 }
 #endif
 

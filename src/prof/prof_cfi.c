@@ -1057,13 +1057,10 @@ bool prof_cfi_in_text(uintptr_t a) {
 	return false;
 }
 
-void prof_cfi_prefork(void) {
+static void obj_prefork(void) {
 }
 
-void prof_cfi_postfork_parent(void) {
-}
-
-void prof_cfi_postfork_child(void) {
+static void obj_postfork(void) {
 }
 #else
 #define OBJ_MAX 512
@@ -1175,18 +1172,15 @@ bool prof_cfi_in_text(uintptr_t a) {
 }
 
 /* fork while a reload runs: wait for it, so that the child does not
- * inherit a table half written. */
-void prof_cfi_prefork(void) {
+ * inherit a table half written (nor the loader's lock, which the reload
+ * holds). */
+static void obj_prefork(void) {
 	while (atomic_exchange_explicit(&obj_busy, true,
 	    memory_order_acquire))
 		sched_yield();
 }
 
-void prof_cfi_postfork_parent(void) {
-	atomic_store_explicit(&obj_busy, false, memory_order_release);
-}
-
-void prof_cfi_postfork_child(void) {
+static void obj_postfork(void) {
 	atomic_store_explicit(&obj_busy, false, memory_order_release);
 }
 #endif
@@ -1228,17 +1222,55 @@ static int unloads_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 	return 1;               /* the first object is enough */
 }
 
+/*
+ * The loader's lock across fork.  prof_cfi_walk_begin holds it for a
+ * moment (dl_iterate_phdr takes it); a child forked while another thread
+ * held it would inherit it held (glibc resets only dl_load_lock in the
+ * child), and the child's first walk would wait forever (test/stress/
+ * fork_storm's children did).  So walks enter the loader through this
+ * gate, which prof_cfi_prefork closes and waits empty.  A walk that finds
+ * it closed skips the check: the epoch stays as it is for that walk.
+ */
+static _Atomic unsigned cfi_loader_inside;
+static _Atomic bool cfi_loader_closed;
+
 void prof_cfi_walk_begin(void) {
 	uint64_t subs = 0;
+	/* Sequentially consistent: with prefork's store and load, either
+	 * this walk sees the gate closed or prefork sees it inside. */
+	atomic_fetch_add(&cfi_loader_inside, 1);
+	if (atomic_load(&cfi_loader_closed)) {
+		atomic_fetch_sub(&cfi_loader_inside, 1);
+		return;
+	}
 	int saved = errno;
 	dl_iterate_phdr(unloads_cb, &subs);
 	errno = saved;
+	atomic_fetch_sub(&cfi_loader_inside, 1);
 	uint64_t seen = atomic_load_explicit(&cfi_unloads_seen,
 	    memory_order_relaxed);
 	if (subs != seen && atomic_compare_exchange_strong_explicit(
 	    &cfi_unloads_seen, &seen, subs, memory_order_relaxed,
 	    memory_order_relaxed))
 		atomic_fetch_add_explicit(&cfi_epoch, 1, memory_order_relaxed);
+}
+
+void prof_cfi_prefork(void) {
+	atomic_store(&cfi_loader_closed, true);
+	while (atomic_load(&cfi_loader_inside) != 0)
+		sched_yield();
+	obj_prefork();
+}
+
+void prof_cfi_postfork_parent(void) {
+	obj_postfork();
+	atomic_store(&cfi_loader_closed, false);
+}
+
+void prof_cfi_postfork_child(void) {
+	obj_postfork();
+	atomic_store(&cfi_loader_inside, 0);
+	atomic_store(&cfi_loader_closed, false);
 }
 
 uint64_t prof_cfi_epoch(void) {

@@ -310,7 +310,8 @@ void prof_cfi_walk_begin(void);
 bool prof_cfi_in_text(uintptr_t a);
 /* The cache's unload epoch (for the unit tests). */
 uint64_t prof_cfi_epoch(void);
-/* fork: no reload of the object table across it. */
+/* fork: no thread inside the loader (prof_cfi_walk_begin, the object
+ * table's reload) across it. */
 void prof_cfi_prefork(void);
 void prof_cfi_postfork_parent(void);
 void prof_cfi_postfork_child(void);
