@@ -11,7 +11,7 @@
  * size the throwing forms throw std::bad_alloc and the nothrow forms
  * return NULL, after calling the new-handler until it gives up.  Debug
  * builds abort on a sized delete of the wrong size, naming operator
- * delete.  In a build without the operators (prefixed, --disable-cxx)
+ * delete.  In a build without the operators (prefixed, or configured without --enable-cxx)
  * the program's new is the C++ runtime's, and none of its blocks is
  * ours.
  */
