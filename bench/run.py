@@ -51,6 +51,7 @@ WORKLOADS = [
     ("threadchurn", 4, True, False),
     ("realloc", 1, True, True),
     ("large", 1, True, False),
+    ("largezero", 1, True, False),
     # frag sleeps through a decay period: its time says nothing.
     ("frag", 1, False, False),
 ]

@@ -826,6 +826,72 @@ static void wl_large(double scale) {
 	wl_print("large", cs);
 }
 
+/* ---- largezero: zeroed blocks of megabytes, a few at a time ---- */
+
+#define WL_LZ_SLOTS 20
+#define WL_LZ_ALLOCS 2000
+#define WL_LZ_MIN ((size_t)5 * WL_MIB)
+#define WL_LZ_SPAN ((size_t)20 * WL_MIB)
+
+/*
+ * calloc'd blocks of 5-25 MiB, at most 20 live, a random one freed before
+ * each new one: the live set wanders around 300 MiB while the sizes keep
+ * changing.  One byte per page is written, as in large, so every page is
+ * resident while its block lives; the byte after it is read back as the
+ * zero calloc promised (it feeds the checksum).  What separates
+ * allocators here is what happens to a freed block: kept resident, it
+ * serves the next calloc with a memset instead of a page fault per page,
+ * but every block kept adds to the peak RSS.  live_peak_kb is the most the
+ * program held at once, the floor for vmhwm_kb.
+ */
+static void wl_largezero(double scale) {
+	unsigned char *slot[WL_LZ_SLOTS] = { 0 };
+	size_t size[WL_LZ_SLOTS] = { 0 };
+	wl_rng_t r;
+	wl_rng_seed(&r, "largezero", 0);
+	uint64_t allocs = wl_scaled(scale, WL_LZ_ALLOCS);
+	uint64_t cs = 0;
+	size_t live = 0, live_peak = 0;
+	for (uint64_t i = 0; i < allocs + WL_LZ_SLOTS; i++) {
+		uint64_t x = wl_rng_next(&r);
+		/* Fill the slots in order, then replace at random; the
+		 * last WL_LZ_SLOTS steps free what is left. */
+		unsigned k = i < WL_LZ_SLOTS ? (unsigned)i :
+		    (unsigned)(x % WL_LZ_SLOTS);
+		if (i >= allocs)
+			k = (unsigned)(i - allocs);
+		unsigned char *p = slot[k];
+		if (p != NULL) {
+			uint64_t sum = 0;
+			for (size_t off = 0; off + 1 < size[k]; off += WL_PAGE)
+				sum += p[off] + ((uint64_t)p[off + 1] << 8);
+			cs = wl_mix(cs, sum);
+			free(p);
+			live -= size[k];
+			slot[k] = NULL;
+		}
+		if (i >= allocs)
+			continue;       /* draining the slots */
+		size_t sz = WL_LZ_MIN + (size_t)((x >> 8) % (WL_LZ_SPAN + 1));
+		p = calloc(1, sz);
+		if (p == NULL)
+			wl_oom();
+		uint64_t nonzero = 0;
+		for (size_t off = 0; off + 1 < sz; off += WL_PAGE) {
+			p[off] = (unsigned char)(off / WL_PAGE + i) | 1;
+			nonzero |= p[off + 1];
+		}
+		cs = wl_mix(cs, nonzero ^ p[sz - 1]);
+		slot[k] = p;
+		size[k] = sz;
+		live += sz;
+		if (live > live_peak)
+			live_peak = live;
+	}
+	printf("largezero checksum=%016" PRIx64 " vmhwm_kb=%lu "
+	    "live_peak_kb=%zu\n", cs, wl_vmhwm_kb(), live_peak / 1024);
+}
+
 /* ---- frag: how much memory comes back after a mass free ---- */
 
 #define WL_FRAG_FILL ((size_t)200 * WL_MIB)
@@ -1057,6 +1123,7 @@ static const struct wl_workload wl_workloads[] = {
 	{ "threadchurn", wl_threadchurn, NULL },
 	{ "realloc", wl_realloc, NULL },
 	{ "large", wl_large, NULL },
+	{ "largezero", wl_largezero, NULL },
 	{ "frag", wl_frag, NULL },
 	{ "micro", NULL, wl_micro },
 	{ "micro_empty", NULL, wl_micro_empty },

@@ -172,9 +172,10 @@ void arena_slab_init(extent_t *slab, unsigned ind) {
 }
 
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size) {
-	bool zeroed;
+	size_t dirty_off, dirty_len;
 	mp_mutex_lock(&arena->mtx);
-	extent_t *slab = extent_alloc_locked(arena, size, PAGE, &zeroed);
+	extent_t *slab = extent_alloc_locked(arena, size, size, false, PAGE,
+	    &dirty_off, &dirty_len);
 	if (slab != NULL) {
 		slab->kind = EXTENT_SLAB;
 		arena->stats.pactive += size >> LG_PAGE;
@@ -206,15 +207,39 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
 	active_shrank(pages);
 }
 
-void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
-    bool zero) {
-	bool zeroed;
+/* A size class's tail past the request at least this long is kept out of
+ * the resident set (see arena_large_alloc_req). */
+#define LARGE_TAIL_MIN ((size_t)64 << 10)
+
+/*
+ * A large block of class usize for a request of `size` bytes (usize when
+ * unknown).  A zeroed one (calloc) is carved under the arena's resident
+ * cap (extent_alloc_locked), and the class's tail past the request (up to
+ * a quarter of the class), which the program does not touch, holds no
+ * resident memory: its dirty pages are purged and its clean ones left
+ * alone, and it is purged again and returned clean when the block is
+ * freed (clean_from), whatever the program wrote there.  Only the dirty
+ * pages the request covers are cleared: clean pages read as zero.  Other
+ * blocks are carved as before: with the cap, bench's large (malloc, 1-32
+ * MiB, 8 live) took 2x the CPU time (0.20 -> 0.44 s) for 228 MB of peak
+ * RSS instead of 282; for calloc a reused dirty page costs a memset
+ * anyway, and largezero's peak went from 566 to 422 MB.
+ */
+void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
+    bool zero, size_t size) {
+	size_t dirty_off, dirty_len;
+	size_t used = PAGE_CEILING(size);
+	if (!zero || usize - used < LARGE_TAIL_MIN)
+		used = usize;
 	mp_mutex_lock(&arena->mtx);
-	extent_t *e = extent_alloc_locked(arena, usize, align, &zeroed);
+	extent_t *e = extent_alloc_locked(arena, usize, used, zero, align,
+	    &dirty_off, &dirty_len);
 	if (e != NULL) {
 		arena->stats.pactive += usize >> LG_PAGE;
 		arena->stats.large_allocated += usize;
 		arena->stats.large_nmalloc++;
+		arena->ptail += (usize - used) >> LG_PAGE;
+		e->clean_from = used < usize ? used : 0;
 		e->kind = EXTENT_LARGE;
 		e->szind = (uint8_t)sz_size2index(usize);
 		e->prof = NULL;
@@ -226,9 +251,20 @@ void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
 	if (e == NULL)
 		return NULL;
 	active_grew(usize >> LG_PAGE);
-	if (zero && !zeroed)
-		memset(e->addr, 0, usize);
+	size_t lo = dirty_off, hi = dirty_off + dirty_len;
+	if (e->clean_from != 0 && hi > used) {
+		size_t cut = used > lo ? used : lo;
+		os_purge_forced(e->addr + cut, hi - cut);
+		hi = cut;
+	}
+	if (zero && hi > lo)
+		memset(e->addr + lo, 0, hi - lo);
 	return e->addr;
+}
+
+void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
+    bool zero) {
+	return arena_large_alloc_req(arena, usize, align, zero, usize);
 }
 
 /* Whether a decay pass is due at `now`; if so, the next one is set for
@@ -251,11 +287,17 @@ static bool decay_due(arena_t *arena, uint64_t now) {
 
 void arena_large_dalloc(extent_t *e) {
 	arena_t *arena = e->arena;
+	/* Before the lock: the block is still ours. */
+	if (e->clean_from != 0)
+		os_purge_forced(e->addr + e->clean_from,
+		    e->size - e->clean_from);
 	mp_mutex_lock(&arena->mtx);
 	arena->stats.pactive -= e->size >> LG_PAGE;
 	arena->stats.large_allocated -= e->size;
 	arena->stats.large_ndalloc++;
 	size_t pages = e->size >> LG_PAGE;
+	if (e->clean_from != 0)
+		arena->ptail -= (e->size - e->clean_from) >> LG_PAGE;
 	/* One clock reading serves the free time and the decay tick (two
 	 * were 1.3% of logsizes). */
 	uint64_t now = os_now_ns();
@@ -282,6 +324,10 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 		arena->stats.large_allocated += usize - old;
 		e->szind = (uint8_t)sz_size2index(usize);
 	}
+	/* Its tail is in use now, or gone. */
+	if (e->clean_from != 0)
+		arena->ptail -= (old - e->clean_from) >> LG_PAGE;
+	e->clean_from = 0;
 	/* The resize rewrote the bounds untagged; tag the (new) class. */
 	pagemap_set_class(e->addr, PAGE, e);
 	mp_mutex_unlock(&arena->mtx);

@@ -3,10 +3,13 @@
  * state (dirty: resident; muzzy: MADV_FREE'd; clean: purged or never used,
  * reads as zero), bucketed by page-count class.  Allocation carves from the
  * smallest fitting bucket, preferring dirty pages (no page faults), then
- * muzzy, then clean, then a new mapping.  Freeing coalesces with free
- * neighbours of the same state found through the page map.  Decay purges
- * what has stayed dirty longer than dirty_decay_ms.  Everything here runs
- * under arena->mtx.
+ * muzzy, then clean, then a new mapping; for a zeroed large block, a
+ * dirty extent too small may be completed with the clean pages beside it
+ * (mixed_scan), and before pages are faulted in, dirty pages past the
+ * arena's resident cap are purged (resident_cap).  Freeing coalesces
+ * with free neighbours of the same state found through the page map.
+ * Decay purges what has stayed dirty longer than dirty_decay_ms.
+ * Everything here runs under arena->mtx.
  *
  * Invariants: a free extent is maximal (no free neighbour of the same state
  * in the same mapping); extents never span two OS mappings, so a whole
@@ -16,6 +19,10 @@
 
 #define GROW_MIN ((size_t)2 << 20)
 #define GROW_MAX ((size_t)64 << 20)
+/* Resident pages allowed past an arena's peak in use, as a fraction of
+ * that peak and at least (pages) RESIDENT_SLACK_MIN: see resident_cap. */
+#define RESIDENT_SLACK_DIV 16
+#define RESIDENT_SLACK_MIN (((size_t)8 << 20) >> LG_PAGE)
 
 /* Large and free extents name this as owner: it is no thread's cache, so
  * no extent the page map reaches has a NULL owner. */
@@ -298,14 +305,262 @@ static bool trim(arena_t *arena, extent_t *e, size_t size, size_t align,
 	return false;
 }
 
-extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t align,
-    bool *zeroed) {
+static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy);
+
+/*
+ * Called before `used` bytes are faulted in because no dirty extent could
+ * hold the request: if the arena's resident pages (in use and touched,
+ * dirty, muzzy) would pass the most it ever had in use plus a slack,
+ * purge dirty pages, oldest first, until they would not.  Without this
+ * the free dirty runs that a run of bigger requests cannot use stay
+ * resident until they decay while fresh pages are faulted in beside
+ * them, and the peak RSS grows with the fragmentation rather than with
+ * the program's peak (bench's largezero: 1.43x the live peak with decay
+ * alone).  A purged page costs a fault when it is used again, so only
+ * the excess goes, and a big extent only in part.
+ */
+static void resident_cap(arena_t *arena, size_t used) {
+	size_t active = arena->stats.pactive - arena->ptail +
+	    (used >> LG_PAGE);
+	size_t peak = arena->pused_peak > active ? arena->pused_peak
+	    : active;
+	size_t slack = peak / RESIDENT_SLACK_DIV;
+	if (slack < RESIDENT_SLACK_MIN)
+		slack = RESIDENT_SLACK_MIN;
+	extent_set_t *dirty = &arena->sets[EXTENT_FREE_DIRTY];
+	size_t resident = active + dirty->npages +
+	    arena->sets[EXTENT_FREE_MUZZY].npages;
+	if (resident <= peak + slack)
+		return;
+	size_t excess = resident - (peak + slack);
+	while (excess > 0 && dirty->lru_head != NULL) {
+		extent_t *e = dirty->lru_head;
+		size_t pages = e->size >> LG_PAGE;
+		if (pages > excess) {
+			extent_t *place = e->lru_prev;
+			set_remove(dirty, e);
+			extent_t *tail = split(e, e->size -
+			    (excess << LG_PAGE));
+			set_insert_after(dirty, e, place);
+			if (tail == NULL)
+				break;
+			set_insert_after(dirty, tail, e);
+			e = tail;
+			pages = excess;
+		}
+		purge_one(arena, e, false);
+		excess -= pages;
+	}
+}
+
+/* The clean free extent right before (after: false) or after e in its
+ * mapping, else NULL. */
+static extent_t *clean_neighbour(const extent_t *e, bool after) {
+	extent_t *n;
+	if (after) {
+		if (e->addr + e->size == e->map_addr + e->map_size)
+			return NULL;
+		n = pagemap_lookup(e->addr + e->size);
+	} else {
+		if (e->addr == e->map_addr)
+			return NULL;
+		n = pagemap_lookup(e->addr - 1);
+	}
+	if (n == NULL || n->kind != EXTENT_FREE_CLEAN || !n->zeroed ||
+	    n->arena != e->arena || n->map_addr != e->map_addr)
+		return NULL;
+	return n;
+}
+
+/* Take `take` bytes of the clean extent n, next to e on side `after`,
+ * into e (which is in no set).  False on success. */
+static bool absorb(arena_t *arena, extent_t *e, extent_t *n, size_t take,
+    bool after) {
+	extent_set_t *set = &arena->sets[EXTENT_FREE_CLEAN];
+	extent_t *place = n->lru_prev;
+	set_remove(set, n);
+	extent_t *piece = n;
+	if (n->size > take) {
+		extent_t *rest = split(n, after ? take : n->size - take);
+		if (rest == NULL) {
+			set_insert_after(set, n, place);
+			return true;
+		}
+		if (after) {
+			set_insert_after(set, rest, place);
+		} else {
+			set_insert_after(set, n, place);
+			piece = rest;
+		}
+	}
+	if (after) {
+		pagemap_set_range(e->addr + e->size - PAGE, PAGE, NULL);
+		pagemap_set_range(piece->addr, PAGE, NULL);
+	} else {
+		pagemap_set_range(piece->addr + piece->size - PAGE, PAGE, NULL);
+		pagemap_set_range(e->addr, PAGE, NULL);
+		e->addr = piece->addr;
+	}
+	e->size += piece->size;
+	pagemap_set_bounds(e);
+	extent_record_free(piece);
+	return false;
+}
+
+#define MIXED_SCAN 32
+
+/* What mixed_scan found. */
+typedef struct {
+	extent_t *tail;  /* smallest dirty extent >= used with clean pages
+	                  * after it for the rest of size - used */
+	extent_t *fit;   /* smallest one smaller than size, >= used, with
+	                  * clean pages beside it for the rest of size */
+	extent_t *part;  /* biggest one smaller than used, likewise */
+} mixed_t;
+
+/* Looks at most at MIXED_SCAN dirty extents, biggest first. */
+static void mixed_scan(arena_t *arena, size_t size, size_t used,
+    mixed_t *m) {
+	extent_set_t *dirty = &arena->sets[EXTENT_FREE_DIRTY];
+	unsigned seen = 0;
+	m->tail = m->fit = m->part = NULL;
+	for (int w = (EXTENT_NPSIZES + 63) / 64 - 1; w >= 0 &&
+	    seen < MIXED_SCAN; w--) {
+		uint64_t bits = dirty->nonempty[w];
+		while (bits != 0 && seen < MIXED_SCAN) {
+			unsigned b = 63 - (unsigned)__builtin_clzll(bits);
+			bits &= ~((uint64_t)1 << b);
+			for (extent_t *d = dirty->heads[w * 64 + b];
+			    d != NULL && seen < MIXED_SCAN;
+			    d = d->next, seen++) {
+				extent_t *next = clean_neighbour(d, true);
+				size_t after = next != NULL ? next->size : 0;
+				if (d->size >= used && used < size &&
+				    after >= size - used) {
+					if (m->tail == NULL ||
+					    d->size < m->tail->size)
+						m->tail = d;
+					continue;
+				}
+				if (d->size >= size)
+					continue;
+				extent_t *prev = clean_neighbour(d, false);
+				if (d->size + after + (prev != NULL ?
+				    prev->size : 0) < size)
+					continue;
+				if (d->size >= used) {
+					if (m->fit == NULL ||
+					    d->size < m->fit->size)
+						m->fit = d;
+				} else if (m->part == NULL ||
+				    d->size > m->part->size) {
+					m->part = d;
+				}
+			}
+		}
+	}
+}
+
+/*
+ * Carve `size` bytes from the end of the dirty extent d (`used` bytes of
+ * it) and the clean pages after it: the part the caller touches is
+ * resident already and the tail is clean, so nothing is faulted in and
+ * no dirty page is wasted on the tail; the rest of d stays dirty.
+ */
+static extent_t *mixed_take_tail(arena_t *arena, extent_t *d, size_t size,
+    size_t used) {
+	extent_set_t *set = &arena->sets[EXTENT_FREE_DIRTY];
+	extent_t *place = d->lru_prev;
+	set_remove(set, d);
+	if (d->size > used) {
+		extent_t *piece = split(d, d->size - used);
+		set_insert_after(set, d, place);
+		if (piece == NULL)
+			return NULL;
+		d = piece;
+	}
+	extent_t *next = clean_neighbour(d, true);
+	if (next == NULL || absorb(arena, d, next, size - used, true)) {
+		d->kind = EXTENT_FREE_DIRTY;
+		insert_coalesce(arena, d);
+		return NULL;
+	}
+	return d;
+}
+
+/*
+ * Carve `size` bytes from the dirty extent d and the clean pages beside
+ * it: the dirty pages are used (a memset of memory already resident)
+ * and only the rest is faulted in.  Without this a block a little bigger
+ * than every free dirty run takes all its pages fresh while the dirty
+ * runs stay resident, unused.  The dirty part goes first where it can: a
+ * program touches a block from its start.  The result's old data lies in
+ * [*dirty_off, *dirty_off + *dirty_len).
+ */
+static extent_t *mixed_take(arena_t *arena, extent_t *d, size_t size,
+    size_t *dirty_off, size_t *dirty_len) {
+	set_remove(&arena->sets[EXTENT_FREE_DIRTY], d);
+	size_t dsize = d->size, need = size - dsize;
+	extent_t *next = clean_neighbour(d, true);
+	if (next != NULL) {
+		size_t take = next->size < need ? next->size : need;
+		if (absorb(arena, d, next, take, true))
+			goto fail;
+		need -= take;
+	}
+	if (need != 0) {
+		extent_t *prev = clean_neighbour(d, false);
+		if (prev == NULL || absorb(arena, d, prev, need, false))
+			goto fail;
+	}
+	*dirty_off = need;
+	*dirty_len = dsize;
+	return d;
+fail:
+	/* Some clean pages may have joined it: it is dirty as a whole, which
+	 * only costs a memset. */
+	d->kind = EXTENT_FREE_DIRTY;
+	insert_coalesce(arena, d);
+	return NULL;
+}
+
+extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
+    bool cap, size_t align, size_t *dirty_off, size_t *dirty_len) {
 	mp_assert(size % PAGE == 0 && size > 0);
 	if (align < PAGE)
 		align = PAGE;
-	extent_t *e = NULL, *place = NULL;
+	if (used > size)
+		used = size;
+	extent_t *e = NULL, *place = NULL, *got = NULL;
+	mixed_t m;
+	*dirty_off = 0;
+	*dirty_len = size;
+	/* Dirty pages for what will be touched, clean ones for the rest:
+	 * no page faults and no resident pages wasted on the tail. */
+	if (cap && align == PAGE && used < size) {
+		mixed_scan(arena, size, used, &m);
+		if (m.tail != NULL && (got = mixed_take_tail(arena, m.tail,
+		    size, used)) != NULL) {
+			*dirty_len = used;
+			goto done;
+		}
+		if (m.fit != NULL && (got = mixed_take(arena, m.fit, size,
+		    dirty_off, dirty_len)) != NULL)
+			goto done;
+	}
 	for (unsigned kind = 0; kind < EXTENT_NFREE_KINDS && e == NULL;
 	    kind++) {
+		if (cap && kind == EXTENT_FREE_DIRTY + 1) {
+			/* Pages will be faulted in. */
+			resident_cap(arena, used);
+			if (align == PAGE) {
+				mixed_scan(arena, size, size, &m);
+				if (m.part != NULL && (got = mixed_take(arena,
+				    m.part, size, dirty_off,
+				    dirty_len)) != NULL)
+					goto done;
+			}
+		}
 		e = set_fit(&arena->sets[kind], size, align);
 		if (e != NULL) {
 			place = e->lru_prev;
@@ -315,13 +570,18 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t align,
 	bool have_place = e != NULL;
 	if (e == NULL && (e = grow(arena, size, align)) == NULL)
 		return NULL;
-	extent_t *got;
 	if (trim(arena, e, size, align, have_place, place, &got)) {
 		/* Out of metadata: put back what we hold. */
 		insert_coalesce(arena, got);
 		return NULL;
 	}
-	*zeroed = got->kind == EXTENT_FREE_CLEAN && got->zeroed;
+	if (got->kind == EXTENT_FREE_CLEAN && got->zeroed)
+		*dirty_len = 0;
+done:;
+	size_t active = arena->stats.pactive - arena->ptail +
+	    (used >> LG_PAGE);
+	if (active > arena->pused_peak)
+		arena->pused_peak = active;
 	/* In use from here on: a neighbour freed concurrently must not see
 	 * a free kind and coalesce with it once arena->mtx is dropped. */
 	got->kind = EXTENT_LARGE;
@@ -362,6 +622,14 @@ void extent_dalloc_locked(arena_t *arena, extent_t *e) {
 }
 
 void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
+	extent_t *clean = NULL;
+	if (e->kind == EXTENT_LARGE && e->clean_from != 0 &&
+	    e->clean_from < e->size) {
+		/* Its tail was purged by the caller: it goes back clean.
+		 * Out of records, the whole block goes back dirty. */
+		clean = split(e, e->clean_from);
+	}
+	e->clean_from = 0;
 	if (e->kind == EXTENT_SLAB) {
 		/* Interior pages of a slab point at it; free extents keep
 		 * only their bounds, untagged. */
@@ -377,6 +645,16 @@ void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	e->prof = NULL;
 	e->free_ns = now;
 	e = insert_coalesce(arena, e);
+	if (clean != NULL) {
+		atomic_store_explicit(&clean->owner, &extent_large_owner,
+		    memory_order_relaxed);
+		clean->kind = EXTENT_FREE_CLEAN;
+		clean->zeroed = true;
+		clean->clean_from = 0;
+		clean->prof = NULL;
+		clean->free_ns = now;
+		insert_coalesce(arena, clean);
+	}
 	if (opt_dirty_decay_ms == 0)
 		purge_one(arena, e, opt_muzzy_decay_ms != 0);
 }

@@ -40,6 +40,7 @@ typedef struct {
 	arena_t *arena;        /* NULL: the thread's */
 	void *entry;           /* the exported function the program called */
 	uintptr_t fp;          /* its frame: where backtraces start */
+	size_t size;           /* calloc: bytes asked for; 0: usable size */
 } alloc_opts_t;
 
 /* Who called: for the profiler's backtraces.  Used in the exported
@@ -178,7 +179,8 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 				memset(p, 0, usize);
 		}
 		if (p == NULL) {
-			p = arena_large_alloc(arena, usize, align, zero);
+			p = arena_large_alloc_req(arena, usize, align, zero,
+			    o->size != 0 ? o->size : usize);
 			if (p == NULL)
 				return NULL;
 		}
@@ -426,7 +428,7 @@ MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {
 		return NULL;
 	}
 	alloc_opts_t o = {.zero = true, .entry = (void *)MP_PUBLIC(calloc),
-	    .fp = CALLER_FP()};
+	    .fp = CALLER_FP(), .size = total};
 	void *p = alloc_impl(tsd, usize, 0, &o);
 	if (p == NULL)
 		errno = ENOMEM;

@@ -155,10 +155,15 @@ extern tcache_t extent_large_owner;      /* owner of large and free extents */
  * under arena->mtx. */
 void extent_set_init(extent_set_t *set);
 /* Carve `size` bytes aligned to `align` (>= PAGE) for the caller, from
- * dirty, then muzzy, then clean extents, else a new mapping.  The result
- * has its bounds in the page map; *zeroed says its pages read as zero. */
-extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t align,
-    bool *zeroed);
+ * dirty, then muzzy, then clean extents, else a new mapping.  With `cap`
+ * (zeroed large blocks), a dirty extent may be completed with the clean
+ * pages beside it, the first `used` bytes (what the caller will touch)
+ * going on dirty pages where they can, and before pages are faulted in,
+ * dirty ones past the arena's resident cap are purged.  The result has
+ * its bounds in the page map; its pages outside [*dirty_off, *dirty_off +
+ * *dirty_len) read as zero. */
+extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
+    bool cap, size_t align, size_t *dirty_off, size_t *dirty_len);
 /* Return an extent to the free sets (dirty), coalescing with neighbours. */
 void extent_dalloc_locked(arena_t *arena, extent_t *e);
 /* The same, with the caller's reading of os_now_ns() as its free time. */
@@ -191,6 +196,11 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab);
 /* Large blocks. usize is a large size class, align a power of two. */
 void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
     bool zero);
+/* The same for calloc's request of `size` bytes (<= usize): zeroed
+ * blocks are carved under the resident cap, and the class's tail past
+ * the request holds no resident pages. */
+void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
+    bool zero, size_t size);
 void arena_large_dalloc(extent_t *e);
 /* In-place resize of a large block to usize; true if it could not. */
 bool arena_large_resize(extent_t *e, size_t usize, bool zero);

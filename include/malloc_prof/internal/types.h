@@ -194,6 +194,9 @@ struct extent_s {
 	uint64_t free_ns;                /* free: when it entered this state */
 	char *map_addr;                  /* the OS mapping it was carved from */
 	size_t map_size;
+	size_t clean_from;               /* large: offset past which its pages
+	                                  * are to go back clean (see
+	                                  * arena_large_alloc_req); 0: none */
 	void *prof;                      /* large: its sample record, if any */
 	_Atomic uint32_t nsampled;       /* slab: live sampled regions (only
 	                                  * slabs of arena 0's prof_cache) */
@@ -308,6 +311,9 @@ struct arena_s {
 	extent_set_t sets[EXTENT_NFREE_KINDS];
 	arena_stats_t stats;
 	size_t grow_next;                /* size of the next OS mapping */
+	size_t ptail;                    /* active pages in large blocks'
+	                                  * clean tails (clean_from) */
+	size_t pused_peak;               /* most of pactive - ptail ever */
 	uint64_t decay_next_ns;          /* earliest time decay has work */
 
 	mp_mutex_t shared_mtx;           /* the arena's own caches: */
