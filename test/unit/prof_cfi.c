@@ -945,8 +945,11 @@ static void check_object(const prof_cfi_obj_t *obj, const char *name) {
 	MP_ASSERT(ok >= count - count / 50, "%s", name);
 	/* The others start inside a function: the PLT's (CFA = rsp + 16)
 	 * and the cold parts GCC splits off (libc: 2%), which begin with
-	 * their function's frame. */
-	MP_ASSERT(entry + 4 >= ok - ok / 10, "%s", name);
+	 * their function's frame.  A sanitizer's instrumentation splits off
+	 * many more (its report calls: 21% of this program's under ASan). */
+	unsigned cold = mp_env_sanitizer()[0] != '\0' ? ok / 3 : ok / 10;
+	MP_ASSERT(entry + 4 >= ok - cold, "%s: %u of %u FDEs with the entry "
+	    "rule", name, entry, ok);
 }
 
 static void test_real_tables(void **state) {
