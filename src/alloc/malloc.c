@@ -718,17 +718,9 @@ MP_EXPORT void MP_PUBLIC(free_aligned_sized)(void *p, size_t align,
 }
 
 MP_EXPORT void MP_PUBLIC(sdallocx)(void *p, size_t size, int flags) {
-	if (config_debug && p != NULL) {
-		extent_t *e = pagemap_lookup(p);
-		size_t align = (flags & 0x3f) ? (size_t)1 << (flags & 0x3f) : 0;
-		size_t usize = align > QUANTUM ? sz_sa2u(size, align)
-		    : sz_s2u(size);
-		if (e != NULL && (e->kind == EXTENT_SLAB || e->kind ==
-		    EXTENT_LARGE) && usize != extent_usize(e))
-			mp_abort("sdallocx(%p, %zu): size does not match the "
-			    "allocation's size class %zu", p, size,
-			    extent_usize(e));
-	}
+	if (config_debug && p != NULL)
+		sized_free_check(p, size, (flags & 0x3f) ?
+		    (size_t)1 << (flags & 0x3f) : 0, "sdallocx");
 	MP_PUBLIC(dallocx)(p, flags);
 }
 
