@@ -381,7 +381,10 @@ static void *alloc_aligned(size_t size, size_t align, int flags,
 
 /* ------------------------------------------------------ public API */
 
-MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
+/* malloc's fast path: a block of size's class from the thread's cache
+ * bin, or NULL for the slow path (too big, an event due, the bin empty).
+ * malloc and C++'s operator new differ only in what follows a NULL. */
+MP_INLINE void *malloc_fast(size_t size) {
 	tsd_t *tsd = &mp_tsd;
 	if (likely(size <= SC_LOOKUP_MAX)) {
 		size_t ind = sz_size2index_tab[(size + (QUANTUM - 1)) >>
@@ -398,6 +401,13 @@ MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
 			}
 		}
 	}
+	return NULL;
+}
+
+MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
+	void *p = malloc_fast(size);
+	if (likely(p != NULL))
+		return p;
 	return malloc_slow(size);
 }
 
@@ -748,24 +758,11 @@ MP_EXPORT size_t MP_PUBLIC(nallocx)(size_t size, int flags) {
  * malloc.o without cxx.cpp, and never call operator new. */
 extern __typeof__(cxx_new_slow) cxx_new_slow __attribute__((weak));
 
-/* malloc's fast path, line for line (a change to one is a change to
- * both), with cxx_new_slow for malloc_slow. */
+/* malloc's fast path, with cxx_new_slow for malloc_slow. */
 MP_INLINE void *cxx_new_fast(size_t size, unsigned kind) {
-	tsd_t *tsd = &mp_tsd;
-	if (likely(size <= SC_LOOKUP_MAX)) {
-		size_t ind = sz_size2index_tab[(size + (QUANTUM - 1)) >>
-		    LG_QUANTUM];
-		uint64_t allocated = tsd->allocated + sz_index2size_tab[ind];
-		if (likely(allocated < tsd->next_event)) {
-			void **cur = tsd->bin_cur[ind + 1];
-			void *p = *cur;
-			if (likely(p != NULL)) {
-				tsd->bin_cur[ind + 1] = cur + 1;
-				tsd->allocated = allocated;
-				return p;
-			}
-		}
-	}
+	void *p = malloc_fast(size);
+	if (likely(p != NULL))
+		return p;
 	return cxx_new_slow(size, kind);
 }
 
