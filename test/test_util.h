@@ -1071,6 +1071,15 @@ static inline void mp_heap_unbias(uint64_t n, uint64_t s, uint64_t rate,
 	*s_out = (double)s * scale;
 }
 
+/* The name of the function holding return address ra (its call is at
+ * ra - 1), from the dynamic symbols (link with -export-dynamic), or "?". */
+static inline const char *mp_fn_name(uintptr_t ra) {
+	Dl_info di;
+	if (dladdr((void *)(ra - 1), &di) == 0 || di.dli_sname == NULL)
+		return "?";
+	return di.dli_sname;
+}
+
 /*
  * The address range of the function at fn: from its ELF symbol when the
  * program exports it (link with -export-dynamic), else [fn, fn + 256).

@@ -50,14 +50,6 @@ static const char *const want[] = {"cfi_lib_alloc", "cfi_lib_lvl4",
     "cfi_lvl3", "cfi_lvl2", "cfi_lvl1"};
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
-/* The function holding return address ra, or "?". */
-static const char *fn_name(uintptr_t ra) {
-	Dl_info di;
-	if (dladdr((void *)(ra - 1), &di) == 0 || di.dli_sname == NULL)
-		return "?";
-	return di.dli_sname;
-}
-
 /*
  * Dumps to dir/tag.heap and checks the stack of the sample allocated
  * through cfi_lib_alloc: each function of the chain in order, then at
@@ -85,18 +77,18 @@ static size_t check_chain(const char *dir, const char *tag, const char *last,
 		for (size_t k = u; k < s->nframes && len > 0 &&
 		    (size_t)len < sizeof(line); k++) {
 			len += snprintf(line + len, sizeof(line) - (size_t)len,
-			    " %s", fn_name(s->frames[k]));
+			    " %s", mp_fn_name(s->frames[k]));
 		}
 		printf("%s\n", line);
 		fflush(stdout);
 		depth = s->nframes - u;
 		bool ok = depth >= NWANT + 1;
 		for (size_t k = 0; ok && k < NWANT; k++)
-			ok = strcmp(fn_name(s->frames[u + k]), want[k]) == 0;
+			ok = strcmp(mp_fn_name(s->frames[u + k]), want[k]) == 0;
 		bool found_last = last == NULL;
 		for (size_t k = u + NWANT; ok && last != NULL &&
 		    k < s->nframes; k++)
-			found_last |= strcmp(fn_name(s->frames[k]), last) == 0;
+			found_last |= strcmp(mp_fn_name(s->frames[k]), last) == 0;
 		if (strict)
 			MP_CHECK(ok && found_last, "%s: the chain is not "
 			    "complete (printed above)", tag);

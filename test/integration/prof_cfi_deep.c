@@ -48,13 +48,6 @@ MP_NOFP_SITE void *deep_run(void) {
 	return p;
 }
 
-static const char *fn_name(uintptr_t ra) {
-	Dl_info di;
-	if (dladdr((void *)(ra - 1), &di) == 0 || di.dli_sname == NULL)
-		return "?";
-	return di.dli_sname;
-}
-
 /* The child: one case, failures on stderr (exported, so that its frame
  * is found by name). */
 MP_SITE int deep_case(const char *dir, const char *name) {
@@ -88,7 +81,7 @@ MP_SITE int deep_case(const char *dir, const char *name) {
 		for (size_t k = u + rec; k < s->nframes && len >= 0 &&
 		    (size_t)len < sizeof(tail); k++) {
 			len += snprintf(tail + len, sizeof(tail) - (size_t)len,
-			    " %s", fn_name(s->frames[k]));
+			    " %s", mp_fn_name(s->frames[k]));
 		}
 		printf("# %s: prof_bt_max %u: %zu frames, %zu in deep_rec, "
 		    "then:%s\n", name, bt_max, s->nframes, rec, tail);
@@ -115,7 +108,7 @@ MP_SITE int deep_case(const char *dir, const char *name) {
 			    "deep_run, deep_case do not follow", name);
 			bool start_found = false;
 			for (k += 2; k < s->nframes; k++)
-				start_found |= strcmp(fn_name(s->frames[k]),
+				start_found |= strcmp(mp_fn_name(s->frames[k]),
 				    "__libc_start_main") == 0;
 			MP_CHECK(start_found, "%s: the stack does not reach "
 			    "main's caller", name);

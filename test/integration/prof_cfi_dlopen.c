@@ -94,21 +94,13 @@ static span_t span_of(const char *name, const void *fn) {
 	return s;
 }
 
-/* The function holding return address ra, or "?". */
-static const char *fn_name(uintptr_t ra) {
-	Dl_info di;
-	if (dladdr((void *)(ra - 1), &di) == 0 || di.dli_sname == NULL)
-		return "?";
-	return di.dli_sname;
-}
-
 static void print_stack(const char *tag, const mp_heap_stack_t *s, size_t u) {
 	char line[1024];
 	int len = snprintf(line, sizeof(line), "# %s:", tag);
 	for (size_t k = u; k < s->nframes && len > 0 &&
 	    (size_t)len < sizeof(line); k++) {
 		len += snprintf(line + len, sizeof(line) - (size_t)len,
-		    " %s", fn_name(s->frames[k]));
+		    " %s", mp_fn_name(s->frames[k]));
 	}
 	mp_write_line(line);
 }

@@ -125,21 +125,13 @@ static void *helper_thread(void *arg) {
 	return NULL;
 }
 
-/* The function holding return address ra, or "?". */
-static const char *fn_name(uintptr_t ra) {
-	Dl_info di;
-	if (dladdr((void *)(ra - 1), &di) == 0 || di.dli_sname == NULL)
-		return "?";
-	return di.dli_sname;
-}
-
 static void stack_line(char *line, size_t size, const char *tag,
     const mp_heap_stack_t *s, size_t u) {
 	int len = snprintf(line, size, "# %s:", tag);
 	for (size_t k = u; k < s->nframes && len > 0 && (size_t)len < size;
 	    k++) {
 		len += snprintf(line + len, size - (size_t)len, " %s",
-		    fn_name(s->frames[k]));
+		    mp_fn_name(s->frames[k]));
 	}
 }
 
