@@ -251,7 +251,8 @@ prof_tdata_t *prof_tdata_get(tsd_t *tsd) {
 	if (td == NULL)
 		return NULL;
 	atomic_store(&td->active, atomic_load(&prof_thread_active_init));
-	td->attached = true;
+	atomic_store_explicit(&td->refs, TDATA_REF_THREAD,
+	    memory_order_relaxed);
 	mp_mutex_lock(&tdatas_mtx);
 	td->uid = tdata_next_uid++;
 	td->prev = tdatas_tail;
@@ -276,15 +277,15 @@ static void tdata_unlink_locked(prof_tdata_t *td) {
 		tdatas_tail = td->prev;
 }
 
-/* Drop one reference from a tctx; free a detached tdata nobody names. */
-static void tdata_release(prof_tdata_t *td) {
+/* Drop n references (TDATA_REF_TCTX: a tctx's; TDATA_REF_THREAD: its
+ * thread's, at exit); whoever drops the last unlinks and frees it. */
+static void tdata_release(prof_tdata_t *td, uint64_t n) {
+	if (atomic_fetch_sub_explicit(&td->refs, n, memory_order_acq_rel) != n)
+		return;
 	mp_mutex_lock(&tdatas_mtx);
-	bool dead = --td->ntctx == 0 && !td->attached;
-	if (dead)
-		tdata_unlink_locked(td);
+	tdata_unlink_locked(td);
 	mp_mutex_unlock(&tdatas_mtx);
-	if (dead)
-		base_free(td, sizeof(*td));
+	base_free(td, sizeof(*td));
 }
 
 void prof_thread_exit(tsd_t *tsd) {
@@ -292,14 +293,7 @@ void prof_thread_exit(tsd_t *tsd) {
 	if (td == NULL)
 		return;
 	tsd->prof_tdata = NULL;
-	mp_mutex_lock(&tdatas_mtx);
-	td->attached = false;
-	bool dead = td->ntctx == 0;
-	if (dead)
-		tdata_unlink_locked(td);
-	mp_mutex_unlock(&tdatas_mtx);
-	if (dead)
-		base_free(td, sizeof(*td));
+	tdata_release(td, TDATA_REF_THREAD);
 }
 
 void prof_tdatas_lock(void) {
@@ -381,9 +375,10 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 	t->gctx = g;
 	t->next = g->tctxs;
 	g->tctxs = t;
-	mp_mutex_lock(&tdatas_mtx);
-	td->ntctx++;
-	mp_mutex_unlock(&tdatas_mtx);
+	/* No lock: only td's thread adds references, and it holds one
+	 * itself until it exits. */
+	atomic_fetch_add_explicit(&td->refs, TDATA_REF_TCTX,
+	    memory_order_relaxed);
 	return t;
 }
 
@@ -403,7 +398,7 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
 	*pp = t->next;
 	prof_tdata_t *td = t->tdata;
 	base_free(t, sizeof(*t));
-	tdata_release(td);
+	tdata_release(td, TDATA_REF_TCTX);
 	if (g->tctxs != NULL)
 		return;
 	prof_gctx_t **gp = gctx_bucket(sh, g->hash);

@@ -28,10 +28,10 @@
  * the object of a return address without locks (_dl_find_object, or a
  * table copied from dl_iterate_phdr) and keeps each row it computes in
  * a small lock-free cache by pc, so that a stack seen before costs one
- * hash lookup per frame.  Cached rows are keyed by the loader's count of
- * unloads as well, read once per walk (prof_cfi_walk_begin): after a
- * dlclose, no row of the object that went is used for code mapped later
- * at its addresses.
+ * hash lookup per frame.  Rows of objects that can be unloaded are keyed
+ * by the loader's count of unloads as well, read by a walk before it
+ * first needs one (prof_cfi_unloads_check): after a dlclose, no row of
+ * the object that went is used for code mapped later at its addresses.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -41,6 +41,7 @@
 #include <link.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 
 /* Pointer encodings (DW_EH_PE_*): the low nibble is the format, the
@@ -1039,6 +1040,16 @@ static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
 	    seg_hi);
 }
 
+/* The mapping of the object holding a.  true if none. */
+static bool obj_span(uintptr_t a, uintptr_t *lo, uintptr_t *hi) {
+	struct dl_find_object d;
+	if (_dl_find_object((void *)a, &d) != 0)
+		return true;
+	*lo = (uintptr_t)d.dlfo_map_start;
+	*hi = (uintptr_t)d.dlfo_map_end;
+	return false;
+}
+
 bool prof_cfi_in_text(uintptr_t a) {
 	struct dl_find_object d;
 	const ElfW(Phdr) *ph;
@@ -1166,6 +1177,27 @@ static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
 	return obj_lookup(pc, obj);
 }
 
+/* The executable span of the object holding a, from the table (which
+ * holds text spans; the rows looked up are of return addresses, which
+ * lie in them).  true if none. */
+static bool obj_span(uintptr_t a, uintptr_t *lo, uintptr_t *hi) {
+	prof_cfi_obj_t obj;
+	if (obj_find(a, &obj))
+		return true;
+	uint64_t s = OBJ_LOAD(obj_seq);
+	unsigned n = OBJ_LOAD(obj_n);
+	bool found = false;
+	for (unsigned i = 0; i < n && i < OBJ_MAX && !found; i++) {
+		obj_ent_t *o = &obj_table[i];
+		if (OBJ_LOAD(o->text_lo) <= a && a < OBJ_LOAD(o->text_hi)) {
+			*lo = OBJ_LOAD(o->text_lo);
+			*hi = OBJ_LOAD(o->text_hi);
+			found = true;
+		}
+	}
+	return !found || (s & 1) != 0 || OBJ_LOAD(obj_seq) != s;
+}
+
 bool prof_cfi_in_text(uintptr_t a) {
 	prof_cfi_obj_t obj;
 	return !obj_find(a, &obj);      /* the table holds text spans */
@@ -1192,28 +1224,41 @@ static void obj_postfork(void) {
  * costs a hash lookup per frame: sets of two ways (two pcs of one stack
  * that hash alike both stay; a direct-mapped cache made them evict each
  * other on every walk of a deep stack), the way replaced chosen round
- * robin, lock-free.  An entry is
- * rewritten only by the thread that moved its seq from even to odd; a
- * reader takes it only if seq is even and unchanged around its loads
- * (acquire loads of release stores: a reader that saw a new field sees
- * the odd seq afterwards).  A pc whose object has no usable row is kept
- * too (err), so that the outermost frames do not ask the loader again.
+ * robin, lock-free.  An entry is rewritten only by the thread that moved
+ * its seq from even to odd; a reader takes it only if seq is even and
+ * unchanged around its loads (acquire loads of release stores: a reader
+ * that saw a new field sees the odd seq afterwards).  A pc whose object
+ * has no usable row is kept too (err), so that the outermost frames do
+ * not ask the loader again.
  *
- * An entry's key is its pc with the unload epoch in bits 48-63 (xor: the
- * pc itself needs at most 56 bits, and user code sits below 2^47 unless
- * a program maps it higher on purpose).  The epoch moves when a walk
- * sees that the loader unloaded an object since the last walk
- * (dl_iterate_phdr's dlpi_subs), so a row of an unloaded object is never
- * used again (until 65536 unloads later); a row computed while an object
+ * The table starts at one page (64 sets) and grows eightfold, up to
+ * 4,096 sets (256 KiB), each time it has taken in four times as many
+ * rows as it holds: most programs repeat a few dozen return addresses,
+ * and a profiled program should not keep pages it does not need (the
+ * profiling overhead target counts resident memory).  A grown table is
+ * mapped (os_map: no allocator lock) and published with one pointer; the
+ * old one stays mapped, since a walk may still be reading it, and its
+ * rows are computed again into the new one as walks meet them.
+ *
+ * An entry's key is its pc alone for a row of an object the loader never
+ * unloads (cfi_fixed below), else the pc with the unload tag (1 + the
+ * unload epoch, modulo 65535) in bits 48-63 (xor: cached pcs lie inside
+ * loaded objects, below 2^47).  The epoch moves when a walk sees that the
+ * loader unloaded an object since the last look (dl_iterate_phdr's
+ * dlpi_subs), which a walk does before its first lookup of a row that is
+ * not under a fixed key; so a row of an unloaded object is never used
+ * again (until 65535 unloads later), and a row computed while an object
  * went away is keyed by the epoch read before its lookup, so it is not
  * used either.
  */
-#define CACHE_LG 9               /* sets */
-#define CACHE_N ((size_t)1 << CACHE_LG)
 #define CACHE_WAYS 2
-#define CACHE_EPOCH_SHIFT 48
+#define CACHE_LG_FIRST 6         /* sets: 64 x 64 bytes, one page */
+#define CACHE_LG_STEP 3
+#define CACHE_LG_MAX 12
+#define CACHE_TAG_SHIFT 48
+#define CACHE_FILLS_PER_ENTRY 4  /* rows put before the table grows */
 
-static _Atomic uint64_t cfi_unloads_seen;   /* dlpi_subs at the last walk */
+static _Atomic uint64_t cfi_unloads_seen;   /* dlpi_subs at the last look */
 static _Atomic uint64_t cfi_epoch;          /* moves with it */
 
 static int unloads_cb(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -1223,7 +1268,7 @@ static int unloads_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 /*
- * The loader's lock across fork.  prof_cfi_walk_begin holds it for a
+ * The loader's lock across fork.  prof_cfi_unloads_check holds it for a
  * moment (dl_iterate_phdr takes it); a child forked while another thread
  * held it would inherit it held (glibc resets only dl_load_lock in the
  * child), and the child's first walk would wait forever (test/stress/
@@ -1234,7 +1279,7 @@ static int unloads_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 static _Atomic unsigned cfi_loader_inside;
 static _Atomic bool cfi_loader_closed;
 
-void prof_cfi_walk_begin(void) {
+void prof_cfi_unloads_check(void) {
 	uint64_t subs = 0;
 	/* Sequentially consistent: with prefork's store and load, either
 	 * this walk sees the gate closed or prefork sees it inside. */
@@ -1255,6 +1300,266 @@ void prof_cfi_walk_begin(void) {
 		atomic_fetch_add_explicit(&cfi_epoch, 1, memory_order_relaxed);
 }
 
+uint64_t prof_cfi_epoch(void) {
+	return atomic_load_explicit(&cfi_epoch, memory_order_relaxed);
+}
+
+/*
+ * Objects the loader never unloads: the program, the loader, libc (the
+ * program needs it from its start, and glibc unloads only what dlopen
+ * loaded), the vDSO, and this library when it is the process's malloc
+ * (unprefixed: loaded with the program or preloaded, never dlopened).
+ * Their mappings, found once (cfi_fixed_state 2: known); a row of code
+ * inside one is cached under its pc alone, so that a walk through them
+ * only never asks the loader about unloads.
+ */
+#define CFI_FIXED_MAX 5
+static _Atomic uintptr_t cfi_fixed_lo[CFI_FIXED_MAX];
+static _Atomic uintptr_t cfi_fixed_hi[CFI_FIXED_MAX];
+static _Atomic unsigned cfi_fixed_state;    /* 0 unknown, 1 finding, 2 */
+
+static bool obj_span(uintptr_t a, uintptr_t *lo, uintptr_t *hi);
+
+static void fixed_find(void) {
+	unsigned s = 0;
+	if (!atomic_compare_exchange_strong_explicit(&cfi_fixed_state, &s, 1,
+	    memory_order_acquire, memory_order_relaxed))
+		return;         /* known, or another thread is finding them */
+	const uintptr_t in[CFI_FIXED_MAX] = {
+		(uintptr_t)getauxval(AT_ENTRY),
+		(uintptr_t)getauxval(AT_BASE),
+		(uintptr_t)getauxval(AT_SYSINFO_EHDR),
+		(uintptr_t)&dl_iterate_phdr,
+		MP_PREFIX_STR[0] == '\0' ? (uintptr_t)&prof_cfi_find : 0,
+	};
+	for (unsigned i = 0; i < CFI_FIXED_MAX; i++) {
+		uintptr_t lo = 0, hi = 0;
+		if (in[i] == 0 || obj_span(in[i], &lo, &hi))
+			lo = hi = 0;
+		atomic_store_explicit(&cfi_fixed_lo[i], lo,
+		    memory_order_relaxed);
+		atomic_store_explicit(&cfi_fixed_hi[i], hi,
+		    memory_order_relaxed);
+	}
+	atomic_store_explicit(&cfi_fixed_state, 2, memory_order_release);
+}
+
+static bool fixed_has(uintptr_t pc) {
+	if (atomic_load_explicit(&cfi_fixed_state, memory_order_acquire) != 2)
+		return false;
+	for (unsigned i = 0; i < CFI_FIXED_MAX; i++) {
+		if (pc - atomic_load_explicit(&cfi_fixed_lo[i],
+		    memory_order_relaxed) < atomic_load_explicit(
+		    &cfi_fixed_hi[i], memory_order_relaxed) -
+		    atomic_load_explicit(&cfi_fixed_lo[i],
+		    memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
+typedef struct {
+	_Atomic uint64_t seq, key, w1, w2;
+} cache_ent_t;
+
+/* One set: a cache line. */
+typedef struct {
+	_Alignas(CACHELINE) cache_ent_t way[CACHE_WAYS];
+} cache_set_t;
+
+/* A table of 2^lg sets; next[i]: the way set i's next insertion replaces
+ * (a lost update between two writers only changes which way goes). */
+typedef struct {
+	unsigned lg;
+	_Atomic uint64_t fills;         /* rows put into it */
+	_Atomic uint8_t *next;
+	cache_set_t *sets;
+} cache_tab_t;
+
+static cache_set_t cache_first_sets[(size_t)1 << CACHE_LG_FIRST];
+static _Atomic uint8_t cache_first_next[(size_t)1 << CACHE_LG_FIRST];
+static cache_tab_t cache_first = {
+	.lg = CACHE_LG_FIRST, .next = cache_first_next,
+	.sets = cache_first_sets
+};
+static _Atomic(cache_tab_t *) cache_cur = &cache_first;
+static _Atomic bool cache_growing;
+
+static void cache_grow(cache_tab_t *t) {
+	if (t->lg >= CACHE_LG_MAX || atomic_exchange_explicit(&cache_growing,
+	    true, memory_order_acquire))
+		return;
+	if (atomic_load_explicit(&cache_cur, memory_order_relaxed) == t) {
+		unsigned lg = t->lg + CACHE_LG_STEP;
+		size_t nsets = (size_t)1 << lg;
+		size_t head = ALIGNMENT_CEILING(sizeof(cache_tab_t) + nsets,
+		    CACHELINE);
+		size_t size = PAGE_CEILING(head + nsets * sizeof(cache_set_t));
+		uint8_t *m = os_map(size, PAGE);        /* zeroed */
+		if (m != NULL) {
+			cache_tab_t *nt = (cache_tab_t *)(void *)m;
+			nt->lg = lg;
+			nt->next = (_Atomic uint8_t *)(m + sizeof(cache_tab_t));
+			nt->sets = (cache_set_t *)(void *)(m + head);
+			atomic_store_explicit(&cache_cur, nt,
+			    memory_order_release);
+		}
+	}
+	atomic_store_explicit(&cache_growing, false, memory_order_release);
+}
+
+static size_t cache_set(const cache_tab_t *t, uintptr_t pc) {
+	uint64_t h = (uint64_t)pc * 0x9e3779b97f4a7c15u;
+	return (size_t)(h >> (64 - t->lg));
+}
+
+/* Entry e's row if it holds key (w1, w2 as cache_put packs them). */
+static inline bool cache_way_get(cache_ent_t *e, uint64_t key, uint64_t *w1,
+    uint64_t *w2) {
+	uint64_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (s == 0 || (s & 1) != 0)
+		return false;
+	uint64_t k = atomic_load_explicit(&e->key, memory_order_acquire);
+	*w1 = atomic_load_explicit(&e->w1, memory_order_acquire);
+	*w2 = atomic_load_explicit(&e->w2, memory_order_acquire);
+	return atomic_load_explicit(&e->seq, memory_order_acquire) == s &&
+	    k == key;
+}
+
+static inline bool cache_get(cache_set_t *set, uint64_t key, uint64_t *w1,
+    uint64_t *w2) {
+	return cache_way_get(&set->way[0], key, w1, w2) ||
+	    cache_way_get(&set->way[1], key, w1, w2);
+}
+
+static inline prof_cfi_err_t cache_unpack(uintptr_t pc, uint64_t w1,
+    uint64_t w2, prof_cfi_rule_t *r) {
+	r->lo = r->hi = pc;
+	r->cfa_off = (int32_t)(uint32_t)w1;
+	r->ra_off = (int32_t)(uint32_t)(w1 >> 32);
+	r->rbp_off = (int32_t)(uint32_t)w2;
+	r->cfa = (uint8_t)(w2 >> 32);
+	r->ra_how = (uint8_t)(w2 >> 40 & 0xf);
+	r->rbp_how = (uint8_t)(w2 >> 44 & 0xf);
+	r->plt_k = (uint8_t)(w2 >> 48 & 0x3f);
+	r->signal = (w2 >> 54 & 1) != 0;
+	return (prof_cfi_err_t)(w2 >> 56 & 0xff);
+}
+
+static bool fits32(int64_t v) {
+	return v >= INT32_MIN && v <= INT32_MAX;
+}
+
+static void cache_put(cache_tab_t *t, uintptr_t pc, uint64_t key,
+    const prof_cfi_rule_t *r, prof_cfi_err_t err) {
+	if ((pc >> CACHE_TAG_SHIFT) != 0 || (err == PROF_CFI_OK &&
+	    (!fits32(r->cfa_off) || !fits32(r->ra_off) ||
+	    !fits32(r->rbp_off))))
+		return;
+	size_t i = cache_set(t, pc);
+	unsigned way = atomic_load_explicit(&t->next[i],
+	    memory_order_relaxed) % CACHE_WAYS;
+	atomic_store_explicit(&t->next[i], (uint8_t)(way + 1),
+	    memory_order_relaxed);
+	cache_ent_t *e = &t->sets[i].way[way];
+	uint64_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	if ((s & 1) != 0 || !atomic_compare_exchange_strong_explicit(&e->seq,
+	    &s, s + 1, memory_order_acq_rel, memory_order_relaxed))
+		return;         /* another thread is writing it */
+	uint64_t w1 = 0, w2 = (uint64_t)err << 56;
+	if (err == PROF_CFI_OK) {
+		w1 = (uint64_t)(uint32_t)(int32_t)r->cfa_off |
+		    (uint64_t)(uint32_t)(int32_t)r->ra_off << 32;
+		w2 |= (uint64_t)(uint32_t)(int32_t)r->rbp_off |
+		    (uint64_t)r->cfa << 32 | (uint64_t)(r->ra_how & 0xf) << 40 |
+		    (uint64_t)(r->rbp_how & 0xf) << 44 |
+		    (uint64_t)(r->plt_k & 0x3f) << 48 |
+		    (uint64_t)r->signal << 54;
+	}
+	atomic_store_explicit(&e->key, key, memory_order_release);
+	atomic_store_explicit(&e->w1, w1, memory_order_release);
+	atomic_store_explicit(&e->w2, w2, memory_order_release);
+	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+	uint64_t fills = atomic_fetch_add_explicit(&t->fills, 1,
+	    memory_order_relaxed) + 1;
+	if (fills > ((uint64_t)CACHE_FILLS_PER_ENTRY * CACHE_WAYS << t->lg))
+		cache_grow(t);
+}
+
+/* The row at pc, not found in t under pc alone: under the unload tag,
+ * or from the object's tables (then cached).  Out of line: a walk of a
+ * stack seen before finds each row in the cache at once. */
+static MP_COLD prof_cfi_err_t row_miss(prof_cfi_walk_t *w, cache_tab_t *t,
+    cache_set_t *set, uintptr_t pc, prof_cfi_rule_t *rule) {
+	uint64_t w1, w2;
+	if (!w->unloads_checked) {
+		w->unloads_checked = true;
+		prof_cfi_unloads_check();
+	}
+	uint64_t key = (uint64_t)pc ^ (prof_cfi_epoch() % 0xffff + 1) <<
+	    CACHE_TAG_SHIFT;
+	if (cache_get(set, key, &w1, &w2))
+		return cache_unpack(pc, w1, w2, rule);
+	prof_cfi_obj_t obj;
+	if (obj_find(pc, &obj))
+		return PROF_CFI_NOT_FOUND;      /* not cached: the object
+						 * may come */
+	prof_cfi_err_t err = prof_cfi_find(&obj, pc, rule);
+	if (atomic_load_explicit(&cfi_fixed_state, memory_order_relaxed) == 0)
+		fixed_find();
+	cache_put(t, pc, fixed_has(pc) ? (uint64_t)pc : key, rule, err);
+	return err;
+}
+
+/* The row at return address ret, from the cache or the object's
+ * tables.  w: the walk's state (whether it has looked at the loader's
+ * unloads yet). */
+static inline prof_cfi_err_t row_at(prof_cfi_walk_t *w, uintptr_t ret,
+    prof_cfi_rule_t *rule) {
+	if (ret == 0)
+		return PROF_CFI_END;
+	uintptr_t pc = ret - 1;
+	cache_tab_t *t = atomic_load_explicit(&cache_cur, memory_order_acquire);
+	cache_set_t *set = &t->sets[cache_set(t, pc)];
+	uint64_t w1, w2;
+	if (likely(cache_get(set, pc, &w1, &w2)))
+		return cache_unpack(pc, w1, w2, rule);
+	return row_miss(w, t, set, pc, rule);
+}
+
+prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
+    uintptr_t hi) {
+	prof_cfi_walk_t w = {false};
+	prof_cfi_rule_t rule;
+	prof_cfi_err_t err = row_at(&w, regs->rip, &rule);
+	if (err != PROF_CFI_OK)
+		return err;
+	return prof_cfi_apply(&rule, regs, lo, hi);
+}
+
+prof_cfi_err_t prof_cfi_row(prof_cfi_walk_t *w, uintptr_t ret,
+    prof_cfi_rule_t *rule) {
+	return row_at(w, ret, rule);
+}
+
+bool prof_cfi_keeps_fp(uintptr_t ret) {
+	prof_cfi_walk_t w = {false};
+	prof_cfi_rule_t r;
+	return row_at(&w, ret, &r) != PROF_CFI_OK || prof_cfi_rule_keeps_fp(&r);
+}
+
+/* Whether pc's rows are cached without the unload epoch (unit tests). */
+bool prof_cfi_fixed(uintptr_t pc) {
+	fixed_find();
+	return fixed_has(pc);
+}
+
+/* Sets in the current table (unit tests). */
+size_t prof_cfi_cache_sets(void) {
+	return (size_t)1 << atomic_load_explicit(&cache_cur,
+	    memory_order_acquire)->lg;
+}
+
 void prof_cfi_prefork(void) {
 	atomic_store(&cfi_loader_closed, true);
 	while (atomic_load(&cfi_loader_inside) != 0)
@@ -1271,142 +1576,9 @@ void prof_cfi_postfork_child(void) {
 	obj_postfork();
 	atomic_store(&cfi_loader_inside, 0);
 	atomic_store(&cfi_loader_closed, false);
-}
-
-uint64_t prof_cfi_epoch(void) {
-	return atomic_load_explicit(&cfi_epoch, memory_order_relaxed);
-}
-
-static uint64_t cache_key(uintptr_t pc) {
-	return (uint64_t)pc ^ atomic_load_explicit(&cfi_epoch,
-	    memory_order_relaxed) << CACHE_EPOCH_SHIFT;
-}
-
-typedef struct {
-	_Atomic uint64_t seq, pc, w1, w2;       /* pc: the key (cache_key) */
-} cache_ent_t;
-
-/* One set: a cache line.  next: the way the next insertion replaces (a
- * lost update between two writers only changes which way goes). */
-typedef struct {
-	cache_ent_t way[CACHE_WAYS];
-} cache_set_t;
-
-static cache_set_t cfi_cache[CACHE_N];
-static _Atomic uint8_t cfi_cache_next[CACHE_N];
-
-static size_t cache_set(uintptr_t pc) {
-	uint64_t h = (uint64_t)pc * 0x9e3779b97f4a7c15u;
-	return (size_t)(h >> (64 - CACHE_LG));
-}
-
-/* Entry e's row if it holds key (w1, w2 as cache_put packs them). */
-static bool cache_way_get(cache_ent_t *e, uint64_t key, uint64_t *w1,
-    uint64_t *w2) {
-	uint64_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
-	if (s == 0 || (s & 1) != 0)
-		return false;
-	uint64_t p = atomic_load_explicit(&e->pc, memory_order_acquire);
-	*w1 = atomic_load_explicit(&e->w1, memory_order_acquire);
-	*w2 = atomic_load_explicit(&e->w2, memory_order_acquire);
-	return atomic_load_explicit(&e->seq, memory_order_acquire) == s &&
-	    p == key;
-}
-
-static bool cache_get(uintptr_t pc, uint64_t key, prof_cfi_rule_t *r,
-    prof_cfi_err_t *err) {
-	cache_set_t *set = &cfi_cache[cache_set(pc)];
-	uint64_t w1, w2;
-	if (!cache_way_get(&set->way[0], key, &w1, &w2) &&
-	    !cache_way_get(&set->way[1], key, &w1, &w2))
-		return false;
-	*err = (prof_cfi_err_t)(w2 >> 56 & 0xff);
-	r->lo = r->hi = pc;
-	r->cfa_off = (int32_t)(uint32_t)w1;
-	r->ra_off = (int32_t)(uint32_t)(w1 >> 32);
-	r->rbp_off = (int32_t)(uint32_t)w2;
-	r->cfa = (uint8_t)(w2 >> 32);
-	r->ra_how = (uint8_t)(w2 >> 40 & 0xf);
-	r->rbp_how = (uint8_t)(w2 >> 44 & 0xf);
-	r->plt_k = (uint8_t)(w2 >> 48 & 0x3f);
-	r->signal = (w2 >> 54 & 1) != 0;
-	return true;
-}
-
-static bool fits32(int64_t v) {
-	return v >= INT32_MIN && v <= INT32_MAX;
-}
-
-static void cache_put(uintptr_t pc, uint64_t key, const prof_cfi_rule_t *r,
-    prof_cfi_err_t err) {
-	if (err == PROF_CFI_OK && (!fits32(r->cfa_off) ||
-	    !fits32(r->ra_off) || !fits32(r->rbp_off)))
-		return;
-	size_t i = cache_set(pc);
-	unsigned way = atomic_load_explicit(&cfi_cache_next[i],
-	    memory_order_relaxed) % CACHE_WAYS;
-	atomic_store_explicit(&cfi_cache_next[i], (uint8_t)(way + 1),
-	    memory_order_relaxed);
-	cache_ent_t *e = &cfi_cache[i].way[way];
-	uint64_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
-	if ((s & 1) != 0 || !atomic_compare_exchange_strong_explicit(&e->seq,
-	    &s, s + 1, memory_order_acq_rel, memory_order_relaxed))
-		return;         /* another thread is writing it */
-	uint64_t w1 = 0, w2 = (uint64_t)err << 56;
-	if (err == PROF_CFI_OK) {
-		w1 = (uint64_t)(uint32_t)(int32_t)r->cfa_off |
-		    (uint64_t)(uint32_t)(int32_t)r->ra_off << 32;
-		w2 |= (uint64_t)(uint32_t)(int32_t)r->rbp_off |
-		    (uint64_t)r->cfa << 32 | (uint64_t)(r->ra_how & 0xf) << 40 |
-		    (uint64_t)(r->rbp_how & 0xf) << 44 |
-		    (uint64_t)(r->plt_k & 0x3f) << 48 |
-		    (uint64_t)r->signal << 54;
-	}
-	atomic_store_explicit(&e->pc, key, memory_order_release);
-	atomic_store_explicit(&e->w1, w1, memory_order_release);
-	atomic_store_explicit(&e->w2, w2, memory_order_release);
-	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
-}
-
-/* The row at return address ret, from the cache or the object's
- * tables (then cached). */
-static prof_cfi_err_t row_at(uintptr_t ret, prof_cfi_rule_t *rule) {
-	if (ret == 0)
-		return PROF_CFI_END;
-	uintptr_t pc = ret - 1;
-	prof_cfi_err_t err;
-	uint64_t key = cache_key(pc);
-	if (!cache_get(pc, key, rule, &err)) {
-		prof_cfi_obj_t obj;
-		if (obj_find(pc, &obj))
-			return PROF_CFI_NOT_FOUND;      /* not cached: the
-							 * object may come */
-		err = prof_cfi_find(&obj, pc, rule);
-		cache_put(pc, key, rule, err);
-	}
-	return err;
-}
-
-prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
-    uintptr_t hi) {
-	prof_cfi_rule_t rule;
-	prof_cfi_err_t err = row_at(regs->rip, &rule);
-	if (err != PROF_CFI_OK)
-		return err;
-	return prof_cfi_apply(&rule, regs, lo, hi);
-}
-
-prof_cfi_err_t prof_cfi_row(uintptr_t ret, prof_cfi_rule_t *rule) {
-	return row_at(ret, rule);
-}
-
-bool prof_cfi_rule_keeps_fp(const prof_cfi_rule_t *r) {
-	return r->cfa == PROF_CFI_CFA_RBP && r->cfa_off == 16 &&
-	    r->ra_how == PROF_CFI_AT_CFA && r->ra_off == -8 &&
-	    r->rbp_how == PROF_CFI_AT_CFA && r->rbp_off == -16;
-}
-
-bool prof_cfi_keeps_fp(uintptr_t ret) {
-	prof_cfi_rule_t r;
-	return row_at(ret, &r) != PROF_CFI_OK || prof_cfi_rule_keeps_fp(&r);
+	/* A grow or a fixed_find in another thread died with the fork:
+	 * what it published is whole, the rest was never seen. */
+	atomic_store(&cache_growing, false);
+	unsigned s = 1;
+	atomic_compare_exchange_strong(&cfi_fixed_state, &s, 0);
 }

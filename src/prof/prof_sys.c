@@ -301,21 +301,6 @@ static void text_self_init(void) {
 	atomic_store_explicit(&text_self_known, true, memory_order_release);
 }
 
-/* Loads the tables once, unless another thread is loading them. */
-static void text_load_once(void) {
-	if (atomic_load_explicit(&text_gen, memory_order_acquire) != 0 ||
-	    atomic_exchange_explicit(&text_busy, true, memory_order_acquire))
-		return;
-	if (atomic_load_explicit(&text_gen, memory_order_acquire) == 0) {
-		int saved = errno;
-		text_reload_locked();
-		atomic_store_explicit(&text_loaded_ns, now_ns(),
-		    memory_order_relaxed);
-		errno = saved;
-	}
-	atomic_store_explicit(&text_busy, false, memory_order_release);
-}
-
 /* Whether return address ret points into executable text (ret - 1: the
  * call instruction, which may end a mapping). */
 static bool text_contains(uintptr_t ret) {
@@ -376,22 +361,24 @@ unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
 /*
  * The rest of the stack by call-frame information, from the registers
  * of the caller of the last frame walked: g.rip its return address,
- * g.rsp the address above that frame, g.rbp what the frame saved.
- * Elsewhere than on x86-64 the walk ends here.
+ * g.rsp the address above that frame, g.rbp what the frame saved; row
+ * the result of the lookup of g.rip's row into *rule, if the caller made
+ * it (have_row).  Elsewhere than on x86-64 the walk ends here.
  */
 
 static unsigned cfi_walk(void **vec, unsigned n, unsigned max,
-    prof_cfi_regs_t g, uintptr_t lo, uintptr_t hi) {
+    prof_cfi_walk_t *w, prof_cfi_regs_t g, prof_cfi_rule_t *rule,
+    bool have_row, prof_cfi_err_t row, uintptr_t lo, uintptr_t hi) {
 #if defined(__x86_64__)
-	prof_cfi_rule_t rule;
-	prof_cfi_err_t row = prof_cfi_row(g.rip, &rule);
+	if (!have_row)
+		row = prof_cfi_row(w, g.rip, rule);
 	while (n < max && row == PROF_CFI_OK) {
-		if (prof_cfi_apply(&rule, &g, lo, hi) != PROF_CFI_OK)
+		if (prof_cfi_apply(rule, &g, lo, hi) != PROF_CFI_OK)
 			break;
 		/* The caller's row (the next step's): having one says g.rip
 		 * is code; without one, the text table decides whether it
 		 * is a last frame or garbage. */
-		row = prof_cfi_row(g.rip, &rule);
+		row = prof_cfi_row(w, g.rip, rule);
 		if (row != PROF_CFI_OK && !text_contains(g.rip))
 			break;
 		vec[n++] = (void *)g.rip;
@@ -399,7 +386,11 @@ static unsigned cfi_walk(void **vec, unsigned n, unsigned max,
 #else
 	(void)vec;
 	(void)max;
+	(void)w;
 	(void)g;
+	(void)rule;
+	(void)have_row;
+	(void)row;
 	(void)lo;
 	(void)hi;
 #endif
@@ -412,7 +403,8 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t hi = tsd->stack_hi;
 	unsigned n = 0, skipped = 0;
-	text_load_once();
+	/* The text table is loaded by its first lookup (text_contains): a
+	 * walk whose every frame has a row needs none. */
 	if (!atomic_load_explicit(&text_self_known, memory_order_acquire))
 		text_self_init();
 	uintptr_t self_hi = atomic_load_explicit(&text_self_hi,
@@ -420,11 +412,14 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	uintptr_t self_lo = atomic_load_explicit(&text_self_lo,
 	    memory_order_relaxed);
 	unsigned mode = opt_prof_unwind;
-	if (mode != PROF_UNWIND_FP && CFI_ARCH)
-		prof_cfi_walk_begin();
+	prof_cfi_walk_t w = {false};
 	uintptr_t stack_lo = lo;
-	/* The registers of the caller of the last frame recorded. */
+	/* The registers of the caller of the last frame recorded, and the
+	 * row of its return address if looked up (auto). */
 	prof_cfi_regs_t g = {0, 0, 0};
+	prof_cfi_rule_t rule;
+	prof_cfi_err_t row = PROF_CFI_NOT_FOUND;
+	bool have_row = false;
 	while (n < max) {
 		if (fp < lo || fp > hi - 2 * sizeof(uintptr_t) ||
 		    (fp & (sizeof(uintptr_t) - 1)) != 0)
@@ -440,15 +435,17 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 			/* auto: the row of the function at ret says whether
 			 * it keeps a frame pointer, and that ret is code (no
 			 * text table lookup then). */
-			prof_cfi_rule_t rule;
-			prof_cfi_err_t row = PROF_CFI_NOT_FOUND;
-			if (mode == PROF_UNWIND_AUTO && CFI_ARCH)
-				row = prof_cfi_row(ret, &rule);
+			have_row = mode == PROF_UNWIND_AUTO && CFI_ARCH;
+			row = have_row ? prof_cfi_row(&w, ret, &rule) :
+			    PROF_CFI_NOT_FOUND;
 			/* The first return address left is the call into
 			 * the allocator: the program's own, whatever the
 			 * tables say. */
-			if (n > 0 && row != PROF_CFI_OK && !text_contains(ret))
+			if (n > 0 && row != PROF_CFI_OK &&
+			    !text_contains(ret)) {
+				have_row = false;       /* not g.rip's */
 				break;
+			}
 			vec[n++] = (void *)ret;
 			g = (prof_cfi_regs_t){ret, fp + 2 * sizeof(uintptr_t),
 			    next};
@@ -471,6 +468,7 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	 * none (or at once, for cfi), the walk goes on from the last frame
 	 * recorded. */
 	if (mode != PROF_UNWIND_FP && n > 0 && n < max)
-		n = cfi_walk(vec, n, max, g, stack_lo, hi);
+		n = cfi_walk(vec, n, max, &w, g, &rule, have_row, row,
+		    stack_lo, hi);
 	return n;
 }

@@ -20,7 +20,9 @@
 #include "../test_util.h"
 
 #include "malloc_prof/internal/internal.h"
+#include <dlfcn.h>
 #include <link.h>
+#include <string.h>
 
 /* ------------------------------------------------------- table builder */
 
@@ -1149,7 +1151,7 @@ static void test_garbage_registers(void **state) {
 		    .rbp = (i & 4) ? here + (v[2] % 8192) - 4096 : v[2]};
 		prof_cfi_regs_t before = g;
 		if (i % 64 == 0)
-			prof_cfi_walk_begin();
+			prof_cfi_unloads_check();
 		prof_cfi_err_t err = prof_cfi_unwind(&g, lo, hi);
 		if (err != PROF_CFI_OK) {
 			MP_ASSERT(memcmp(&g, &before, sizeof(g)) == 0,
@@ -1187,9 +1189,9 @@ static unsigned long long loader_unloads(void) {
 static void test_unload_epoch(void **state) {
 	(void)state;
 #if defined(__x86_64__)
-	prof_cfi_walk_begin();
+	prof_cfi_unloads_check();
 	uint64_t e0 = prof_cfi_epoch();
-	prof_cfi_walk_begin();
+	prof_cfi_unloads_check();
 	assert_int_equal(prof_cfi_epoch(), e0);         /* nothing unloaded */
 	unsigned long long before = loader_unloads();
 	void *h = dlopen("libutil.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -1200,10 +1202,10 @@ static void test_unload_epoch(void **state) {
 	assert_int_equal(dlclose(h), 0);
 	if (loader_unloads() == before)
 		MP_SKIP("dlclose unloaded nothing (loaded already?)");
-	prof_cfi_walk_begin();
+	prof_cfi_unloads_check();
 	MP_ASSERT(prof_cfi_epoch() == e0 + 1, "epoch %llu, want %llu",
 	    (unsigned long long)prof_cfi_epoch(), (unsigned long long)e0 + 1);
-	prof_cfi_walk_begin();
+	prof_cfi_unloads_check();
 	assert_int_equal(prof_cfi_epoch(), e0 + 1);
 	chain_sink = chain_lvl0(3);
 	for (int pass = 0; pass < 2; pass++) {
@@ -1215,6 +1217,85 @@ static void test_unload_epoch(void **state) {
 #else
 	MP_SKIP("x86-64 only");
 #endif
+}
+
+/* The executable segment of the loaded object whose name contains
+ * `name` (NULL: the one loaded at `bias`). */
+typedef struct {
+	const char *name;
+	uintptr_t bias, lo, hi;
+} seg_query_t;
+
+static int seg_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+	seg_query_t *q = arg;
+	(void)size;
+	if (q->name != NULL ? info->dlpi_name == NULL ||
+	    strstr(info->dlpi_name, q->name) == NULL :
+	    (uintptr_t)info->dlpi_addr != q->bias)
+		return 0;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) != 0) {
+			q->lo = info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+			q->hi = q->lo + (uintptr_t)ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Rows of objects the loader never unloads are cached without the
+ * unload epoch (a walk through them never asks the loader about
+ * unloads); a dlopened library's are not. */
+static void test_fixed_objects(void **state) {
+	(void)state;
+	MP_ASSERT(prof_cfi_fixed((uintptr_t)&test_fixed_objects),
+	    "the program's code is not fixed");
+	seg_query_t libc = {.name = "libc.so"};
+	dl_iterate_phdr(seg_cb, &libc);
+	if (libc.lo == 0)
+		MP_SKIP("libc.so not found (a static program?)");
+	MP_ASSERT(prof_cfi_fixed(libc.lo + 64), "libc's code is not fixed");
+	void *h = dlopen("libutil.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL)
+		h = dlopen("libanl.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL)
+		MP_SKIP("no small library to dlopen: %s", dlerror());
+	struct link_map *lm = NULL;
+	assert_int_equal(dlinfo(h, RTLD_DI_LINKMAP, &lm), 0);
+	seg_query_t lib = {.bias = (uintptr_t)lm->l_addr};
+	dl_iterate_phdr(seg_cb, &lib);
+	assert_true(lib.lo != 0 && lib.lo < lib.hi);
+	MP_ASSERT(prof_cfi_in_text(lib.lo), "the loader does not know "
+	    "the dlopened library's code");
+	MP_ASSERT(!prof_cfi_fixed(lib.lo), "a dlopened library's code "
+	    "counts as never unloaded");
+	assert_int_equal(dlclose(h), 0);
+}
+
+/* The row cache starts at one page and grows eightfold once it has taken
+ * in four times as many rows as it holds (the tests after this one walk
+ * with the grown table). */
+static void test_cache_grows(void **state) {
+	(void)state;
+	size_t s0 = prof_cfi_cache_sets();
+	MP_ASSERT(s0 >= 64 && s0 <= 4096 && (s0 & (s0 - 1)) == 0,
+	    "%zu sets", s0);
+	if (s0 == 4096)
+		MP_SKIP("the cache has grown to its largest already");
+	seg_query_t libc = {.name = "libc.so"};
+	dl_iterate_phdr(seg_cb, &libc);
+	if (libc.lo == 0)
+		MP_SKIP("libc.so not found (a static program?)");
+	/* Distinct return addresses in libc's text: each is a row computed
+	 * and put (a pc that no FDE covers is kept too). */
+	size_t need = 4 * 2 * s0 + 64;
+	MP_ASSERT(libc.hi - libc.lo > need * 16, "libc's text is %zu bytes",
+	    (size_t)(libc.hi - libc.lo));
+	for (size_t i = 0; i < need; i++)
+		(void)prof_cfi_keeps_fp(libc.lo + 16 * i + 1);
+	MP_ASSERT(prof_cfi_cache_sets() == s0 * 8, "%zu sets after %zu rows, "
+	    "want %zu", prof_cfi_cache_sets(), need, s0 * 8);
 }
 
 int main(void) {
@@ -1231,6 +1312,8 @@ int main(void) {
 		cmocka_unit_test(test_mutations),
 		cmocka_unit_test(test_binary_search),
 		cmocka_unit_test(test_apply),
+		cmocka_unit_test(test_fixed_objects),
+		cmocka_unit_test(test_cache_grows),
 		cmocka_unit_test(test_real_tables),
 		cmocka_unit_test(test_chain),
 		cmocka_unit_test(test_unload_epoch),

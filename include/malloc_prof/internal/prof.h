@@ -56,16 +56,21 @@ typedef struct prof_tctx_s prof_tctx_t;
 /*
  * One thread's profiling identity.  Created at the thread's first sample
  * or thread.prof.* call; kept after the thread exits while any tctx still
- * names it (ntctx > 0), so that its objects stay attributed to it.
+ * names it, so that its objects stay attributed to it: refs counts
+ * TDATA_REF_TCTX per tctx naming it plus TDATA_REF_THREAD while its
+ * thread is alive, and whoever drops it to 0 frees it (a sample adds a
+ * tctx's reference without a lock: only the thread itself adds any).
  * uid is the `tN` of dumps: first-use order, not the OS thread id.
- * Guarded by prof_tdatas_mtx, except `active` (read racily by its thread).
+ * The list and name are guarded by prof_tdatas_mtx; `active` is read
+ * racily by its thread.
  */
+#define TDATA_REF_THREAD ((uint64_t)1)
+#define TDATA_REF_TCTX ((uint64_t)2)
 struct prof_tdata_s {
 	uint64_t uid;
 	char name[PROF_THREAD_NAME_MAX];
 	_Atomic bool active;             /* thread.prof.active */
-	bool attached;                   /* its thread is alive */
-	uint64_t ntctx;                  /* tctxs naming it (tdatas_mtx) */
+	_Atomic uint64_t refs;
 	prof_tdata_t *prev, *next;       /* the global list, by uid */
 };
 
@@ -279,10 +284,16 @@ prof_cfi_err_t prof_cfi_apply(const prof_cfi_rule_t *rule,
  * else a return address, looked up at rip - 1), then prof_cfi_apply. */
 prof_cfi_err_t prof_cfi_step(const prof_cfi_obj_t *obj,
     prof_cfi_regs_t *regs, bool first, uintptr_t lo, uintptr_t hi);
+/* A walk's state across its lookups of rows (prof_cfi_row): whether it
+ * has looked at the loader's unloads yet.  {false} at its start. */
+typedef struct prof_cfi_walk_s {
+	bool unloads_checked;
+} prof_cfi_walk_t;
 /* The backtrace's step: regs->rip is a return address, whose object is
  * found without locks and whose row is cached by pc.  Never allocates,
- * never locks; may take the loader's lock (without _dl_find_object) to
- * reload its table, so call it with no allocator lock held. */
+ * never locks; may take the loader's lock (dl_iterate_phdr: the unload
+ * count, and without _dl_find_object the object table's reload), so call
+ * it with no allocator lock held. */
 prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
     uintptr_t hi);
 /* Whether the function of return address ret keeps a frame pointer
@@ -291,26 +302,37 @@ prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
  * true when it has no usable row (a frame-pointer walk is all there
  * is).  Same conditions as prof_cfi_unwind. */
 bool prof_cfi_keeps_fp(uintptr_t ret);
-/* The row at return address ret, as prof_cfi_unwind finds it (cached):
- * PROF_CFI_OK says ret is code with call-frame information.  The walk
- * uses it to apply the row itself (prof_cfi_apply) and to skip the text
- * table's lookup for an address that has a row. */
-prof_cfi_err_t prof_cfi_row(uintptr_t ret, prof_cfi_rule_t *rule);
+/* The row at return address ret, as prof_cfi_unwind finds it (cached),
+ * within walk w: PROF_CFI_OK says ret is code with call-frame
+ * information.  The walk uses it to apply the row itself
+ * (prof_cfi_apply) and to skip the text table's lookup for an address
+ * that has a row.  The first lookup in w of a row of an object that may
+ * be unloaded reads the loader's unload count (prof_cfi_unloads_check):
+ * rows cached before an object was unloaded (dlclose) are not used after
+ * it.  Same conditions as prof_cfi_unwind. */
+prof_cfi_err_t prof_cfi_row(prof_cfi_walk_t *w, uintptr_t ret,
+    prof_cfi_rule_t *rule);
 /* Whether rule is the frame-pointer row (prof_cfi_keeps_fp). */
-bool prof_cfi_rule_keeps_fp(const prof_cfi_rule_t *rule);
-/* At the start of each walk that may use the two above: rows cached
- * before an object was unloaded (dlclose) are not used after it.  Takes
- * the loader's lock (dl_iterate_phdr, stopped at its first object):
- * same conditions as prof_cfi_unwind. */
-void prof_cfi_walk_begin(void);
+static inline bool prof_cfi_rule_keeps_fp(const prof_cfi_rule_t *r) {
+	return r->cfa == PROF_CFI_CFA_RBP && r->cfa_off == 16 &&
+	    r->ra_how == PROF_CFI_AT_CFA && r->ra_off == -8 &&
+	    r->rbp_how == PROF_CFI_AT_CFA && r->rbp_off == -16;
+}
+/* Reads the loader's count of unloads (dl_iterate_phdr, stopped at its
+ * first object) and moves the cache's unload epoch if it changed. */
+void prof_cfi_unloads_check(void);
 /* Whether a lies in an executable segment of a loaded object, asked of
  * the loader without its lock (_dl_find_object; else the object table,
  * reloaded on a miss at most every 100 ms).  For prof_sys.c's text check,
  * whose own table may not know a library dlopened since its last load. */
 bool prof_cfi_in_text(uintptr_t a);
-/* The cache's unload epoch (for the unit tests). */
+/* The cache's unload epoch, whether pc lies in an object whose rows are
+ * cached without it (never unloaded), and the sets of the cache's
+ * current table (for the unit tests). */
 uint64_t prof_cfi_epoch(void);
-/* fork: no thread inside the loader (prof_cfi_walk_begin, the object
+bool prof_cfi_fixed(uintptr_t pc);
+size_t prof_cfi_cache_sets(void);
+/* fork: no thread inside the loader (prof_cfi_unloads_check, the object
  * table's reload) across it. */
 void prof_cfi_prefork(void);
 void prof_cfi_postfork_parent(void);
