@@ -162,6 +162,27 @@ static unsigned long wl_vmhwm_kb(void) {
 	return kb;
 }
 
+/* The process's file-backed and shared resident memory now (RssFile +
+ * RssShmem), KiB, or 0 if unknown: pages of the program's and its
+ * libraries' files, which the page cache shares with every process that
+ * maps them.  Subtracted from VmHWM it bounds the peak of the memory the
+ * process allocated itself from below (file-backed pages are rarely
+ * dropped once mapped, so at the peak there were at most this many). */
+static unsigned long wl_rss_file_kb(void) {
+	FILE *f = fopen("/proc/self/status", "r");
+	if (f == NULL)
+		return 0;
+	char line[256];
+	unsigned long kb = 0, v;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "RssFile: %lu kB", &v) == 1 ||
+		    sscanf(line, "RssShmem: %lu kB", &v) == 1)
+			kb += v;
+	}
+	fclose(f);
+	return kb;
+}
+
 static void wl_print(const char *name, uint64_t cs) {
 	printf("%s checksum=%016" PRIx64 " vmhwm_kb=%lu\n", name, cs,
 	    wl_vmhwm_kb());
@@ -1181,6 +1202,7 @@ int main(int argc, char **argv) {
 				wl_die(2, "invalid scale \"%s\"", arg);
 		}
 		w->scaled(scale);
+		printf("rss_file_kb=%lu\n", wl_rss_file_kb());
 	}
 	if (fflush(stdout) != 0)
 		wl_die(1, "writing stdout: %s", strerror(errno));
