@@ -19,8 +19,8 @@
 #include "malloc_prof/internal/internal.h"
 
 /* Bytes of large blocks one cache may hold. */
-#define TCACHE_LARGE_BUDGET(max) ((max) * 4 > ((size_t)1 << 20) ? \
-    (max) * 4 : ((size_t)1 << 20))
+#define TCACHE_LARGE_BUDGET(max) ((max) * 64 > ((size_t)1 << 20) ? \
+    (max) * 64 : ((size_t)1 << 20))
 
 void tcache_init(tcache_t *tc, arena_t *arena, bool shared) {
 	memset(tc, 0, sizeof(*tc));
