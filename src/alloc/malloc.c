@@ -712,7 +712,7 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 			return p;
 		/* A small block moving to another small class: malloc's and
 		 * free's fast paths around the copy (ralloc_impl's general
-		 * path cost 4x the instructions of a malloc+free pair). */
+		 * path cost about 500 instructions, ten malloc+free pairs). */
 		if (tag - 1 < SC_NBINS) {
 			void *q = realloc_small_move(p, entry, size);
 			if (q != NULL)
