@@ -50,6 +50,8 @@ WORKLOADS = [
     ("falseshare", 4, True, False),
     ("threadchurn", 4, True, False),
     ("realloc", 1, True, True),
+    ("reallocgrow", 1, True, True),
+    ("midsize", 1, True, True),
     ("large", 1, True, False),
     ("largezero", 1, True, False),
     # frag sleeps through a decay period: its time says nothing.

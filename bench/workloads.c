@@ -803,6 +803,142 @@ static void wl_realloc(double scale) {
 	wl_print("realloc", cs);
 }
 
+/* ---- reallocgrow: vectors grown by doubling, then freed at random ---- */
+
+#define WL_RG_VECS 5000
+#define WL_RG_ROUNDS 24
+#define WL_RG_FIRST 16
+#define WL_RG_LG_MIN 8          /* final sizes 256 B .. */
+#define WL_RG_LG_MAX 15         /* .. 32 KiB */
+#define WL_RG_STRIDE 256        /* bytes between writes */
+
+/*
+ * What a vector's push_back does to the heap: start at 16 bytes, double
+ * the capacity with realloc whenever it is full, then write the new
+ * bytes, one every 256 as in midsize (and the last one), so that the
+ * pages are the program's but the allocator's share of the time shows.
+ * Final sizes are log-uniform from 256 B to 32 KiB, so each realloc
+ * crosses size classes, small and large, and the copy it makes is all of
+ * what the vector holds.  5,000 vectors are built one after another and
+ * live together, then freed in random order (a Fisher-Yates shuffle), so
+ * that each round's vectors find the heap the last round left behind.
+ */
+static void wl_reallocgrow(double scale) {
+	unsigned char **v = calloc(WL_RG_VECS, sizeof(*v));
+	uint32_t *size = calloc(WL_RG_VECS, sizeof(*size));
+	uint32_t *order = calloc(WL_RG_VECS, sizeof(*order));
+	if (v == NULL || size == NULL || order == NULL)
+		wl_oom();
+	wl_rng_t r;
+	wl_rng_seed(&r, "reallocgrow", 0);
+	uint64_t rounds = wl_scaled(scale, WL_RG_ROUNDS);
+	uint64_t cs = 0;
+	for (uint64_t n = 0; n < rounds; n++) {
+		for (unsigned k = 0; k < WL_RG_VECS; k++) {
+			uint64_t x = wl_rng_next(&r);
+			double lg = WL_RG_LG_MIN + (double)(x >> 11) *
+			    0x1.0p-53 * (WL_RG_LG_MAX - WL_RG_LG_MIN);
+			uint32_t final = (uint32_t)exp2(lg);
+			uint32_t cap = WL_RG_FIRST, len = 0;
+			unsigned char *p = wl_malloc(cap);
+			while (len < final) {
+				if (len == cap) {
+					cap *= 2;
+					p = realloc(p, cap);
+					if (p == NULL)
+						wl_oom();
+					/* The last byte written must have
+					 * come along. */
+					cs = wl_mix(cs, p[len - 1]);
+				}
+				uint32_t end = cap < final ? cap : final;
+				for (uint32_t off = len; off < end;
+				    off += WL_RG_STRIDE)
+					p[off] = (unsigned char)((x >> 56) +
+					    off / WL_RG_STRIDE);
+				p[end - 1] = (unsigned char)(x >> 48);
+				len = end;
+			}
+			v[k] = p;
+			size[k] = final;
+			order[k] = k;
+		}
+		for (unsigned k = WL_RG_VECS - 1; k > 0; k--) {
+			unsigned j = (unsigned)(wl_rng_next(&r) % (k + 1));
+			uint32_t t = order[k];
+			order[k] = order[j];
+			order[j] = t;
+		}
+		for (unsigned k = 0; k < WL_RG_VECS; k++) {
+			unsigned i = order[k];
+			cs = wl_mix(cs, v[i][0] ^ ((uint64_t)v[i][size[i] -
+			    1] << 8));
+			free(v[i]);
+		}
+	}
+	free(v);
+	free(size);
+	free(order);
+	wl_print("reallocgrow", cs);
+}
+
+/* ---- midsize: log-uniform sizes up to 64 KiB, a large live set ---- */
+
+#define WL_MID_SLOTS 20000
+#define WL_MID_STEPS 6000000
+#define WL_MID_LG_MIN 3         /* 8 B .. */
+#define WL_MID_LG_MAX 16        /* .. 64 KiB */
+#define WL_MID_STRIDE 256
+
+/*
+ * Sizes log-uniform from 8 B to 64 KiB, 20,000 live (about 150 MiB), a
+ * random one replaced at each step.  Half the allocations are of 1 KiB or
+ * more and a quarter of 8 KiB or more: the classes at and past the end of
+ * the small ones, which a thread cache may not hold, get as many calls as
+ * the tiny ones.  Each block is written every 256 bytes, as a program
+ * filling a buffer would touch its pages and lines, and read back at
+ * random before it is freed.
+ */
+static void wl_midsize(double scale) {
+	unsigned char **slot = calloc(WL_MID_SLOTS, sizeof(*slot));
+	uint32_t *size = calloc(WL_MID_SLOTS, sizeof(*size));
+	if (slot == NULL || size == NULL)
+		wl_oom();
+	wl_rng_t r;
+	wl_rng_seed(&r, "midsize", 0);
+	uint64_t steps = wl_scaled(scale, WL_MID_STEPS);
+	uint64_t cs = 0;
+	for (uint64_t i = 0; i < steps; i++) {
+		uint64_t x = wl_rng_next(&r);
+		unsigned k = (unsigned)(x % WL_MID_SLOTS);
+		unsigned char *p = slot[k];
+		if (p != NULL) {
+			uint32_t off = (uint32_t)(x >> 24) % size[k];
+			cs = wl_mix(cs, p[off - off % WL_MID_STRIDE] ^
+			    ((uint64_t)p[size[k] - 1] << 8));
+			free(p);
+		}
+		double lg = WL_MID_LG_MIN + (double)(wl_rng_next(&r) >> 11) *
+		    0x1.0p-53 * (WL_MID_LG_MAX - WL_MID_LG_MIN);
+		uint32_t sz = (uint32_t)exp2(lg);
+		p = wl_malloc(sz);
+		for (uint32_t off = 0; off < sz; off += WL_MID_STRIDE)
+			p[off] = (unsigned char)(i + off / WL_MID_STRIDE);
+		p[sz - 1] = (unsigned char)(x >> 56);
+		slot[k] = p;
+		size[k] = sz;
+	}
+	for (unsigned k = 0; k < WL_MID_SLOTS; k++) {
+		if (slot[k] != NULL) {
+			cs = wl_mix(cs, slot[k][0] ^ slot[k][size[k] - 1]);
+			free(slot[k]);
+		}
+	}
+	free(slot);
+	free(size);
+	wl_print("midsize", cs);
+}
+
 /* ---- large: blocks of megabytes ---- */
 
 #define WL_LARGE_RING 8
@@ -1143,6 +1279,8 @@ static const struct wl_workload wl_workloads[] = {
 	{ "falseshare", wl_falseshare, NULL },
 	{ "threadchurn", wl_threadchurn, NULL },
 	{ "realloc", wl_realloc, NULL },
+	{ "reallocgrow", wl_reallocgrow, NULL },
+	{ "midsize", wl_midsize, NULL },
 	{ "large", wl_large, NULL },
 	{ "largezero", wl_largezero, NULL },
 	{ "frag", wl_frag, NULL },

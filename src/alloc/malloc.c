@@ -118,15 +118,39 @@ static void prof_sample_check(tsd_t *tsd, void *p, size_t usize,
 	tsd_gdump_flush(tsd);
 }
 
+/*
+ * What a large block weighs on the clock of the thread's cache events
+ * (GC steps, decay ticks: tsd_event every TSD_EVENT_INTERVAL bytes
+ * allocated).  The events pace the GC of the cache bins, whose regions
+ * are at most SC_SMALL_MAXCLASS bytes; counted in full, blocks of tens of
+ * KiB made a GC step every 14 allocations in bench's midsize (sizes
+ * log-uniform to 64 KiB), a third of the allocator's instructions, spent
+ * flushing bins the program was still using.  Large blocks do not need
+ * the GC to be returned: their frees tick decay themselves, and the few
+ * the cache keeps are a bounded budget.
+ */
+#define LARGE_EVENT_BYTES ((uint64_t)PAGE)
+
 /* Every allocation that misses the fast path ends here. */
 static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
 	unsigned ind = sz_size2index(usize);
 	bool zero = o->zero || opt_zero;
 	bool use_tcache = tsd_cache_usable(tsd, o->tcache_none);
-	if (use_tcache && tsd->fast_owner != NULL &&
-	    tsd->allocated + usize >= tsd->cache_event_at)
-		tsd_event(tsd);
+	if (use_tcache && tsd->fast_owner != NULL) {
+		uint64_t weight = usize < LARGE_EVENT_BYTES ? usize :
+		    LARGE_EVENT_BYTES;
+		if (tsd->allocated + weight >= tsd->cache_event_at)
+			tsd_event(tsd);
+		if (weight < usize) {
+			/* Only `weight` of the bytes counted below moves
+			 * the GC clock (tsd.c's tsd_arm, inlined). */
+			tsd->cache_event_at += usize - weight;
+			tsd->next_event = tsd->cache_event_at <
+			    tsd->prof_sample_at ? tsd->cache_event_at :
+			    tsd->prof_sample_at;
+		}
+	}
 	arena_t *arena = o->arena;
 	if (arena == NULL)
 		arena = tsd->arena != NULL ? tsd->arena : arena_get(0, false);
@@ -327,13 +351,70 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 	tsd_count_dalloc(tsd, usize);
 }
 
+/*
+ * The cache's large blocks (up to tcache_max: bench's midsize has one
+ * allocation in six there) without alloc_impl and dalloc_impl, whose
+ * tests for every special case cost 250 and 165 instructions a call
+ * around a pop or push of 20.  Only for a thread on the fast paths
+ * (fast_owner: a cache with bins, no junk, no zero, not inside the
+ * allocator) and, on the malloc side, with no sample and no cache event
+ * due; NULL / false: the general path.
+ */
+static void *alloc_large_cached(tsd_t *tsd, unsigned ind) {
+	size_t usize = sz_index2size(ind);
+	if (tsd->fast_owner == NULL || usize > opt_tcache_max ||
+	    tsd->allocated + usize >= tsd->prof_sample_at ||
+	    tsd->allocated + LARGE_EVENT_BYTES >= tsd->cache_event_at)
+		return NULL;
+	void *p = tcache_alloc_large(tsd->tcache, ind);
+	if (p == NULL)
+		return NULL;
+	tsd->allocated += usize;
+	/* As alloc_impl weighs it: LARGE_EVENT_BYTES on the GC clock. */
+	tsd->cache_event_at += usize - LARGE_EVENT_BYTES;
+	tsd->next_event = tsd->cache_event_at < tsd->prof_sample_at ?
+	    tsd->cache_event_at : tsd->prof_sample_at;
+	return p;
+}
+
+/* The same for free: p's page is tagged with a large class.  A pointer
+ * inside the block, a sampled block or one the cache holds already (a
+ * double free) goes to dalloc_impl, which reports or handles it. */
+static bool dalloc_large_cached(tsd_t *tsd, void *p, uintptr_t entry) {
+	extent_t *e = pagemap_entry_extent(entry);
+	tcache_t *tc = tsd->fast_owner;
+	if (tc == NULL || e->kind != EXTENT_LARGE || (char *)p != e->addr ||
+	    (config_prof && e->prof != NULL))
+		return false;
+	unsigned li = (unsigned)e->szind - SC_NBINS;
+	if (li >= TCACHE_NLARGE)
+		return false;
+	const tcache_large_t *c = &tc->large[li];
+	for (uint32_t i = 0; i < c->n; i++) {
+		if (c->slots[i] == e)
+			return false;
+	}
+	size_t usize = e->size;
+	if (tcache_dalloc_large(tc, e))
+		return false;
+	tsd->deallocated += usize;
+	return true;
+}
+
 static MP_NOINLINE void *malloc_slow(size_t size) {
 	tsd_t *tsd = tsd_fetch();
 	if (unlikely(!malloc_initialized))
 		goto oom;
-	size_t usize = sz_s2u(size);
-	if (unlikely(usize == 0))
+	/* sz_s2u, keeping the index. */
+	if (unlikely(size > SC_LARGE_MAXCLASS))
 		goto oom;
+	unsigned ind = sz_size2index(size);
+	size_t usize = sz_index2size(ind);
+	if (ind >= SC_NBINS) {
+		void *p = alloc_large_cached(tsd, ind);
+		if (p != NULL)
+			return p;
+	}
 	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(malloc),
 	    .fp = CALLER_FP()};
 	void *p = alloc_impl(tsd, usize, 0, &o);
@@ -358,6 +439,10 @@ static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
 		tsd->deallocated += sz_index2size_tab[ind];
 		return;
 	}
+	/* A large block's tag is on its first page only (pagemap.c). */
+	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
+	    dalloc_large_cached(tsd, p, entry))
+		return;
 	dalloc_impl(tsd_fetch(), p, pagemap_entry_extent(entry), false,
 	    "free");
 }
@@ -411,9 +496,9 @@ MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
 	return malloc_slow(size);
 }
 
-MP_EXPORT void MP_PUBLIC(free)(void *p) {
+/* free's fast path for p, whose page-map entry the caller has read. */
+MP_INLINE void free_entry(void *p, uintptr_t entry) {
 	tsd_t *tsd = &mp_tsd;
-	uintptr_t entry = pagemap_lookup_entry(p);
 	size_t tag = entry & PAGEMAP_TAG_MASK;
 	void **cur = tsd->bin_cur[tag];
 	if (likely((uint32_t)(uintptr_t)cur != tsd->bin_full[tag])) {
@@ -423,6 +508,10 @@ MP_EXPORT void MP_PUBLIC(free)(void *p) {
 		return;
 	}
 	free_slow(p, entry);
+}
+
+MP_EXPORT void MP_PUBLIC(free)(void *p) {
+	free_entry(p, pagemap_lookup_entry(p));
 }
 
 MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {
@@ -587,15 +676,49 @@ static bool realloc_same_class(unsigned szind, const void *p, size_t size) {
 	    ((uintptr_t)p & PAGE_MASK) == 0);
 }
 
+/*
+ * realloc of small block p (page-map entry `entry`, tagged) to `size`,
+ * another class, through the fast paths: a block from the thread's cache
+ * bin (malloc_fast: it counts thread.allocated and leaves any sampling
+ * event, an empty bin or a size past the small classes to the slow
+ * path), the copy of the old block's usable size or `size` if less, and
+ * free's fast path for the old block.  NULL (nothing done) sends the call
+ * to ralloc_impl.  p must be a region's start, as ralloc_impl would
+ * check: an interior pointer would be cached as a region by the push.
+ */
+MP_INLINE void *realloc_small_move(void *p, uintptr_t entry, size_t size) {
+	const extent_t *slab = pagemap_entry_extent(entry);
+	size_t old = sz_index2size_tab[(entry & PAGEMAP_TAG_MASK) - 1];
+	if (unlikely((size_t)slab_region_index(slab, p) * old !=
+	    (size_t)((char *)p - slab->addr)))
+		return NULL;
+	void *q = malloc_fast(size);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old < size ? old : size);
+	free_entry(p, entry);
+	return q;
+}
+
 MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	if (p == NULL)
 		return MP_PUBLIC(malloc)(size);
 	/* A buffer grown a little at a time mostly stays in its class: one
 	 * page-map lookup and two compares, without touching the extent. */
-	uintptr_t tag = pagemap_lookup_entry(p) & PAGEMAP_TAG_MASK;
-	if (likely(tag != 0 && size != 0 && !opt_junk_alloc) &&
-	    realloc_same_class((unsigned)tag - 1, p, size))
-		return p;
+	uintptr_t entry = pagemap_lookup_entry(p);
+	uintptr_t tag = entry & PAGEMAP_TAG_MASK;
+	if (likely(tag != 0 && size != 0 && !opt_junk_alloc)) {
+		if (realloc_same_class((unsigned)tag - 1, p, size))
+			return p;
+		/* A small block moving to another small class: malloc's and
+		 * free's fast paths around the copy (ralloc_impl's general
+		 * path cost about 500 instructions, ten malloc+free pairs). */
+		if (tag - 1 < SC_NBINS) {
+			void *q = realloc_small_move(p, entry, size);
+			if (q != NULL)
+				return q;
+		}
+	}
 	if (size == 0) {
 		switch (opt_zero_realloc) {
 		case ZERO_REALLOC_FREE:
