@@ -85,7 +85,7 @@ pub fn dump_heap_v2() -> io::Result<Vec<u8>> {
 }
 
 fn memfd() -> io::Result<File> {
-    let fd = unsafe { ffi::memfd_create(b"malloc_prof-dump\0".as_ptr().cast(), 1 /* MFD_CLOEXEC */) };
+    let fd = unsafe { ffi::memfd_create(c"malloc_prof-dump".as_ptr(), 1 /* MFD_CLOEXEC */) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
