@@ -239,6 +239,43 @@ build/fuzz: skipped (no clang libFuzzer)"
 	fi
 fi
 
+# ---- Rust crate (bindings/rust): cargo test --offline ----
+# The crate's build script compiles the library (prefixed) into
+# build/rust; its tests run without the options variables so that the
+# prof:false tests see the defaults.  Counts: the sum of cargo's "test
+# result: ... N passed; M failed" lines; a build failure (no count but a
+# non-zero exit) counts as 1 failed.  No cargo: skipped, not failed.
+if command -v cargo >/dev/null 2>&1; then
+	rustlog=$MP_ROOT/build/rust-test.log
+	mkdir -p "$MP_ROOT/build"
+	mp_log "bindings/rust: cargo test --offline"
+	{
+		(cd bindings/rust && env -u MP_MALLOC_CONF -u MALLOC_CONF \
+		    CARGO_TARGET_DIR="$MP_ROOT/build/rust" cargo test --offline)
+		echo $? >"$rustlog.rc"
+	} 2>&1 | tee "$rustlog"
+	rrc=$(cat "$rustlog.rc" 2>/dev/null || echo 1)
+	rm -f "$rustlog.rc"
+	rsum() {
+		sed -n "s/^test result: [A-Za-z]*\. \([0-9][0-9]*\) passed; \([0-9][0-9]*\) failed.*/\\$1/p" \
+		    "$rustlog" | awk '{ s += $1 } END { print s + 0 }'
+	}
+	rp=$(rsum 1)
+	rf=$(rsum 2)
+	if [ "$rrc" -ne 0 ] && [ "$rf" -eq 0 ]; then
+		rf=1
+	fi
+	total_pass=$((total_pass + rp))
+	total_fail=$((total_fail + rf))
+	report="$report
+bindings/rust: $rp passed, $rf failed (cargo test, log: build/rust-test.log)"
+else
+	mp_log "bindings/rust: cargo is missing: Rust crate not tested (skipped)"
+	report="$report
+bindings/rust: skipped (no cargo)"
+fi
+# ---- end of the Rust crate's block ----
+
 echo
 mp_log "summary:$report"
 echo "$total_pass passed, $total_fail failed"
