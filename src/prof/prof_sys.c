@@ -38,7 +38,7 @@
 #include <link.h>
 #include <sys/auxv.h>
 #include <sched.h>
-#include <sys/resource.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,47 +47,59 @@
 extern void *__libc_stack_end;
 
 /*
- * Stack bounds of the calling thread.  For the main thread they come from
- * __libc_stack_end: pthread_getattr_np would parse /proc/self/maps with
- * stdio, which cost ~140 KiB of resident memory (libc's pages and the
- * buffers; bench churn's peak RSS) in a process that never touched them.
- * Other threads' bounds come from their descriptor (no file); so do the
- * main thread's when its stack has no limit.  pthread_getattr_np may
- * still allocate (a cpuset buffer): the caller raises tsd->reentrancy, so
- * such allocations are never sampled.
+ * Stack bounds of the calling thread: from the page it is on up to the
+ * top of its stack, which every frame lies below.  Candidates for the
+ * top: the main thread's __libc_stack_end (where glibc's startup code
+ * found the stack), then the thread's descriptor (pthread_self): glibc
+ * puts it at the top of each thread's stack block, above the frames and
+ * in the same mapping, whether glibc allocated the stack or the program
+ * gave it (pthread_attr_setstack).  A candidate is taken only if every
+ * page from here up to it is mapped (mincore): a process forked by
+ * another thread runs its main thread on that thread's stack, and a
+ * thread started without glibc may have its descriptor anywhere.  Else
+ * the walk trusts only the page it is on.
+ *
+ * Not pthread_getattr_np: glibc's takes the thread's lock and then
+ * allocates (its cpuset).  When that allocation is the thread's first
+ * sample, a call from here would wait on that lock forever (Rust's
+ * standard library calls it at every thread's start); and for the main
+ * thread it reads /proc/self/maps with stdio (~140 KiB of resident
+ * memory in a process that never touched it).
  */
-static bool on_main_stack(uintptr_t here) {
-	/* The thread that forked is its child's main thread, on a stack of
-	 * its own: check that we are within the stack limit below the top. */
-	struct rlimit rl;
-	uintptr_t top = (uintptr_t)__libc_stack_end;
-	return getpid() == gettid() && getrlimit(RLIMIT_STACK, &rl) == 0 &&
-	    rl.rlim_cur != RLIM_INFINITY && here < top &&
-	    top - here < rl.rlim_cur;
+#define PROF_STACK_MAX ((uintptr_t)1 << 30)
+#define MINCORE_CHUNK 256               /* pages per mincore call */
+
+static bool pages_mapped(uintptr_t lo, uintptr_t hi) {
+	unsigned char vec[MINCORE_CHUNK];
+	int saved = errno;
+	bool ok = true;
+	for (uintptr_t a = lo; ok && a < hi; a += MINCORE_CHUNK * PAGE) {
+		size_t len = hi - a < MINCORE_CHUNK * PAGE ? hi - a :
+		    MINCORE_CHUNK * PAGE;
+		ok = mincore((void *)a, len, vec) == 0;
+	}
+	errno = saved;
+	return ok;
 }
 
 void prof_sys_thread_init(tsd_t *tsd) {
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-	if (on_main_stack(here)) {
-		tsd->stack_lo = here & ~(uintptr_t)PAGE_MASK;
-		tsd->stack_hi = (uintptr_t)__libc_stack_end;
-	} else {
-		pthread_attr_t attr;
-		if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-			void *addr;
-			size_t size;
-			if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-				tsd->stack_lo = (uintptr_t)addr;
-				tsd->stack_hi = (uintptr_t)addr + size;
-			}
-			pthread_attr_destroy(&attr);
+	uintptr_t lo = here & ~(uintptr_t)PAGE_MASK;
+	const uintptr_t top[2] = {
+		getpid() == gettid() ? (uintptr_t)__libc_stack_end : 0,
+		(uintptr_t)pthread_self()
+	};
+	for (unsigned i = 0; i < 2; i++) {
+		if (top[i] > here && top[i] - here <= PROF_STACK_MAX &&
+		    pages_mapped(lo, PAGE_CEILING(top[i]))) {
+			tsd->stack_lo = lo;
+			tsd->stack_hi = top[i];
+			return;
 		}
 	}
-	if (tsd->stack_hi <= here || tsd->stack_lo > here) {
-		/* Unknown: trust only the page we are on. */
-		tsd->stack_lo = here;
-		tsd->stack_hi = (here | PAGE_MASK) + 1;
-	}
+	/* Unknown: trust only the page we are on. */
+	tsd->stack_lo = here;
+	tsd->stack_hi = (here | PAGE_MASK) + 1;
 }
 
 /*
