@@ -1232,10 +1232,12 @@ static void obj_postfork(void) {
  * not ask the loader again.
  *
  * The table starts at one page (64 sets) and grows eightfold, up to
- * 4,096 sets (256 KiB), each time it has taken in four times as many
- * rows as it holds: most programs repeat a few dozen return addresses,
- * and a profiled program should not keep pages it does not need (the
- * profiling overhead target counts resident memory).  A grown table is
+ * 4,096 sets (256 KiB), each time a quarter of its entries' worth of rows
+ * has replaced others (a set already full): most programs repeat a few
+ * dozen return addresses and never replace any, and a profiled program
+ * should not keep pages it does not need (the profiling overhead target
+ * counts resident memory); a program whose stacks do not fit replaces
+ * rows on every walk and gets a larger table within a few dozen walks.  A grown table is
  * mapped (os_map: no allocator lock) and published with one pointer; the
  * old one stays mapped, since a walk may still be reading it, and its
  * rows are computed again into the new one as walks meet them.
@@ -1256,7 +1258,6 @@ static void obj_postfork(void) {
 #define CACHE_LG_STEP 3
 #define CACHE_LG_MAX 12
 #define CACHE_TAG_SHIFT 48
-#define CACHE_FILLS_PER_ENTRY 4  /* rows put before the table grows */
 
 static _Atomic uint64_t cfi_unloads_seen;   /* dlpi_subs at the last look */
 static _Atomic uint64_t cfi_epoch;          /* moves with it */
@@ -1371,7 +1372,7 @@ typedef struct {
  * (a lost update between two writers only changes which way goes). */
 typedef struct {
 	unsigned lg;
-	_Atomic uint64_t fills;         /* rows put into it */
+	_Atomic uint64_t evictions;     /* rows put over another */
 	_Atomic uint8_t *next;
 	cache_set_t *sets;
 } cache_tab_t;
@@ -1480,9 +1481,8 @@ static void cache_put(cache_tab_t *t, uintptr_t pc, uint64_t key,
 	atomic_store_explicit(&e->w1, w1, memory_order_release);
 	atomic_store_explicit(&e->w2, w2, memory_order_release);
 	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
-	uint64_t fills = atomic_fetch_add_explicit(&t->fills, 1,
-	    memory_order_relaxed) + 1;
-	if (fills > ((uint64_t)CACHE_FILLS_PER_ENTRY * CACHE_WAYS << t->lg))
+	if (s != 0 && atomic_fetch_add_explicit(&t->evictions, 1,
+	    memory_order_relaxed) + 1 > ((uint64_t)CACHE_WAYS << t->lg) / 4)
 		cache_grow(t);
 }
 
