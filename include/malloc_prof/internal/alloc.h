@@ -350,8 +350,13 @@ void tsd_prof_redraw(tsd_t *tsd);
 /* Draw the distance to the thread's next sample, counted from `from` (a
  * value of `allocated`); true if the thread is sampling. */
 bool tsd_prof_wait_redraw(tsd_t *tsd, uint64_t from);
-/* Crossing the event threshold: cache GC, decay (malloc.c's slow path). */
+/* Crossing the event threshold: cache GC, decay, the thread.peak check
+ * (malloc.c's slow path). */
 void tsd_event(tsd_t *tsd);
+/* thread.peak.read (after a check of the current value) and
+ * thread.peak.reset. */
+uint64_t tsd_peak_read(tsd_t *tsd);
+void tsd_peak_reset(tsd_t *tsd);
 /* Counters of the exited threads (and of calls made after a thread's
  * exit), folded in by tsd_totals. */
 extern _Atomic uint64_t tsd_dead_allocated, tsd_dead_deallocated;

@@ -383,6 +383,11 @@ struct tsd_s {
 	void *base_stash[BASE_STASH_CLASSES]; /* base.c: freed blocks */
 	uint32_t base_stash_bytes;
 	tsd_t *reg_prev, *reg_next;      /* registry of live threads */
+	/* thread.peak: the highest allocated - deallocated - peak_base seen
+	 * at a check point (tsd_event, a read); off the fast path's lines. */
+	uint64_t peak_max;
+	uint64_t peak_base;              /* allocated - deallocated at the
+	                                  * last thread.peak.reset */
 };
 
 #endif /* MP_INTERNAL_TYPES_H */
