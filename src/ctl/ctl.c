@@ -471,6 +471,39 @@ static int ctl_arenas_lookup(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &ind, sizeof(ind));
 }
 
+/*
+ * Decay times (node->off: 1 dirty, 0 muzzy).  A value is accepted in the
+ * option's range (its conf row: -1 never, 0 at once, up to a max); out of
+ * range is EFAULT, as jemalloc.
+ */
+static bool ctl_decay_ms_bad(ssize_t ms, bool dirty) {
+	const char *name = dirty ? "dirty_decay_ms" : "muzzy_decay_ms";
+	const conf_opt_t *opt = conf_opt_lookup(name, strlen(name));
+	return ms < opt->min || ms > opt->max;
+}
+
+/* rw: arenas.dirty_decay_ms / muzzy_decay_ms, the times arenas made from
+ * now on start with (automatic arenas included, made when a first thread
+ * picks them); opt.* keeps the value the process started with. */
+static int ctl_arenas_decay_ms(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	bool dirty = node->off != 0;
+	_Atomic ssize_t *def = dirty ? &arena_dirty_decay_ms_default :
+	    &arena_muzzy_decay_ms_default;
+	ssize_t old = arena_decay_ms_resolve(atomic_load(def), dirty);
+	if (newp != NULL) {
+		if (newlen != sizeof(ssize_t))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		ssize_t ms = *(const ssize_t *)newp;
+		if (ctl_decay_ms_bad(ms, dirty))
+			return EFAULT;
+		atomic_store(def, ms);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
 /* r-: make a new manual arena and say its index. */
 static int ctl_arenas_create(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
@@ -515,6 +548,31 @@ static int ctl_arena_initialized(const ctl_node_t *node, const size_t *mib,
 	bool v = mib[1] == ARENAS_MAX ||
 	    arena_get((unsigned)mib[1], false) != NULL;
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* rw: arena.<i>.dirty_decay_ms / muzzy_decay_ms, arena i's own, in
+ * effect at once (arena_decay_ms_set).  EFAULT, as jemalloc, for
+ * MALLCTL_ARENAS_ALL and an arena not made yet. */
+static int ctl_arena_decay_ms(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	bool dirty = node->off != 0;
+	arena_t *arena = mib[1] == ARENAS_MAX ? NULL :
+	    arena_get((unsigned)mib[1], false);
+	if (arena == NULL)
+		return EFAULT;
+	ssize_t old = dirty ? arena_dirty_decay_ms(arena) :
+	    arena_muzzy_decay_ms(arena);
+	if (newp != NULL) {
+		if (newlen != sizeof(ssize_t))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		ssize_t ms = *(const ssize_t *)newp;
+		if (ctl_decay_ms_bad(ms, dirty))
+			return EFAULT;
+		arena_decay_ms_set(arena, dirty, ms);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
 static int ctl_arena_purge(const ctl_node_t *node, const size_t *mib,
@@ -703,12 +761,20 @@ static const ctl_node_t ctl_arenas_children[] = {
 	{ .name = "create", .handler = ctl_arenas_create },
 	{ .name = "nhbins", .handler = ctl_arenas_nhbins },
 	{ .name = "lookup", .handler = ctl_arenas_lookup },
+	{ .name = "dirty_decay_ms", .handler = ctl_arenas_decay_ms,
+	  .off = 1 },
+	{ .name = "muzzy_decay_ms", .handler = ctl_arenas_decay_ms,
+	  .off = 0 },
 };
 
 static const ctl_node_t ctl_arena_i_children[] = {
 	{ .name = "purge", .handler = ctl_arena_purge },
 	{ .name = "decay", .handler = ctl_arena_decay },
 	{ .name = "initialized", .handler = ctl_arena_initialized },
+	{ .name = "dirty_decay_ms", .handler = ctl_arena_decay_ms,
+	  .off = 1 },
+	{ .name = "muzzy_decay_ms", .handler = ctl_arena_decay_ms,
+	  .off = 0 },
 };
 static const ctl_node_t ctl_arena_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_arena_i_children) },

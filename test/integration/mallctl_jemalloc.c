@@ -1,7 +1,8 @@
 /*
  * test/integration/mallctl_jemalloc.c - jemalloc 5.3 mallctl names added
  * for issue 18: the config.* read-outs, thread.peak.read/reset,
- * thread.idle, arenas.nhbins, arenas.lookup and arena.<i>.initialized.
+ * thread.idle, arenas.nhbins, arenas.lookup, arena.<i>.initialized and
+ * the decay times arenas.*_decay_ms and arena.<i>.*_decay_ms.
  * Each name: its type's size (EINVAL otherwise), its mode (EPERM), and
  * its value or effect.
  */
@@ -378,6 +379,141 @@ static void test_arena_initialized(void **state) {
 	    "arena.%u.initialized", narenas), ENOENT);
 }
 
+/* ssize_t decay-time nodes: size, range and newlen errors. */
+static void check_decay_ms_errors(const char *name) {
+	check_wrong_size(name, sizeof(ssize_t));
+	ssize_t bad[] = {-2, (ssize_t)2147483647000 + 1};
+	for (size_t i = 0; i < MP_ARRAY_SIZE(bad); i++) {
+		int r = mallctl(name, NULL, NULL, &bad[i], sizeof(bad[i]));
+		MP_ASSERT(r == EFAULT, "%s = %zd: %d, not EFAULT", name,
+		    bad[i], r);
+	}
+	ssize_t v = 5;
+	assert_int_equal(mallctl(name, NULL, NULL, &v, sizeof(int)), EINVAL);
+}
+
+static ssize_t read_ssize(const char *fmt, unsigned i) {
+	ssize_t v = -12345;
+	size_t len = sizeof(v);
+	int r = mallctl_fmt(&v, &len, NULL, 0, fmt, i);
+	MP_ASSERT(r == 0, fmt, i);
+	return v;
+}
+
+static void write_ssize(const char *fmt, unsigned i, ssize_t v) {
+	int r = mallctl_fmt(NULL, NULL, &v, sizeof(v), fmt, i);
+	MP_ASSERT(r == 0, "write %zd: %d", v, r);
+}
+
+/* The defaults for arenas made from now on; opt.* and the arenas made
+ * already keep theirs. */
+static void test_arenas_decay_ms(void **state) {
+	(void)state;
+	const char *const kinds[] = {"dirty", "muzzy"};
+	for (size_t k = 0; k < MP_ARRAY_SIZE(kinds); k++) {
+		char name[64], opt_name[64], arena_fmt[64];
+		snprintf(name, sizeof(name), "arenas.%s_decay_ms", kinds[k]);
+		snprintf(opt_name, sizeof(opt_name), "opt.%s_decay_ms",
+		    kinds[k]);
+		snprintf(arena_fmt, sizeof(arena_fmt), "arena.%%u.%s_decay_ms",
+		    kinds[k]);
+		ssize_t def = -12345, opt = -12345;
+		MALLCTL_READ(name, def);
+		MALLCTL_READ(opt_name, opt);
+		assert_int_equal(def, opt);
+		check_decay_ms_errors(name);
+		unsigned mine = 0;
+		MALLCTL_READ("thread.arena", mine);
+		assert_int_equal(read_ssize(arena_fmt, mine), opt);
+
+		ssize_t v = 1234, old = -12345;
+		size_t len = sizeof(old);
+		assert_int_equal(mallctl(name, &old, &len, &v, sizeof(v)), 0);
+		assert_int_equal(old, def);
+		MALLCTL_READ(name, old);
+		assert_int_equal(old, 1234);
+		unsigned created = 0;
+		MALLCTL_READ("arenas.create", created);
+		assert_int_equal(read_ssize(arena_fmt, created), 1234);
+		assert_int_equal(read_ssize(arena_fmt, mine), opt);
+		MALLCTL_READ(opt_name, old);
+		assert_int_equal(old, opt);
+		MALLCTL_WRITE(name, def);
+		MALLCTL_READ("arenas.create", created);
+		assert_int_equal(read_ssize(arena_fmt, created), def);
+	}
+}
+
+static size_t arena_pages(const char *kind, unsigned ind) {
+	size_t v = SIZE_MAX, len = sizeof(v);
+	mp_epoch();
+	int r = mallctl_fmt(&v, &len, NULL, 0, "stats.arenas.%u.%s", ind,
+	    kind);
+	MP_ASSERT(r == 0, "stats.arenas.%u.%s: %d", ind, kind, r);
+	return v;
+}
+
+/* One arena's times, in effect at once. */
+static void test_arena_decay_ms(void **state) {
+	(void)state;
+	unsigned a = 0;
+	MALLCTL_READ("arenas.create", a);
+	char name[64];
+	snprintf(name, sizeof(name), "arena.%u.dirty_decay_ms", a);
+	check_decay_ms_errors(name);
+	snprintf(name, sizeof(name), "arena.%u.muzzy_decay_ms", a);
+	check_decay_ms_errors(name);
+	ssize_t v = 0;
+	size_t len = sizeof(v);
+	assert_int_equal(mallctl("arena.4096.dirty_decay_ms", &v, &len, NULL,
+	    0), EFAULT);
+	assert_int_equal(mallctl("arena.4096.muzzy_decay_ms", NULL, NULL, &v,
+	    sizeof(v)), EFAULT);
+	/* An arena index handed out but not made yet: EFAULT too. */
+	unsigned narenas = 0;
+	MALLCTL_READ("arenas.narenas", narenas);
+	for (unsigned i = 0; i < narenas; i++) {
+		bool init = true;
+		len = sizeof(init);
+		assert_int_equal(mallctl_fmt(&init, &len, NULL, 0,
+		    "arena.%u.initialized", i), 0);
+		if (!init) {
+			len = sizeof(v);
+			assert_int_equal(mallctl_fmt(&v, &len, NULL, 0,
+			    "arena.%u.dirty_decay_ms", i), EFAULT);
+			break;
+		}
+	}
+
+	/* Never decay: a freed block stays dirty. */
+	write_ssize("arena.%u.dirty_decay_ms", a, -1);
+	write_ssize("arena.%u.muzzy_decay_ms", a, -1);
+	assert_int_equal(read_ssize("arena.%u.dirty_decay_ms", a), -1);
+	const size_t sz = MP_MiB, pages = sz / mp_page_size();
+	void *p = mallocx(sz, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
+	assert_non_null(p);
+	memset(p, 0x33, sz);
+	dallocx(p, MALLOCX_TCACHE_NONE);
+	size_t dirty = arena_pages("pdirty", a);
+	MP_ASSERT(dirty >= pages, "pdirty %zu after freeing %zu pages",
+	    dirty, pages);
+	/* dirty_decay_ms 0: purged by the write, to muzzy (muzzy never
+	 * decays) where MADV_FREE works, else to clean. */
+	write_ssize("arena.%u.dirty_decay_ms", a, 0);
+	assert_int_equal(arena_pages("pdirty", a), 0);
+	size_t muzzy = arena_pages("pmuzzy", a);
+	MP_ASSERT(muzzy == 0 || muzzy >= pages, "pmuzzy %zu", muzzy);
+	write_ssize("arena.%u.muzzy_decay_ms", a, 0);
+	assert_int_equal(arena_pages("pmuzzy", a), 0);
+	assert_int_equal(read_ssize("arena.%u.muzzy_decay_ms", a), 0);
+	/* And 0 purges what is freed from now on at once. */
+	p = mallocx(sz, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
+	assert_non_null(p);
+	memset(p, 0x44, sz);
+	dallocx(p, MALLOCX_TCACHE_NONE);
+	assert_int_equal(arena_pages("pdirty", a), 0);
+}
+
 int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
@@ -390,6 +526,8 @@ int main(void) {
 		cmocka_unit_test(test_arenas_nhbins),
 		cmocka_unit_test(test_arenas_lookup),
 		cmocka_unit_test(test_arena_initialized),
+		cmocka_unit_test(test_arenas_decay_ms),
+		cmocka_unit_test(test_arena_decay_ms),
 	};
 	return mp_run_tests(tests);
 }

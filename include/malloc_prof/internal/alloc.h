@@ -208,6 +208,33 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero);
  * what the arena's caches hold first. */
 void arena_decay(arena_t *arena, bool force);
 void arena_decay_tick(arena_t *arena);        /* cheap, from slow paths */
+/*
+ * Decay times, as opt.dirty_decay_ms / opt.muzzy_decay_ms: the defaults
+ * of arenas made from now on (arenas.*_decay_ms) and one arena's own
+ * (arena.<i>.*_decay_ms, copied from the default when it is made).  Until
+ * a mallctl sets one, it holds ARENA_DECAY_MS_OPT, "the option's value":
+ * the options never change after boot, except in the unit tests, which
+ * set them to drive the arenas they make.
+ */
+#define ARENA_DECAY_MS_OPT (-(ssize_t)(SIZE_MAX >> 1) - 1)
+extern _Atomic ssize_t arena_dirty_decay_ms_default;
+extern _Atomic ssize_t arena_muzzy_decay_ms_default;
+MP_INLINE ssize_t arena_decay_ms_resolve(ssize_t ms, bool dirty) {
+	if (ms != ARENA_DECAY_MS_OPT)
+		return ms;
+	return dirty ? opt_dirty_decay_ms : opt_muzzy_decay_ms;
+}
+MP_INLINE ssize_t arena_dirty_decay_ms(arena_t *arena) {
+	return arena_decay_ms_resolve(atomic_load_explicit(
+	    &arena->dirty_decay_ms, memory_order_relaxed), true);
+}
+MP_INLINE ssize_t arena_muzzy_decay_ms(arena_t *arena) {
+	return arena_decay_ms_resolve(atomic_load_explicit(
+	    &arena->muzzy_decay_ms, memory_order_relaxed), false);
+}
+/* Change an arena's decay time; what is already older than the new time
+ * is purged now. */
+void arena_decay_ms_set(arena_t *arena, bool dirty, ssize_t ms);
 void arena_stats_read(arena_t *arena, arena_stats_t *out);
 /* Pages were freed (no arena lock held): background_thread_boot points it
  * at background_thread_notify; a no-op until then. */

@@ -315,6 +315,9 @@ struct arena_s {
 	                                  * clean tails (clean_from) */
 	size_t pused_peak;               /* most of pactive - ptail ever */
 	uint64_t decay_next_ns;          /* earliest time decay has work */
+	/* arena.<i>.{dirty,muzzy}_decay_ms: this arena's decay times (from
+	 * arenas.*_decay_ms when made); read relaxed, set by ctl. */
+	_Atomic ssize_t dirty_decay_ms, muzzy_decay_ms;
 
 	mp_mutex_t shared_mtx;           /* the arena's own caches: */
 	tcache_t shared;
