@@ -53,10 +53,17 @@ static void active_shrank(size_t pages) {
 	arena_pages_freed();
 }
 
+_Atomic ssize_t arena_dirty_decay_ms_default = ARENA_DECAY_MS_OPT;
+_Atomic ssize_t arena_muzzy_decay_ms_default = ARENA_DECAY_MS_OPT;
+
 static arena_t *arena_new(unsigned ind) {
 	arena_t *arena = base_alloc(sizeof(arena_t));
 	if (arena == NULL)
 		return NULL;
+	atomic_store(&arena->dirty_decay_ms,
+	    atomic_load(&arena_dirty_decay_ms_default));
+	atomic_store(&arena->muzzy_decay_ms,
+	    atomic_load(&arena_muzzy_decay_ms_default));
 	mp_mutex_init(&arena->mtx, LOCK_RANK_ARENA);
 	mp_mutex_init(&arena->shared_mtx, LOCK_RANK_ARENA_SHARED);
 	mp_mutex_init(&arena->orphans_mtx, LOCK_RANK_ARENA_ORPHANS);
@@ -270,14 +277,15 @@ void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
 /* Whether a decay pass is due at `now`; if so, the next one is set for
  * 1/16 of the decay time later (at least 1 ms). */
 static bool decay_due(arena_t *arena, uint64_t now) {
-	if (opt_dirty_decay_ms <= 0 && opt_muzzy_decay_ms <= 0)
+	ssize_t dirty_ms = arena_dirty_decay_ms(arena);
+	ssize_t muzzy_ms = arena_muzzy_decay_ms(arena);
+	if (dirty_ms <= 0 && muzzy_ms <= 0)
 		return false;
 	if (now < __atomic_load_n(&arena->decay_next_ns, __ATOMIC_RELAXED))
 		return false;
-	ssize_t ms = opt_dirty_decay_ms > 0 ? opt_dirty_decay_ms
-	    : opt_muzzy_decay_ms;
-	if (opt_muzzy_decay_ms > 0 && opt_muzzy_decay_ms < ms)
-		ms = opt_muzzy_decay_ms;
+	ssize_t ms = dirty_ms > 0 ? dirty_ms : muzzy_ms;
+	if (muzzy_ms > 0 && muzzy_ms < ms)
+		ms = muzzy_ms;
 	uint64_t step = (uint64_t)ms * 1000000u / 16;
 	if (step < 1000000u)
 		step = 1000000u;
@@ -349,10 +357,24 @@ void arena_decay(arena_t *arena, bool force) {
 	mp_mutex_unlock(&arena->mtx);
 }
 
+/*
+ * arena.<i>.*_decay_ms.  The next tick recomputes its pace (decay_due)
+ * and a pass now purges what the new time makes due, as jemalloc does.
+ * A background thread asleep until a deadline of the old time sees the
+ * new one at its next pass.
+ */
+void arena_decay_ms_set(arena_t *arena, bool dirty, ssize_t ms) {
+	atomic_store(dirty ? &arena->dirty_decay_ms : &arena->muzzy_decay_ms,
+	    ms);
+	__atomic_store_n(&arena->decay_next_ns, 0, __ATOMIC_RELAXED);
+	arena_decay(arena, false);
+}
+
 /* Called from slow paths, also inside cache flushes (so it must not touch
  * orphans); purges at most every 1/16 of the decay time. */
 void arena_decay_tick(arena_t *arena) {
-	if (opt_dirty_decay_ms <= 0 && opt_muzzy_decay_ms <= 0)
+	if (arena_dirty_decay_ms(arena) <= 0 &&
+	    arena_muzzy_decay_ms(arena) <= 0)
 		return;
 	/* Due at most a tick late; the pass itself runs on the precise
 	 * clock, which the extents' free times come from. */

@@ -86,9 +86,9 @@ static uint64_t bg_run(void) {
 		mp_mutex_lock(&arena->mtx);
 		extent_decay_locked(arena, os_now_ns(), false);
 		uint64_t d = set_deadline(&arena->sets[EXTENT_FREE_DIRTY],
-		    opt_dirty_decay_ms);
+		    arena_dirty_decay_ms(arena));
 		uint64_t m = set_deadline(&arena->sets[EXTENT_FREE_MUZZY],
-		    opt_muzzy_decay_ms);
+		    arena_muzzy_decay_ms(arena));
 		mp_mutex_unlock(&arena->mtx);
 		if (d < next)
 			next = d;

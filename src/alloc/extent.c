@@ -655,8 +655,8 @@ void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 		clean->free_ns = now;
 		insert_coalesce(arena, clean);
 	}
-	if (opt_dirty_decay_ms == 0)
-		purge_one(arena, e, opt_muzzy_decay_ms != 0);
+	if (arena_dirty_decay_ms(arena) == 0)
+		purge_one(arena, e, arena_muzzy_decay_ms(arena) != 0);
 }
 
 bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
@@ -700,14 +700,15 @@ bool extent_shrink_locked(arena_t *arena, extent_t *e, size_t new_size) {
 
 size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force) {
 	size_t purged = 0;
+	ssize_t dirty_ms = arena_dirty_decay_ms(arena);
+	ssize_t muzzy_ms = arena_muzzy_decay_ms(arena);
 	const struct {
 		unsigned kind;
 		ssize_t ms;
 		bool lazy;
 	} steps[2] = {
-		{EXTENT_FREE_DIRTY, opt_dirty_decay_ms, !force &&
-		    opt_muzzy_decay_ms != 0},
-		{EXTENT_FREE_MUZZY, opt_muzzy_decay_ms, false},
+		{EXTENT_FREE_DIRTY, dirty_ms, !force && muzzy_ms != 0},
+		{EXTENT_FREE_MUZZY, muzzy_ms, false},
 	};
 	for (unsigned s = 0; s < 2; s++) {
 		extent_set_t *set = &arena->sets[steps[s].kind];

@@ -223,6 +223,7 @@ static void tsd_cleanup(void *arg) {
 	registry_remove_locked(tsd);
 	mp_mutex_unlock(&registry_mtx);
 	tsd->allocated = tsd->deallocated = 0;
+	tsd->peak_max = tsd->peak_base = 0;
 }
 
 void tsd_tcache_set_enabled(tsd_t *tsd, bool enabled) {
@@ -252,11 +253,43 @@ bool tsd_arena_set(tsd_t *tsd, unsigned ind) {
 	return false;
 }
 
-/* Crossing the event threshold: one GC step of the cache, a decay tick. */
+/*
+ * thread.peak, jemalloc's way: the fast paths only count bytes, and the
+ * peak of allocated - deallocated (less its value at the last reset) is
+ * taken at check points: every thread event and every read.  A high
+ * that rises and falls between two check points is missed; the
+ * shortfall is at most what the thread allocated in between: about
+ * TSD_EVENT_INTERVAL bytes of small blocks (a large block weighs only a
+ * page on the event clock, see malloc.c), and everything allocated
+ * between two reads by a thread without the malloc fast path (tcache
+ * off, junk, zero), which has no events.  The difference is cast to a
+ * signed value: a thread that frees what others allocated goes below
+ * its base, which is no peak.
+ */
+static void tsd_peak_update(tsd_t *tsd) {
+	int64_t cur = (int64_t)(tsd->allocated - tsd->deallocated -
+	    tsd->peak_base);
+	if (cur > (int64_t)tsd->peak_max)
+		tsd->peak_max = (uint64_t)cur;
+}
+
+uint64_t tsd_peak_read(tsd_t *tsd) {
+	tsd_peak_update(tsd);
+	return tsd->peak_max;
+}
+
+void tsd_peak_reset(tsd_t *tsd) {
+	tsd->peak_max = 0;
+	tsd->peak_base = tsd->allocated - tsd->deallocated;
+}
+
+/* Crossing the event threshold: one GC step of the cache, a decay tick,
+ * a thread.peak check. */
 MP_NOINLINE void tsd_event(tsd_t *tsd) {
 	tsd->cache_event_at = tsd->allocated + TSD_EVENT_INTERVAL;
 	tsd_arm(tsd);
 	tsd->event_count++;
+	tsd_peak_update(tsd);
 	tcache_gc_step(tsd->tcache);
 	arena_decay_tick(tsd->arena);
 	if ((tsd->event_count & 63) == 0) {

@@ -352,6 +352,48 @@ static int ctl_thread_tcache_flush(const ctl_node_t *node,
 	return 0;
 }
 
+/* r-: thread.peak.read, the calling thread's peak of allocated -
+ * deallocated since its last thread.peak.reset (or its start), checked at
+ * its events and now (tsd.c says how fine that is). */
+static int ctl_thread_peak_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t v = tsd_peak_read(tsd_fetch());
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* --: thread.peak.reset, the peak starts again from the current value. */
+static int ctl_thread_peak_reset(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_reads(oldp, oldlenp) || ctl_writes(newp, newlen))
+		return EPERM;
+	tsd_peak_reset(tsd_fetch());
+	return 0;
+}
+
+/*
+ * --: thread.idle, the caller will not allocate for a while: give its
+ * cached memory back (as thread.tcache.flush, but no error without a
+ * cache), and purge its arena if no other thread is attached to it (as
+ * arena.<i>.purge), since then nobody is about to reuse those pages.
+ * jemalloc leaves which clean-ups run unspecified; its own purge
+ * condition (more arenas than twice the CPUs) is a proxy for the same
+ * thing, an arena shared by few threads.
+ */
+static int ctl_thread_idle(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_reads(oldp, oldlenp) || ctl_writes(newp, newlen))
+		return EPERM;
+	tsd_t *tsd = tsd_fetch();
+	if (tsd->tcache_enabled && tsd->tcache != NULL)
+		tsd_tcache_flush(tsd);
+	arena_t *arena = tsd->arena;
+	if (arena != NULL && atomic_load(&arena->nthreads) <= 1)
+		tcache_arena_decay(arena, true);
+	return 0;
+}
+
 static int ctl_arenas_narenas(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	if (ctl_writes(newp, newlen))
@@ -395,6 +437,73 @@ static int ctl_arenas_lextent_size(const ctl_node_t *node,
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
+/* r-: arenas.nhbins, the size classes a thread cache keeps: every small
+ * class (whatever tcache_max) and the large ones up to tcache_max. */
+static int ctl_arenas_nhbins(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	unsigned n = SC_NBINS;
+	while (n < SC_NBINS + TCACHE_NLARGE && sz_index2size(n) <=
+	    opt_tcache_max)
+		n++;
+	return ctl_read(oldp, oldlenp, &n, sizeof(n));
+}
+
+/*
+ * arenas.lookup: write a pointer (void *), read the index (unsigned) of
+ * the arena its block came from.  EINVAL, as jemalloc, for a wrong
+ * newlen, for no pointer, and for a pointer that is not inside a block
+ * this allocator handed out (unknown page: stack, static, another
+ * allocator's; or a free extent).  Sampled small objects live in arena
+ * 0's profiler slabs and read 0.
+ */
+static int ctl_arenas_lookup(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (newp == NULL || newlen != sizeof(void *))
+		return EINVAL;
+	const char *p = *(void *const *)newp;
+	extent_t *e = pagemap_lookup(p);
+	if (e == NULL || (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE) ||
+	    p < e->addr || p >= e->addr + e->size || e->arena == NULL)
+		return EINVAL;
+	unsigned ind = e->arena->ind;
+	return ctl_read(oldp, oldlenp, &ind, sizeof(ind));
+}
+
+/*
+ * Decay times (node->off: 1 dirty, 0 muzzy).  A value is accepted in the
+ * option's range (its conf row: -1 never, 0 at once, up to a max); out of
+ * range is EFAULT, as jemalloc.
+ */
+static bool ctl_decay_ms_bad(ssize_t ms, bool dirty) {
+	const char *name = dirty ? "dirty_decay_ms" : "muzzy_decay_ms";
+	const conf_opt_t *opt = conf_opt_lookup(name, strlen(name));
+	return ms < opt->min || ms > opt->max;
+}
+
+/* rw: arenas.dirty_decay_ms / muzzy_decay_ms, the times arenas made from
+ * now on start with (automatic arenas included, made when a first thread
+ * picks them); opt.* keeps the value the process started with. */
+static int ctl_arenas_decay_ms(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	bool dirty = node->off != 0;
+	_Atomic ssize_t *def = dirty ? &arena_dirty_decay_ms_default :
+	    &arena_muzzy_decay_ms_default;
+	ssize_t old = arena_decay_ms_resolve(atomic_load(def), dirty);
+	if (newp != NULL) {
+		if (newlen != sizeof(ssize_t))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		ssize_t ms = *(const ssize_t *)newp;
+		if (ctl_decay_ms_bad(ms, dirty))
+			return EFAULT;
+		atomic_store(def, ms);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
 /* r-: make a new manual arena and say its index. */
 static int ctl_arenas_create(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
@@ -427,6 +536,43 @@ static int ctl_arena_decay_common(const size_t *mib, void *oldp,
 	if (arena != NULL)
 		tcache_arena_decay(arena, force);
 	return 0;
+}
+
+/* r-: arena.<i>.initialized, whether arena i has been made (an index of
+ * arenas.create or an automatic one no thread took yet may not be);
+ * MALLCTL_ARENAS_ALL stands for the arenas that are, as in jemalloc. */
+static int ctl_arena_initialized(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	bool v = mib[1] == ARENAS_MAX ||
+	    arena_get((unsigned)mib[1], false) != NULL;
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* rw: arena.<i>.dirty_decay_ms / muzzy_decay_ms, arena i's own, in
+ * effect at once (arena_decay_ms_set).  EFAULT, as jemalloc, for
+ * MALLCTL_ARENAS_ALL and an arena not made yet. */
+static int ctl_arena_decay_ms(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	bool dirty = node->off != 0;
+	arena_t *arena = mib[1] == ARENAS_MAX ? NULL :
+	    arena_get((unsigned)mib[1], false);
+	if (arena == NULL)
+		return EFAULT;
+	ssize_t old = dirty ? arena_dirty_decay_ms(arena) :
+	    arena_muzzy_decay_ms(arena);
+	if (newp != NULL) {
+		if (newlen != sizeof(ssize_t))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		ssize_t ms = *(const ssize_t *)newp;
+		if (ctl_decay_ms_bad(ms, dirty))
+			return EFAULT;
+		arena_decay_ms_set(arena, dirty, ms);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
 static int ctl_arena_purge(const ctl_node_t *node, const size_t *mib,
@@ -509,6 +655,25 @@ static const size_t ctl_page = PAGE;
 static const unsigned ctl_nbins = SC_NBINS;
 static const unsigned ctl_nlextents = SC_NLEXTENTS;
 
+/*
+ * config.*: what jemalloc's configure switches would have been for this
+ * library.  Always built in: junk/zero filling (fill) and statistics
+ * (stats).  Never: a lazily taken lock (lazy_lock: our locks are always
+ * taken), utrace(2) tracing (utrace), abort on out of memory (xmalloc:
+ * there is no opt.xmalloc), libgcc's or libunwind's unwinder (the
+ * profiler has its own frame-pointer and .eh_frame walkers), and
+ * cache-oblivious large blocks (cache_oblivious: a large block starts at
+ * the first page of its extent, arena.c; none is offset by a random
+ * number of cache lines).  malloc_conf: no configure option compiles a
+ * default options string into the library (an application's own
+ * `malloc_conf` symbol is read at start-up instead, conf.c), so "".
+ */
+#define CTL_CONFIG_BOOL(n, v)						\
+	{ .name = (n), .handler = ctl_var_read, .type = CTL_T_BOOL,	\
+	  .ptr = (v) ? &ctl_true : &ctl_false }
+static const bool ctl_true = true, ctl_false = false;
+static const char *const ctl_config_malloc_conf = "";
+
 static const ctl_node_t ctl_config_children[] = {
 	{ .name = "debug", .handler = ctl_var_read, .type = CTL_T_BOOL,
 	  .ptr = &config_debug },
@@ -516,11 +681,26 @@ static const ctl_node_t ctl_config_children[] = {
 	  .ptr = &config_prof },
 	{ .name = "prefix", .handler = ctl_var_read, .type = CTL_T_STR,
 	  .ptr = &ctl_prefix },
+	CTL_CONFIG_BOOL("cache_oblivious", false),
+	CTL_CONFIG_BOOL("fill", true),
+	CTL_CONFIG_BOOL("lazy_lock", false),
+	{ .name = "malloc_conf", .handler = ctl_var_read, .type = CTL_T_STR,
+	  .ptr = &ctl_config_malloc_conf },
+	CTL_CONFIG_BOOL("prof_libgcc", false),
+	CTL_CONFIG_BOOL("prof_libunwind", false),
+	CTL_CONFIG_BOOL("stats", true),
+	CTL_CONFIG_BOOL("utrace", false),
+	CTL_CONFIG_BOOL("xmalloc", false),
 };
 
 /* Every opt.<name>: the row is mib[1]. */
 static const ctl_node_t ctl_opt_leaf = {
 	.name = "", .handler = ctl_opt_read,
+};
+
+static const ctl_node_t ctl_thread_peak_children[] = {
+	{ .name = "read", .handler = ctl_thread_peak_read },
+	{ .name = "reset", .handler = ctl_thread_peak_reset },
 };
 
 static const ctl_node_t ctl_thread_tcache_children[] = {
@@ -541,6 +721,8 @@ static ctl_node_t ctl_thread_children[] = {
 	  .type = CTL_T_U64P, .off = offsetof(tsd_t, deallocated) },
 	{ .name = "tcache", CTL_CHILDREN(ctl_thread_tcache_children) },
 	{ .name = "prof" },             /* prof_ctl.c registers them */
+	{ .name = "peak", CTL_CHILDREN(ctl_thread_peak_children) },
+	{ .name = "idle", .handler = ctl_thread_idle },
 };
 
 static const ctl_node_t ctl_arenas_bin_i_children[] = {
@@ -577,11 +759,22 @@ static const ctl_node_t ctl_arenas_children[] = {
 	  .bad_index = ctl_lextent_bad_index,
 	  CTL_CHILDREN(ctl_arenas_lextent_i) },
 	{ .name = "create", .handler = ctl_arenas_create },
+	{ .name = "nhbins", .handler = ctl_arenas_nhbins },
+	{ .name = "lookup", .handler = ctl_arenas_lookup },
+	{ .name = "dirty_decay_ms", .handler = ctl_arenas_decay_ms,
+	  .off = 1 },
+	{ .name = "muzzy_decay_ms", .handler = ctl_arenas_decay_ms,
+	  .off = 0 },
 };
 
 static const ctl_node_t ctl_arena_i_children[] = {
 	{ .name = "purge", .handler = ctl_arena_purge },
 	{ .name = "decay", .handler = ctl_arena_decay },
+	{ .name = "initialized", .handler = ctl_arena_initialized },
+	{ .name = "dirty_decay_ms", .handler = ctl_arena_decay_ms,
+	  .off = 1 },
+	{ .name = "muzzy_decay_ms", .handler = ctl_arena_decay_ms,
+	  .off = 0 },
 };
 static const ctl_node_t ctl_arena_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_arena_i_children) },

@@ -208,6 +208,33 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero);
  * what the arena's caches hold first. */
 void arena_decay(arena_t *arena, bool force);
 void arena_decay_tick(arena_t *arena);        /* cheap, from slow paths */
+/*
+ * Decay times, as opt.dirty_decay_ms / opt.muzzy_decay_ms: the defaults
+ * of arenas made from now on (arenas.*_decay_ms) and one arena's own
+ * (arena.<i>.*_decay_ms, copied from the default when it is made).  Until
+ * a mallctl sets one, it holds ARENA_DECAY_MS_OPT, "the option's value":
+ * the options never change after boot, except in the unit tests, which
+ * set them to drive the arenas they make.
+ */
+#define ARENA_DECAY_MS_OPT (-(ssize_t)(SIZE_MAX >> 1) - 1)
+extern _Atomic ssize_t arena_dirty_decay_ms_default;
+extern _Atomic ssize_t arena_muzzy_decay_ms_default;
+MP_INLINE ssize_t arena_decay_ms_resolve(ssize_t ms, bool dirty) {
+	if (ms != ARENA_DECAY_MS_OPT)
+		return ms;
+	return dirty ? opt_dirty_decay_ms : opt_muzzy_decay_ms;
+}
+MP_INLINE ssize_t arena_dirty_decay_ms(arena_t *arena) {
+	return arena_decay_ms_resolve(atomic_load_explicit(
+	    &arena->dirty_decay_ms, memory_order_relaxed), true);
+}
+MP_INLINE ssize_t arena_muzzy_decay_ms(arena_t *arena) {
+	return arena_decay_ms_resolve(atomic_load_explicit(
+	    &arena->muzzy_decay_ms, memory_order_relaxed), false);
+}
+/* Change an arena's decay time; what is already older than the new time
+ * is purged now. */
+void arena_decay_ms_set(arena_t *arena, bool dirty, ssize_t ms);
 void arena_stats_read(arena_t *arena, arena_stats_t *out);
 /* Pages were freed (no arena lock held): background_thread_boot points it
  * at background_thread_notify; a no-op until then. */
@@ -350,8 +377,13 @@ void tsd_prof_redraw(tsd_t *tsd);
 /* Draw the distance to the thread's next sample, counted from `from` (a
  * value of `allocated`); true if the thread is sampling. */
 bool tsd_prof_wait_redraw(tsd_t *tsd, uint64_t from);
-/* Crossing the event threshold: cache GC, decay (malloc.c's slow path). */
+/* Crossing the event threshold: cache GC, decay, the thread.peak check
+ * (malloc.c's slow path). */
 void tsd_event(tsd_t *tsd);
+/* thread.peak.read (after a check of the current value) and
+ * thread.peak.reset. */
+uint64_t tsd_peak_read(tsd_t *tsd);
+void tsd_peak_reset(tsd_t *tsd);
 /* Counters of the exited threads (and of calls made after a thread's
  * exit), folded in by tsd_totals. */
 extern _Atomic uint64_t tsd_dead_allocated, tsd_dead_deallocated;

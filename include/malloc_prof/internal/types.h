@@ -315,6 +315,9 @@ struct arena_s {
 	                                  * clean tails (clean_from) */
 	size_t pused_peak;               /* most of pactive - ptail ever */
 	uint64_t decay_next_ns;          /* earliest time decay has work */
+	/* arena.<i>.{dirty,muzzy}_decay_ms: this arena's decay times (from
+	 * arenas.*_decay_ms when made); read relaxed, set by ctl. */
+	_Atomic ssize_t dirty_decay_ms, muzzy_decay_ms;
 
 	mp_mutex_t shared_mtx;           /* the arena's own caches: */
 	tcache_t shared;
@@ -383,6 +386,11 @@ struct tsd_s {
 	void *base_stash[BASE_STASH_CLASSES]; /* base.c: freed blocks */
 	uint32_t base_stash_bytes;
 	tsd_t *reg_prev, *reg_next;      /* registry of live threads */
+	/* thread.peak: the highest allocated - deallocated - peak_base seen
+	 * at a check point (tsd_event, a read); off the fast path's lines. */
+	uint64_t peak_max;
+	uint64_t peak_base;              /* allocated - deallocated at the
+	                                  * last thread.peak.reset */
 };
 
 #endif /* MP_INTERNAL_TYPES_H */
