@@ -2,8 +2,7 @@
 # scripts/test.sh: build and run `make check` in out-of-tree builds
 # (build/default, build/prefix with --with-prefix=mp_, build/noprof with
 # --disable-prof, build/debug with --enable-debug: assertions, junk
-# filling and lock-order checks; build/cxx with --enable-cxx: the C++
-# operators' tests; build/asan: --with-prefix=mp_ with
+# filling and lock-order checks; build/asan: --with-prefix=mp_ with
 # AddressSanitizer + UndefinedBehaviorSanitizer, every test; build/tsan:
 # --with-prefix=mp_ with ThreadSanitizer, the multi-threaded tests), run
 # the libFuzzer targets for MP_FUZZ_SECONDS (default 20) each, then print
@@ -175,13 +174,6 @@ run_cfi_pass default
 run_build prefix --with-prefix=mp_
 run_build noprof --disable-prof
 run_build debug --enable-debug
-# The C++ operators (--enable-cxx, off by default): their tests, the
-# export list, and the public API with them in the library.
-check_tests="test/integration/cxx_new test/integration/cxx_sized
-test/integration/cxx_prof test/integration/exported_symbols.sh
-test/integration/api test/integration/extended test/integration/misuse"
-run_build cxx --enable-cxx
-check_tests=
 # Sanitizers: a prefixed build, so that the sanitizer's runtime keeps the
 # real malloc.  Tests that cannot work under one skip, naming why
 # (MALLOC_PROF_SANITIZER, set by configure from CFLAGS).

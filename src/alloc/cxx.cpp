@@ -9,7 +9,18 @@
  *
  * new behaves as libstdc++'s: on failure it calls the new-handler and
  * tries again, and throws std::bad_alloc when there is none; the nothrow
- * forms return nullptr instead (also when the handler throws).  The work
+ * forms return nullptr instead (also when the handler throws).
+ *
+ * The library does not link the C++ runtime: every name of it used here
+ * is a weak reference, which the loader binds when the process has one
+ * (a C++ program: libstdc++ is among its libraries) and leaves null in a
+ * C program, which then does not load libstdc++ because of us (its
+ * start-up allocates an exception pool of about 73 KiB in every process
+ * that loads it, which would show in C programs' heap profiles and leak
+ * reports).  Only a failed new needs the runtime (the handler, the throw;
+ * the nothrow forms' catch runs only for an exception thrown): without
+ * one, a program that calls the operators under their mangled names from
+ * C gets a one-line report and abort() where new would throw.  The work
  * is in malloc.c: operator new jumps to cxx_new, malloc's fast path,
  * whose miss tail-calls cxx_new_slow here; so the frame of cxx_new_slow
  * (of new_other, tail-called by the other forms) returns to the program,
@@ -20,13 +31,36 @@
  */
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <new>
 
 #define CXX_HIDDEN __attribute__((visibility("hidden")))
 #define CXX_EXPORT __attribute__((visibility("default")))
 
-/* malloc.c's side: the prototypes of internal/alloc.h, which is C11. */
+/* The C++ runtime (libstdc++'s libsupc++), weak: see the top.  The
+ * compiler's own references (the personality routine, catch(...)'s
+ * calls, bad_alloc's type_info, vtable and destructor) are made weak by
+ * the assembler; the three below are declared weak so that the null
+ * checks are not folded away. */
+__asm__(".weak __gxx_personality_v0\n\t"
+    ".weak __cxa_begin_catch\n\t"
+    ".weak __cxa_end_catch\n\t"
+    ".weak _ZTISt9bad_alloc\n\t"
+    ".weak _ZTVSt9bad_alloc\n\t"
+    ".weak _ZNSt9bad_allocD1Ev");
+extern "C" void *__cxa_allocate_exception(std::size_t size) noexcept
+    __attribute__((weak));
+extern "C" void __cxa_throw(void *obj, void *tinfo, void (*dtor)(void *))
+    __attribute__((weak, noreturn));
+namespace std {
+new_handler get_new_handler() noexcept __attribute__((weak));
+}
+
+/* malloc.c's side: the prototypes of internal/alloc.h, which is C11;
+ * and sys/util.c's error line. */
 extern "C" {
+CXX_HIDDEN void mp_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 CXX_HIDDEN void *cxx_new(std::size_t size);
 CXX_HIDDEN void *cxx_new_array(std::size_t size);
 CXX_HIDDEN void *cxx_new_slow(std::size_t size, unsigned kind);
@@ -96,10 +130,20 @@ void *new_loop(std::size_t size, std::size_t align, unsigned kind,
 		void *p = cxx_alloc(size, align, entry, fp);
 		if (p != nullptr)
 			return p;
-		std::new_handler handler = std::get_new_handler();
-		if (handler == nullptr)
-			throw std::bad_alloc();
-		handler();
+		std::new_handler handler = &std::get_new_handler != nullptr ?
+		    std::get_new_handler() : nullptr;
+		if (handler != nullptr) {
+			handler();
+			continue;
+		}
+		if (&__cxa_allocate_exception == nullptr ||
+		    &__cxa_throw == nullptr) {
+			mp_error("operator new: out of memory for %zu bytes, "
+			    "and no C++ runtime in the process to throw "
+			    "std::bad_alloc", size);
+			std::abort();
+		}
+		throw std::bad_alloc();
 	}
 }
 

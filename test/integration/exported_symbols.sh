@@ -51,7 +51,7 @@ if grep -q '^#define MALLOC_PROF_CONFIG_CXX 1' \
 	have_cxx=1
 fi
 
-echo "1..6"
+echo "1..7"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mp-symbols.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -63,7 +63,7 @@ then
 else
 	echo "not ok 1 - nm -D --defined-only $lib"
 	sed 's/^/# /' "$tmp/nm.err" 2>/dev/null
-	for i in 2 3 4 5 6; do
+	for i in 2 3 4 5 6 7; do
 		echo "not ok $i - # no symbol table"
 	done
 	exit 0
@@ -180,5 +180,16 @@ elif [ "$have_cxx" = 0 ] && [ "$cxx_found" -ne 0 ]; then
 	echo "not ok 6 - $cxx_found C++ operators exported by a build without them"
 else
 	echo "ok 6 - C++ operators: $cxx_found of $cxx_all (build has them: $have_cxx, prefix '$prefix')"
+fi
+# 7: no C++ runtime among the library's dependencies (the operators refer
+# to it weakly, src/alloc/cxx.cpp): a C program must not load libstdc++,
+# whose start-up allocates an exception pool that profiles would show.
+needed=$(LC_ALL=C readelf -d "$lib" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+if [ -z "$needed" ]; then
+	echo "not ok 7 - readelf -d listed no NEEDED entries"
+elif echo "$needed" | grep -Eq 'libstdc\+\+|libc\+\+|libsupc'; then
+	echo "not ok 7 - the library needs a C++ runtime:" $needed
+else
+	echo "ok 7 - no C++ runtime needed:" $needed
 fi
 exit 0
