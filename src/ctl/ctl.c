@@ -482,6 +482,22 @@ static bool ctl_decay_ms_bad(ssize_t ms, bool dirty) {
 	return ms < opt->min || ms > opt->max;
 }
 
+/* The common half of the *_decay_ms nodes: a read only (no newp) gives
+ * old; a write whose size, old-value buffer or time is wrong gives its
+ * error; either way the result, >= 0.  -1: a valid write, whose time is
+ * *ms, for the caller to apply before it returns old. */
+static int ctl_decay_ms_new(void *oldp, size_t *oldlenp, const void *newp,
+    size_t newlen, ssize_t old, bool dirty, ssize_t *ms) {
+	if (newp == NULL)
+		return ctl_read(oldp, oldlenp, &old, sizeof(old));
+	if (newlen != sizeof(ssize_t))
+		return EINVAL;
+	if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+		return ctl_read(oldp, oldlenp, &old, sizeof(old));
+	*ms = *(const ssize_t *)newp;
+	return ctl_decay_ms_bad(*ms, dirty) ? EFAULT : -1;
+}
+
 /* rw: arenas.dirty_decay_ms / muzzy_decay_ms, the times arenas made from
  * now on start with (automatic arenas included, made when a first thread
  * picks them); opt.* keeps the value the process started with. */
@@ -490,17 +506,11 @@ static int ctl_arenas_decay_ms(const ctl_node_t *node, const size_t *mib,
 	bool dirty = node->off != 0;
 	_Atomic ssize_t *def = dirty ? &arena_dirty_decay_ms_default :
 	    &arena_muzzy_decay_ms_default;
-	ssize_t old = arena_decay_ms_resolve(atomic_load(def), dirty);
-	if (newp != NULL) {
-		if (newlen != sizeof(ssize_t))
-			return EINVAL;
-		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
-			return ctl_read(oldp, oldlenp, &old, sizeof(old));
-		ssize_t ms = *(const ssize_t *)newp;
-		if (ctl_decay_ms_bad(ms, dirty))
-			return EFAULT;
-		atomic_store(def, ms);
-	}
+	ssize_t old = arena_decay_ms_resolve(atomic_load(def), dirty), ms;
+	int r = ctl_decay_ms_new(oldp, oldlenp, newp, newlen, old, dirty, &ms);
+	if (r >= 0)
+		return r;
+	atomic_store(def, ms);
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
@@ -561,17 +571,11 @@ static int ctl_arena_decay_ms(const ctl_node_t *node, const size_t *mib,
 	if (arena == NULL)
 		return EFAULT;
 	ssize_t old = dirty ? arena_dirty_decay_ms(arena) :
-	    arena_muzzy_decay_ms(arena);
-	if (newp != NULL) {
-		if (newlen != sizeof(ssize_t))
-			return EINVAL;
-		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
-			return ctl_read(oldp, oldlenp, &old, sizeof(old));
-		ssize_t ms = *(const ssize_t *)newp;
-		if (ctl_decay_ms_bad(ms, dirty))
-			return EFAULT;
-		arena_decay_ms_set(arena, dirty, ms);
-	}
+	    arena_muzzy_decay_ms(arena), ms;
+	int r = ctl_decay_ms_new(oldp, oldlenp, newp, newlen, old, dirty, &ms);
+	if (r >= 0)
+		return r;
+	arena_decay_ms_set(arena, dirty, ms);
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
