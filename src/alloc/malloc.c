@@ -36,7 +36,8 @@
 typedef struct {
 	size_t align;          /* 0: natural */
 	bool zero;
-	bool tcache_none;
+	bool tcache_none;      /* not the thread's cache (none, or explicit) */
+	tcache_t *tcache;      /* MALLOCX_TCACHE(tc): explicit cache tc */
 	arena_t *arena;        /* NULL: the thread's */
 	void *entry;           /* the exported function the program called */
 	uintptr_t fp;          /* its frame: where backtraces start */
@@ -48,15 +49,37 @@ typedef struct {
  * program's return address. */
 #define CALLER_FP() ((uintptr_t)__builtin_frame_address(0))
 
+/* MALLOCX_TCACHE(tc) naming no live explicit cache: jemalloc aborts. */
+static MP_COLD void tcache_index_invalid(const char *func, unsigned tc) {
+	mp_error("%s(): MALLOCX_TCACHE(%u): no such cache (never made by "
+	    "tcache.create, or destroyed)", func, tc);
+	if (opt_abort || config_debug)
+		abort();
+}
+
+/* true: the flags cannot be honoured (an arena that cannot be had, an
+ * explicit cache that does not exist: reported, and left out of *o, so
+ * that dallocx, which ignores the result, frees as free would). */
 static bool opts_decode(int flags, alloc_opts_t *o, void *entry,
-    uintptr_t fp) {
+    uintptr_t fp, const char *func) {
 	unsigned lg = (unsigned)flags & 0x3f;
 	o->entry = entry;
 	o->fp = fp;
 	o->align = lg != 0 ? (size_t)1 << lg : 0;
 	o->zero = (flags & 0x40) != 0;
+	/* Bits 8-19: 0 the thread's cache, 1 none, tc + 2 explicit tc. */
 	unsigned tc = ((unsigned)flags >> 8) & 0xfff;
-	o->tcache_none = tc == 1;
+	o->tcache_none = tc != 0;
+	o->tcache = NULL;
+	bool bad = false;
+	if (tc >= 2) {
+		o->tcache = tcaches_get(tc - 2);
+		if (o->tcache == NULL) {
+			tcache_index_invalid(func, tc - 2);
+			o->tcache_none = false;
+			bad = true;
+		}
+	}
 	unsigned a = ((unsigned)flags >> 20) & 0xfff;
 	o->arena = NULL;
 	if (a != 0) {
@@ -65,7 +88,7 @@ static bool opts_decode(int flags, alloc_opts_t *o, void *entry,
 			return true;
 		o->tcache_none = true;
 	}
-	return lg >= 64;
+	return bad || lg >= 64;
 }
 
 /* The allocation that crossed the thread's sampling threshold.  Internal
@@ -136,6 +159,9 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
 	unsigned ind = sz_size2index(usize);
 	bool zero = o->zero || opt_zero;
+	/* MALLOCX_TCACHE(tc): like the thread's cache, without its events
+	 * (an explicit cache has no GC: jemalloc's neither). */
+	tcache_t *xtc = o->tcache;
 	bool use_tcache = tsd_cache_usable(tsd, o->tcache_none);
 	if (use_tcache && tsd->fast_owner != NULL) {
 		uint64_t weight = usize < LARGE_EVENT_BYTES ? usize :
@@ -154,6 +180,10 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	arena_t *arena = o->arena;
 	if (arena == NULL)
 		arena = tsd->arena != NULL ? tsd->arena : arena_get(0, false);
+	/* An explicit cache fills from the call's arena, as jemalloc's: the
+	 * one MALLOCX_ARENA names, else the calling thread's. */
+	if (xtc != NULL)
+		xtc->arena = arena;
 	/* A profiler switch or prof.reset since the wait was drawn: redraw
 	 * (a fast-path thread gets here at its next event at the latest),
 	 * counted from the start of this allocation, which the new wait may
@@ -184,6 +214,8 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 				p = *tsd->bin_cur[ind + 1]++;
 			else
 				p = tcache_bin_fill(tsd->tcache, ind);
+		} else if (xtc != NULL) {
+			p = tcache_explicit_alloc_small(xtc, ind);
 		} else {
 			mp_mutex_lock(&arena->shared_mtx);
 			p = tcache_alloc_small(&arena->shared, ind);
@@ -197,8 +229,10 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			memset(p, JUNK_ALLOC_BYTE, usize);
 	} else {
 		p = NULL;
-		if (use_tcache && align <= PAGE && usize <= opt_tcache_max) {
-			p = tcache_alloc_large(tsd->tcache, ind);
+		tcache_t *tc = xtc != NULL ? xtc :
+		    use_tcache ? tsd->tcache : NULL;
+		if (tc != NULL && align <= PAGE && usize <= opt_tcache_max) {
+			p = tcache_alloc_large(tc, ind);
 			if (p != NULL && zero)
 				memset(p, 0, usize);
 		}
@@ -234,18 +268,32 @@ static bool slab_listed(const extent_t *e, const void *p) {
 	return slab_free_listed(e, p) || slab_remote_freed(e, p);
 }
 
+/* Whether tc (may be NULL) holds large block e in its cache. */
+static bool large_cached(const tcache_t *tc, const extent_t *e) {
+	unsigned li = (unsigned)e->szind - SC_NBINS;
+	if (tc == NULL || li >= TCACHE_NLARGE)
+		return false;
+	const tcache_large_t *c = &tc->large[li];
+	for (uint32_t i = 0; i < c->n; i++) {
+		if (c->slots[i] == e)
+			return true;
+	}
+	return false;
+}
+
 /*
  * The misuse checks of a free that reached dalloc_impl (doc/reliability.md,
  * "Misuse"); true if p must not be freed (reported).  Every build checks
  * what costs a few compares on this slow path: a free extent, a large block
- * already in this thread's cache, a pointer into a small region but not at
- * its start, a region free in its slab when this thread's cache owns it.
+ * already in this thread's cache (or the explicit cache `xtc` the free goes
+ * to), a pointer into a small region but not at its start, a region free
+ * in its slab when this thread's cache (or xtc) owns it.
  * Any double free that reaches a slab is caught there as well (its bit is
  * set already: tcache_free_small / tcache_free_remote).  Debug builds also
  * look into the slabs of the arenas' locked caches.
  */
 static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
-    const char *func) {
+    const tcache_t *xtc, const char *func) {
 	if (e == NULL) {
 		invalid_pointer(func, p);
 		return true;
@@ -263,16 +311,9 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 			    "start)", p, "");
 			return true;
 		}
-		unsigned li = (unsigned)e->szind - SC_NBINS;
-		if (tsd->tcache != NULL && li < TCACHE_NLARGE) {
-			const tcache_large_t *c = &tsd->tcache->large[li];
-			for (uint32_t i = 0; i < c->n; i++) {
-				if (c->slots[i] == e) {
-					mp_misuse(func, "double free of",
-					    p, "");
-					return true;
-				}
-			}
+		if (large_cached(tsd->tcache, e) || large_cached(xtc, e)) {
+			mp_misuse(func, "double free of", p, "");
+			return true;
 		}
 		return false;
 	}
@@ -283,7 +324,7 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 		return true;
 	}
 	tcache_t *owner = slab_owner(e);
-	bool mine = owner == tsd->tcache && owner != NULL;
+	bool mine = owner != NULL && (owner == tsd->tcache || owner == xtc);
 	if (mine && slab_listed(e, p)) {
 		mp_misuse(func, "double free of", p, "");
 		return true;
@@ -308,12 +349,14 @@ static size_t extent_usize(const extent_t *e) {
 	return e->kind == EXTENT_SLAB ? e->usize : e->size;
 }
 
-/* Every free that misses the fast path ends here.  e may be NULL. */
+/* Every free that misses the fast path ends here.  e may be NULL.  With
+ * an explicit cache xtc (MALLOCX_TCACHE) the block goes into it, unless
+ * the profiler must see its free. */
 static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
-    const char *func) {
+    tcache_t *xtc, const char *func) {
 	if (p == NULL)
 		return;
-	if (unlikely(dalloc_misuse(tsd, p, e, func)))
+	if (unlikely(dalloc_misuse(tsd, p, e, xtc, func)))
 		return;
 	size_t usize = extent_usize(e);
 	if (opt_junk_free)
@@ -332,6 +375,11 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 			mp_mutex_lock(&arena->shared_mtx);
 			twice = tcache_free_small(owner, e, p);
 			mp_mutex_unlock(&arena->shared_mtx);
+		} else if (xtc != NULL) {
+			/* Into its cache bin, whoever owns the slab (a
+			 * double free shows when the bin is flushed). */
+			tcache_explicit_dalloc_small(xtc, e->szind, p);
+			twice = false;
 		} else if (owner != tsd->tcache || owner == NULL) {
 			twice = tcache_free_remote(e, p);
 		} else {
@@ -344,8 +392,9 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 	} else {
 		if (config_prof && e->prof != NULL)
 			prof_sample_free(p, e);
-		if (!tsd_cache_usable(tsd, tcache_none) ||
-		    tcache_dalloc_large(tsd->tcache, e))
+		tcache_t *tc = xtc != NULL ? xtc : tsd_cache_usable(tsd,
+		    tcache_none) ? tsd->tcache : NULL;
+		if (tc == NULL || tcache_dalloc_large(tc, e))
 			arena_large_dalloc(e);
 	}
 	tsd_count_dalloc(tsd, usize);
@@ -443,7 +492,7 @@ static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
 	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
 	    dalloc_large_cached(tsd, p, entry))
 		return;
-	dalloc_impl(tsd_fetch(), p, pagemap_entry_extent(entry), false,
+	dalloc_impl(tsd_fetch(), p, pagemap_entry_extent(entry), false, NULL,
 	    "free");
 }
 
@@ -454,7 +503,7 @@ static void *alloc_aligned(size_t size, size_t align, int flags,
 	if (unlikely(!malloc_initialized))
 		return NULL;
 	alloc_opts_t o;
-	if (opts_decode(flags, &o, entry, fp))
+	if (opts_decode(flags, &o, entry, fp, "mallocx"))
 		return NULL;
 	if (align < o.align)
 		align = o.align;
@@ -630,7 +679,7 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 		return NULL;
 	}
 	alloc_opts_t o;
-	if (opts_decode(flags, &o, entry, fp))
+	if (opts_decode(flags, &o, entry, fp, func))
 		return NULL;
 	size_t align = o.align > QUANTUM ? o.align : 0;
 	size_t usize = align ? sz_sa2u(size, align) : sz_s2u(size);
@@ -659,7 +708,7 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	memcpy(q, p, old < size ? old : size);
 	if ((o.zero || opt_zero) && usize > old)
 		memset((char *)q + old, 0, usize - old);
-	dalloc_impl(tsd, p, e, o.tcache_none, func);
+	dalloc_impl(tsd, p, e, o.tcache_none, o.tcache, func);
 	return q;
 }
 
@@ -809,8 +858,8 @@ MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
 		return;
 	}
 	alloc_opts_t o;
-	opts_decode(flags, &o, NULL, 0);
-	dalloc_impl(tsd_fetch(), p, pagemap_lookup(p), o.tcache_none,
+	opts_decode(flags, &o, NULL, 0, "dallocx");
+	dalloc_impl(tsd_fetch(), p, pagemap_lookup(p), o.tcache_none, o.tcache,
 	    "dallocx");
 }
 

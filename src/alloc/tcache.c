@@ -8,6 +8,8 @@
  * to its own slab (slab_regions_return).  This file holds the cache bins,
  * the large blocks, flushing and GC, and the orphans: caches of exited
  * threads, which the next new thread adopts and decay reclaims meanwhile.
+ * It also keeps the explicit caches of tcache.create: caches of no
+ * thread, with cache bins of their own, numbered for MALLOCX_TCACHE(tc).
  *
  * The arena's shared cache uses the same slab code under arena->shared_mtx
  * (it has no cache bins).  The cache knows the arena, not the reverse:
@@ -73,7 +75,9 @@ void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
 	return empty[-(ptrdiff_t)got];
 }
 
-bool tcache_bins_attach(tcache_t *tc, tsd_t *tsd) {
+/* Turn tc's cache bins on with their cursors in cur[] and full[] (by
+ * szind): a thread's tsd, or an explicit cache's entry. */
+static bool bins_attach(tcache_t *tc, void ***cur, uint32_t *full) {
 	if (tc->cb_slots == NULL) {
 		/* Each bin's slots and its NULL sentinel (base memory is
 		 * zeroed, and no one ever writes a sentinel). */
@@ -86,16 +90,20 @@ bool tcache_bins_attach(tcache_t *tc, tsd_t *tsd) {
 	}
 	void **slot = tc->cb_slots;
 	for (unsigned i = 0; i < SC_NBINS; i++) {
-		tsd->bin_full[i + 1] = (uint32_t)(uintptr_t)slot;
+		full[i] = (uint32_t)(uintptr_t)slot;
 		slot += cache_bin_slots(i);
 		mp_assert(*slot == NULL);
 		tc->cb_empty[i] = slot;
-		tsd->bin_cur[i + 1] = slot;
+		cur[i] = slot;
 		slot++;
 	}
-	tc->cb_cur = &tsd->bin_cur[1];
-	tc->cb_full = &tsd->bin_full[1];
+	tc->cb_cur = cur;
+	tc->cb_full = full;
 	return false;
+}
+
+bool tcache_bins_attach(tcache_t *tc, tsd_t *tsd) {
+	return bins_attach(tc, &tsd->bin_cur[1], &tsd->bin_full[1]);
 }
 
 void tcache_bins_detach(tcache_t *tc) {
@@ -246,6 +254,147 @@ void tcache_orphans_collect(arena_t *arena, unsigned max) {
 	mp_mutex_unlock(&arena->orphans_mtx);
 }
 
+/* ---- explicit caches ---- */
+
+/*
+ * The registry of explicit caches: an entry per index handed out, made at
+ * the index's first tcache.create and never freed.  The entry holds the
+ * cache itself, kept across destroy and create (a destroyed cache keeps
+ * the slabs that still hold live objects, as an orphan does, and the next
+ * create of its index takes them up again: the number of caches is bounded
+ * by the indices, whatever the program's churn), and the cursors of its
+ * cache bins, which a thread's cache keeps in its tsd.
+ *
+ * No lock: an entry's state moves FREE -> BUSY (create, or a collection)
+ * and LIVE -> BUSY (destroy) by compare-and-swap, so that two threads never
+ * work on one cache's state, and the index counter by compare-and-swap.
+ * Nothing here is held across fork.  Between a create and its destroy the
+ * program promises that one thread at a time uses the cache.
+ */
+enum { TCACHES_FREE = 0, TCACHES_LIVE, TCACHES_BUSY };
+
+typedef struct tcaches_elm_s {
+	tcache_t tc;
+	void **bin_cur[SC_NBINS];        /* tc's cache bins: see types.h */
+	uint32_t bin_full[SC_NBINS];
+	_Atomic unsigned state;
+} tcaches_elm_t;
+
+static _Atomic(tcaches_elm_t *) tcaches[TCACHES_MAX + 1];
+static _Atomic unsigned tcaches_past;    /* indices handed out so far */
+
+static tcaches_elm_t *tcaches_elm(unsigned ind) {
+	if (ind > TCACHES_MAX)
+		return NULL;
+	return atomic_load_explicit(&tcaches[ind], memory_order_acquire);
+}
+
+/* Take entry `elm` in state `from` for the caller (BUSY). */
+static bool tcaches_claim(tcaches_elm_t *elm, unsigned from) {
+	unsigned s = from;
+	return elm != NULL && atomic_compare_exchange_strong_explicit(
+	    &elm->state, &s, TCACHES_BUSY, memory_order_acquire,
+	    memory_order_relaxed);
+}
+
+static void tcaches_release(tcaches_elm_t *elm, unsigned to) {
+	atomic_store_explicit(&elm->state, to, memory_order_release);
+}
+
+bool tcaches_create(unsigned *ind) {
+	/* The lowest index free again: jemalloc too hands destroyed
+	 * indices out again before new ones. */
+	unsigned past = atomic_load_explicit(&tcaches_past,
+	    memory_order_acquire);
+	for (unsigned i = 0; i < past; i++) {
+		tcaches_elm_t *elm = tcaches_elm(i);
+		if (tcaches_claim(elm, TCACHES_FREE)) {
+			tcaches_release(elm, TCACHES_LIVE);
+			*ind = i;
+			return false;
+		}
+	}
+	/* Checked before the entry is made, so that a program asking past
+	 * the limit does not use up memory; two creators racing for the
+	 * last index lose one entry at most. */
+	if (past > TCACHES_MAX)
+		return true;
+	tcaches_elm_t *elm = base_alloc(sizeof(*elm));
+	if (elm == NULL)
+		return true;
+	/* The arena is the allocating call's (alloc_impl sets it each time,
+	 * as jemalloc fills an explicit cache from the caller's arena). */
+	tcache_init(&elm->tc, arena_get(0, false), false);
+	if (bins_attach(&elm->tc, elm->bin_cur, elm->bin_full))
+		return true;
+	unsigned i = atomic_load(&tcaches_past);
+	do {
+		if (i > TCACHES_MAX)
+			return true;
+	} while (!atomic_compare_exchange_weak(&tcaches_past, &i, i + 1));
+	atomic_store_explicit(&elm->state, TCACHES_LIVE, memory_order_relaxed);
+	atomic_store_explicit(&tcaches[i], elm, memory_order_release);
+	*ind = i;
+	return false;
+}
+
+tcache_t *tcaches_get(unsigned ind) {
+	tcaches_elm_t *elm = tcaches_elm(ind);
+	if (elm == NULL || atomic_load_explicit(&elm->state,
+	    memory_order_acquire) != TCACHES_LIVE)
+		return NULL;
+	return &elm->tc;
+}
+
+bool tcaches_flush(unsigned ind) {
+	tcache_t *tc = tcaches_get(ind);
+	if (tc == NULL)
+		return true;
+	tcache_flush(tc);
+	return false;
+}
+
+bool tcaches_destroy(unsigned ind) {
+	tcaches_elm_t *elm = tcaches_elm(ind);
+	if (!tcaches_claim(elm, TCACHES_LIVE))
+		return true;
+	tcache_flush(&elm->tc);
+	tcaches_release(elm, TCACHES_FREE);
+	return false;
+}
+
+/* Destroyed caches of `arena` (the last one they served): what was freed
+ * in their slabs since, by remote frees, goes back as it would from an
+ * orphan.  Live caches are the program's: they are left alone. */
+static void tcaches_collect(arena_t *arena) {
+	unsigned past = atomic_load_explicit(&tcaches_past,
+	    memory_order_acquire);
+	for (unsigned i = 0; i < past; i++) {
+		tcaches_elm_t *elm = tcaches_elm(i);
+		if (!tcaches_claim(elm, TCACHES_FREE))
+			continue;
+		if (elm->tc.arena == arena)
+			tcache_flush(&elm->tc);
+		tcaches_release(elm, TCACHES_FREE);
+	}
+}
+
+void *tcache_explicit_alloc_small(tcache_t *tc, unsigned ind) {
+	void **cur = tc->cb_cur[ind];
+	void *p = *cur;
+	if (p != NULL) {
+		tc->cb_cur[ind] = cur + 1;
+		return p;
+	}
+	return tcache_bin_fill(tc, ind);
+}
+
+void tcache_explicit_dalloc_small(tcache_t *tc, unsigned ind, void *p) {
+	if ((uint32_t)(uintptr_t)tc->cb_cur[ind] == tc->cb_full[ind])
+		tcache_bin_flush(tc, ind, tcache_bin_cap(tc, ind) / 2);
+	*--tc->cb_cur[ind] = p;
+}
+
 /* ---- an arena's caches ---- */
 
 void tcache_arena_setup(arena_t *arena) {
@@ -269,5 +418,6 @@ void tcache_arena_decay(arena_t *arena, bool force) {
 	tcache_flush(&arena->prof_cache);
 	mp_mutex_unlock(&arena->shared_mtx);
 	tcache_orphans_collect(arena, UINT32_MAX);
+	tcaches_collect(arena);
 	arena_decay(arena, force);
 }

@@ -850,6 +850,66 @@ static const ctl_node_t ctl_debug_children[] = {
 };
 #endif
 
+/* ---- tcache.*: explicit caches (tcache.c), for MALLOCX_TCACHE(tc) ----
+ * Types and error codes as jemalloc 5.3's; where jemalloc's behaviour is
+ * undefined (an index never created, or destroyed) these give EFAULT. */
+
+/* r-: make a cache and say its index.  With no room for exactly an
+ * unsigned nothing is made, *oldlenp becomes 0 and the call EINVAL;
+ * EFAULT when TCACHES_MAX + 1 caches exist or there is no memory. */
+static int ctl_tcache_create(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	if (oldp == NULL || oldlenp == NULL || *oldlenp != sizeof(unsigned)) {
+		if (oldlenp != NULL)
+			*oldlenp = 0;
+		return EINVAL;
+	}
+	unsigned ind;
+	if (tcaches_create(&ind))
+		return EFAULT;
+	return ctl_read(oldp, oldlenp, &ind, sizeof(ind));
+}
+
+/* The argument of tcache.flush and tcache.destroy: the index written, an
+ * unsigned (EINVAL without one); reading gives EPERM. */
+static int ctl_tcache_index(void *oldp, size_t *oldlenp, void *newp,
+    size_t newlen, unsigned *ind) {
+	if (ctl_reads(oldp, oldlenp))
+		return EPERM;
+	if (newp == NULL || newlen != sizeof(unsigned))
+		return EINVAL;
+	*ind = *(const unsigned *)newp;
+	return 0;
+}
+
+/* -w: return what cache <index> holds to the arenas. */
+static int ctl_tcache_flush(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	unsigned ind;
+	int ret = ctl_tcache_index(oldp, oldlenp, newp, newlen, &ind);
+	if (ret == 0 && tcaches_flush(ind))
+		ret = EFAULT;
+	return ret;
+}
+
+/* -w: flush cache <index> and free the index for a later create. */
+static int ctl_tcache_destroy(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	unsigned ind;
+	int ret = ctl_tcache_index(oldp, oldlenp, newp, newlen, &ind);
+	if (ret == 0 && tcaches_destroy(ind))
+		ret = EFAULT;
+	return ret;
+}
+
+static const ctl_node_t ctl_tcache_children[] = {
+	{ .name = "create", .handler = ctl_tcache_create },
+	{ .name = "flush", .handler = ctl_tcache_flush },
+	{ .name = "destroy", .handler = ctl_tcache_destroy },
+};
+
 /* Non-const: src/prof/ hangs prof's children here (ctl_register). */
 static ctl_node_t ctl_root_children[] = {
 	{ .name = "version", .handler = ctl_var_read, .type = CTL_T_STR,
@@ -859,6 +919,7 @@ static ctl_node_t ctl_root_children[] = {
 	{ .name = "config", CTL_CHILDREN(ctl_config_children) },
 	{ .name = "opt", .kind = CTL_OPTS },
 	{ .name = "thread", CTL_CHILDREN(ctl_thread_children) },
+	{ .name = "tcache", CTL_CHILDREN(ctl_tcache_children) },
 	{ .name = "arenas", CTL_CHILDREN(ctl_arenas_children) },
 	{ .name = "arena", .kind = CTL_INDEXED,
 	  .bad_index = ctl_arena_bad_index, CTL_CHILDREN(ctl_arena_i) },

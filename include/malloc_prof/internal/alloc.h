@@ -303,6 +303,27 @@ void tcache_flush(tcache_t *tc);         /* thread.tcache.flush */
 void tcache_gc_step(tcache_t *tc);       /* one incremental GC step */
 /* Reclaim free memory held by orphaned caches of `arena`. */
 void tcache_orphans_collect(arena_t *arena, unsigned max);
+/*
+ * Explicit caches (tcache.create, tcache.flush, tcache.destroy,
+ * MALLOCX_TCACHE(tc)): caches of no thread, numbered 0 .. TCACHES_MAX
+ * (jemalloc's MALLOCX_TCACHE_MAX: the largest tc the flag's 12 bits
+ * hold).  Any thread may use one, but never two threads at once: the
+ * program promises it, as jemalloc asks, so they take no lock.  Each has
+ * cache bins of its own, used through the functions below.
+ */
+#define TCACHES_MAX 4093
+/* A new cache (the lowest destroyed index first); true: TCACHES_MAX + 1
+ * exist, or no memory. */
+bool tcaches_create(unsigned *ind);
+tcache_t *tcaches_get(unsigned ind);     /* NULL: no live cache ind */
+/* Return what cache ind holds / that, then free the index; true (nothing
+ * done): no live cache ind. */
+bool tcaches_flush(unsigned ind);
+bool tcaches_destroy(unsigned ind);
+/* Pop a region of class ind from tc's cache bin, filling it when dry
+ * (NULL on OOM) / push p, giving the older half back when full. */
+void *tcache_explicit_alloc_small(tcache_t *tc, unsigned ind);
+void tcache_explicit_dalloc_small(tcache_t *tc, unsigned ind, void *p);
 
 /* ------------------------------------------------------------------ slab.c */
 /* Up to n regions of class ind from tc's slabs into out (the count got:

@@ -244,7 +244,8 @@ typedef struct tcache_large_s {
 /*
  * tcache_t: a cache of slabs and large blocks owned by one thread, or by an
  * arena ("shared": used under arena->shared_mtx for MALLOCX_TCACHE_NONE,
- * MALLOCX_ARENA, tcache:false and threads being torn down).
+ * MALLOCX_ARENA, tcache:false and threads being torn down), or an explicit
+ * cache (tcache.create: no thread's; one thread at a time, tcache.c).
  * Caches are never freed: when a thread exits, its cache is flushed and
  * parked on its arena's orphan list with whatever slabs still hold live
  * objects, and the next new thread of that arena adopts it.  Because the
@@ -260,12 +261,14 @@ struct tcache_s {
 	arena_t *arena;
 	void ***cb_cur;                  /* the owning thread's
 	                                  * &tsd->bin_cur[1] (by szind) while
-	                                  * its cache bins are on, else NULL
-	                                  * (shared, orphaned, bins off) */
+	                                  * its cache bins are on (an explicit
+	                                  * cache's: in its registry entry),
+	                                  * else NULL (shared, orphaned, bins
+	                                  * off) */
 	uint32_t *cb_full;               /* &tsd->bin_full[1] likewise */
 	void **cb_empty[SC_NBINS];       /* each bin's NULL sentinel slot */
 	void **cb_slots;                 /* storage of the bins' slots
-	                                  * (thread caches only) */
+	                                  * (thread and explicit caches) */
 	tcache_t *orphan_next;
 	uint32_t gc_bin;                 /* next bin of the incremental GC */
 	bool shared;
