@@ -3,9 +3,9 @@
  * caches and large blocks to callers, takes them back, and runs decay.
  * Automatic arenas (4 per CPU unless narenas says otherwise) are created
  * on first use; arenas.create adds manual ones.  With percpu_arena the
- * first automatic arenas belong to CPUs instead (arena_percpu_boot).  One mutex per arena
- * guards its extents and counters; small allocations never reach it
- * except to fetch or return a whole slab.
+ * first automatic arenas belong to CPUs instead (arena_percpu_boot).  One
+ * mutex per arena guards its extents and counters; small allocations
+ * never reach it except to fetch or return a whole slab.
  *
  * The layers above know the arena, not the reverse: this file calls no
  * cache and no background-thread function.  The caches an arena embeds

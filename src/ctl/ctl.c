@@ -263,8 +263,9 @@ static int ctl_opt_read(const ctl_node_t *node, const size_t *mib,
 /* rw: the calling thread's arena; a new index must name an arena that
  * has been handed out (EFAULT).  With percpu_arena the per-CPU arenas are
  * chosen by the CPU, not by the thread: moving to another of them is
- * EPERM, as jemalloc; a manual arena is allowed, and ends the following
- * of the CPU for this thread. */
+ * EPERM, as jemalloc; an arena past them (manual, or automatic beyond
+ * the per-CPU ones) is allowed, and ends the following of the CPU for
+ * this thread. */
 static int ctl_thread_arena(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	tsd_t *tsd = tsd_fetch();
