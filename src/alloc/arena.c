@@ -2,9 +2,10 @@
  * arena.c: arenas, the sources of pages.  An arena hands slabs to thread
  * caches and large blocks to callers, takes them back, and runs decay.
  * Automatic arenas (4 per CPU unless narenas says otherwise) are created
- * on first use; arenas.create adds manual ones.  One mutex per arena
- * guards its extents and counters; small allocations never reach it
- * except to fetch or return a whole slab.
+ * on first use; arenas.create adds manual ones.  With percpu_arena the
+ * first automatic arenas belong to CPUs instead (arena_percpu_boot).  One
+ * mutex per arena guards its extents and counters; small allocations
+ * never reach it except to fetch or return a whole slab.
  *
  * The layers above know the arena, not the reverse: this file calls no
  * cache and no background-thread function.  The caches an arena embeds
@@ -15,8 +16,14 @@
  */
 #include "malloc_prof/internal/internal.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 _Atomic(arena_t *) arenas[ARENAS_MAX];
 unsigned narenas_auto;
+unsigned arena_percpu_limit;
+/* The CPU count percpu_arena was set up for (phycpu's pairing). */
+static unsigned arena_percpu_ncpus;
 _Atomic unsigned narenas_total;
 static mp_mutex_t arenas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_ARENAS);
 /* Sets up the caches a new arena embeds (tcache.c's, given to
@@ -75,10 +82,69 @@ static arena_t *arena_new(unsigned ind) {
 	return arena;
 }
 
+/*
+ * percpu_arena, as jemalloc 5.3 sets it up: arenas [0, limit) belong to
+ * CPUs, limit being the CPU count (percpu) or half of it, rounded up
+ * (phycpu), and narenas is raised to the limit.  The CPU count is the
+ * affinity mask's; jemalloc turns the option off, with one line, when
+ * sched_getcpu fails, or when that count differs from the CPUs online or
+ * configured (taskset, cgroups: the CPU numbers then run past the count)
+ * and narenas was not given.  Returns the automatic arenas to make, 0
+ * when the option is off.
+ */
+static unsigned arena_percpu_boot(void) {
+	if (opt_percpu_arena == PERCPU_ARENA_DISABLED)
+		return 0;
+	unsigned ncpus = os_ncpus();
+	long onln = sysconf(_SC_NPROCESSORS_ONLN);
+	long conf = sysconf(_SC_NPROCESSORS_CONF);
+	const char *why = NULL;
+	if (sched_getcpu() < 0)
+		why = "sched_getcpu() is not available";
+	else if (opt_narenas == 0 && (onln != (long)ncpus ||
+	    conf != (long)ncpus))
+		why = "the CPU count is not deterministic (affinity mask, CPUs "
+		    "online and configured differ)";
+	if (why != NULL) {
+		mp_error("percpu_arena: %s; per-CPU arenas disabled", why);
+		opt_percpu_arena = PERCPU_ARENA_DISABLED;
+		return 0;
+	}
+	if (opt_percpu_arena == PERCPU_ARENA_PHYCPU && ncpus % 2 != 0)
+		mp_error("percpu_arena:phycpu with an odd number (%u) of CPUs "
+		    "(no hyperthreading?)", ncpus);
+	unsigned limit = opt_percpu_arena == PERCPU_ARENA_PHYCPU && ncpus > 1
+	    ? ncpus / 2 + ncpus % 2 : ncpus;
+	if (limit > ARENAS_MAX - 1)
+		limit = ARENAS_MAX - 1;
+	arena_percpu_ncpus = ncpus;
+	arena_percpu_limit = limit;
+	return opt_narenas > limit ? opt_narenas : limit;
+}
+
+/*
+ * jemalloc's mapping: CPU i has arena i; with phycpu, CPU i and CPU
+ * i + ncpus/2 share arena i (Linux numbers the second hyperthreads of
+ * all cores after the first ones).  A CPU number past the limit (CPUs
+ * brought online after start-up, or an affinity mask narrower than the
+ * machine when narenas was given) folds back into it, where jemalloc
+ * would leave the thread on an arena outside the per-CPU range for good.
+ */
+unsigned arena_percpu_choose(void) {
+	int cpu = sched_getcpu();
+	unsigned c = cpu < 0 ? 0 : (unsigned)cpu;
+	unsigned half = arena_percpu_ncpus / 2;
+	if (opt_percpu_arena == PERCPU_ARENA_PHYCPU && c >= half)
+		c -= half;
+	return c < arena_percpu_limit ? c : c % arena_percpu_limit;
+}
+
 bool arena_boot(void (*cache_setup)(arena_t *arena)) {
 	mp_mutex_init(&arenas_mtx, LOCK_RANK_ARENAS);
 	arena_cache_setup = cache_setup;
-	unsigned n = opt_narenas != 0 ? opt_narenas : 4 * os_ncpus();
+	unsigned n = arena_percpu_boot();
+	if (n == 0)
+		n = opt_narenas != 0 ? opt_narenas : 4 * os_ncpus();
 	if (n > ARENAS_MAX - 1)
 		n = ARENAS_MAX - 1;
 	narenas_auto = n;

@@ -175,7 +175,12 @@ void tsd_totals(uint64_t *allocated, uint64_t *deallocated) {
 
 static MP_COLD void tsd_init(tsd_t *tsd) {
 	tsd->state = TSD_INITIALIZING;
-	tsd->arena = arena_choose_auto();
+	/* With percpu_arena the CPU's arena, as jemalloc's arena_choose_hard
+	 * (created here if it is the CPU's first thread). */
+	tsd->arena = arena_percpu_limit != 0 ?
+	    arena_get(arena_percpu_choose(), true) : NULL;
+	if (tsd->arena == NULL)
+		tsd->arena = arena_choose_auto();
 	atomic_fetch_add(&tsd->arena->nthreads, 1);
 	tsd->tcache_enabled = opt_tcache;
 	tsd->prng = (uint64_t)(uintptr_t)tsd ^ os_now_ns();
@@ -251,6 +256,26 @@ bool tsd_arena_set(tsd_t *tsd, unsigned ind) {
 	if (tsd->tcache != NULL)
 		tsd->tcache->arena = arena;
 	return false;
+}
+
+/*
+ * percpu_arena (tsd_fetch, on every slow-path entry): the thread follows
+ * the CPU it runs on.  Its cache keeps what it holds (slabs and blocks go
+ * back to the arenas they came from) and takes new ones from the new
+ * arena, as jemalloc's tcache_arena_reassociate.  As in jemalloc, not
+ * while the allocator allocates for itself (reentrancy), and not for a
+ * thread that thread.arena moved to a manual arena.  jemalloc reads the
+ * CPU only when another thread used the arena since this one did; here
+ * sched_getcpu is read each time, which glibc's rseq area makes a load,
+ * so that a thread that moves to an idle CPU follows as well.
+ */
+MP_NOINLINE void tsd_arena_percpu(tsd_t *tsd) {
+	if (tsd->reentrancy != 0 || tsd->arena == NULL ||
+	    tsd->arena->ind >= arena_percpu_limit)
+		return;
+	unsigned ind = arena_percpu_choose();
+	if (ind != tsd->arena->ind)
+		tsd_arena_set(tsd, ind);
 }
 
 /*

@@ -28,6 +28,7 @@ bool opt_abort = false;
 bool opt_abort_conf = false;
 bool opt_confirm_conf = false;
 unsigned opt_narenas = 0;
+unsigned opt_percpu_arena = PERCPU_ARENA_DISABLED;
 bool opt_tcache = true;
 size_t opt_tcache_max = 65536;
 ssize_t opt_dirty_decay_ms = 10000;
@@ -71,6 +72,11 @@ static const char *const conf_zero_realloc_names[] = {
 	"free", "alloc", "abort",
 };
 
+/* Indexed by percpu_arena_t. */
+static const char *const conf_percpu_arena_names[] = {
+	"disabled", "percpu", "phycpu",
+};
+
 #define CONF_NELEMS(a) ((unsigned)(sizeof(a) / sizeof((a)[0])))
 #define CONF_DECAY_MS_MAX ((intmax_t)INT32_MAX * 1000)
 
@@ -92,6 +98,12 @@ const conf_opt_t conf_opts[] = {
 	{ .name = "narenas", .type = CONF_UNSIGNED, .var = &opt_narenas,
 	  .def = "0", .min = 0, .max = 4095,
 	  .doc = "arenas threads are spread over (0: 4 per CPU)" },
+	{ .name = "percpu_arena", .type = CONF_ENUM, .var = &opt_percpu_arena,
+	  .def = "disabled", .names = conf_percpu_arena_names,
+	  .nnames = CONF_NELEMS(conf_percpu_arena_names),
+	  .doc = "percpu: one arena per CPU, a thread uses its CPU's; "
+	  "phycpu: hyperthread siblings share one (narenas at least that "
+	  "many)" },
 	{ .name = "tcache", .type = CONF_BOOL, .var = &opt_tcache,
 	  .def = "true",
 	  .doc = "give each thread a cache of slabs and large blocks" },

@@ -261,7 +261,11 @@ static int ctl_opt_read(const ctl_node_t *node, const size_t *mib,
 }
 
 /* rw: the calling thread's arena; a new index must name an arena that
- * has been handed out. */
+ * has been handed out (EFAULT).  With percpu_arena the per-CPU arenas are
+ * chosen by the CPU, not by the thread: moving to another of them is
+ * EPERM, as jemalloc; an arena past them (manual, or automatic beyond
+ * the per-CPU ones) is allowed, and ends the following of the CPU for
+ * this thread. */
 static int ctl_thread_arena(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	tsd_t *tsd = tsd_fetch();
@@ -272,8 +276,11 @@ static int ctl_thread_arena(const ctl_node_t *node, const size_t *mib,
 		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
 			return ctl_read(oldp, oldlenp, &old, sizeof(old));
 		unsigned ind = *(const unsigned *)newp;
-		if (ind >= atomic_load(&narenas_total) ||
-		    tsd_arena_set(tsd, ind))
+		if (ind >= atomic_load(&narenas_total))
+			return EFAULT;
+		if (ind != old && ind < arena_percpu_limit)
+			return EPERM;
+		if (tsd_arena_set(tsd, ind))
 			return EFAULT;
 	}
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));

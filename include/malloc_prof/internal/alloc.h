@@ -17,9 +17,16 @@ typedef enum {
 	ZERO_REALLOC_ALLOC,      /* treat as malloc(0) */
 	ZERO_REALLOC_ABORT,
 } zero_realloc_t;
+/* percpu_arena's values, in the order of conf.c's names. */
+typedef enum {
+	PERCPU_ARENA_DISABLED = 0,
+	PERCPU_ARENA_PERCPU,     /* one arena per CPU */
+	PERCPU_ARENA_PHYCPU,     /* hyperthread siblings share one */
+} percpu_arena_t;
 extern bool opt_abort_conf;
 extern bool opt_confirm_conf;
 extern unsigned opt_narenas;             /* 0: 4 per CPU */
+extern unsigned opt_percpu_arena;        /* percpu_arena_t */
 extern bool opt_tcache;
 extern size_t opt_tcache_max;
 extern ssize_t opt_dirty_decay_ms;
@@ -188,6 +195,11 @@ bool arena_boot(void (*cache_setup)(arena_t *arena));
 arena_t *arena_get(unsigned ind, bool create);
 arena_t *arena_choose_auto(void);        /* the automatic one with the
                                           * fewest threads */
+/* percpu_arena: arenas [0, arena_percpu_limit) belong to CPUs (0: off).
+ * Hidden, so that tsd_fetch tests it with one instruction. */
+extern unsigned arena_percpu_limit __attribute__((visibility("hidden")));
+/* The arena index of the CPU the caller runs on (percpu_arena on). */
+unsigned arena_percpu_choose(void);
 bool arena_create(unsigned *ind);        /* arenas.create */
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size);
@@ -379,12 +391,22 @@ extern __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
 extern bool malloc_initialized __attribute__((visibility("hidden")));
 bool malloc_init(void);
 tsd_t *tsd_fetch_slow(void);
-/* The calling thread's state, initialising the thread if needed.  Inline
- * so that the slow paths of malloc.c keep its first test in line. */
+/* percpu_arena: move the thread to the arena of the CPU it runs on. */
+void tsd_arena_percpu(tsd_t *tsd);
+/*
+ * The calling thread's state, initialising the thread if needed.  Inline
+ * so that the slow paths of malloc.c keep its first test in line.  With
+ * percpu_arena, every slow-path entry (cache refills, large blocks, the
+ * calls that bypass the cache, mallctl) first follows the thread to its
+ * CPU's arena; the fast paths never come here.
+ */
 static inline tsd_t *tsd_fetch(void) {
 	tsd_t *tsd = &mp_tsd;
-	if (likely(tsd->state == TSD_NOMINAL))
+	if (likely(tsd->state == TSD_NOMINAL)) {
+		if (unlikely(arena_percpu_limit != 0))
+			tsd_arena_percpu(tsd);
 		return tsd;
+	}
 	return tsd_fetch_slow();
 }
 /* Sums of thread.allocated / thread.deallocated over all threads, live
