@@ -32,6 +32,15 @@ extern bool opt_zero;
 extern unsigned opt_zero_realloc;        /* zero_realloc_t */
 extern bool opt_stats_print;
 extern char opt_stats_print_opts[64];
+/* Transparent huge pages and the huge arena (jemalloc 5.3's options). */
+extern unsigned opt_thp;                 /* os_thp_t: user data mappings */
+typedef enum {
+	METADATA_THP_DISABLED = 0,
+	METADATA_THP_AUTO,
+	METADATA_THP_ALWAYS,
+} metadata_thp_t;
+extern unsigned opt_metadata_thp;        /* metadata_thp_t: base chunks */
+extern size_t opt_oversize_threshold;    /* 0: no huge arena */
 
 /* -------------------------------------------------------------------- sz.c */
 /* Constant tables (built at compile time: the fast path reads them before
@@ -91,6 +100,11 @@ void base_stash_flush(tsd_t *tsd);
 extent_t *base_extent_alloc(void);                /* zeroed */
 void base_extent_free(extent_t *e);
 size_t base_mapped_bytes(void);
+/* stats.metadata_thp: huge pages' worth of the advised chunks in use. */
+size_t base_metadata_thp(void);
+/* opt.thp / opt.metadata_thp once the options are read (arena_boot):
+ * advises the chunks mapped so far; later ones are advised when mapped. */
+void base_thp_boot(void);
 void base_prefork(void);
 void base_postfork_parent(void);
 void base_postfork_child(void);
@@ -164,6 +178,9 @@ void extent_set_init(extent_set_t *set);
  * *dirty_len) read as zero. */
 extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
     bool cap, size_t align, size_t *dirty_off, size_t *dirty_len);
+/* Before `used` bytes are faulted in elsewhere (the huge arena): purge
+ * what the arena's resident cap asks, as extent_alloc_locked does. */
+void extent_resident_cap_locked(arena_t *arena, size_t used);
 /* Return an extent to the free sets (dirty), coalescing with neighbours. */
 void extent_dalloc_locked(arena_t *arena, extent_t *e);
 /* The same, with the caller's reading of os_now_ns() as its free time. */
@@ -189,6 +206,17 @@ arena_t *arena_get(unsigned ind, bool create);
 arena_t *arena_choose_auto(void);        /* the automatic one with the
                                           * fewest threads */
 bool arena_create(unsigned *ind);        /* arenas.create */
+/* The huge arena (oversize_threshold): its index, 0 when there is none
+ * (index narenas_auto, counted in narenas_total but never a thread's);
+ * made on first use. */
+extern unsigned arena_huge_ind;
+/* opt.oversize_threshold in effect: SIZE_MAX when off.  Large blocks this
+ * big go to the huge arena, and free dirty runs this big are purged at
+ * once in every arena (extent.c). */
+extern size_t arena_oversize;
+/* The huge arena's pages in use (pactive - ptail), which the automatic
+ * arenas' resident caps count as theirs. */
+extern _Atomic size_t arena_huge_used;
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size);
 void arena_slab_init(extent_t *slab, unsigned ind);
