@@ -77,15 +77,12 @@ static arena_t *arena_new(unsigned ind) {
 	return arena;
 }
 
-unsigned arena_huge_ind;
-size_t arena_oversize = SIZE_MAX;
-_Atomic size_t arena_huge_used;
-
 /* Under arena->mtx, after its pages in use changed. */
 static void huge_used_note(arena_t *arena) {
-	if (arena_huge_ind != 0 && arena->ind == arena_huge_ind)
-		atomic_store_explicit(&arena_huge_used, arena->stats.pactive -
-		    arena->ptail, memory_order_relaxed);
+	if (extent_huge_ind != 0 && arena->ind == extent_huge_ind)
+		atomic_store_explicit(&extent_huge_used,
+		    arena->stats.pactive - arena->ptail,
+		    memory_order_relaxed);
 }
 
 bool arena_boot(void (*cache_setup)(arena_t *arena)) {
@@ -110,12 +107,12 @@ bool arena_boot(void (*cache_setup)(arena_t *arena)) {
 	if (huge) {
 		/* Its index follows the automatic ones: arenas.narenas
 		 * counts it, threads never pick it. */
-		arena_huge_ind = n;
-		arena_oversize = opt_oversize_threshold;
+		extent_huge_ind = n;
+		extent_oversize = opt_oversize_threshold;
 		n++;
 	} else {
-		arena_huge_ind = 0;
-		arena_oversize = SIZE_MAX;
+		extent_huge_ind = 0;
+		extent_oversize = SIZE_MAX;
 		opt_oversize_threshold = 0;
 	}
 	atomic_store(&narenas_total, n);
@@ -180,14 +177,16 @@ arena_t *arena_choose_auto(void) {
  * times 0 unless the default is already 0 or -1, as jemalloc's
  * arena_choose_huge sets them): huge blocks are few, so decay driven by
  * allocation ticks would seldom run, and they are seldom reused at once.
+ * With the background_thread option the decay times stay: the thread
+ * purges on time (as later jemalloc versions do).
  */
 static arena_t *arena_huge(void) {
-	arena_t *a = arena_get(arena_huge_ind, false);
+	arena_t *a = arena_get(extent_huge_ind, false);
 	if (likely(a != NULL))
 		return a;
-	a = arena_get(arena_huge_ind, true);
-	if (a == NULL)
-		return NULL;
+	a = arena_get(extent_huge_ind, true);
+	if (a == NULL || opt_background_thread)
+		return a;
 	if (arena_dirty_decay_ms(a) > 0)
 		atomic_store(&a->dirty_decay_ms, 0);
 	if (arena_muzzy_decay_ms(a) > 0)
@@ -296,7 +295,7 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 	/* oversize_threshold: the huge arena, for a thread on an automatic
 	 * arena; an arena the thread or the call chose (a manual one,
 	 * MALLOCX_ARENA of another) is kept, as jemalloc keeps it. */
-	if (unlikely(usize >= arena_oversize) && arena->ind < narenas_auto &&
+	if (unlikely(usize >= extent_oversize) && arena->ind < narenas_auto &&
 	    (mp_tsd.arena == NULL || mp_tsd.arena == arena)) {
 		arena_t *huge = arena_huge();
 		if (huge != NULL) {

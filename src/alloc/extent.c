@@ -30,6 +30,13 @@
  * no extent the page map reaches has a NULL owner. */
 tcache_t extent_large_owner;
 
+/* oversize_threshold in effect (set by arena_boot; SIZE_MAX: off), the
+ * huge arena's index (0: none; the automatic arenas are below it) and
+ * its pages in use (set by arena.c under its lock). */
+size_t extent_oversize = SIZE_MAX;
+unsigned extent_huge_ind;
+_Atomic size_t extent_huge_used;
+
 /* Give a record back to base.c's pool, with kind and owner in a state no
  * fast path accepts: a stale page-map hit on a recycled record must never
  * look like a live slab. */
@@ -336,8 +343,8 @@ static void resident_cap(arena_t *arena, size_t used) {
 	 * keeps no dirty pages: count them here, or the two arenas' peaks
 	 * (reached at different times) and slacks would add up (the huge
 	 * arena took large_rss's peak from 162 MiB to 179 for 152 live). */
-	if (arena->ind < narenas_auto)
-		active += atomic_load_explicit(&arena_huge_used,
+	if (arena->ind < extent_huge_ind)
+		active += atomic_load_explicit(&extent_huge_used,
 		    memory_order_relaxed);
 	size_t peak = arena->pused_peak > active ? arena->pused_peak
 	    : active;
@@ -674,12 +681,13 @@ void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	}
 	if (arena_dirty_decay_ms(arena) == 0) {
 		purge_one(arena, e, arena_muzzy_decay_ms(arena) != 0);
-	} else if (e->size >= arena_oversize &&
+	} else if (e->size >= extent_oversize && !opt_background_thread &&
 	    arena_muzzy_decay_ms(arena) != -1 &&
 	    arena_dirty_decay_ms(arena) != -1) {
 		/* oversize_threshold: a free run this big is purged now in
 		 * every arena, as jemalloc's extent_record does, unless
-		 * decay is off ("-1: never"). */
+		 * decay is off ("-1: never") or a background thread purges
+		 * on time (as later jemalloc versions leave it to it). */
 		purge_one(arena, e, false);
 	}
 }

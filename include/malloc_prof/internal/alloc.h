@@ -165,6 +165,16 @@ MP_INLINE extent_t *pagemap_lookup(const void *p) {
 
 /* ---------------------------------------------------------------- extent.c */
 extern tcache_t extent_large_owner;      /* owner of large and free extents */
+/* oversize_threshold, set by arena_boot: the threshold in effect
+ * (SIZE_MAX when off: large blocks this big go to the huge arena, and free
+ * dirty runs this big are purged at once in every arena); the huge
+ * arena's index (0 when there is none; it follows the automatic arenas,
+ * counted in narenas_total but never a thread's, made on first use); its
+ * pages in use (pactive - ptail), which the automatic arenas' resident
+ * caps count as theirs. */
+extern size_t extent_oversize;
+extern unsigned extent_huge_ind;
+extern _Atomic size_t extent_huge_used;
 /* Free-extent sets, splitting, coalescing, OS growth and purging.  All
  * under arena->mtx. */
 void extent_set_init(extent_set_t *set);
@@ -206,17 +216,6 @@ arena_t *arena_get(unsigned ind, bool create);
 arena_t *arena_choose_auto(void);        /* the automatic one with the
                                           * fewest threads */
 bool arena_create(unsigned *ind);        /* arenas.create */
-/* The huge arena (oversize_threshold): its index, 0 when there is none
- * (index narenas_auto, counted in narenas_total but never a thread's);
- * made on first use. */
-extern unsigned arena_huge_ind;
-/* opt.oversize_threshold in effect: SIZE_MAX when off.  Large blocks this
- * big go to the huge arena, and free dirty runs this big are purged at
- * once in every arena (extent.c). */
-extern size_t arena_oversize;
-/* The huge arena's pages in use (pactive - ptail), which the automatic
- * arenas' resident caps count as theirs. */
-extern _Atomic size_t arena_huge_used;
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size);
 void arena_slab_init(extent_t *slab, unsigned ind);
