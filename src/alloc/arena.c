@@ -66,6 +66,20 @@ static arena_t *arena_new(unsigned ind) {
 	    atomic_load(&arena_dirty_decay_ms_default));
 	atomic_store(&arena->muzzy_decay_ms,
 	    atomic_load(&arena_muzzy_decay_ms_default));
+	/*
+	 * The huge arena (made on first use, whoever asks) purges at once:
+	 * both decay times 0 unless the default is already 0 or -1, as
+	 * jemalloc's arena_choose_huge sets them.  Huge blocks are few, so
+	 * decay driven by allocation ticks would seldom run, and they are
+	 * seldom reused at once.  With the background_thread option the
+	 * times stay: its thread purges on time (as later jemalloc does).
+	 */
+	if (ind != 0 && ind == extent_huge_ind && !opt_background_thread) {
+		if (arena_dirty_decay_ms(arena) > 0)
+			atomic_store(&arena->dirty_decay_ms, 0);
+		if (arena_muzzy_decay_ms(arena) > 0)
+			atomic_store(&arena->muzzy_decay_ms, 0);
+	}
 	mp_mutex_init(&arena->mtx, LOCK_RANK_ARENA);
 	mp_mutex_init(&arena->shared_mtx, LOCK_RANK_ARENA_SHARED);
 	mp_mutex_init(&arena->orphans_mtx, LOCK_RANK_ARENA_ORPHANS);
@@ -172,28 +186,6 @@ arena_t *arena_choose_auto(void) {
 	return best != NULL ? best : arena_get(0, false);
 }
 
-/*
- * The huge arena, made on first use.  It purges at once (both decay
- * times 0 unless the default is already 0 or -1, as jemalloc's
- * arena_choose_huge sets them): huge blocks are few, so decay driven by
- * allocation ticks would seldom run, and they are seldom reused at once.
- * With the background_thread option the decay times stay: the thread
- * purges on time (as later jemalloc versions do).
- */
-static arena_t *arena_huge(void) {
-	arena_t *a = arena_get(extent_huge_ind, false);
-	if (likely(a != NULL))
-		return a;
-	a = arena_get(extent_huge_ind, true);
-	if (a == NULL || opt_background_thread)
-		return a;
-	if (arena_dirty_decay_ms(a) > 0)
-		atomic_store(&a->dirty_decay_ms, 0);
-	if (arena_muzzy_decay_ms(a) > 0)
-		atomic_store(&a->muzzy_decay_ms, 0);
-	return a;
-}
-
 bool arena_create(unsigned *ind) {
 	mp_mutex_lock(&arenas_mtx);
 	unsigned i = atomic_load(&narenas_total);
@@ -297,7 +289,7 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 	 * MALLOCX_ARENA of another) is kept, as jemalloc keeps it. */
 	if (unlikely(usize >= extent_oversize) && arena->ind < narenas_auto &&
 	    (mp_tsd.arena == NULL || mp_tsd.arena == arena)) {
-		arena_t *huge = arena_huge();
+		arena_t *huge = arena_get(extent_huge_ind, true);
 		if (huge != NULL) {
 			/* The pages a zeroed block faults in count against
 			 * the thread's arena's cap, as if carved there. */
