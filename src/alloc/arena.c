@@ -3,7 +3,9 @@
  * caches and large blocks to callers, takes them back, and runs decay.
  * Automatic arenas (4 per CPU unless narenas says otherwise) are created
  * on first use; arenas.create adds manual ones.  With percpu_arena the
- * first automatic arenas belong to CPUs instead (arena_percpu_boot).  One
+ * first automatic arenas belong to CPUs instead (arena_percpu_boot).
+ * Large blocks of oversize_threshold bytes or more come from the huge
+ * arena, index narenas_auto, which purges what is freed at once.  One
  * mutex per arena guards its extents and counters; small allocations
  * never reach it except to fetch or return a whole slab.
  *
@@ -71,6 +73,20 @@ static arena_t *arena_new(unsigned ind) {
 	    atomic_load(&arena_dirty_decay_ms_default));
 	atomic_store(&arena->muzzy_decay_ms,
 	    atomic_load(&arena_muzzy_decay_ms_default));
+	/*
+	 * The huge arena (made on first use, whoever asks) purges at once:
+	 * both decay times 0 unless the default is already 0 or -1, as
+	 * jemalloc's arena_choose_huge sets them.  Huge blocks are few, so
+	 * decay driven by allocation ticks would seldom run, and they are
+	 * seldom reused at once.  With the background_thread option the
+	 * times stay: its thread purges on time (as later jemalloc does).
+	 */
+	if (ind != 0 && ind == extent_huge_ind && !opt_background_thread) {
+		if (arena_dirty_decay_ms(arena) > 0)
+			atomic_store(&arena->dirty_decay_ms, 0);
+		if (arena_muzzy_decay_ms(arena) > 0)
+			atomic_store(&arena->muzzy_decay_ms, 0);
+	}
 	mp_mutex_init(&arena->mtx, LOCK_RANK_ARENA);
 	mp_mutex_init(&arena->shared_mtx, LOCK_RANK_ARENA_SHARED);
 	mp_mutex_init(&arena->orphans_mtx, LOCK_RANK_ARENA_ORPHANS);
@@ -139,16 +155,46 @@ unsigned arena_percpu_choose(void) {
 	return c < arena_percpu_limit ? c : c % arena_percpu_limit;
 }
 
+/* Under arena->mtx, after its pages in use changed. */
+static void huge_used_note(arena_t *arena) {
+	if (extent_huge_ind != 0 && arena->ind == extent_huge_ind)
+		atomic_store_explicit(&extent_huge_used,
+		    arena->stats.pactive - arena->ptail,
+		    memory_order_relaxed);
+}
+
 bool arena_boot(void (*cache_setup)(arena_t *arena)) {
 	mp_mutex_init(&arenas_mtx, LOCK_RANK_ARENAS);
 	arena_cache_setup = cache_setup;
+	/* The kernel's THP mode, once (opt.thp reads "not supported" on a
+	 * kernel without it, as in jemalloc), and the advice for the
+	 * metadata mapped before the options were read. */
+	if (os_thp_system() == OS_THP_UNSUPPORTED)
+		opt_thp = OS_THP_UNSUPPORTED;
+	base_thp_boot();
+	/* A threshold outside the large classes turns the huge arena off
+	 * and reads 0 (jemalloc's arena_init_huge). */
+	bool huge = opt_oversize_threshold >= SC_LARGE_MINCLASS &&
+	    opt_oversize_threshold <= SC_LARGE_MAXCLASS;
 	unsigned n = arena_percpu_boot();
 	if (n == 0)
 		n = opt_narenas != 0 ? opt_narenas : 4 * os_ncpus();
-	if (n > ARENAS_MAX - 1)
-		n = ARENAS_MAX - 1;
+	unsigned cap = ARENAS_MAX - 1 - (huge ? 1u : 0u);
+	if (n > cap)
+		n = cap;
 	narenas_auto = n;
 	opt_narenas = n;        /* opt.narenas reads the number in effect */
+	if (huge) {
+		/* Its index follows the automatic ones: arenas.narenas
+		 * counts it, threads never pick it. */
+		extent_huge_ind = n;
+		extent_oversize = opt_oversize_threshold;
+		n++;
+	} else {
+		extent_huge_ind = 0;
+		extent_oversize = SIZE_MAX;
+		opt_oversize_threshold = 0;
+	}
 	atomic_store(&narenas_total, n);
 	arena_t *a0 = arena_new(0);
 	if (a0 == NULL)
@@ -304,6 +350,23 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 	size_t used = PAGE_CEILING(size);
 	if (!zero || usize - used < LARGE_TAIL_MIN)
 		used = usize;
+	/* oversize_threshold: the huge arena, for a thread on an automatic
+	 * arena; an arena the thread or the call chose (a manual one,
+	 * MALLOCX_ARENA of another) is kept, as jemalloc keeps it. */
+	if (unlikely(usize >= extent_oversize) && arena->ind < narenas_auto &&
+	    (mp_tsd.arena == NULL || mp_tsd.arena == arena)) {
+		arena_t *huge = arena_get(extent_huge_ind, true);
+		if (huge != NULL) {
+			/* The pages a zeroed block faults in count against
+			 * the thread's arena's cap, as if carved there. */
+			if (zero) {
+				mp_mutex_lock(&arena->mtx);
+				extent_resident_cap_locked(arena, used);
+				mp_mutex_unlock(&arena->mtx);
+			}
+			arena = huge;
+		}
+	}
 	mp_mutex_lock(&arena->mtx);
 	extent_t *e = extent_alloc_locked(arena, usize, used, zero, align,
 	    &dirty_off, &dirty_len);
@@ -313,6 +376,7 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 		arena->stats.large_nmalloc++;
 		arena->ptail += (usize - used) >> LG_PAGE;
 		e->clean_from = used < usize ? used : 0;
+		huge_used_note(arena);
 		e->kind = EXTENT_LARGE;
 		e->szind = (uint8_t)sz_size2index(usize);
 		e->prof = NULL;
@@ -372,6 +436,7 @@ void arena_large_dalloc(extent_t *e) {
 	size_t pages = e->size >> LG_PAGE;
 	if (e->clean_from != 0)
 		arena->ptail -= (e->size - e->clean_from) >> LG_PAGE;
+	huge_used_note(arena);
 	/* One clock reading serves the free time and the decay tick (two
 	 * were 1.3% of logsizes). */
 	uint64_t now = os_now_ns();
@@ -402,6 +467,7 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 	if (e->clean_from != 0)
 		arena->ptail -= (old - e->clean_from) >> LG_PAGE;
 	e->clean_from = 0;
+	huge_used_note(arena);
 	/* The resize rewrote the bounds untagged; tag the (new) class. */
 	pagemap_set_class(e->addr, PAGE, e);
 	mp_mutex_unlock(&arena->mtx);

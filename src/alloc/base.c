@@ -13,14 +13,37 @@
  * and drops samples (prof.dropped_samples).  When both shared one region,
  * a profiled process could fail to carve a slab that an unprofiled one
  * would have: the profiler had taken the last of the region.
+ *
+ * Transparent huge pages: opt.thp applies to the bump chunks as to every
+ * mapping, and metadata_thp advises them MADV_HUGEPAGE (always: from the
+ * start; auto: once 20 MiB are mapped), as jemalloc advises its base
+ * blocks.  The profiler's big blocks, mapped on their own and unmapped
+ * when freed, are left to opt.thp's default.
  */
 #include "malloc_prof/internal/internal.h"
 
 #define BASE_CHUNK ((size_t)2 << 20)
+/* metadata_thp:auto turns huge pages on with the chunk mapped once this
+ * much metadata is: jemalloc's base of arena 0, which like this one
+ * serves the whole process, switches on its fifth block, after 20 MiB
+ * (blocks of 2, 4, 6 and 8 MiB).  Below it THP would mostly add resident
+ * memory to a small process. */
+#define BASE_AUTO_THP_MAPPED ((size_t)20 << 20)
+
+/* The head of every bump chunk: the chunks are listed so that advice can
+ * be given to those mapped before it was decided (base_thp_boot, the
+ * auto switch). */
+typedef struct base_chunk_s {
+	struct base_chunk_s *next;
+	size_t size;
+} base_chunk_t;
+#define BASE_CHUNK_HEAD ALIGNMENT_CEILING(sizeof(base_chunk_t), \
+    (size_t)CACHELINE)
 
 /* A bump region over BASE_CHUNK mappings (base_mtx). */
 typedef struct {
 	char *cur, *end;
+	base_chunk_t *chunk;     /* the chunk cur is in */
 } base_region_t;
 
 static mp_mutex_t base_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_BASE);
@@ -28,26 +51,125 @@ static base_region_t base_meta;          /* the allocator's (base_mtx) */
 static base_region_t base_prof;          /* the profiler's (base_mtx) */
 static size_t base_mapped;               /* bytes mapped (base_mtx) */
 static extent_t *base_extents_free;      /* recycled records (base_mtx) */
+/* Transparent huge pages (base_mtx): every bump chunk, newest first;
+ * whether the options were applied (base_thp_boot) and whether chunks
+ * get MADV_HUGEPAGE now; the huge pages the advised chunks' used bytes
+ * span (stats.metadata_thp, counted as jemalloc counts its n_thp). */
+static base_chunk_t *base_chunks;
+static size_t base_chunks_mapped;
+static bool base_thp_booted;
+static bool base_thp_on;
+static size_t base_thp_pages;
 
 bool base_boot(void) {
 	mp_mutex_init(&base_mtx, LOCK_RANK_BASE);
 	return false;
 }
 
+/* metadata_thp takes effect only where the kernel gives huge pages on
+ * request (mode madvise), as in jemalloc: with "always" they come anyway,
+ * with "never" not at all. */
+static bool base_thp_madvise(void) {
+	return opt_metadata_thp != METADATA_THP_DISABLED &&
+	    os_thp_system() == OS_THP_DEFAULT;
+}
+
+/* Huge pages spanned by the first `used` bytes of a chunk. */
+static size_t base_hp(size_t used) {
+	return HUGEPAGE_CEILING(used) >> LG_HUGEPAGE;
+}
+
+static size_t base_chunk_used(const base_chunk_t *c) {
+	const base_region_t *rs[2] = { &base_meta, &base_prof };
+	for (unsigned i = 0; i < 2; i++) {
+		if (rs[i]->chunk == c)
+			return (size_t)(rs[i]->cur - (const char *)c);
+	}
+	return c->size;        /* retired: its tail is a few bytes */
+}
+
+/* Advise every chunk mapped so far and count its huge pages. */
+static void base_thp_switch_locked(void) {
+	base_thp_on = true;
+	for (base_chunk_t *c = base_chunks; c != NULL; c = c->next) {
+		os_pages_huge(c, c->size, true);
+		base_thp_pages += base_hp(base_chunk_used(c));
+	}
+}
+
+/* A new chunk: opt.thp applies as to any mapping (jemalloc's base_map),
+ * then metadata_thp, switching `auto` on past its threshold. */
+static void base_chunk_advise_locked(base_chunk_t *c) {
+	if (!base_thp_booted)
+		return;
+	os_thp_apply(c, c->size, (os_thp_t)opt_thp);
+	if (!base_thp_madvise())
+		return;
+	if (!base_thp_on && opt_metadata_thp == METADATA_THP_AUTO &&
+	    base_chunks_mapped - c->size >= BASE_AUTO_THP_MAPPED) {
+		base_thp_switch_locked();       /* includes c */
+		return;
+	}
+	if (base_thp_on) {
+		os_pages_huge(c, c->size, true);
+		base_thp_pages += base_hp(BASE_CHUNK_HEAD);
+	}
+}
+
+void base_thp_boot(void) {
+	mp_mutex_lock(&base_mtx);
+	if (!base_thp_booted) {
+		base_thp_booted = true;
+		for (base_chunk_t *c = base_chunks; c != NULL; c = c->next)
+			os_thp_apply(c, c->size, (os_thp_t)opt_thp);
+		if (base_thp_madvise() &&
+		    (opt_metadata_thp == METADATA_THP_ALWAYS ||
+		    base_chunks_mapped >= BASE_AUTO_THP_MAPPED))
+			base_thp_switch_locked();
+	}
+	mp_mutex_unlock(&base_mtx);
+}
+
+size_t base_metadata_thp(void) {
+	mp_mutex_lock(&base_mtx);
+	size_t ret = base_thp_pages;
+	mp_mutex_unlock(&base_mtx);
+	return ret;
+}
+
 static void *base_alloc_locked(base_region_t *r, size_t size) {
 	size = ALIGNMENT_CEILING(size, (size_t)CACHELINE);
 	if ((size_t)(r->end - r->cur) < size) {
-		size_t chunk = size > BASE_CHUNK ? PAGE_CEILING(size)
-		    : BASE_CHUNK;
-		char *p = os_map(chunk, PAGE);
+		size_t need = BASE_CHUNK_HEAD + size;
+		if (need < size)
+			return NULL;
+		/* Huge-page sized and aligned when metadata may use huge
+		 * pages, as jemalloc maps its base blocks. */
+		bool huge = opt_metadata_thp != METADATA_THP_DISABLED;
+		size_t chunk = need > BASE_CHUNK ? (huge ?
+		    HUGEPAGE_CEILING(need) : PAGE_CEILING(need)) : BASE_CHUNK;
+		if (chunk < need)
+			return NULL;
+		char *p = os_map(chunk, huge ? HUGEPAGE : PAGE);
 		if (p == NULL)
 			return NULL;
 		base_mapped += chunk;
+		base_chunks_mapped += chunk;
+		base_chunk_t *c = (base_chunk_t *)p;
+		c->size = chunk;
+		c->next = base_chunks;
+		base_chunks = c;
 		/* The tail of the old chunk is abandoned: a few bytes. */
-		r->cur = p;
+		r->chunk = c;
+		r->cur = p + BASE_CHUNK_HEAD;
 		r->end = p + chunk;
+		base_chunk_advise_locked(c);
 	}
 	void *ret = r->cur;
+	if (base_thp_on) {
+		size_t off = (size_t)(r->cur - (char *)r->chunk);
+		base_thp_pages += base_hp(off + size) - base_hp(off);
+	}
 	r->cur += size;
 	return ret;
 }

@@ -8,7 +8,9 @@
  * (mixed_scan), and before pages are faulted in, dirty pages past the
  * arena's resident cap are purged (resident_cap).  Freeing coalesces
  * with free neighbours of the same state found through the page map.
- * Decay purges what has stayed dirty longer than dirty_decay_ms.
+ * Decay purges what has stayed dirty longer than dirty_decay_ms, and a
+ * free dirty run of oversize_threshold bytes or more is purged at once.
+ * New mappings get opt.thp's advice.
  * Everything here runs under arena->mtx.
  *
  * Invariants: a free extent is maximal (no free neighbour of the same state
@@ -27,6 +29,13 @@
 /* Large and free extents name this as owner: it is no thread's cache, so
  * no extent the page map reaches has a NULL owner. */
 tcache_t extent_large_owner;
+
+/* oversize_threshold in effect (set by arena_boot; SIZE_MAX: off), the
+ * huge arena's index (0: none; the automatic arenas are below it) and
+ * its pages in use (set by arena.c under its lock). */
+size_t extent_oversize = SIZE_MAX;
+unsigned extent_huge_ind;
+_Atomic size_t extent_huge_used;
 
 /* Give a record back to base.c's pool, with kind and owner in a state no
  * fast path accepts: a stale page-map hit on a recycled record must never
@@ -242,6 +251,9 @@ static extent_t *grow(arena_t *arena, size_t size, size_t align) {
 	}
 	if (addr == NULL)
 		return NULL;
+	/* opt.thp: the arenas' mappings are the user data (jemalloc
+	 * advises what its default extent hooks map). */
+	os_thp_apply(addr, map_size, (os_thp_t)opt_thp);
 	if (pagemap_prepare(addr, map_size)) {
 		os_unmap(addr, map_size);
 		return NULL;
@@ -306,6 +318,11 @@ static bool trim(arena_t *arena, extent_t *e, size_t size, size_t align,
 }
 
 static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy);
+static void resident_cap(arena_t *arena, size_t used);
+
+void extent_resident_cap_locked(arena_t *arena, size_t used) {
+	resident_cap(arena, used);
+}
 
 /*
  * Called before `used` bytes are faulted in because no dirty extent could
@@ -322,6 +339,13 @@ static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy);
 static void resident_cap(arena_t *arena, size_t used) {
 	size_t active = arena->stats.pactive - arena->ptail +
 	    (used >> LG_PAGE);
+	/* An automatic arena's big blocks live in the huge arena, which
+	 * keeps no dirty pages: count them here, or the two arenas' peaks
+	 * (reached at different times) and slacks would add up (the huge
+	 * arena took large_rss's peak from 162 MiB to 179 for 152 live). */
+	if (arena->ind < extent_huge_ind)
+		active += atomic_load_explicit(&extent_huge_used,
+		    memory_order_relaxed);
 	size_t peak = arena->pused_peak > active ? arena->pused_peak
 	    : active;
 	size_t slack = peak / RESIDENT_SLACK_DIV;
@@ -655,8 +679,17 @@ void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 		clean->free_ns = now;
 		insert_coalesce(arena, clean);
 	}
-	if (arena_dirty_decay_ms(arena) == 0)
+	if (arena_dirty_decay_ms(arena) == 0) {
 		purge_one(arena, e, arena_muzzy_decay_ms(arena) != 0);
+	} else if (e->size >= extent_oversize && !opt_background_thread &&
+	    arena_muzzy_decay_ms(arena) != -1 &&
+	    arena_dirty_decay_ms(arena) != -1) {
+		/* oversize_threshold: a free run this big is purged now in
+		 * every arena, as jemalloc's extent_record does, unless
+		 * decay is off ("-1: never") or a background thread purges
+		 * on time (as later jemalloc versions leave it to it). */
+		purge_one(arena, e, false);
+	}
 }
 
 bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,

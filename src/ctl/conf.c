@@ -38,6 +38,20 @@ bool opt_zero = false;
 unsigned opt_zero_realloc = ZERO_REALLOC_FREE;
 bool opt_stats_print = false;
 char opt_stats_print_opts[64] = "";
+unsigned opt_thp = OS_THP_DEFAULT;
+unsigned opt_metadata_thp = METADATA_THP_DISABLED;
+size_t opt_oversize_threshold = 0;
+
+/* Indexed by os_thp_t.  Only the first three are accepted: "not
+ * supported" is what opt.thp reads when the kernel has no THP (set by
+ * arena_boot, as jemalloc does). */
+static const char *const conf_thp_names[] = {
+	"default", "always", "never", "not supported",
+};
+/* Indexed by metadata_thp_t. */
+static const char *const conf_metadata_thp_names[] = {
+	"disabled", "auto", "always",
+};
 
 /* junk: which of new and freed memory gets junk bytes.  The table stores
  * the name's index in conf_junk; conf_junk_apply derives the rest. */
@@ -149,6 +163,22 @@ const conf_opt_t conf_opts[] = {
 	  .var = opt_stats_print_opts, .def = "",
 	  .bufsize = sizeof(opt_stats_print_opts),
 	  .doc = "malloc_stats_print opts for stats_print" },
+	{ .name = "thp", .type = CONF_ENUM, .var = &opt_thp,
+	  .def = "default", .names = conf_thp_names, .nnames = 3,
+	  .doc = "transparent huge pages for user data: always "
+	  "(MADV_HUGEPAGE), never (MADV_NOHUGEPAGE) or default (the "
+	  "kernel's choice)" },
+	{ .name = "metadata_thp", .type = CONF_ENUM,
+	  .var = &opt_metadata_thp, .def = "disabled",
+	  .names = conf_metadata_thp_names,
+	  .nnames = CONF_NELEMS(conf_metadata_thp_names),
+	  .doc = "transparent huge pages for the allocator's metadata: "
+	  "always, auto (once it passes 20 MiB) or disabled" },
+	{ .name = "oversize_threshold", .type = CONF_SIZE_T,
+	  .var = &opt_oversize_threshold, .def = "0", .min = 0,
+	  .max = (intmax_t)SC_LARGE_MAXCLASS,
+	  .doc = "blocks this large and larger come from a huge arena of "
+	  "their own, purged at once (bytes; 0 or below 16 KiB: off)" },
 	/* The heap profiler (prof.c); without it these rows stay, so that
 	 * setting one says why it cannot work. */
 	{ .name = "prof", .type = CONF_BOOL, .var = &opt_prof,

@@ -96,6 +96,7 @@ static void ctl_refresh_locked(void) {
 	ctl_snap.allocated = allocated > deallocated ?
 	    (size_t)(allocated - deallocated) : 0;
 	ctl_snap.metadata = base_mapped_bytes();
+	ctl_snap.metadata_thp = base_metadata_thp();
 	ctl_snap.active = m->pactive << LG_PAGE;
 	ctl_snap.resident = ctl_snap.active + (m->pdirty << LG_PAGE) +
 	    ctl_snap.metadata;
@@ -840,6 +841,7 @@ static const ctl_node_t ctl_stats_children[] = {
 	CTL_STAT("allocated", allocated),
 	CTL_STAT("active", active),
 	CTL_STAT("metadata", metadata),
+	CTL_STAT("metadata_thp", metadata_thp),
 	CTL_STAT("resident", resident),
 	CTL_STAT("mapped", mapped),
 	CTL_STAT("retained", retained),

@@ -7,6 +7,7 @@
 #include "malloc_prof/internal/internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -107,6 +108,61 @@ bool os_purge_lazy(void *addr, size_t size) {
 #else
 	return true;
 #endif
+}
+
+/* ---- transparent huge pages ---- */
+
+/* The kernel's mode, as /sys/kernel/mm/transparent_hugepage/enabled
+ * names it with brackets; -1 until read. */
+static _Atomic int os_thp_mode = -1;
+
+/* Read once with open/read (no allocation: called during start-up).  A
+ * kernel without THP, or a file in an unknown format, is "unsupported",
+ * as jemalloc's pages.c judges it. */
+os_thp_t os_thp_system(void) {
+	int mode = atomic_load_explicit(&os_thp_mode, memory_order_relaxed);
+	if (mode >= 0)
+		return (os_thp_t)mode;
+	mode = OS_THP_UNSUPPORTED;
+	char buf[128];
+	int fd = open("/sys/kernel/mm/transparent_hugepage/enabled",
+	    O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		if (strstr(buf, "[madvise]") != NULL)
+			mode = OS_THP_DEFAULT;
+		else if (strstr(buf, "[always]") != NULL)
+			mode = OS_THP_ALWAYS;
+		else if (strstr(buf, "[never]") != NULL)
+			mode = OS_THP_NEVER;
+	}
+	atomic_store_explicit(&os_thp_mode, mode, memory_order_relaxed);
+	return (os_thp_t)mode;
+}
+
+bool os_pages_huge(void *addr, size_t size, bool huge) {
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+	return madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0;
+#else
+	(void)addr; (void)size; (void)huge;
+	return true;
+#endif
+}
+
+/* jemalloc's rule (pages_set_thp_state): nothing when the wish is
+ * "default" or already the kernel's mode; "always" advises huge pages
+ * unless the kernel never gives them; "never" advises against them. */
+void os_thp_apply(void *addr, size_t size, os_thp_t want) {
+	os_thp_t sys = os_thp_system();
+	if (want == OS_THP_DEFAULT || want == OS_THP_UNSUPPORTED ||
+	    sys == OS_THP_UNSUPPORTED || want == sys)
+		return;
+	if (want == OS_THP_ALWAYS && sys != OS_THP_NEVER)
+		os_pages_huge(addr, size, true);
+	else if (want == OS_THP_NEVER)
+		os_pages_huge(addr, size, false);
 }
 
 /* ---- time and CPUs ---- */

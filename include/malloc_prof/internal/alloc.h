@@ -39,6 +39,15 @@ extern bool opt_zero;
 extern unsigned opt_zero_realloc;        /* zero_realloc_t */
 extern bool opt_stats_print;
 extern char opt_stats_print_opts[64];
+/* Transparent huge pages and the huge arena (jemalloc 5.3's options). */
+extern unsigned opt_thp;                 /* os_thp_t: user data mappings */
+typedef enum {
+	METADATA_THP_DISABLED = 0,
+	METADATA_THP_AUTO,
+	METADATA_THP_ALWAYS,
+} metadata_thp_t;
+extern unsigned opt_metadata_thp;        /* metadata_thp_t: base chunks */
+extern size_t opt_oversize_threshold;    /* 0: no huge arena */
 
 /* -------------------------------------------------------------------- sz.c */
 /* Constant tables (built at compile time: the fast path reads them before
@@ -98,6 +107,11 @@ void base_stash_flush(tsd_t *tsd);
 extent_t *base_extent_alloc(void);                /* zeroed */
 void base_extent_free(extent_t *e);
 size_t base_mapped_bytes(void);
+/* stats.metadata_thp: huge pages' worth of the advised chunks in use. */
+size_t base_metadata_thp(void);
+/* opt.thp / opt.metadata_thp once the options are read (arena_boot):
+ * advises the chunks mapped so far; later ones are advised when mapped. */
+void base_thp_boot(void);
 void base_prefork(void);
 void base_postfork_parent(void);
 void base_postfork_child(void);
@@ -158,6 +172,16 @@ MP_INLINE extent_t *pagemap_lookup(const void *p) {
 
 /* ---------------------------------------------------------------- extent.c */
 extern tcache_t extent_large_owner;      /* owner of large and free extents */
+/* oversize_threshold, set by arena_boot: the threshold in effect
+ * (SIZE_MAX when off: large blocks this big go to the huge arena, and free
+ * dirty runs this big are purged at once in every arena); the huge
+ * arena's index (0 when there is none; it follows the automatic arenas,
+ * counted in narenas_total but never a thread's, made on first use); its
+ * pages in use (pactive - ptail), which the automatic arenas' resident
+ * caps count as theirs. */
+extern size_t extent_oversize;
+extern unsigned extent_huge_ind;
+extern _Atomic size_t extent_huge_used;
 /* Free-extent sets, splitting, coalescing, OS growth and purging.  All
  * under arena->mtx. */
 void extent_set_init(extent_set_t *set);
@@ -171,6 +195,9 @@ void extent_set_init(extent_set_t *set);
  * *dirty_len) read as zero. */
 extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
     bool cap, size_t align, size_t *dirty_off, size_t *dirty_len);
+/* Before `used` bytes are faulted in elsewhere (the huge arena): purge
+ * what the arena's resident cap asks, as extent_alloc_locked does. */
+void extent_resident_cap_locked(arena_t *arena, size_t used);
 /* Return an extent to the free sets (dirty), coalescing with neighbours. */
 void extent_dalloc_locked(arena_t *arena, extent_t *e);
 /* The same, with the caller's reading of os_now_ns() as its free time. */

@@ -154,6 +154,7 @@ typedef struct ctl_snapshot_s {
 	size_t allocated;        /* sum over threads of allocated - dealloc. */
 	size_t active;           /* pages in slabs and large blocks */
 	size_t metadata;         /* base_mapped_bytes() */
+	size_t metadata_thp;     /* base_metadata_thp() */
 	size_t resident;         /* active + dirty + metadata */
 	size_t mapped;           /* mapped - retained + metadata */
 	size_t retained;

@@ -72,6 +72,24 @@ uint64_t os_mmap_fail_count(void);
 #endif
 bool os_purge_forced(void *addr, size_t size);  /* MADV_DONTNEED: zero */
 bool os_purge_lazy(void *addr, size_t size);    /* MADV_FREE */
+/* Transparent huge pages.  The modes, in opt.thp's order (its names are
+ * "default", "always", "never"; "not supported" reads where the kernel has
+ * no THP). */
+typedef enum {
+	OS_THP_DEFAULT = 0,      /* kernel: madvise; option: leave alone */
+	OS_THP_ALWAYS,
+	OS_THP_NEVER,
+	OS_THP_UNSUPPORTED,
+} os_thp_t;
+#define LG_HUGEPAGE 21
+#define HUGEPAGE ((size_t)1 << LG_HUGEPAGE)
+#define HUGEPAGE_CEILING(s) (((s) + HUGEPAGE - 1) & ~(HUGEPAGE - 1))
+os_thp_t os_thp_system(void);                   /* the kernel's mode */
+/* MADV_HUGEPAGE (huge) or MADV_NOHUGEPAGE. */
+bool os_pages_huge(void *addr, size_t size, bool huge);
+/* Advise [addr, addr + size) as opt.thp `want` asks, given the kernel's
+ * mode (jemalloc's pages_set_thp_state). */
+void os_thp_apply(void *addr, size_t size, os_thp_t want);
 unsigned os_ncpus(void);
 uint64_t os_now_ns(void);                        /* monotonic */
 uint64_t os_now_coarse_ns(void);                 /* at tick resolution */
