@@ -2198,6 +2198,70 @@ static inline bool mp_slow_build(void) {
 	(cmocka_run_group_tests((tests), NULL, NULL) == 0 ? 0 : 1)
 
 /*
+ * Runs this program again as `--child MODE` with conf (NULL: none) as its
+ * only options (MALLOC_CONF and this build's variable cleared first), and
+ * waits for it.  Its standard error is read into err (NUL-terminated) and
+ * shown in the log; its standard output into out, or into err too when
+ * out is NULL (a child with a separate out must write at most a pipe's
+ * worth there: err is read first).  Returns the wait status; *pidp, if
+ * not NULL, is the child's pid.
+ */
+static inline int mp_run_child_conf(const char *mode, const char *conf,
+    char *err, size_t errsize, char *out, size_t outsize, pid_t *pidp) {
+	int efd[2], ofd[2] = {-1, -1};
+	assert_int_equal(pipe(efd), 0);
+	if (out != NULL)
+		assert_int_equal(pipe(ofd), 0);
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	char var[256];
+	snprintf(var, sizeof(var), "%s", mp_env_conf_name());
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(efd[0]);
+		dup2(efd[1], STDERR_FILENO);
+		if (out != NULL) {
+			close(ofd[0]);
+			dup2(ofd[1], STDOUT_FILENO);
+			close(ofd[1]);
+		} else {
+			dup2(efd[1], STDOUT_FILENO);
+		}
+		close(efd[1]);
+		unsetenv("MALLOC_CONF");
+		unsetenv(var);
+		if (conf != NULL)
+			setenv(var, conf, 1);
+		execl(exe, exe, "--child", mode, (char *)NULL);
+		_exit(127);
+	}
+	close(efd[1]);
+	if (out != NULL)
+		close(ofd[1]);
+	mp_read_all(efd[0], err, errsize);
+	close(efd[0]);
+	if (out != NULL) {
+		mp_read_all(ofd[0], out, outsize);
+		close(ofd[0]);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (pidp != NULL)
+		*pidp = pid;
+	for (const char *p = err; *p != '\0';) {
+		const char *nl = strchr(p, '\n');
+		int l = nl != NULL ? (int)(nl - p) : (int)strlen(p);
+		print_message("#   child %s: %.*s\n", mode, l, p);
+		p += l + (nl != NULL);
+	}
+	return status;
+}
+
+/*
  * Run this test program again as `NAME MODE` (argv[0] NAME), a child that
  * exercises one mode in a process of its own (running out of memory, say)
  * and reports failed checks on stderr; expect exit status 0.

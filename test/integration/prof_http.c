@@ -974,43 +974,11 @@ typedef struct {
 /* This program as `--child MODE` with conf as its only options. */
 static void run_child(const char *mode, const char *conf, child_t *c) {
 	memset(c, 0, sizeof(*c));
-	int e[2], o[2];
-	assert_int_equal(pipe(e), 0);
-	assert_int_equal(pipe(o), 0);
-	char exe[4096];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	assert_true(n > 0);
-	exe[n] = '\0';
-	char var[256];
-	snprintf(var, sizeof(var), "%s", mp_env_conf_name());
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(e[1], STDERR_FILENO);
-		dup2(o[1], STDOUT_FILENO);
-		close(e[0]);
-		close(e[1]);
-		close(o[0]);
-		close(o[1]);
-		unsetenv("MALLOC_CONF");
-		setenv(var, conf, 1);
-		execl(exe, exe, "--child", mode, (char *)NULL);
-		_exit(127);
-	}
-	close(e[1]);
-	close(o[1]);
-	/* The child writes little to stdout; read stderr to EOF first. */
-	size_t len = mp_read_all(e[0], c->err, sizeof(c->err));
-	mp_read_all(o[0], c->out, sizeof(c->out));
-	close(e[0]);
-	close(o[0]);
-	assert_int_equal(waitpid(pid, &c->status, 0), pid);
-	for (size_t i = 0; i < len; i++) {
-		c->nlines += c->err[i] == '\n';
-	}
-	if (len > 0) {
-		print_message("#   child %s (%s): %s", mode, conf, c->err);
-	}
+	/* The child writes little to stdout: stderr is read first. */
+	c->status = mp_run_child_conf(mode, conf, c->err, sizeof(c->err),
+	    c->out, sizeof(c->out), NULL);
+	for (const char *p = c->err; *p != '\0'; p++)
+		c->nlines += *p == '\n';
 }
 
 /* The child's side: read its port, then GET `path` from it over

@@ -92,63 +92,17 @@ typedef struct {
 	uintptr_t leak_site;	/* &leak_site in the child */
 } child_t;
 
-static const char *conf_var(void) {
-	const char *v = getenv("MALLOC_PROF_CONF_ENV");
-	return v != NULL && v[0] != '\0' ? v : MALLOC_PROF_CONF_ENV;
-}
-
-/* Runs this program as `--child mode` with conf in the conf variable. */
+/* Runs this program as `--child mode` with conf as its options. */
 static void run_child(const char *mode, const char *conf, child_t *c) {
 	memset(c, 0, sizeof(*c));
-	int fds[2], ofds[2];
-	assert_int_equal(pipe(fds), 0);
-	assert_int_equal(pipe(ofds), 0);
-	char exe[4096];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	assert_true(n > 0);
-	exe[n] = '\0';
-	char var[256];
-	snprintf(var, sizeof(var), "%s", conf_var());
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fds[0]);
-		close(ofds[0]);
-		dup2(fds[1], STDERR_FILENO);
-		close(fds[1]);
-		dup2(ofds[1], STDOUT_FILENO);
-		close(ofds[1]);
-		unsetenv("MALLOC_CONF");
-		unsetenv(var);
-		if (conf != NULL) {
-			setenv(var, conf, 1);
-		}
-		execl(exe, exe, "--child", mode, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	close(ofds[1]);
-	/* The child writes a few bytes to stdout (never blocks), then
+	/* The child writes a few bytes to stdout (its leak site), then
 	 * stderr until it exits. */
-	size_t len = mp_read_all(fds[0], c->err, sizeof(c->err));
-	close(fds[0]);
 	char out[64];
-	mp_read_all(ofds[0], out, sizeof(out));
-	close(ofds[0]);
+	c->status = mp_run_child_conf(mode, conf, c->err, sizeof(c->err), out,
+	    sizeof(out), &c->pid);
 	c->leak_site = (uintptr_t)strtoull(out, NULL, 16);
-	assert_int_equal(waitpid(pid, &c->status, 0), pid);
-	c->pid = pid;
-	for (size_t i = 0; i < len; i++) {
-		c->nlines += c->err[i] == '\n';
-	}
-	/* Show it in the log. */
-	const char *p = c->err;
-	while (*p != '\0') {
-		const char *nl = strchr(p, '\n');
-		int l = nl != NULL ? (int)(nl - p) : (int)strlen(p);
-		print_message("#   child %s: %.*s\n", mode, l, p);
-		p += l + (nl != NULL);
-	}
+	for (const char *p = c->err; *p != '\0'; p++)
+		c->nlines += *p == '\n';
 }
 
 /* The stack of the child's leak_site, or NULL.  Its addresses are the

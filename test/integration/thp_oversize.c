@@ -487,52 +487,11 @@ static int child_main(const char *mode) {
 
 /* -------------------------------------------------------------- parent */
 
-static const char *conf_var(void) {
-	const char *v = getenv("MALLOC_PROF_CONF_ENV");
-	return v != NULL && v[0] != '\0' ? v : MALLOC_PROF_CONF_ENV;
-}
-
-/* Runs `--child mode` with conf (NULL: none) in the conf variable; its
- * standard error goes to err and to the log.  Returns the wait status. */
+/* Runs `--child mode` with conf (NULL: none) as its options; its output
+ * goes to err and to the log.  Returns the wait status. */
 static int run_child(const char *mode, const char *conf, char *err,
     size_t size) {
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	char exe[4096];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	assert_true(n > 0);
-	exe[n] = '\0';
-	char var[256];
-	snprintf(var, sizeof(var), "%s", conf_var());
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fds[0]);
-		dup2(fds[1], STDERR_FILENO);
-		dup2(fds[1], STDOUT_FILENO);
-		close(fds[1]);
-		unsetenv("MALLOC_CONF");
-		unsetenv(var);
-		if (conf != NULL) {
-			setenv(var, conf, 1);
-		}
-		execl(exe, exe, "--child", mode, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	mp_read_all(fds[0], err, size);
-	close(fds[0]);
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	const char *p = err;
-	while (*p != '\0') {
-		const char *nl = strchr(p, '\n');
-		int l = nl != NULL ? (int)(nl - p) : (int)strlen(p);
-		print_message("#   child %s: %.*s\n", mode, l, p);
-		p += l + (nl != NULL);
-	}
-	return status;
+	return mp_run_child_conf(mode, conf, err, size, NULL, 0, NULL);
 }
 
 static char out[65536];
