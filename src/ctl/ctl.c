@@ -881,42 +881,26 @@ static int ctl_tcache_create(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &ind, sizeof(ind));
 }
 
-/* The argument of tcache.flush and tcache.destroy: the index written, an
- * unsigned (EINVAL without one); reading gives EPERM. */
-static int ctl_tcache_index(void *oldp, size_t *oldlenp, void *newp,
-    size_t newlen, unsigned *ind) {
+/* -w: tcache.flush (off 0) returns what cache <index> holds to the
+ * arenas; tcache.destroy (off 1) also frees the index for a later
+ * create.  The index is written, an unsigned (EINVAL without one);
+ * reading gives EPERM, an index that names no live cache EFAULT. */
+static int ctl_tcache_action(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	if (ctl_reads(oldp, oldlenp))
 		return EPERM;
 	if (newp == NULL || newlen != sizeof(unsigned))
 		return EINVAL;
-	*ind = *(const unsigned *)newp;
-	return 0;
-}
-
-/* -w: return what cache <index> holds to the arenas. */
-static int ctl_tcache_flush(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	unsigned ind;
-	int ret = ctl_tcache_index(oldp, oldlenp, newp, newlen, &ind);
-	if (ret == 0 && tcaches_flush(ind))
-		ret = EFAULT;
-	return ret;
-}
-
-/* -w: flush cache <index> and free the index for a later create. */
-static int ctl_tcache_destroy(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	unsigned ind;
-	int ret = ctl_tcache_index(oldp, oldlenp, newp, newlen, &ind);
-	if (ret == 0 && tcaches_destroy(ind))
-		ret = EFAULT;
-	return ret;
+	unsigned ind = *(const unsigned *)newp;
+	bool failed = node->off != 0 ? tcaches_destroy(ind) :
+	    tcaches_flush(ind);
+	return failed ? EFAULT : 0;
 }
 
 static const ctl_node_t ctl_tcache_children[] = {
 	{ .name = "create", .handler = ctl_tcache_create },
-	{ .name = "flush", .handler = ctl_tcache_flush },
-	{ .name = "destroy", .handler = ctl_tcache_destroy },
+	{ .name = "flush", .handler = ctl_tcache_action },
+	{ .name = "destroy", .handler = ctl_tcache_action, .off = 1 },
 };
 
 /* Non-const: src/prof/ hangs prof's children here (ctl_register). */
