@@ -1396,7 +1396,9 @@ static void cache_grow(cache_tab_t *t) {
 		size_t head = ALIGNMENT_CEILING(sizeof(cache_tab_t) + nsets,
 		    CACHELINE);
 		size_t size = PAGE_CEILING(head + nsets * sizeof(cache_set_t));
+		int saved = errno;      /* a failed mmap inside malloc */
 		uint8_t *m = os_map(size, PAGE);        /* zeroed */
+		errno = saved;
 		if (m != NULL) {
 			cache_tab_t *nt = (cache_tab_t *)(void *)m;
 			nt->lg = lg;
