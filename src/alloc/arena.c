@@ -270,7 +270,7 @@ bool arena_create(unsigned *ind) {
  * Every page maps to it with the class tag, so that an interior pointer
  * finds the slab and realloc finds the class.  The leaves exist already
  * (the mapping prepared them). */
-void arena_slab_init(extent_t *slab, unsigned ind) {
+void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag) {
 	slab->szind = (uint8_t)ind;
 	slab->usize = (uint32_t)sz_index2size(ind);
 	slab->nregs = (uint32_t)(slab->size / slab->usize);
@@ -287,10 +287,14 @@ void arena_slab_init(extent_t *slab, unsigned ind) {
 		mp_assert(atomic_load_explicit(&slab->remote_bits[w],
 		    memory_order_relaxed) == 0);
 	}
-	pagemap_set_class(slab->addr, slab->size, slab);
+	if (class_tag)
+		pagemap_set_class(slab->addr, slab->size, slab);
+	else
+		pagemap_set_range(slab->addr, slab->size, slab);
 }
 
-extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size) {
+extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
+    bool class_tag) {
 	size_t dirty_off, dirty_len;
 	mp_mutex_lock(&arena->mtx);
 	extent_t *slab = extent_alloc_locked(arena, size, size, false, PAGE,
@@ -311,7 +315,7 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size) {
 	for (unsigned w = 0; w < SLAB_WORDS; w++)
 		atomic_store_explicit(&slab->remote_bits[w], 0,
 		    memory_order_relaxed);
-	arena_slab_init(slab, ind);
+	arena_slab_init(slab, ind, class_tag);
 	return slab;
 }
 

@@ -149,7 +149,8 @@ static bool slab_has_free(const extent_t *slab) {
 static void slab_release(tcache_t *tc, extent_t *slab) {
 	tc->bins[slab->szind].nslabs--;
 	slab->list = SLAB_LIST_NONE;
-	if (tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
+	if (tc->small_slabs ? tc->nempty < PROF_CACHE_EMPTY_SLABS_MAX :
+	    tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
 		slab->list = SLAB_LIST_EMPTY;
 		list_push(&tc->empty, slab);
 		tc->nempty++;
@@ -159,7 +160,10 @@ static void slab_release(tcache_t *tc, extent_t *slab) {
 }
 
 /* A fresh slab for class ind: a kept empty one of the same geometry, or
- * one from the arena. */
+ * one from the arena.  Sampled regions must be freed through the
+ * profiler: the prof_cache's slabs get no class tag, so that free never
+ * puts them in a cache bin; an empty one of the same class is ready as
+ * it is (every region free, untagged). */
 static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 	size_t size = tc->small_slabs ? sz_prof_slab_size[ind]
 	    : sz_slab_size[ind];
@@ -168,20 +172,17 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 		if (s->size == size) {
 			list_remove(&tc->empty, s);
 			tc->nempty--;
-			arena_slab_init(s, ind);
+			if (!tc->small_slabs || s->szind != ind)
+				arena_slab_init(s, ind, !tc->small_slabs);
 			slab = s;
 			break;
 		}
 	}
 	if (slab == NULL) {
-		slab = arena_slab_alloc(tc->arena, ind, size);
+		slab = arena_slab_alloc(tc->arena, ind, size, !tc->small_slabs);
 		if (slab == NULL)
 			return NULL;
 	}
-	/* Sampled regions must be freed through the profiler: no class
-	 * tag, so that free never puts them in a cache bin. */
-	if (tc->small_slabs)
-		pagemap_set_range(slab->addr, slab->size, slab);
 	atomic_store_explicit(&slab->owner, tc, memory_order_release);
 	return slab;
 }
@@ -307,9 +308,11 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 		partial_append(bin, slab);
 	}
 	/* Retire an empty slab unless it is the current one, which the next
-	 * allocation would take up again. */
+	 * allocation would take up again; the prof_cache's current one too
+	 * (its next allocation of the class may be far away: it takes the
+	 * kept empty slab then). */
 	if (slab->used == 0 && slab->list == SLAB_LIST_PARTIAL &&
-	    bin->partial != slab) {
+	    (bin->partial != slab || tc->small_slabs)) {
 		partial_remove(bin, slab);
 		slab_release(tc, slab);
 	}

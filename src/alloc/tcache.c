@@ -413,7 +413,7 @@ void tcache_arena_shared_flush(arena_t *arena) {
 void tcache_arena_decay(arena_t *arena, bool force) {
 	tcache_arena_shared_flush(arena);
 	/* Emptied prof_cache slabs retire as they empty; this returns the
-	 * current ones too. */
+	 * one it keeps. */
 	mp_mutex_lock(&arena->shared_mtx);
 	tcache_flush(&arena->prof_cache);
 	mp_mutex_unlock(&arena->shared_mtx);

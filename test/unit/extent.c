@@ -823,7 +823,7 @@ static void test_slab_extents(void **state) {
 	extent_t *s[SC_NBINS];
 	size_t pages = 0;
 	for (unsigned i = 0; i < SC_NBINS; i++) {
-		s[i] = arena_slab_alloc(a, i, sz_slab_size[i]);
+		s[i] = arena_slab_alloc(a, i, sz_slab_size[i], true);
 		assert_non_null(s[i]);
 		assert_int_equal(s[i]->kind, EXTENT_SLAB);
 		assert_int_equal(s[i]->size, sz_slab_size[i]);
@@ -856,10 +856,10 @@ static void test_slab_extents(void **state) {
 	check_arena(a);
 	/* A kept empty slab restarted for another class (tcache's slab_get)
 	 * carries the new class on every page. */
-	arena_slab_init(s[1], 3);
+	arena_slab_init(s[1], 3, true);
 	for (size_t off = 0; off < s[1]->size; off += PAGE)
 		assert_int_equal(page_tag(s[1]->addr + off), 3 + 1);
-	arena_slab_init(s[1], 1);
+	arena_slab_init(s[1], 1, true);
 	for (size_t off = 0; off < s[1]->size; off += PAGE)
 		assert_int_equal(page_tag(s[1]->addr + off), 1 + 1);
 	for (unsigned i = 0; i < SC_NBINS; i += 2) {

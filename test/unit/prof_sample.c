@@ -219,6 +219,22 @@ static void test_samples_in_prof_cache(void **state) {
 		assert_int_equal(atomic_load(&e->nsampled), n - 1);
 		free(p[1][i]);
 	}
+	/* Emptied, the eight classes' slabs left the cache: it keeps no
+	 * empty slab per class (a page or more each, for the next sample of
+	 * the class), only PROF_CACHE_EMPTY_SLABS_MAX for any class. */
+	arena_t *a0 = arena_get(0, false);
+	mp_mutex_lock(&a0->shared_mtx);
+	unsigned empty_listed = 0;
+	for (unsigned ind = 0; ind < SC_NBINS; ind++) {
+		for (extent_t *s = prof_cache->bins[ind].partial; s != NULL;
+		    s = s->next)
+			empty_listed += s->used == 0;
+	}
+	uint32_t nempty = prof_cache->nempty;
+	mp_mutex_unlock(&a0->shared_mtx);
+	MP_ASSERT(empty_listed == 0 && nempty <= PROF_CACHE_EMPTY_SLABS_MAX,
+	    "the prof_cache holds %u empty current slabs and %u kept ones",
+	    empty_listed, (unsigned)nempty);
 	/* A thread of another arena samples into the same cache. */
 	unsigned home = tsd->arena->ind;
 	assert_false(tsd_arena_set(tsd, home == 0 ? 1 : 0));

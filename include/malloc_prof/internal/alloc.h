@@ -229,8 +229,12 @@ extern unsigned arena_percpu_limit __attribute__((visibility("hidden")));
 unsigned arena_percpu_choose(void);
 bool arena_create(unsigned *ind);        /* arenas.create */
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
-extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size);
-void arena_slab_init(extent_t *slab, unsigned ind);
+/* class_tag: the slab's pages carry its class in the page map, so that
+ * free's fast path takes its regions (false: the prof_cache's, whose
+ * frees must reach the profiler). */
+extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
+    bool class_tag);
+void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag);
 void arena_slab_dalloc(arena_t *arena, extent_t *slab);
 /* Large blocks. usize is a large size class, align a power of two. */
 void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,

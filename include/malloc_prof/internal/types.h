@@ -72,6 +72,11 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define TCACHE_NLARGE 37                /* large classes 16 KiB .. 8 MiB */
 #define TCACHE_LARGE_SLOTS 8            /* cached blocks per large class */
 #define TCACHE_EMPTY_SLABS_MAX 4        /* empty slabs a thread keeps */
+/* Empty slabs arena 0's prof_cache keeps, for any class whose slab is as
+ * big: samples are rare, so a slab per class touched, kept for the next
+ * one, would be the profiler's largest fixed cost (a page or more per
+ * class: 16 slabs, 64 KiB, in a process of 3 MB). */
+#define PROF_CACHE_EMPTY_SLABS_MAX 1
 /* Pointers a thread's cache bin holds per small class: 32 KiB worth,
  * within these bounds (cache_bin_t). */
 #define CACHE_BIN_MIN 8
