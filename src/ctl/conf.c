@@ -226,6 +226,16 @@ const conf_opt_t conf_opts[] = {
 	{ .name = "prof_final", .type = CONF_BOOL, .var = &opt_prof_final,
 	  .def = "false", .prof = true,
 	  .doc = "dump at exit, <prefix>.<pid>.<seq>.f.heap" },
+	{ .name = "prof_peak", .type = CONF_BOOL, .var = &opt_prof_peak,
+	  .def = "true", .prof = true, .on_set = prof_peak_apply,
+	  .doc = "keep the profile of the highest live heap: prof.peak.dump, "
+	  "/debug/pprof/peak, .p<n>.heap at exit with prof_final" },
+	{ .name = "prof_peak_growth", .type = CONF_STRING,
+	  .var = opt_prof_peak_growth, .def = "1.1",
+	  .bufsize = sizeof(opt_prof_peak_growth), .prof = true,
+	  .check = prof_peak_growth_check, .on_set = prof_peak_growth_apply,
+	  .doc = "a new peak profile when the live heap passes the last peak "
+	  "by this factor" },
 	{ .name = "prof_leak", .type = CONF_BOOL, .var = &opt_prof_leak,
 	  .def = "false", .prof = true,
 	  .doc = "at exit, summarise objects never freed (implies prof and "

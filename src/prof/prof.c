@@ -47,6 +47,7 @@ _Atomic uint64_t prof_dropped;
 /* Bumped by prof.reset: samples taken before it no longer count.  (The
  * redraw of waits goes by prof_wait_gen, which prof.reset bumps too.) */
 _Atomic uint64_t prof_epoch;
+_Atomic uint64_t prof_live_bytes;
 _Atomic uint64_t prof_wait_gen;
 
 /* A shard's chains: `b` has `n` buckets (a power of two), first the
@@ -490,6 +491,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		t->cnt.curbytes += usize;
 		t->cnt.curobjs_shifted_unbiased += objs_u;
 		t->cnt.curbytes_unbiased += bytes_u;
+		atomic_fetch_add_explicit(&prof_live_bytes, bytes_u,
+		    memory_order_relaxed);
 		if (opt_prof_accum) {
 			t->cnt.accumobjs++;
 			t->cnt.accumbytes += usize;
@@ -519,6 +522,10 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		mp_mutex_unlock(&ss->mtx);
 		atomic_fetch_add(&e->nsampled, 1);
 	}
+	/* A new peak of the live heap (no lock held): copy it. */
+	if (atomic_load_explicit(&prof_live_bytes, memory_order_relaxed) >=
+	    atomic_load_explicit(&prof_peak_next, memory_order_relaxed))
+		prof_peak_maybe();
 out:
 	tsd->reentrancy--;
 }
@@ -554,6 +561,8 @@ void prof_sample_free(void *p, extent_t *e) {
 		t->cnt.curbytes -= s->usize;
 		t->cnt.curobjs_shifted_unbiased -= s->objs_shifted_unbiased;
 		t->cnt.curbytes_unbiased -= s->bytes_unbiased;
+		atomic_fetch_sub_explicit(&prof_live_bytes, s->bytes_unbiased,
+		    memory_order_relaxed);
 	}
 	if (--t->nsamples == 0)
 		tctx_try_destroy_locked(sh, t);
@@ -582,6 +591,7 @@ void prof_reset(size_t lg_sample) {
 		}
 	}
 	atomic_fetch_add(&prof_epoch, 1);
+	atomic_store(&prof_live_bytes, 0);
 	atomic_store(&prof_lg_sample, lg_sample);
 	unbias_small_fill();
 	prof_wait_gen_bump();

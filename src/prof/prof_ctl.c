@@ -18,13 +18,22 @@
 #define PROF_CTL_OFF_HINT "profiling is off: start the process with " \
 	MP_CONF_ENV "=prof:true"
 
+#define PROF_CTL_NPEAK 3
+static const ctl_node_t prof_ctl_peak_children[PROF_CTL_NPEAK];
+
+/* What comes between "prof." and a node's name in messages. */
+static const char *prof_ctl_group(const ctl_node_t *node) {
+	return node >= prof_ctl_peak_children && node <
+	    prof_ctl_peak_children + PROF_CTL_NPEAK ? "peak." : "";
+}
+
 /* A write-only node was read: say how to call it.  true: refuse (EPERM). */
 static bool prof_ctl_write_only(const ctl_node_t *node, void *oldp,
     size_t *oldlenp) {
 	if (!ctl_reads(oldp, oldlenp))
 		return false;
-	mp_error("prof.%s: write-only: pass the value in newp, with oldp and "
-	    "oldlenp NULL", node->name);
+	mp_error("prof.%s%s: write-only: pass the value in newp, with oldp "
+	    "and oldlenp NULL", prof_ctl_group(node), node->name);
 	return true;
 }
 
@@ -37,8 +46,9 @@ static int prof_ctl_write_str(const ctl_node_t *node, void *oldp,
 	*out = NULL;
 	if ((newp != NULL && newlen != sizeof(*out)) ||
 	    (newp == NULL && newlen != 0)) {
-		mp_error("prof.%s: newlen is %zu: the value is a const char * "
-		    "(newlen %zu)", node->name, newlen, sizeof(*out));
+		mp_error("prof.%s%s: newlen is %zu: the value is a const char * "
+		    "(newlen %zu)", prof_ctl_group(node), node->name, newlen,
+		    sizeof(*out));
 		return EINVAL;
 	}
 	if (newp != NULL)
@@ -170,7 +180,50 @@ static int ctl_prof_reset(const ctl_node_t *node, const size_t *mib,
 		return EINVAL;
 	}
 	prof_reset(lg);
+	prof_peak_reset();
 	return 0;
+}
+
+/* -w: write the peak-heap profile (prof_peak) to a file, as prof.dump
+ * writes the heap of now (a const char *; none or NULL: the automatic
+ * name <prefix>.<pid>.<seq>.p<n>.heap). */
+static int ctl_prof_peak_dump(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	const char *filename;
+	int err = prof_ctl_write_str(node, oldp, oldlenp, newp, newlen,
+	    &filename);
+	if (err != 0)
+		return err;
+	return prof_peak_dump_file(filename) ? EFAULT : 0;
+}
+
+/* -w, no value: the peak is the heap of now. */
+static int ctl_prof_peak_reset(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (prof_ctl_write_only(node, oldp, oldlenp))
+		return EPERM;
+	if (newp != NULL || newlen != 0) {
+		mp_error("prof.peak.reset: takes no value (newp NULL, newlen "
+		    "0)");
+		return EINVAL;
+	}
+	if (!opt_prof_peak) {
+		mp_error("prof.peak.reset: prof_peak is off (start with "
+		    MP_CONF_ENV "=prof:true,prof_peak:true)");
+		return ENOENT;
+	}
+	prof_peak_reset();
+	return 0;
+}
+
+/* r-: the live bytes the samples estimate at the peak kept (uint64_t;
+ * 0 before the first sample or with prof_peak off). */
+static int ctl_prof_peak_bytes(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t v = prof_peak_bytes();
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
 /* r-: the sampling rate in effect (readable with the profiler off). */
@@ -299,6 +352,13 @@ static const ctl_node_t prof_ctl_thread_children[] = {
 	{ .name = (n), .handler = (h), .prof = CTL_PROF_STARTED,	\
 	  .prof_hint = true }
 
+static const ctl_node_t prof_ctl_peak_children[PROF_CTL_NPEAK] = {
+	PROF_CTL_ACTION("dump", ctl_prof_peak_dump),
+	PROF_CTL_ACTION("reset", ctl_prof_peak_reset),
+	{ .name = "bytes", .handler = ctl_prof_peak_bytes,
+	  .prof = CTL_PROF_STARTED },
+};
+
 static const ctl_node_t prof_ctl_children[] = {
 	{ .name = "thread_active_init", .handler = ctl_prof_switch,
 	  .ptr = &prof_thread_active_init, .prof = CTL_PROF_BUILT },
@@ -320,6 +380,7 @@ static const ctl_node_t prof_ctl_children[] = {
 	  .prof = CTL_PROF_BUILT },
 	{ .name = "dropped_samples", .handler = ctl_prof_dropped_samples,
 	  .prof = CTL_PROF_BUILT },
+	{ .name = "peak", CTL_CHILDREN(prof_ctl_peak_children) },
 };
 
 bool prof_ctl_boot(void) {

@@ -3,6 +3,9 @@
  * triggers that write them (prof.dump, lg_prof_interval, prof.gdump,
  * prof_final) and the exit leak report.
  *
+ * The peak-heap profile (prof_peak) is a snapshot kept from the moment the
+ * samples' live bytes were highest, written by the same writers.
+ *
  * A dump copies what it prints before formatting anything (prof_snap.c
  * takes the snapshot, under the profiler's locks) and hands it to the
  * writer of the dump's format (dump_write): heap_v2 in prof_heap_v2.c,
@@ -42,7 +45,7 @@ static mp_mutex_t prof_dump_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_DUMP);
 static char dump_prefix[sizeof(opt_prof_prefix)];
 static bool dump_prefix_set;
 /* File name sequence numbers: one shared, one per kind. */
-static uint64_t dump_seq, dump_mseq, dump_iseq, dump_useq;
+static uint64_t dump_seq, dump_mseq, dump_iseq, dump_useq, dump_pseq;
 /* Rate limit of the failures of automatic (i, u) dumps. */
 static uint64_t dump_fail_count;
 static uint64_t dump_fail_suppressed;
@@ -58,6 +61,7 @@ typedef enum {
 	DUMP_I,              /* lg_prof_interval */
 	DUMP_U,              /* prof.gdump */
 	DUMP_F,              /* prof_final */
+	DUMP_P,              /* the peak: prof.peak.dump, prof_final */
 } dump_kind_t;
 
 /* ------------------------------------------------------------ writing */
@@ -325,6 +329,10 @@ static bool dump_name_locked(dump_kind_t kind, char *path, size_t size) {
 		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".f.%s",
 		    prefix, pid, seq, sfx);
 		break;
+	case DUMP_P:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".p%" PRIu64
+		    ".%s", prefix, pid, seq, dump_pseq++, sfx);
+		break;
 	case DUMP_NAMED:
 		mp_not_reached();
 	}
@@ -389,11 +397,12 @@ static void dump_result_init(dump_result_t *r) {
 
 /*
  * One dump under prof_dump_mtx: open the file (a named one, or the next
- * automatic name of kind), copy, write.  True on failure with r->err
- * filled; r->off when automatic dumps are off.
+ * automatic name of kind), copy, write; or write `from`, a snapshot taken
+ * already (the peak).  True on failure with r->err filled; r->off when
+ * automatic dumps are off.
  */
 static bool dump_locked(dump_kind_t kind, const char *filename,
-    dump_named_buf_t *buf, dump_result_t *r) {
+    dump_named_buf_t *buf, const dump_snap_t *from, dump_result_t *r) {
 	dump_file_t f;
 	dump_result_init(r);
 	if (kind == DUMP_NAMED) {
@@ -405,6 +414,9 @@ static bool dump_locked(dump_kind_t kind, const char *filename,
 	} else if (dump_open_auto(&f, kind, r) || r->off) {
 		return !r->off;
 	}
+	if (from != NULL)
+		return dump_file_write(&f, from, dump_format_locked(), r->err,
+		    sizeof(r->err));
 	return dump_file_fill(&f, r, dump_format_locked(), NULL, NULL);
 }
 
@@ -426,39 +438,56 @@ static void dump_taken_note(const dump_result_t *r, char *buf,
 
 /* ------------------------------------------------------------ prof.dump */
 
-bool prof_dump_file(const char *filename) {
+static bool peak_ready_locked(const char **whyp);
+static const dump_snap_t *peak_snap_locked(void);
+
+/* prof.dump and prof.peak.dump (peak), named `what` in messages. */
+static bool dump_file_cmd(const char *what, const char *filename, bool peak) {
 	dump_result_t r;
 	dump_named_buf_t *buf = NULL;
 	char note[DUMP_ERR_MAX + 64];
 	if (filename != NULL && filename[0] == '\0') {
-		mp_error("prof.dump: the file name is empty");
+		mp_error("%s: the file name is empty", what);
 		return true;
 	}
 	if (filename != NULL) {
 		buf = base_malloc(sizeof(*buf));
 		if (buf == NULL) {
-			mp_error("prof.dump: cannot write \"%s\": out of "
-			    "memory for the file names", filename);
+			mp_error("%s: cannot write \"%s\": out of memory for "
+			    "the file names", what, filename);
 			return true;
 		}
 	}
+	const char *why = NULL;
+	dump_result_init(&r);
 	dump_enter();
-	bool fail = dump_locked(filename != NULL ? DUMP_NAMED : DUMP_M,
-	    filename, buf, &r);
+	bool fail = peak && peak_ready_locked(&why);
+	if (!fail)
+		fail = dump_locked(filename != NULL ? DUMP_NAMED : peak ?
+		    DUMP_P : DUMP_M, filename, buf, peak ? peak_snap_locked() :
+		    NULL, &r);
 	dump_leave();
 	if (buf != NULL)
 		base_free(buf, sizeof(*buf));
+	if (why != NULL) {
+		mp_error("%s: %s", what, why);
+		return true;
+	}
 	if (r.off) {
-		mp_error("prof.dump: no file name given and prof_prefix is "
-		    "empty");
+		mp_error("%s: no file name given and prof_prefix is empty",
+		    what);
 		return true;
 	}
 	dump_taken_note(&r, note, sizeof(note));
 	if (note[0] != '\0')
-		mp_error("prof.dump: %s", note);
+		mp_error("%s: %s", what, note);
 	if (fail)
-		mp_error("prof.dump: %s", r.err);
+		mp_error("%s: %s", what, r.err);
 	return fail;
+}
+
+bool prof_dump_file(const char *filename) {
+	return dump_file_cmd("prof.dump", filename, false);
 }
 
 prof_format_t prof_dump_format_get(void) {
@@ -486,8 +515,8 @@ void prof_dump_format_set(prof_format_t format) {
  * already pending is left for the program.  Prints nothing: the caller
  * reports err[] its own way.
  */
-bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
-    char *err, size_t errsize) {
+static bool dump_fd_common(int fd, prof_format_t format,
+    const char *sample_type, bool peak, char *err, size_t errsize) {
 	char ebuf[128];
 	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
 	if (fl < 0) {
@@ -520,12 +549,14 @@ bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
 		format = dump_format_locked();
 	dump_snap_t s;
 	const char *why = NULL;
-	bool fail = prof_snap_collect(&s, &why);
+	bool fail = peak ? peak_ready_locked(&why) : prof_snap_collect(&s, &why);
 	if (fail) {
 		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd, why);
 	} else {
-		int e = dump_write(&s, fd, format, sample_type, &why);
-		prof_snap_release(&s);
+		int e = dump_write(peak ? peak_snap_locked() : &s, fd, format,
+		    sample_type, &why);
+		if (!peak)
+			prof_snap_release(&s);
 		if (e != 0) {
 			fail = true;
 			mp_snprintf(err, errsize, "cannot write to fd %d: %s",
@@ -543,6 +574,16 @@ bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
 	}
 	pthread_sigmask(SIG_SETMASK, &old_set, NULL);
 	return fail;
+}
+
+bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
+    char *err, size_t errsize) {
+	return dump_fd_common(fd, format, sample_type, false, err, errsize);
+}
+
+bool prof_peak_dump_to_fd(int fd, prof_format_t format,
+    const char *sample_type, char *err, size_t errsize) {
+	return dump_fd_common(fd, format, sample_type, true, err, errsize);
 }
 
 bool prof_dump_fd(int fd) {
@@ -565,6 +606,164 @@ bool prof_dump_prefix_set(const char *prefix) {
 	return false;
 }
 
+/* ------------------------------------------------------------------ peak */
+
+/*
+ * The peak-heap profile.  The sampler whose sample takes prof_live_bytes
+ * to prof_peak_next copies the tables as a dump does (prof_snap_collect)
+ * and keeps the copy in peak_snap; the next copy is due once the live
+ * bytes pass that peak by prof_peak_growth.  Copies are thus taken on the
+ * sampling slow path, at new peaks only: a heap that grows from one
+ * sample's worth to N times that takes log(N) / log(growth) of them
+ * (about 80 from 512 KiB to 1 GiB at 1.1), each as long as a dump's
+ * snapshot, and the copy kept costs what a dump's snapshot costs, for as
+ * long as the process lives.  A dump asked for while the heap is above
+ * the kept peak takes a new copy first, so it never shows less than the
+ * heap of the moment.  Guarded by prof_dump_mtx, but peak_bytes, which
+ * prof.peak.bytes reads without waiting for a dump.
+ */
+bool opt_prof_peak = true;
+char opt_prof_peak_growth[16] = "1.1";
+_Atomic uint64_t prof_peak_next;
+/* prof_peak_growth in 1/1024ths (1.1: 1126), from the option's text. */
+static uint64_t peak_growth_1024 = 1126;
+static dump_snap_t peak_snap;
+static bool peak_kept;
+static _Atomic uint64_t peak_bytes;
+
+/* "1.1": digits, then optionally '.' and digits, as 1/1024ths; true if
+ * it is not a number above 1 (by 1/1024 at least) and at most 1000. */
+static bool peak_growth_parse(const char *v, size_t vlen, uint64_t *x1024) {
+	uint64_t whole = 0, frac = 0, scale = 1;
+	size_t i = 0;
+	for (; i < vlen && v[i] >= '0' && v[i] <= '9'; i++) {
+		whole = whole * 10 + (uint64_t)(v[i] - '0');
+		if (whole > 1000)
+			return true;
+	}
+	if (i == 0)
+		return true;
+	if (i < vlen) {
+		if (v[i++] != '.' || i == vlen)
+			return true;
+		for (; i < vlen && v[i] >= '0' && v[i] <= '9'; i++) {
+			if (scale < 1000000) {
+				frac = frac * 10 + (uint64_t)(v[i] - '0');
+				scale *= 10;
+			}
+		}
+		if (i != vlen)
+			return true;
+	}
+	uint64_t x = whole * 1024 + (frac * 1024 + scale / 2) / scale;
+	if (x <= 1024 || x > (uint64_t)1000 * 1024)
+		return true;
+	*x1024 = x;
+	return false;
+}
+
+bool prof_peak_growth_check(const char *v, size_t vlen, char *why,
+    size_t whysize) {
+	uint64_t x;
+	if (!peak_growth_parse(v, vlen, &x))
+		return false;
+	mp_snprintf(why, whysize, "expected a factor above 1 and at most "
+	    "1000, such as 1.1 (a new peak profile each time the live heap "
+	    "passes the last peak by 10%%)");
+	return true;
+}
+
+void prof_peak_growth_apply(void) {
+	uint64_t x;
+	if (!peak_growth_parse(opt_prof_peak_growth,
+	    strlen(opt_prof_peak_growth), &x))
+		peak_growth_1024 = x;
+}
+
+void prof_peak_apply(void) {
+	atomic_store(&prof_peak_next, opt_prof_peak ? 0 : UINT64_MAX);
+}
+
+/* The live bytes that make the next peak: growth times `peak`, and more
+ * than `peak` (saturating). */
+static uint64_t peak_next_after(uint64_t peak) {
+	uint64_t hi = peak / 1024, lo = peak % 1024;
+	if (hi > UINT64_MAX / peak_growth_1024)
+		return UINT64_MAX;
+	uint64_t next = hi * peak_growth_1024 + lo * peak_growth_1024 / 1024;
+	return next > peak ? next : peak + 1;
+}
+
+/* Copy the tables as the new peak (prof_dump_mtx held).  Out of memory,
+ * the peak kept stays, and the next try waits for a higher heap. */
+static void peak_take_locked(void) {
+	dump_snap_t s;
+	const char *why;
+	uint64_t live = atomic_load(&prof_live_bytes);
+	if (prof_snap_collect(&s, &why)) {
+		atomic_store(&prof_peak_next, peak_next_after(live));
+		return;
+	}
+	if (peak_kept)
+		prof_snap_release(&peak_snap);
+	peak_snap = s;
+	peak_kept = true;
+	uint64_t bytes = s.total.curbytes_unbiased;
+	atomic_store(&peak_bytes, bytes);
+	atomic_store(&prof_peak_next, peak_next_after(bytes > live ? bytes :
+	    live));
+}
+
+void prof_peak_maybe(void) {
+	if (!mp_mutex_trylock(&prof_dump_mtx))
+		return;         /* a dump is running: the next sample tries */
+	if (atomic_load(&prof_live_bytes) >= atomic_load(&prof_peak_next))
+		peak_take_locked();
+	mp_mutex_unlock(&prof_dump_mtx);
+}
+
+/* Before a peak dump (prof_dump_mtx held): a peak at least as high as the
+ * heap of now.  true with *whyp set if there is none to write. */
+static bool peak_ready_locked(const char **whyp) {
+	if (!opt_prof_peak) {
+		*whyp = "prof_peak is off (start with " MP_CONF_ENV
+		    "=prof:true,prof_peak:true)";
+		return true;
+	}
+	if (!peak_kept || atomic_load(&prof_live_bytes) >
+	    atomic_load(&peak_bytes))
+		peak_take_locked();
+	if (!peak_kept) {
+		*whyp = "out of memory for the peak snapshot";
+		return true;
+	}
+	return false;
+}
+
+static const dump_snap_t *peak_snap_locked(void) {
+	return &peak_snap;
+}
+
+void prof_peak_reset(void) {
+	if (!opt_prof_peak)
+		return;
+	dump_enter();
+	if (peak_kept)
+		prof_snap_release(&peak_snap);
+	peak_kept = false;
+	atomic_store(&peak_bytes, 0);
+	peak_take_locked();
+	dump_leave();
+}
+
+uint64_t prof_peak_bytes(void) {
+	return atomic_load(&peak_bytes);
+}
+
+bool prof_peak_dump_file(const char *filename) {
+	return dump_file_cmd("prof.peak.dump", filename, true);
+}
+
 /* ------------------------------------------------------------- triggers */
 
 /*
@@ -576,7 +775,7 @@ static void dump_auto(dump_kind_t kind, const char *what) {
 	dump_result_t r;
 	char msg[DUMP_ERR_MAX + 128];
 	dump_enter();
-	bool fail = dump_locked(kind, NULL, NULL, &r);
+	bool fail = dump_locked(kind, NULL, NULL, NULL, &r);
 	/* Names skipped on the way are not failures: always said. */
 	char note[DUMP_ERR_MAX + 64];
 	dump_taken_note(&r, note, sizeof(note));
@@ -693,6 +892,15 @@ void prof_final_dump(void) {
 	/* The leak summary needs the snapshot even without a file. */
 	if (!kept && opt_prof_leak)
 		kept = !prof_snap_collect(&s, &why);
+	/* The peak, beside it (prof_peak). */
+	dump_result_t pr;
+	const char *pwhy = NULL;
+	bool pfailed = false;
+	dump_result_init(&pr);
+	if (opt_prof_peak && !r.off) {
+		pfailed = peak_ready_locked(&pwhy) || dump_locked(DUMP_P, NULL,
+		    NULL, peak_snap_locked(), &pr);
+	}
 	dump_leave();
 
 	dump_taken_note(&r, note, sizeof(note));
@@ -700,6 +908,12 @@ void prof_final_dump(void) {
 		mp_error("final dump (prof_final): %s", note);
 	if (failed)
 		mp_error("final dump (prof_final): %s", r.err);
+	dump_taken_note(&pr, note, sizeof(note));
+	if (note[0] != '\0')
+		mp_error("final peak dump (prof_final): %s", note);
+	if (pfailed)
+		mp_error("final peak dump (prof_final): %s", pwhy != NULL ?
+		    pwhy : pr.err);
 	if (!kept) {
 		if (opt_prof_leak)
 			mp_error("leak check skipped: %s", why);

@@ -5,6 +5,7 @@
  *   GET /debug/pprof/heap     the pprof profile (?format=heap_v2: jeprof)
  *   GET /debug/pprof/allocs   the same, alloc_space by default
  *                             (needs prof_accum)
+ *   GET /debug/pprof/peak     the peak-heap profile (prof_peak), as heap
  *   GET /debug/malloc/stats   malloc_stats_print's JSON
  *   GET, POST /debug/pprof/symbol   Go's symbol service: names of
  *                             addresses, which `go tool pprof` asks for
@@ -91,7 +92,8 @@ void prof_http_route_match(prof_http_req_t *req, const char *method,
 		return;
 	}
 	if (HTTP_PATH_IS("/debug/pprof/heap") ||
-	    HTTP_PATH_IS("/debug/pprof/allocs")) {
+	    HTTP_PATH_IS("/debug/pprof/allocs") ||
+	    HTTP_PATH_IS("/debug/pprof/peak")) {
 		const char *v;
 		size_t vlen;
 		if (http_query_get(query, qlen, "format", &v, &vlen)) {
@@ -106,13 +108,15 @@ void prof_http_route_match(prof_http_req_t *req, const char *method,
 			}
 		}
 		req->route = HTTP_PATH_IS("/debug/pprof/heap") ?
-		    PROF_HTTP_HEAP : PROF_HTTP_ALLOCS;
+		    PROF_HTTP_HEAP : HTTP_PATH_IS("/debug/pprof/peak") ?
+		    PROF_HTTP_PEAK : PROF_HTTP_ALLOCS;
 	} else if (HTTP_PATH_IS("/debug/malloc/stats")) {
 		req->route = PROF_HTTP_STATS;
 	} else {
 		prof_http_req_error(req, 404, "not found: %.*s (served: "
 		    "/debug/pprof/heap, /debug/pprof/allocs, "
-		    "/debug/pprof/symbol, /debug/malloc/stats)",
+		    "/debug/pprof/peak, /debug/pprof/symbol, "
+		    "/debug/malloc/stats)",
 		    (int)(plen < 100 ? plen : 100), path);
 	}
 #undef HTTP_PATH_IS
@@ -167,9 +171,9 @@ static bool http_prof_active(void) {
 	    atomic_load_explicit(&prof_active, memory_order_relaxed);
 }
 
-/* GET /debug/pprof/heap or /allocs (alloc: sample_type alloc_space);
- * the format was checked by prof_http_route_match. */
-static void http_serve_profile(prof_http_resp_t *r, bool alloc,
+/* GET /debug/pprof/heap, /allocs (alloc: sample_type alloc_space) or
+ * /peak; the format was checked by prof_http_route_match. */
+static void http_serve_profile(prof_http_resp_t *r, bool alloc, bool peak,
     bool heap_v2) {
 	prof_format_t format = heap_v2 ? PROF_FORMAT_HEAP_V2 :
 	    PROF_FORMAT_PPROF;
@@ -183,11 +187,17 @@ static void http_serve_profile(prof_http_resp_t *r, bool alloc,
 		    "not counted)");
 		return;
 	}
+	if (peak && !opt_prof_peak) {
+		prof_http_send_error(r, 404, "the peak profile needs "
+		    "prof_peak:true in " MP_CONF_ENV);
+		return;
+	}
 	int fd = http_body(r);
 	if (fd < 0)
 		return;
 	char err[256];
-	if (prof_dump_to_fd(fd, format, alloc && format == PROF_FORMAT_PPROF ?
+	if (peak ? prof_peak_dump_to_fd(fd, format, NULL, err, sizeof(err)) :
+	    prof_dump_to_fd(fd, format, alloc && format == PROF_FORMAT_PPROF ?
 	    "alloc_space" : NULL, err, sizeof(err))) {
 		prof_http_send_error(r, 500, "cannot write the profile: %s",
 		    err);
@@ -280,8 +290,9 @@ void prof_http_route_serve(prof_http_resp_t *r, const prof_http_req_t *req,
 		break;
 	case PROF_HTTP_HEAP:
 	case PROF_HTTP_ALLOCS:
+	case PROF_HTTP_PEAK:
 		http_serve_profile(r, req->route == PROF_HTTP_ALLOCS,
-		    req->heap_v2);
+		    req->route == PROF_HTTP_PEAK, req->heap_v2);
 		break;
 	case PROF_HTTP_STATS:
 		http_serve_stats(r);

@@ -31,6 +31,17 @@ void mp_mutex_lock(mp_mutex_t *m) {
 		held_ranks |= (uint32_t)1 << m->rank;
 }
 
+/* false if another thread holds m (then nothing is taken).  A trylock
+ * cannot deadlock, so any rank may be tried; a taken one is tracked as
+ * mp_mutex_lock tracks it. */
+bool mp_mutex_trylock(mp_mutex_t *m) {
+	if (pthread_mutex_trylock(&m->lock) != 0)
+		return false;
+	if (config_debug)
+		held_ranks |= (uint32_t)1 << m->rank;
+	return true;
+}
+
 void mp_mutex_unlock(mp_mutex_t *m) {
 	if (config_debug)
 		held_ranks &= ~((uint32_t)1 << m->rank);

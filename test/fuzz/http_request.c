@@ -45,6 +45,7 @@ static void check(const char *buf, size_t len, const prof_http_req_t *r) {
 		/* fall through */
 	case PROF_HTTP_HEAP:
 	case PROF_HTTP_ALLOCS:
+	case PROF_HTTP_PEAK:
 	case PROF_HTTP_STATS:
 	case PROF_HTTP_SYMBOL_GET:
 		if (r->head_len == 0)

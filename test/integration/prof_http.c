@@ -6,7 +6,8 @@
  * written here (no curl) reads prof.http_port and GETs every path: status, headers
  * (Content-Type, Content-Length equal to the body, Connection: close) and
  * body (pprof decoded with test_util.h's reader: sample types, inuse
- * totals, the test's call site; heap_v2 text; stats JSON).  Errors: 404,
+ * totals, the test's call site; heap_v2 text; stats JSON; the peak
+ * profile of /debug/pprof/peak in both formats).  Errors: 404,
  * 405 with Allow, 400 for garbage, a bad request line, an oversized head
  * and an unknown format, every error body one line; 403 once prof.active
  * is false.  /debug/pprof/symbol names addresses the way Go's does, for
@@ -336,6 +337,30 @@ static void test_allocs(void **state) {
 	MP_ASSERT(profile_ok(&r, "alloc_space", true, why, sizeof(why)),
 	    "%s", why);
 	resp_free(&r);
+}
+
+/* The peak-heap profile: a pprof profile, and in heap_v2 one whose
+ * total is at least the heap of now (the peak cannot be lower). */
+static void test_peak(void **state) {
+	(void)state;
+	resp_t r;
+	get(http_port(), "/debug/pprof/peak", &r);
+	CHECK_RESP(&r, 200);
+	check_type(&r, "application/octet-stream");
+	char why[256];
+	MP_ASSERT(profile_ok(&r, "inuse_space", true, why, sizeof(why)),
+	    "%s", why);
+	resp_free(&r);
+	get(http_port(), "/debug/pprof/peak?format=heap_v2", &r);
+	CHECK_RESP(&r, 200);
+	MP_ASSERT(strncmp((char *)r.body, "heap_v2/1024\n", 13) == 0,
+	    "%.100s", (char *)r.body);
+	assert_non_null(strstr((char *)r.body, "MAPPED_LIBRARIES:"));
+	resp_free(&r);
+	uint64_t peak = 0;
+	size_t len = sizeof(peak);
+	assert_int_equal(mallctl("prof.peak.bytes", &peak, &len, NULL, 0), 0);
+	assert_true(peak > 0);
 }
 
 static void test_stats(void **state) {
@@ -1212,6 +1237,7 @@ int main(int argc, char **argv) {
 		cmocka_unit_test(test_port_and_option),
 		cmocka_unit_test(test_heap),
 		cmocka_unit_test(test_allocs),
+		cmocka_unit_test(test_peak),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_symbol),
 		cmocka_unit_test(test_errors),

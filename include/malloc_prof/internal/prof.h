@@ -130,6 +130,11 @@ extern _Atomic bool prof_thread_active_init;
 extern _Atomic bool prof_gdump_enabled;    /* prof.gdump */
 extern _Atomic size_t prof_lg_sample;      /* prof.lg_sample */
 extern _Atomic uint64_t prof_epoch;        /* prof.reset count */
+/* The live heap the samples estimate: the sum of the unbiased bytes of
+ * the samples counted since the last prof.reset (what they added to
+ * their tctx's curbytes_unbiased).  Changed under the sample's gctx
+ * shard lock; prof_reset zeroes it holding every shard. */
+extern _Atomic uint64_t prof_live_bytes;
 /* Bumped when threads must redraw their sampling wait: prof.active or
  * prof.thread_active_init written, prof.reset.  Write the switch first,
  * then bump; a thread loads the generation before the switches. */
@@ -457,8 +462,38 @@ bool prof_dump_file(const char *filename);
  * leaves its high-water mark alone, so the next growth dumps. */
 void prof_idump_maybe(size_t bytes);
 void prof_gdump_maybe(size_t active_pages);
-/* The final dump and leak summary, from an atexit handler. */
+/* The final dump (and the final peak dump, prof_peak) and the leak
+ * summary, from an atexit handler. */
 void prof_final_dump(void);
+/*
+ * The peak-heap profile (prof_peak): a snapshot of the samples live when
+ * prof_live_bytes was highest, taken again each time it passes the last
+ * peak by prof_peak_growth.  prof_peak_next is the live bytes at which
+ * the next snapshot is due (UINT64_MAX: never, prof_peak off).
+ * prof_peak_maybe is the sampler's call once its sample took
+ * prof_live_bytes past it (no lock held; it skips if a dump is running:
+ * the next sample past the mark tries again).
+ */
+extern bool opt_prof_peak;
+extern char opt_prof_peak_growth[16];
+extern _Atomic uint64_t prof_peak_next;
+bool prof_peak_growth_check(const char *v, size_t vlen, char *why,
+    size_t whysize);
+void prof_peak_growth_apply(void);
+void prof_peak_apply(void);              /* prof_peak's on_set */
+void prof_peak_maybe(void);
+/* prof.peak.reset (and prof.reset): the peak is the heap of now. */
+void prof_peak_reset(void);
+/* prof.peak.bytes: the estimated live bytes at the peak kept (0: none). */
+uint64_t prof_peak_bytes(void);
+/* prof.peak.dump: the peak to `filename` (NULL: the automatic name
+ * <prefix>.<pid>.<seq>.p<n>.heap) in the current format.  true on error,
+ * after printing the cause on stderr. */
+bool prof_peak_dump_file(const char *filename);
+/* The peak to an open descriptor, as prof_dump_to_fd writes the heap of
+ * now (the endpoint's /debug/pprof/peak). */
+bool prof_peak_dump_to_fd(int fd, prof_format_t format,
+    const char *sample_type, char *err, size_t errsize);
 /* prof.prefix: the prefix of automatic dump names from now on (initially
  * opt_prof_prefix); true if it is too long (>= sizeof(opt_prof_prefix)). */
 bool prof_dump_prefix_set(const char *prefix);
@@ -524,6 +559,7 @@ typedef enum {
 	PROF_HTTP_ERROR,        /* answer status with the line why */
 	PROF_HTTP_HEAP,         /* GET /debug/pprof/heap */
 	PROF_HTTP_ALLOCS,       /* GET /debug/pprof/allocs */
+	PROF_HTTP_PEAK,         /* GET /debug/pprof/peak */
 	PROF_HTTP_STATS,        /* GET /debug/malloc/stats */
 	PROF_HTTP_SYMBOL_GET,   /* GET /debug/pprof/symbol */
 	PROF_HTTP_SYMBOL_POST   /* POST /debug/pprof/symbol, clen bytes */

@@ -97,6 +97,7 @@ uint64_t os_now_coarse_ns(void);                 /* at tick resolution */
 /* ----------------------------------------------------------------- mutex.c */
 void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank);
 void mp_mutex_lock(mp_mutex_t *m);
+bool mp_mutex_trylock(mp_mutex_t *m);     /* true if taken */
 void mp_mutex_unlock(mp_mutex_t *m);
 void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
 
