@@ -65,10 +65,25 @@ static void active_shrank(size_t pages) {
 _Atomic ssize_t arena_dirty_decay_ms_default = ARENA_DECAY_MS_OPT;
 _Atomic ssize_t arena_muzzy_decay_ms_default = ARENA_DECAY_MS_OPT;
 
-static arena_t *arena_new(unsigned ind) {
-	arena_t *arena = base_alloc(sizeof(arena_t));
+/* Indices of destroyed arenas, with their records, for the next
+ * arenas.create (under arenas_mtx): base.c's memory is never freed, so a
+ * record is kept for reuse rather than lost. */
+static arena_t *arenas_destroyed[ARENAS_MAX];
+static unsigned narenas_destroyed;
+
+/* A new arena at index ind; `reuse` is a destroyed arena's record. */
+static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
+    extent_hooks_t *hooks) {
+	arena_t *arena = reuse;
+	if (arena != NULL)
+		memset(arena, 0, sizeof(*arena));
+	else
+		arena = base_alloc(sizeof(arena_t));
 	if (arena == NULL)
 		return NULL;
+	atomic_store(&arena->hooks, hooks != NULL ? hooks :
+	    &extent_hooks_default);
+	arena->dss = arena_dss_default;
 	atomic_store(&arena->dirty_decay_ms,
 	    atomic_load(&arena_dirty_decay_ms_default));
 	atomic_store(&arena->muzzy_decay_ms,
@@ -96,6 +111,10 @@ static arena_t *arena_new(unsigned ind) {
 	arena->ind = ind;
 	arena_cache_setup(arena);
 	return arena;
+}
+
+static arena_t *arena_new(unsigned ind) {
+	return arena_new_at(ind, NULL, NULL);
 }
 
 /*
@@ -166,6 +185,7 @@ static void huge_used_note(arena_t *arena) {
 bool arena_boot(void (*cache_setup)(arena_t *arena)) {
 	mp_mutex_init(&arenas_mtx, LOCK_RANK_ARENAS);
 	arena_cache_setup = cache_setup;
+	arena_dss_default = opt_dss;
 	/* The kernel's THP mode, once (opt.thp reads "not supported" on a
 	 * kernel without it, as in jemalloc), and the advice for the
 	 * metadata mapped before the options were read. */
@@ -209,6 +229,11 @@ arena_t *arena_get(unsigned ind, bool create) {
 	arena_t *a = atomic_load_explicit(&arenas[ind], memory_order_acquire);
 	if (a != NULL || !create || ind >= atomic_load(&narenas_total))
 		return a;
+	/* Only automatic arenas and the huge one are made on first use: a
+	 * manual index without an arena was destroyed. */
+	if (ind >= narenas_auto && (extent_huge_ind == 0 ||
+	    ind != extent_huge_ind))
+		return NULL;
 	mp_mutex_lock(&arenas_mtx);
 	a = atomic_load_explicit(&arenas[ind], memory_order_acquire);
 	if (a == NULL) {
@@ -253,16 +278,49 @@ arena_t *arena_choose_auto(void) {
 }
 
 bool arena_create(unsigned *ind) {
+	return arena_create_hooked(ind, NULL);
+}
+
+bool arena_create_hooked(unsigned *ind, extent_hooks_t *hooks) {
 	mp_mutex_lock(&arenas_mtx);
-	unsigned i = atomic_load(&narenas_total);
-	arena_t *a = i < ARENAS_MAX - 1 ? arena_new(i) : NULL;
+	arena_t *a;
+	unsigned i;
+	if (narenas_destroyed != 0) {
+		arena_t *old = arenas_destroyed[narenas_destroyed - 1];
+		i = old->ind;
+		a = arena_new_at(i, old, hooks);
+		narenas_destroyed--;
+	} else {
+		i = atomic_load(&narenas_total);
+		a = i < ARENAS_MAX - 1 ? arena_new_at(i, NULL, hooks) : NULL;
+		if (a != NULL)
+			atomic_store(&narenas_total, i + 1);
+	}
 	if (a != NULL) {
+		a->manual = true;
 		atomic_store_explicit(&arenas[i], a, memory_order_release);
-		atomic_store(&narenas_total, i + 1);
 		*ind = i;
 	}
 	mp_mutex_unlock(&arenas_mtx);
 	return a == NULL;
+}
+
+/* A manual arena's large blocks in use, for arena_reset (under mtx). */
+static void large_link(arena_t *arena, extent_t *e) {
+	e->lru_prev = NULL;
+	e->lru_next = arena->large_head;
+	if (arena->large_head != NULL)
+		arena->large_head->lru_prev = e;
+	arena->large_head = e;
+}
+
+static void large_unlink(arena_t *arena, extent_t *e) {
+	if (e->lru_prev != NULL)
+		e->lru_prev->lru_next = e->lru_next;
+	else
+		arena->large_head = e->lru_next;
+	if (e->lru_next != NULL)
+		e->lru_next->lru_prev = e->lru_prev;
 }
 
 /* (Re)start an empty slab as a slab of class ind, regions untouched
@@ -352,7 +410,9 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
     bool zero, size_t size) {
 	size_t dirty_off, dirty_len;
 	size_t used = PAGE_CEILING(size);
-	if (!zero || usize - used < LARGE_TAIL_MIN)
+	/* Custom hooks: no clean tail, whose purges would bypass them. */
+	if (!zero || usize - used < LARGE_TAIL_MIN ||
+	    unlikely(extent_hooks_custom(arena)))
 		used = usize;
 	/* oversize_threshold: the huge arena, for a thread on an automatic
 	 * arena; an arena the thread or the call chose (a manual one,
@@ -387,6 +447,8 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 		atomic_store_explicit(&e->owner, &extent_large_owner,
 		    memory_order_relaxed);
 		pagemap_set_class(e->addr, PAGE, e);
+		if (unlikely(arena->manual))
+			large_link(arena, e);
 	}
 	mp_mutex_unlock(&arena->mtx);
 	if (e == NULL)
@@ -441,6 +503,8 @@ void arena_large_dalloc(extent_t *e) {
 	if (e->clean_from != 0)
 		arena->ptail -= (e->size - e->clean_from) >> LG_PAGE;
 	huge_used_note(arena);
+	if (unlikely(arena->manual))
+		large_unlink(arena, e);
 	/* One clock reading serves the free time and the decay tick (two
 	 * were 1.3% of logsizes). */
 	uint64_t now = os_now_ns();
@@ -523,6 +587,75 @@ void arena_decay_tick(arena_t *arena) {
 	mp_mutex_lock(&arena->mtx);
 	extent_decay_locked(arena, now, false);
 	mp_mutex_unlock(&arena->mtx);
+}
+
+/*
+ * arena.<i>.reset.  The caller (ctl) has returned what the arena's own
+ * cache holds free; the user has flushed every cache used with the arena,
+ * as jemalloc requires.  What is left in use: the slabs of the arena's
+ * shared cache (MALLOCX_ARENA, MALLOCX_TCACHE_NONE) and the large blocks
+ * on large_head.  Both go back as if freed; sampled large blocks leave
+ * the profiler first.  Slabs that a thread cache owns (a thread moved to
+ * the arena with thread.arena) stay theirs: that thread may still hand
+ * out their regions.  This reaches into the shared cache's lists, the
+ * one place arena.c does, because the reset must see every slab.
+ */
+void arena_reset(arena_t *arena) {
+	extent_t *slabs = NULL;
+	tcache_t *tc = &arena->shared;
+	mp_mutex_lock(&arena->shared_mtx);
+	slab_inbox_drain(tc);
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		tcache_bin_t *bin = &tc->bins[i];
+		extent_t *lists[2] = { bin->partial, bin->full };
+		for (unsigned l = 0; l < 2; l++) {
+			for (extent_t *s = lists[l], *n; s != NULL; s = n) {
+				n = s->next;
+				s->next = slabs;
+				slabs = s;
+			}
+		}
+		memset(bin, 0, sizeof(*bin));
+	}
+	mp_mutex_unlock(&arena->shared_mtx);
+	while (slabs != NULL) {
+		extent_t *s = slabs;
+		slabs = s->next;
+		s->prev = s->next = NULL;
+		s->used = 0;
+		s->list = SLAB_LIST_NONE;
+		atomic_store_explicit(&s->full, 0, memory_order_relaxed);
+		for (unsigned w = 0; w < SLAB_WORDS; w++)
+			atomic_store_explicit(&s->remote_bits[w], 0,
+			    memory_order_relaxed);
+		atomic_store_explicit(&s->owner, &extent_large_owner,
+		    memory_order_relaxed);
+		arena_slab_dalloc(arena, s);
+	}
+	for (;;) {
+		mp_mutex_lock(&arena->mtx);
+		extent_t *e = arena->large_head;
+		mp_mutex_unlock(&arena->mtx);
+		if (e == NULL)
+			break;
+		if (config_prof && e->prof != NULL)
+			prof_sample_free(e->addr, e);
+		arena_large_dalloc(e);
+	}
+}
+
+bool arena_destroy(arena_t *arena) {
+	if (atomic_load(&arena->nthreads) != 0)
+		return true;
+	arena_reset(arena);
+	mp_mutex_lock(&arena->mtx);
+	extent_destroy_all_locked(arena);
+	mp_mutex_unlock(&arena->mtx);
+	mp_mutex_lock(&arenas_mtx);
+	atomic_store_explicit(&arenas[arena->ind], NULL, memory_order_release);
+	arenas_destroyed[narenas_destroyed++] = arena;
+	mp_mutex_unlock(&arenas_mtx);
+	return false;
 }
 
 void arena_stats_read(arena_t *arena, arena_stats_t *out) {

@@ -13,6 +13,13 @@
  * New mappings get opt.thp's advice.
  * Everything here runs under arena->mtx.
  *
+ * An arena with extent hooks of its own (arena.<i>.extent_hooks) gets
+ * and gives back its pages through them instead of os.c: mapping, the
+ * return of whole free extents (dalloc, else decommit, else purge),
+ * purges, and every split and merge of its extents ask the hooks first;
+ * the default hooks are os.c's calls, and an arena that has them takes
+ * the direct path (doc/design.md, "Extent hooks").
+ *
  * Invariants: a free extent is maximal (no free neighbour of the same state
  * in the same mapping); extents never span two OS mappings, so a whole
  * mapping can be unmapped when retain is off.
@@ -45,6 +52,169 @@ static void extent_record_free(extent_t *e) {
 	    memory_order_relaxed);
 	e->kind = EXTENT_FREE_CLEAN;
 	base_extent_free(e);
+}
+
+/* opt.dss: each arena's dss mode when made (arena.<i>.dss changes it). */
+unsigned opt_dss = DSS_DISABLED;
+const char *const dss_mode_names[DSS_NMODES] = {
+	"disabled", "primary", "secondary",
+};
+/* The mode of arenas made from now on (arena.<MALLCTL_ARENAS_ALL>.dss);
+ * opt.dss until changed. */
+unsigned arena_dss_default = DSS_DISABLED;
+
+/* ---- extent hooks ---- */
+
+/* The default hooks: what the arenas do without hooks, callable by a
+ * user who wraps them.  opt.dss / arena.<i>.dss pick sbrk before or
+ * after mmap; pages from the break are never unmapped. */
+static void *hook_alloc_default(extent_hooks_t *h, void *new_addr,
+    size_t size, size_t align, bool *zero, bool *commit, unsigned ind) {
+	(void)h;
+	if (size == 0 || size % PAGE != 0 || align == 0 ||
+	    (align & (align - 1)) != 0 || (uintptr_t)new_addr % PAGE != 0)
+		return NULL;
+	if (align < PAGE)
+		align = PAGE;
+	arena_t *arena = arena_get(ind, false);
+	unsigned dss = arena != NULL ? arena->dss : arena_dss_default;
+	void *p = NULL;
+	if (new_addr != NULL) {
+		if ((uintptr_t)new_addr % align == 0)
+			p = os_map_at(new_addr, size);
+	} else {
+		if (dss == DSS_PRIMARY)
+			p = os_dss_alloc(size, align);
+		if (p == NULL)
+			p = os_map(size, align);
+		if (p == NULL && dss == DSS_SECONDARY)
+			p = os_dss_alloc(size, align);
+	}
+	if (p == NULL)
+		return NULL;
+	if (!os_in_dss(p))
+		os_thp_apply(p, size, (os_thp_t)opt_thp);
+	*zero = true;
+	*commit = true;
+	return p;
+}
+
+/* With retain (the default) pages are kept, as jemalloc's default
+ * dalloc keeps them: "true" asks the arena to purge and retain them. */
+static bool hook_dalloc_default(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	(void)h; (void)committed; (void)ind;
+	if (opt_retain || os_in_dss(addr))
+		return true;
+	os_unmap(addr, size);
+	return false;
+}
+
+static void hook_destroy_default(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	(void)h; (void)committed; (void)ind;
+	if (!os_in_dss(addr))
+		os_unmap(addr, size);
+}
+
+static bool hook_commit_default(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	(void)h; (void)size; (void)ind;
+	return os_commit((char *)addr + off, len);
+}
+
+static bool hook_decommit_default(extent_hooks_t *h, void *addr,
+    size_t size, size_t off, size_t len, unsigned ind) {
+	(void)h; (void)size; (void)ind;
+	return os_decommit((char *)addr + off, len);
+}
+
+static bool hook_purge_lazy_default(extent_hooks_t *h, void *addr,
+    size_t size, size_t off, size_t len, unsigned ind) {
+	(void)h; (void)size; (void)ind;
+	return os_purge_lazy((char *)addr + off, len);
+}
+
+static bool hook_purge_forced_default(extent_hooks_t *h, void *addr,
+    size_t size, size_t off, size_t len, unsigned ind) {
+	(void)h; (void)size; (void)ind;
+	return os_purge_forced((char *)addr + off, len);
+}
+
+/* Linux mappings split and coalesce freely. */
+static bool hook_split_default(extent_hooks_t *h, void *addr, size_t size,
+    size_t size_a, size_t size_b, bool committed, unsigned ind) {
+	(void)h; (void)addr; (void)size; (void)size_a; (void)size_b;
+	(void)committed; (void)ind;
+	return false;
+}
+
+static bool hook_merge_default(extent_hooks_t *h, void *addr_a,
+    size_t size_a, void *addr_b, size_t size_b, bool committed,
+    unsigned ind) {
+	(void)h; (void)size_a; (void)size_b; (void)committed; (void)ind;
+	/* jemalloc's rule: the break and mmap'd pages never merge. */
+	return os_in_dss(addr_a) != os_in_dss(addr_b);
+}
+
+extent_hooks_t extent_hooks_default = {
+	hook_alloc_default,
+	hook_dalloc_default,
+	hook_destroy_default,
+	hook_commit_default,
+	hook_decommit_default,
+	hook_purge_lazy_default,
+	hook_purge_forced_default,
+	hook_split_default,
+	hook_merge_default,
+};
+
+static extent_hooks_t *hooks_of(arena_t *arena) {
+	return atomic_load_explicit(&arena->hooks, memory_order_relaxed);
+}
+
+/* Drop a free extent's bounds from the page map and its record: its
+ * pages are no longer the arena's. */
+static void extent_forget(arena_t *arena, extent_t *e) {
+	pagemap_set_range(e->addr, PAGE, NULL);
+	pagemap_set_range(e->addr + e->size - PAGE, PAGE, NULL);
+	arena->stats.mapped -= e->size;
+	extent_record_free(e);
+}
+
+/* Give back pages the arena no longer wants: dalloc, else destroy (the
+ * arena could not keep them: out of metadata). */
+static void hook_give_back(arena_t *arena, void *addr, size_t size) {
+	extent_hooks_t *h = hooks_of(arena);
+	if (h->dalloc != NULL && !h->dalloc(h, addr, size, true, arena->ind))
+		return;
+	if (h->destroy != NULL)
+		h->destroy(h, addr, size, true, arena->ind);
+}
+
+/* true: the hooks refuse to merge a and b (the arena then keeps them
+ * apart). */
+static bool merge_refused(const extent_t *a, const extent_t *b) {
+	arena_t *arena = a->arena;
+	if (likely(!extent_hooks_custom(arena)))
+		return false;
+	extent_hooks_t *h = hooks_of(arena);
+	return h->merge == NULL || h->merge(h, a->addr, a->size, b->addr,
+	    b->size, true, arena->ind);
+}
+
+/* Recommit a decommitted extent before its pages are used again (they
+ * read as zero after).  true: the hook failed. */
+static bool extent_commit(arena_t *arena, extent_t *e) {
+	if (!e->decommitted)
+		return false;
+	extent_hooks_t *h = hooks_of(arena);
+	if (h->commit == NULL || h->commit(h, e->addr, e->size, 0, e->size,
+	    arena->ind))
+		return true;
+	e->decommitted = false;
+	e->zeroed = true;
+	return false;
 }
 
 void extent_set_init(extent_set_t *set) {
@@ -152,6 +322,15 @@ static extent_t *split(extent_t *e, size_t lead) {
 	extent_t *trail = base_extent_alloc();
 	if (trail == NULL)
 		return NULL;
+	arena_t *arena = e->arena;
+	if (unlikely(extent_hooks_custom(arena))) {
+		extent_hooks_t *h = hooks_of(arena);
+		if (h->split == NULL || h->split(h, e->addr, e->size, lead,
+		    e->size - lead, true, arena->ind)) {
+			base_extent_free(trail);
+			return NULL;
+		}
+	}
 	atomic_store_explicit(&trail->owner, &extent_large_owner,
 	    memory_order_relaxed);
 	trail->addr = e->addr + lead;
@@ -161,6 +340,7 @@ static extent_t *split(extent_t *e, size_t lead) {
 	trail->map_addr = e->map_addr;
 	trail->map_size = e->map_size;
 	trail->zeroed = e->zeroed;
+	trail->decommitted = e->decommitted;
 	trail->free_ns = e->free_ns;
 	e->size = lead;
 	pagemap_set_bounds(e);
@@ -171,7 +351,8 @@ static extent_t *split(extent_t *e, size_t lead) {
 static bool mergeable(const extent_t *a, const extent_t *b) {
 	return a != NULL && b != NULL && a->kind == b->kind &&
 	    a->kind < EXTENT_NFREE_KINDS && a->arena == b->arena &&
-	    a->map_addr == b->map_addr && a->addr + a->size == b->addr;
+	    a->map_addr == b->map_addr && a->addr + a->size == b->addr &&
+	    a->decommitted == b->decommitted;
 }
 
 /* Merge b (right) into a (left); b's record is freed. */
@@ -198,7 +379,7 @@ static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
 	uint64_t oldest = e->free_ns;
 	if (e->addr != e->map_addr) {
 		extent_t *prev = pagemap_lookup(e->addr - 1);
-		if (mergeable(prev, e)) {
+		if (mergeable(prev, e) && !merge_refused(prev, e)) {
 			if (prev->free_ns <= oldest) {
 				oldest = prev->free_ns;
 				place = prev->lru_prev;
@@ -211,7 +392,7 @@ static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
 	}
 	if (e->addr + e->size != e->map_addr + e->map_size) {
 		extent_t *next = pagemap_lookup(e->addr + e->size);
-		if (mergeable(e, next)) {
+		if (mergeable(e, next) && !merge_refused(e, next)) {
 			if (have_place && place == next)
 				place = next->lru_prev;
 			if (next->free_ns <= oldest) {
@@ -229,7 +410,32 @@ static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
 	return e;
 }
 
-static extent_t *grow(arena_t *arena, size_t size, size_t align) {
+/* A new mapping through the arena's hooks (custom ones, or the defaults
+ * when dss is on): `size` bytes aligned to `align`.  NULL if the hooks
+ * cannot, or give memory that cannot be committed. */
+static char *grow_hooked(arena_t *arena, size_t size, size_t align,
+    bool *zeroed) {
+	extent_hooks_t *h = hooks_of(arena);
+	bool zero = false, commit = true;
+	if (h->alloc == NULL)
+		return NULL;
+	char *addr = h->alloc(h, NULL, size, align, &zero, &commit,
+	    arena->ind);
+	if (addr == NULL)
+		return NULL;
+	if (!commit && (h->commit == NULL ||
+	    h->commit(h, addr, size, 0, size, arena->ind))) {
+		hook_give_back(arena, addr, size);
+		return NULL;
+	}
+	*zeroed = zero || !commit;
+	return addr;
+}
+
+/* A new mapping of at least size + alignment; with `exact` (the hooks
+ * refused a split) of exactly `size` at `align`. */
+static extent_t *grow(arena_t *arena, size_t size, size_t align,
+    bool exact) {
 	size_t want = size + (align > PAGE ? align - PAGE : 0);
 	if (want < size)
 		return NULL;
@@ -238,29 +444,57 @@ static extent_t *grow(arena_t *arena, size_t size, size_t align) {
 	 * different mappings never coalesce, so big blocks each in a mapping
 	 * of their own could not be combined when freed (bench's large, 1-32
 	 * MiB blocks: peak RSS 1.49x jemalloc's).  Untouched pages cost
-	 * only address space. */
+	 * only address space.  retain_grow_limit caps the chunks. */
+	size_t limit = arena->grow_limit != 0 ? arena->grow_limit : GROW_MAX;
 	size_t map_size = arena->grow_next;
-	while (map_size < want && map_size < GROW_MAX)
+	if (map_size > limit)
+		map_size = limit;
+	while (map_size < want && map_size < limit)
 		map_size *= 2;
 	if (map_size < want)
 		map_size = want;
-	char *addr = os_map(map_size, PAGE);
-	if (addr == NULL && map_size != want) {
-		map_size = want;
+	bool hooked = extent_hooks_custom(arena) || arena->dss != DSS_DISABLED;
+	bool zeroed = true;
+	char *addr;
+	if (likely(!hooked)) {
 		addr = os_map(map_size, PAGE);
+		if (addr == NULL && map_size != want) {
+			map_size = want;
+			addr = os_map(map_size, PAGE);
+		}
+		if (addr == NULL)
+			return NULL;
+		/* opt.thp: the arenas' mappings are the user data (jemalloc
+		 * advises what its default extent hooks map). */
+		os_thp_apply(addr, map_size, (os_thp_t)opt_thp);
+	} else {
+		/* The hooks get the alignment: with no split hook the
+		 * result must need no trimming. */
+		if (exact || hooks_of(arena)->split == NULL)
+			map_size = size;
+		else
+			align = PAGE;
+		addr = grow_hooked(arena, map_size, align, &zeroed);
+		if (addr == NULL && map_size != size) {
+			map_size = want;
+			addr = grow_hooked(arena, map_size, PAGE, &zeroed);
+		}
+		if (addr == NULL)
+			return NULL;
 	}
-	if (addr == NULL)
-		return NULL;
-	/* opt.thp: the arenas' mappings are the user data (jemalloc
-	 * advises what its default extent hooks map). */
-	os_thp_apply(addr, map_size, (os_thp_t)opt_thp);
 	if (pagemap_prepare(addr, map_size)) {
-		os_unmap(addr, map_size);
+		if (hooked)
+			hook_give_back(arena, addr, map_size);
+		else
+			os_unmap(addr, map_size);
 		return NULL;
 	}
 	extent_t *e = base_extent_alloc();
 	if (e == NULL) {
-		os_unmap(addr, map_size);
+		if (hooked)
+			hook_give_back(arena, addr, map_size);
+		else
+			os_unmap(addr, map_size);
 		return NULL;
 	}
 	atomic_store_explicit(&e->owner, &extent_large_owner,
@@ -271,13 +505,18 @@ static extent_t *grow(arena_t *arena, size_t size, size_t align) {
 	e->kind = EXTENT_FREE_CLEAN;
 	e->map_addr = addr;
 	e->map_size = map_size;
-	e->zeroed = true;
+	e->zeroed = zeroed;
+	e->decommitted = false;
 	e->free_ns = os_now_ns();
 	pagemap_set_bounds(e);
 	arena->stats.mapped += map_size;
-	while (arena->grow_next <= map_size && arena->grow_next < GROW_MAX)
+	while (arena->grow_next <= map_size && arena->grow_next < limit)
 		arena->grow_next *= 2;
 	return e;
+}
+
+size_t extent_grow_limit(arena_t *arena) {
+	return arena->grow_limit != 0 ? arena->grow_limit : GROW_MAX;
 }
 
 /*
@@ -555,6 +794,11 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
 		align = PAGE;
 	if (used > size)
 		used = size;
+	/* The resident cap and the mixed carving split and merge freely:
+	 * not for pages the hooks own. */
+	bool custom = extent_hooks_custom(arena);
+	if (custom)
+		cap = false;
 	extent_t *e = NULL, *place = NULL, *got = NULL;
 	mixed_t m;
 	*dirty_off = 0;
@@ -592,10 +836,20 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
 		}
 	}
 	bool have_place = e != NULL;
-	if (e == NULL && (e = grow(arena, size, align)) == NULL)
+	if (e == NULL && (e = grow(arena, size, align, false)) == NULL)
 		return NULL;
 	if (trim(arena, e, size, align, have_place, place, &got)) {
-		/* Out of metadata: put back what we hold. */
+		/* Out of metadata, or the hooks would not split: put back
+		 * what we hold; the hooks may still map the exact size. */
+		insert_coalesce(arena, got);
+		if (!custom || (e = grow(arena, size, align, true)) == NULL)
+			return NULL;
+		if (trim(arena, e, size, align, false, NULL, &got)) {
+			insert_coalesce(arena, got);
+			return NULL;
+		}
+	}
+	if (unlikely(got->decommitted) && extent_commit(arena, got)) {
 		insert_coalesce(arena, got);
 		return NULL;
 	}
@@ -613,11 +867,49 @@ done:;
 	return got;
 }
 
+/*
+ * purge_one for an arena with hooks of its own, jemalloc's cascade: lazy,
+ * else the pages go back (dalloc), else they are decommitted, else purged
+ * (forced, else lazy), and kept as clean (retained) extents.  A hook that
+ * is NULL cannot; a page the hooks could not clear is not known zero.
+ */
+static extent_t *purge_hooked(arena_t *arena, extent_t *e, bool lazy) {
+	extent_hooks_t *h = hooks_of(arena);
+	unsigned ind = arena->ind;
+	if (lazy && e->kind == EXTENT_FREE_DIRTY && h->purge_lazy != NULL &&
+	    !h->purge_lazy(h, e->addr, e->size, 0, e->size, ind)) {
+		e->kind = EXTENT_FREE_MUZZY;
+		e->zeroed = false;
+	} else if (h->dalloc != NULL && !h->dalloc(h, e->addr, e->size,
+	    !e->decommitted, ind)) {
+		extent_forget(arena, e);
+		return NULL;
+	} else {
+		bool zeroed = e->decommitted;
+		if (!zeroed && h->decommit != NULL && !h->decommit(h, e->addr,
+		    e->size, 0, e->size, ind)) {
+			e->decommitted = true;
+			zeroed = true;
+		}
+		if (!zeroed && h->purge_forced != NULL &&
+		    !h->purge_forced(h, e->addr, e->size, 0, e->size, ind))
+			zeroed = true;
+		if (!zeroed && h->purge_lazy != NULL)
+			h->purge_lazy(h, e->addr, e->size, 0, e->size, ind);
+		e->kind = EXTENT_FREE_CLEAN;
+		e->zeroed = zeroed;
+	}
+	e->free_ns = os_now_ns();
+	return insert_coalesce(arena, e);
+}
+
 /* dirty -> muzzy (lazy) or -> clean (forced); returns the new record. */
 static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy) {
 	set_remove(&arena->sets[e->kind], e);
 	arena->stats.nmadvise++;
 	arena->stats.purged += e->size >> LG_PAGE;
+	if (unlikely(extent_hooks_custom(arena)))
+		return purge_hooked(arena, e, lazy);
 	if (lazy && !os_purge_lazy(e->addr, e->size)) {
 		e->kind = EXTENT_FREE_MUZZY;
 		e->zeroed = false;
@@ -629,7 +921,8 @@ static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy) {
 	e->free_ns = os_now_ns();
 	e = insert_coalesce(arena, e);
 	if (e->kind == EXTENT_FREE_CLEAN && !opt_retain &&
-	    e->addr == e->map_addr && e->size == e->map_size) {
+	    e->addr == e->map_addr && e->size == e->map_size &&
+	    !os_in_dss(e->addr)) {
 		set_remove(&arena->sets[EXTENT_FREE_CLEAN], e);
 		pagemap_set_range(e->addr, PAGE, NULL);
 		pagemap_set_range(e->addr + e->size - PAGE, PAGE, NULL);
@@ -702,6 +995,8 @@ bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
 	    next->arena != arena || next->map_addr != e->map_addr ||
 	    next->addr != e->addr + e->size || next->size < need)
 		return true;
+	if (unlikely(extent_hooks_custom(arena)) && merge_refused(e, next))
+		return true;
 	extent_set_t *set = &arena->sets[next->kind];
 	extent_t *place = next->lru_prev;
 	set_remove(set, next);
@@ -712,6 +1007,10 @@ bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
 			return true;
 		}
 		set_insert_after(set, rest, place);
+	}
+	if (unlikely(next->decommitted) && extent_commit(arena, next)) {
+		insert_coalesce(arena, next);
+		return true;
 	}
 	*zeroed_tail = next->kind == EXTENT_FREE_CLEAN && next->zeroed;
 	pagemap_set_range(e->addr + e->size - PAGE, PAGE, NULL);
@@ -759,4 +1058,27 @@ size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force) {
 	if (purged != 0)
 		arena->stats.npurge++;
 	return purged;
+}
+
+/*
+ * arena.<i>.destroy, after arena_reset: every page is free.  A forced
+ * purge offers each free extent to dalloc (purge_hooked; the default
+ * hooks keep them with retain on), then what is left is destroyed: the
+ * hooks' destroy, or an unmap with the defaults.
+ */
+void extent_destroy_all_locked(arena_t *arena) {
+	extent_decay_locked(arena, os_now_ns(), true);
+	extent_hooks_t *h = hooks_of(arena);
+	for (unsigned k = 0; k < EXTENT_NFREE_KINDS; k++) {
+		extent_set_t *set = &arena->sets[k];
+		while (set->lru_head != NULL) {
+			extent_t *e = set->lru_head;
+			set_remove(set, e);
+			if (h->destroy != NULL)
+				h->destroy(h, e->addr, e->size, !e->decommitted,
+				    arena->ind);
+			extent_forget(arena, e);
+		}
+	}
+	arena->grow_next = GROW_MIN;
 }

@@ -174,6 +174,11 @@ const conf_opt_t conf_opts[] = {
 	  .nnames = CONF_NELEMS(conf_metadata_thp_names),
 	  .doc = "transparent huge pages for the allocator's metadata: "
 	  "always, auto (once it passes 20 MiB) or disabled" },
+	{ .name = "dss", .type = CONF_ENUM, .var = &opt_dss,
+	  .def = "disabled", .names = dss_mode_names, .nnames = DSS_NMODES,
+	  .doc = "sbrk for arenas' pages: disabled, primary (before mmap) "
+	  "or secondary (after mmap); jemalloc's Linux default is "
+	  "secondary" },
 	{ .name = "oversize_threshold", .type = CONF_SIZE_T,
 	  .var = &opt_oversize_threshold, .def = "0", .min = 0,
 	  .max = (intmax_t)SC_LARGE_MAXCLASS,

@@ -522,13 +522,20 @@ static int ctl_arenas_decay_ms(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
-/* r-: make a new manual arena and say its index. */
+/* rw: make a new manual arena and say its index; the value written, if
+ * any, is the extent_hooks_t * it is to use (jemalloc's type). */
 static int ctl_arenas_create(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	if (ctl_writes(newp, newlen))
-		return EPERM;
+	extent_hooks_t *hooks = NULL;
+	if (newp != NULL) {
+		if (newlen != sizeof(extent_hooks_t *))
+			return EINVAL;
+		hooks = *(extent_hooks_t *const *)newp;
+	}
+	if (ctl_oldlen_bad(oldp, oldlenp, sizeof(unsigned)))
+		return EINVAL;
 	unsigned ind;
-	if (arena_create(&ind))
+	if (arena_create_hooked(&ind, hooks))
 		return EAGAIN;
 	return ctl_read(oldp, oldlenp, &ind, sizeof(ind));
 }
@@ -596,6 +603,121 @@ static int ctl_arena_decay(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	return ctl_arena_decay_common(mib, oldp, oldlenp, newp, newlen,
 	    false);
+}
+
+/* ---- arena.<i> lifecycle: extent hooks, reset, destroy, dss,
+ * retain_grow_limit (types and error codes as jemalloc 5.3's) ---- */
+
+/* The arena of an index for the lifecycle nodes: NULL for
+ * MALLCTL_ARENAS_ALL and an index without an arena (EFAULT); automatic
+ * ones are made on first use, as jemalloc's arena_init. */
+static arena_t *ctl_lifecycle_arena(const size_t *mib) {
+	return mib[1] == ARENAS_MAX ? NULL : arena_get((unsigned)mib[1], true);
+}
+
+/* rw: the arena's extent_hooks_t *; a write installs new ones (NULL:
+ * EINVAL) and reads back the old. */
+static int ctl_arena_extent_hooks(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	arena_t *arena = ctl_lifecycle_arena(mib);
+	if (arena == NULL)
+		return EFAULT;
+	extent_hooks_t *old = atomic_load(&arena->hooks);
+	if (newp != NULL) {
+		if (newlen != sizeof(extent_hooks_t *) ||
+		    *(extent_hooks_t *const *)newp == NULL)
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		mp_mutex_lock(&arena->mtx);
+		old = atomic_load(&arena->hooks);
+		atomic_store(&arena->hooks, *(extent_hooks_t *const *)newp);
+		mp_mutex_unlock(&arena->mtx);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+/* --: arena.<i>.reset (off 0) and destroy (off 1).  EPERM for a read or
+ * a value, EFAULT for an arena that is not a manual one (or, for
+ * destroy, that threads are still attached to). */
+static int ctl_arena_reset_destroy(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_reads(oldp, oldlenp) || ctl_writes(newp, newlen))
+		return EPERM;
+	arena_t *arena = mib[1] == ARENAS_MAX ? NULL :
+	    arena_get((unsigned)mib[1], false);
+	if (arena == NULL || !arena->manual)
+		return EFAULT;
+	if (node->off != 0 && atomic_load(&arena->nthreads) != 0)
+		return EFAULT;
+	tcache_arena_shared_flush(arena);
+	tcache_orphans_collect(arena, UINT32_MAX);
+	if (node->off == 0) {
+		arena_reset(arena);
+		return 0;
+	}
+	return arena_destroy(arena) ? EFAULT : 0;
+}
+
+/* rw: arena.<i>.dss, a const char * (disabled|primary|secondary); for
+ * MALLCTL_ARENAS_ALL the mode of arenas made from now on (opt.dss keeps
+ * the start-up value).  An unknown name: EINVAL. */
+static int ctl_arena_dss(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	bool all = mib[1] == ARENAS_MAX;
+	arena_t *arena = all ? NULL : ctl_lifecycle_arena(mib);
+	if (!all && arena == NULL)
+		return EFAULT;
+	unsigned *mode = all ? &arena_dss_default : &arena->dss;
+	const char *old = dss_mode_names[*mode];
+	if (newp != NULL) {
+		if (newlen != sizeof(const char *))
+			return EINVAL;
+		const char *name = *(const char *const *)newp;
+		unsigned m = DSS_NMODES;
+		for (unsigned i = 0; name != NULL && i < DSS_NMODES; i++) {
+			if (strcmp(name, dss_mode_names[i]) == 0)
+				m = i;
+		}
+		if (m == DSS_NMODES)
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		if (arena != NULL)
+			mp_mutex_lock(&arena->mtx);
+		*mode = m;
+		if (arena != NULL)
+			mp_mutex_unlock(&arena->mtx);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+/* rw: arena.<i>.retain_grow_limit (size_t), the largest mapping the
+ * arena's growth asks for, rounded down to pages; under a page: EFAULT,
+ * as jemalloc. */
+static int ctl_arena_retain_grow_limit(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	arena_t *arena = ctl_lifecycle_arena(mib);
+	if (arena == NULL)
+		return EFAULT;
+	mp_mutex_lock(&arena->mtx);
+	size_t old = extent_grow_limit(arena);
+	mp_mutex_unlock(&arena->mtx);
+	if (newp != NULL) {
+		if (newlen != sizeof(size_t))
+			return EINVAL;
+		size_t limit = *(const size_t *)newp;
+		if (limit < PAGE)
+			return EFAULT;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		mp_mutex_lock(&arena->mtx);
+		arena->grow_limit = limit & ~(size_t)(PAGE - 1);
+		mp_mutex_unlock(&arena->mtx);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
 /* r-: a size_t total of the snapshot at node->off. */
@@ -787,6 +909,12 @@ static const ctl_node_t ctl_arena_i_children[] = {
 	  .off = 1 },
 	{ .name = "muzzy_decay_ms", .handler = ctl_arena_decay_ms,
 	  .off = 0 },
+	{ .name = "extent_hooks", .handler = ctl_arena_extent_hooks },
+	{ .name = "reset", .handler = ctl_arena_reset_destroy, .off = 0 },
+	{ .name = "destroy", .handler = ctl_arena_reset_destroy, .off = 1 },
+	{ .name = "dss", .handler = ctl_arena_dss },
+	{ .name = "retain_grow_limit",
+	  .handler = ctl_arena_retain_grow_limit },
 };
 static const ctl_node_t ctl_arena_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_arena_i_children) },

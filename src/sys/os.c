@@ -110,6 +110,76 @@ bool os_purge_lazy(void *addr, size_t size) {
 #endif
 }
 
+void *os_map_at(void *addr, size_t size) {
+	mp_assert(size % PAGE == 0 && (uintptr_t)addr % PAGE == 0);
+	if (mmap_fail_now())
+		return NULL;
+	/* A hint, not MAP_FIXED: an address already in use must fail, not
+	 * be replaced. */
+	void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (p != addr) {
+		munmap(p, size);
+		return NULL;
+	}
+	return p;
+}
+
+/* Over the pages in place (MAP_FIXED on our own range): decommitted pages
+ * hold no memory and fault on access, committed ones read as zero. */
+bool os_commit(void *addr, size_t size) {
+	return mmap(addr, size, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED;
+}
+
+bool os_decommit(void *addr, size_t size) {
+	return mmap(addr, size, PROT_NONE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
+	    MAP_FAILED;
+}
+
+/* ---- dss (the program break) ---- */
+
+/* Our sbrk calls are serialised; another user of sbrk (the C library's
+ * malloc in a prefixed build) may move the break between two of them,
+ * which the check of sbrk's result catches. */
+static mp_mutex_t dss_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_DSS);
+static _Atomic uintptr_t dss_lo, dss_hi;  /* what we took: [lo, hi) */
+
+void *os_dss_alloc(size_t size, size_t align) {
+	mp_assert(size % PAGE == 0 && align % PAGE == 0);
+	void *ret = NULL;
+	mp_mutex_lock(&dss_mtx);
+	uintptr_t cur = (uintptr_t)sbrk(0);
+	if (cur == (uintptr_t)-1)
+		goto out;
+	size_t pad = ALIGNMENT_CEILING(cur, align) - cur;
+	if (pad + size < size)
+		goto out;
+	uintptr_t got = (uintptr_t)sbrk((intptr_t)(pad + size));
+	if (got == (uintptr_t)-1)
+		goto out;
+	uintptr_t start = ALIGNMENT_CEILING(got, align);
+	if (start + size > got + pad + size)
+		goto out;       /* the break moved under us: leave it */
+	if (atomic_load(&dss_lo) == 0 || got < atomic_load(&dss_lo))
+		atomic_store(&dss_lo, got);
+	if (got + pad + size > atomic_load(&dss_hi))
+		atomic_store(&dss_hi, got + pad + size);
+	ret = (void *)start;
+out:
+	mp_mutex_unlock(&dss_mtx);
+	return ret;
+}
+
+bool os_in_dss(const void *addr) {
+	uintptr_t a = (uintptr_t)addr;
+	return a >= atomic_load_explicit(&dss_lo, memory_order_relaxed) &&
+	    a < atomic_load_explicit(&dss_hi, memory_order_relaxed);
+}
+
 /* ---- transparent huge pages ---- */
 
 /* The kernel's mode, as /sys/kernel/mm/transparent_hugepage/enabled

@@ -210,6 +210,29 @@ bool extent_shrink_locked(arena_t *arena, extent_t *e, size_t new_size);
 /* Purge what has been dirty (muzzy) longer than the decay time, or all of
  * it with force; returns pages purged. */
 size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force);
+/* Extent hooks (doc/design.md, "Extent hooks").  The defaults map and
+ * purge with the OS as the arenas do without hooks; an arena whose hooks
+ * are these takes the direct path, with no call through them. */
+extern extent_hooks_t extent_hooks_default;
+MP_INLINE bool extent_hooks_custom(arena_t *arena) {
+	return atomic_load_explicit(&arena->hooks, memory_order_relaxed) !=
+	    &extent_hooks_default;
+}
+/* arena.<i>.destroy, after a reset: give every free extent back through
+ * the hooks (dalloc, else destroy); the arena holds no pages after. */
+void extent_destroy_all_locked(arena_t *arena);
+/* arena.<i>.retain_grow_limit: the largest mapping growth asks for. */
+size_t extent_grow_limit(arena_t *arena);
+/* opt.dss / arena.<i>.dss modes (conf.c's names, in this order). */
+typedef enum {
+	DSS_DISABLED,
+	DSS_PRIMARY,
+	DSS_SECONDARY,
+	DSS_NMODES
+} dss_mode_t;
+extern unsigned opt_dss;                 /* dss_mode_t */
+extern const char *const dss_mode_names[DSS_NMODES];
+extern unsigned arena_dss_default;       /* set from opt.dss by arena_boot */
 
 /* ----------------------------------------------------------------- arena.c */
 #define ARENAS_MAX 4096                  /* MALLCTL_ARENAS_ALL */
@@ -227,7 +250,17 @@ arena_t *arena_choose_auto(void);        /* the automatic one with the
 extern unsigned arena_percpu_limit __attribute__((visibility("hidden")));
 /* The arena index of the CPU the caller runs on (percpu_arena on). */
 unsigned arena_percpu_choose(void);
-bool arena_create(unsigned *ind);        /* arenas.create */
+/* arenas.create, with the hooks to use (NULL: the defaults); the index
+ * of a destroyed arena is reused first.  arena_create: the defaults. */
+bool arena_create_hooked(unsigned *ind, extent_hooks_t *hooks);
+bool arena_create(unsigned *ind);
+/* arena.<i>.reset: free every allocation of manual arena `arena` (the
+ * caches used with it flushed beforehand, as jemalloc requires). */
+void arena_reset(arena_t *arena);
+/* arena.<i>.destroy: reset, then give every page back through the
+ * hooks; the index goes to the next arenas.create.  true: threads are
+ * still attached to it. */
+bool arena_destroy(arena_t *arena);
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
 /* class_tag: the slab's pages carry its class in the page map, so that
  * free's fast path takes its regions (false: the prof_cache's, whose

@@ -72,6 +72,17 @@ uint64_t os_mmap_fail_count(void);
 #endif
 bool os_purge_forced(void *addr, size_t size);  /* MADV_DONTNEED: zero */
 bool os_purge_lazy(void *addr, size_t size);    /* MADV_FREE */
+/* For the default extent hooks: a mapping at exactly addr (NULL if the
+ * kernel will not place it there), commit (read-write again) and
+ * decommit (no access, no memory) of [addr, addr + size). */
+void *os_map_at(void *addr, size_t size);
+bool os_commit(void *addr, size_t size);
+bool os_decommit(void *addr, size_t size);
+/* dss: `size` bytes aligned to `align` from the program break (sbrk),
+ * zeroed; NULL when the break cannot grow.  Such pages are never
+ * unmapped: os_in_dss tells them apart. */
+void *os_dss_alloc(size_t size, size_t align);
+bool os_in_dss(const void *addr);
 /* Transparent huge pages.  The modes, in opt.thp's order (its names are
  * "default", "always", "never"; "not supported" reads where the kernel has
  * no THP). */

@@ -106,6 +106,7 @@ typedef enum {
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
 	LOCK_RANK_ARENA_ORPHANS,  /* arena->orphans_mtx: caches of dead threads */
 	LOCK_RANK_ARENA,          /* arena->mtx: extents, decay, stats */
+	LOCK_RANK_DSS,            /* dss_mtx (os.c): our sbrk calls */
 	LOCK_RANK_BASE,           /* base_mtx: metadata allocator (leaf) */
 } lock_rank_t;
 
@@ -115,6 +116,47 @@ typedef struct mp_mutex_s {
 } mp_mutex_t;
 
 #define MP_MUTEX_INITIALIZER(r) { PTHREAD_MUTEX_INITIALIZER, (r) }
+
+/*
+ * (The same text as include/malloc_prof.h.in's, under the same guard.)
+ * Extent hooks, jemalloc's ABI (arena.<i>.extent_hooks, arenas.create):
+ * the functions an arena gets its pages through.  Every one but destroy
+ * returns false on success; a NULL member means "cannot" (the arena then
+ * does what jemalloc does without it: keep pages instead of giving them
+ * back, skip a purge, not split or merge).  See doc/design.md, "Extent
+ * hooks", for who calls what with which locks held.
+ */
+#ifndef MALLOC_PROF_EXTENT_HOOKS_DEFINED
+#define MALLOC_PROF_EXTENT_HOOKS_DEFINED
+typedef struct extent_hooks_s extent_hooks_t;
+typedef void *(extent_alloc_t)(extent_hooks_t *, void *, size_t, size_t,
+    bool *, bool *, unsigned);
+typedef bool (extent_dalloc_t)(extent_hooks_t *, void *, size_t, bool,
+    unsigned);
+typedef void (extent_destroy_t)(extent_hooks_t *, void *, size_t, bool,
+    unsigned);
+typedef bool (extent_commit_t)(extent_hooks_t *, void *, size_t, size_t,
+    size_t, unsigned);
+typedef bool (extent_decommit_t)(extent_hooks_t *, void *, size_t, size_t,
+    size_t, unsigned);
+typedef bool (extent_purge_t)(extent_hooks_t *, void *, size_t, size_t,
+    size_t, unsigned);
+typedef bool (extent_split_t)(extent_hooks_t *, void *, size_t, size_t,
+    size_t, bool, unsigned);
+typedef bool (extent_merge_t)(extent_hooks_t *, void *, size_t, void *,
+    size_t, bool, unsigned);
+struct extent_hooks_s {
+	extent_alloc_t *alloc;
+	extent_dalloc_t *dalloc;
+	extent_destroy_t *destroy;
+	extent_commit_t *commit;
+	extent_decommit_t *decommit;
+	extent_purge_t *purge_lazy;
+	extent_purge_t *purge_forced;
+	extent_split_t *split;
+	extent_merge_t *merge;
+};
+#endif
 
 typedef struct extent_s extent_t;
 typedef struct tcache_s tcache_t;
@@ -191,6 +233,8 @@ struct extent_s {
 	bool zeroed;                     /* free/large: pages known to be zero */
 	uint8_t free_word;               /* slab: free_bits[w] == 0 for every
 	                                  * w < free_word (owner only) */
+	bool decommitted;                /* free: decommitted through the
+	                                  * arena's hooks (extent.c) */
 	char *addr;                      /* first byte */
 	size_t size;                     /* bytes (page multiple) */
 	arena_t *arena;                  /* the arena the pages belong to */
@@ -343,6 +387,19 @@ struct arena_s {
 
 	unsigned ind;
 	_Atomic uint32_t nthreads;
+
+	/* Lifecycle (arena.<i>.*): the extent hooks in use (&extent_hooks_
+	 * default: the OS directly, as before hooks existed), read under
+	 * mtx or relaxed; `manual` for arenas.create's, the only ones reset
+	 * and destroy accept, which then keep their large blocks in use on
+	 * a list (large_head, linked through lru_prev/lru_next, which only
+	 * free extents use otherwise); opt.dss's mode for this arena; the
+	 * largest mapping growth may ask for (retain_grow_limit). */
+	_Atomic(extent_hooks_t *) hooks;
+	bool manual;
+	unsigned dss;
+	size_t grow_limit;
+	extent_t *large_head;
 };
 
 /* tsd state; the fast paths run only in TSD_NOMINAL. */
