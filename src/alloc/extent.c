@@ -192,15 +192,27 @@ static void hook_give_back(arena_t *arena, void *addr, size_t size) {
 		h->destroy(h, addr, size, true, arena->ind);
 }
 
-/* true: the hooks refuse to merge a and b (the arena then keeps them
- * apart). */
-static bool merge_refused(const extent_t *a, const extent_t *b) {
+/* true: the hooks refuse to split e at `lead` bytes / to merge a and b
+ * (the arena then keeps them as they are).  Out of line: the arenas with
+ * the default hooks only pay the test before the call. */
+static MP_COLD bool split_refused_hooked(const extent_t *e, size_t lead) {
+	arena_t *arena = e->arena;
+	extent_hooks_t *h = hooks_of(arena);
+	return h->split == NULL || h->split(h, e->addr, e->size, lead,
+	    e->size - lead, !e->decommitted, arena->ind);
+}
+
+static MP_COLD bool merge_refused_hooked(const extent_t *a,
+    const extent_t *b) {
 	arena_t *arena = a->arena;
-	if (likely(!extent_hooks_custom(arena)))
-		return false;
 	extent_hooks_t *h = hooks_of(arena);
 	return h->merge == NULL || h->merge(h, a->addr, a->size, b->addr,
-	    b->size, true, arena->ind);
+	    b->size, !a->decommitted, arena->ind);
+}
+
+static inline bool merge_refused(const extent_t *a, const extent_t *b) {
+	return unlikely(extent_hooks_custom(a->arena)) &&
+	    merge_refused_hooked(a, b);
 }
 
 /* Recommit a decommitted extent before its pages are used again (they
@@ -322,14 +334,10 @@ static extent_t *split(extent_t *e, size_t lead) {
 	extent_t *trail = base_extent_alloc();
 	if (trail == NULL)
 		return NULL;
-	arena_t *arena = e->arena;
-	if (unlikely(extent_hooks_custom(arena))) {
-		extent_hooks_t *h = hooks_of(arena);
-		if (h->split == NULL || h->split(h, e->addr, e->size, lead,
-		    e->size - lead, true, arena->ind)) {
-			base_extent_free(trail);
-			return NULL;
-		}
+	if (unlikely(extent_hooks_custom(e->arena)) &&
+	    split_refused_hooked(e, lead)) {
+		base_extent_free(trail);
+		return NULL;
 	}
 	atomic_store_explicit(&trail->owner, &extent_large_owner,
 	    memory_order_relaxed);
@@ -630,6 +638,7 @@ static extent_t *clean_neighbour(const extent_t *e, bool after) {
 		n = pagemap_lookup(e->addr - 1);
 	}
 	if (n == NULL || n->kind != EXTENT_FREE_CLEAN || !n->zeroed ||
+	    n->decommitted ||
 	    n->arena != e->arena || n->map_addr != e->map_addr)
 		return NULL;
 	return n;
@@ -796,8 +805,7 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
 		used = size;
 	/* The resident cap and the mixed carving split and merge freely:
 	 * not for pages the hooks own. */
-	bool custom = extent_hooks_custom(arena);
-	if (custom)
+	if (cap && extent_hooks_custom(arena))
 		cap = false;
 	extent_t *e = NULL, *place = NULL, *got = NULL;
 	mixed_t m;
@@ -838,16 +846,18 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
 	bool have_place = e != NULL;
 	if (e == NULL && (e = grow(arena, size, align, false)) == NULL)
 		return NULL;
-	if (trim(arena, e, size, align, have_place, place, &got)) {
+	/* One call of trim, so that it stays inlined (a second one cost
+	 * the large paths 36 instructions per malloc+free pair). */
+	for (bool exact = false;; exact = true) {
+		if (!trim(arena, e, size, align, have_place, place, &got))
+			break;
 		/* Out of metadata, or the hooks would not split: put back
 		 * what we hold; the hooks may still map the exact size. */
 		insert_coalesce(arena, got);
-		if (!custom || (e = grow(arena, size, align, true)) == NULL)
+		if (!extent_hooks_custom(arena) || exact ||
+		    (e = grow(arena, size, align, true)) == NULL)
 			return NULL;
-		if (trim(arena, e, size, align, false, NULL, &got)) {
-			insert_coalesce(arena, got);
-			return NULL;
-		}
+		have_place = false;
 	}
 	if (unlikely(got->decommitted) && extent_commit(arena, got)) {
 		insert_coalesce(arena, got);
@@ -995,8 +1005,6 @@ bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
 	    next->arena != arena || next->map_addr != e->map_addr ||
 	    next->addr != e->addr + e->size || next->size < need)
 		return true;
-	if (unlikely(extent_hooks_custom(arena)) && merge_refused(e, next))
-		return true;
 	extent_set_t *set = &arena->sets[next->kind];
 	extent_t *place = next->lru_prev;
 	set_remove(set, next);
@@ -1008,7 +1016,10 @@ bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
 		}
 		set_insert_after(set, rest, place);
 	}
-	if (unlikely(next->decommitted) && extent_commit(arena, next)) {
+	/* The hooks see the split of the free extent, then the merge of
+	 * the piece, as jemalloc calls them. */
+	if (unlikely((extent_hooks_custom(arena) && merge_refused(e, next)) ||
+	    (next->decommitted && extent_commit(arena, next)))) {
 		insert_coalesce(arena, next);
 		return true;
 	}
