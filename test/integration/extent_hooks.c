@@ -577,6 +577,68 @@ static void test_retain_grow_limit(void **state) {
 	assert_int_equal(bytes_back, bytes_alloc);
 }
 
+/* ---- several threads on one hooked arena ----
+ * One arena's hooks are called under its lock, one at a time, so the
+ * plain counters stay exact. */
+
+#define THREADS 4
+#define THREAD_ITERS 1500
+
+static void *thread_body(void *arg) {
+	unsigned a = *(unsigned *)arg;
+	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
+	static const size_t sizes[] = {48, 3000, 70 * MP_KiB, 600 * MP_KiB,
+	    2 * MP_MiB + 512 * MP_KiB};
+	void *keep[8] = {NULL};
+	for (unsigned i = 0; i < THREAD_ITERS; i++) {
+		size_t size = sizes[i % MP_ARRAY_SIZE(sizes)];
+		unsigned slot = i % 8;
+		if (keep[slot] != NULL)
+			dallocx(keep[slot], flags);
+		keep[slot] = mallocx(size, flags);
+		MP_CHECK(keep[slot] != NULL, "mallocx(%zu)", size);
+		if (keep[slot] == NULL)
+			break;
+		memset(keep[slot], (int)i, size < 4096 ? size : 4096);
+	}
+	for (unsigned s = 0; s < 8; s++) {
+		if (keep[s] != NULL)
+			dallocx(keep[s], flags);
+	}
+	return NULL;
+}
+
+static void test_threads(void **state) {
+	(void)state;
+	read_default_hooks();
+	counts_reset();
+	counting_all();
+	try_dalloc = true;
+	unsigned a = arena_new(&counting);
+	hooks_arena = a;
+	/* Every free extent purged at once: the cascade runs all along. */
+	ssize_t zero = 0;
+	assert_int_equal(arena_ctl(a, "dirty_decay_ms", NULL, NULL, &zero,
+	    sizeof(zero)), 0);
+	pthread_t th[THREADS];
+	for (unsigned i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, thread_body, &a),
+		    0);
+	for (unsigned i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_int_equal(atomic_load(&mp_failures), 0);
+	/* The purge first returns the empty slabs the arena's shared cache
+	 * keeps. */
+	assert_int_equal(arena_ctl(a, "purge", NULL, NULL, NULL, 0), 0);
+	assert_int_equal(arena_pactive(a), 0);
+	assert_true(n_dalloc > 0);
+	assert_int_equal(arena_ctl(a, "destroy", NULL, NULL, NULL, 0), 0);
+	assert_true(nmaps < MAPS_MAX);
+	assert_int_equal(n_wrong_arena, 0);
+	assert_int_equal(n_outside, 0);
+	assert_int_equal(bytes_back, bytes_alloc);
+}
+
 int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
@@ -588,6 +650,7 @@ int main(void) {
 		cmocka_unit_test(test_destroy_reuse),
 		cmocka_unit_test(test_dss),
 		cmocka_unit_test(test_retain_grow_limit),
+		cmocka_unit_test(test_threads),
 	};
 	return mp_run_tests(tests);
 }
