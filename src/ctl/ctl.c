@@ -662,7 +662,7 @@ static int ctl_arena_reset_destroy(const ctl_node_t *node,
 
 /* rw: arena.<i>.dss, a const char * (disabled|primary|secondary); for
  * MALLCTL_ARENAS_ALL the mode of arenas made from now on (opt.dss keeps
- * the start-up value).  An unknown name: EINVAL. */
+ * the start-up value).  An unknown name: EINVAL; NULL: no change. */
 static int ctl_arena_dss(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	bool all = mib[1] == ARENAS_MAX;
@@ -674,11 +674,15 @@ static int ctl_arena_dss(const ctl_node_t *node, const size_t *mib,
 	if (newp != NULL) {
 		if (newlen != sizeof(const char *))
 			return EINVAL;
+		/* A NULL name changes nothing, as in jemalloc. */
 		const char *name = *(const char *const *)newp;
-		unsigned m = DSS_NMODES;
-		for (unsigned i = 0; name != NULL && i < DSS_NMODES; i++) {
-			if (strcmp(name, dss_mode_names[i]) == 0)
-				m = i;
+		unsigned m = *mode;
+		if (name != NULL) {
+			m = DSS_NMODES;
+			for (unsigned i = 0; i < DSS_NMODES; i++) {
+				if (strcmp(name, dss_mode_names[i]) == 0)
+					m = i;
+			}
 		}
 		if (m == DSS_NMODES)
 			return EINVAL;

@@ -499,6 +499,9 @@ static void test_dss(void **state) {
 	const char *bad = "tertiary";
 	assert_int_equal(arena_ctl(a, "dss", NULL, NULL, &bad, sizeof(bad)),
 	    EINVAL);
+	const char *none = NULL;
+	assert_int_equal(arena_ctl(a, "dss", &s, &sz, &none, sizeof(none)), 0);
+	assert_string_equal(s, "disabled");
 	const char *primary = "primary";
 	assert_int_equal(arena_ctl(a, "dss", &s, &sz, &primary,
 	    sizeof(primary)), 0);
