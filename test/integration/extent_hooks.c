@@ -318,6 +318,67 @@ static void test_hooks_see_every_map(void **state) {
 		assert_false(mapped(maps[i].addr));
 }
 
+/* jemalloc's extent.c body: a block shrunk in place and purged sees the
+ * cascade (dalloc, decommit, purge) and a split; grown back in place
+ * over the decommitted tail it sees a merge and a commit. */
+static void test_xallocx_cascade(void **state) {
+	(void)state;
+	read_default_hooks();
+	counts_reset();
+	counting_all();
+	unsigned a = arena_new(&counting);
+	hooks_arena = a;
+	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
+	size_t large0 = 0, sz = sizeof(large0);
+	assert_int_equal(mallctl("arenas.lextent.0.size", &large0, &sz, NULL,
+	    0), 0);
+	void *p = mallocx(large0 * 2, flags);
+	assert_non_null(p);
+	assert_true(n_alloc >= 1);
+	unsigned splits = n_split;
+	bool shrunk = xallocx(p, large0, 0, flags) == large0;
+	assert_int_equal(arena_ctl(a, "purge", NULL, NULL, NULL, 0), 0);
+	if (shrunk) {
+		assert_true(n_split > splits);
+		assert_true(n_dalloc >= 1);
+		assert_true(n_decommit >= 1);
+		assert_true(n_purge_forced + n_purge_lazy >= 1);
+	}
+	dallocx(p, flags);
+
+	try_decommit = true;
+	p = mallocx(large0 * 2, flags);
+	assert_non_null(p);
+	unsigned decommits = n_decommit, commits = n_commit, merges = n_merge;
+	splits = n_split;
+	shrunk = xallocx(p, large0, 0, flags) == large0;
+	assert_int_equal(arena_ctl(a, "purge", NULL, NULL, NULL, 0), 0);
+	if (shrunk)
+		assert_true(n_split > splits);
+	bool grown = xallocx(p, large0 * 2, 0, flags) == large0 * 2;
+	/* Both in place here (jemalloc's test allows either). */
+	assert_true(shrunk);
+	assert_true(grown);
+	if (shrunk && grown) {
+		assert_true(n_merge > merges);
+		/* Other free extents may be decommitted too (booleans, as
+		 * jemalloc checks them). */
+		assert_true(n_decommit > decommits);
+		assert_true(n_commit > commits);
+		memset(p, 7, large0 * 2);
+	}
+	dallocx(p, flags);
+	/* A small allocation works on such an arena too. */
+	p = mallocx(42, flags);
+	assert_non_null(p);
+	dallocx(p, flags);
+	try_decommit = false;
+	assert_int_equal(arena_ctl(a, "destroy", NULL, NULL, NULL, 0), 0);
+	assert_int_equal(n_wrong_arena, 0);
+	assert_int_equal(n_outside, 0);
+	assert_int_equal(bytes_back, bytes_alloc);
+}
+
 /* arena.<i>.extent_hooks written on an arena in use: later pages go
  * through the new hooks; the old pointer is read back. */
 static void test_hooks_replaced(void **state) {
@@ -647,6 +708,7 @@ int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_default_hooks_callable),
 		cmocka_unit_test(test_hooks_see_every_map),
+		cmocka_unit_test(test_xallocx_cascade),
 		cmocka_unit_test(test_hooks_replaced),
 		cmocka_unit_test(test_null_hooks),
 		cmocka_unit_test(test_reset),
