@@ -71,16 +71,58 @@ _Atomic ssize_t arena_muzzy_decay_ms_default = ARENA_DECAY_MS_OPT;
 static arena_t *arenas_destroyed[ARENAS_MAX];
 static unsigned narenas_destroyed;
 
+/*
+ * Clear a destroyed arena's record for reuse, all but its three mutexes
+ * and the two fields read without a lock: a thread that looked the arena
+ * up before it was destroyed (a purge of all arenas, malloc_trim, a
+ * statistics snapshot, the background thread) may still lock the
+ * mutexes, peek at `orphans` or read `nthreads`, and finds an empty
+ * arena.  The caller holds the three mutexes, so that no such thread
+ * sees the record half cleared.
+ */
+#define ARENA_FIELD(f) { offsetof(arena_t, f), sizeof(((arena_t *)0)->f) }
+static const struct {
+	size_t off, size;
+} arena_kept[] = {
+	ARENA_FIELD(mtx), ARENA_FIELD(shared_mtx), ARENA_FIELD(orphans_mtx),
+	ARENA_FIELD(orphans), ARENA_FIELD(nthreads),
+};
+_Static_assert(offsetof(arena_t, mtx) < offsetof(arena_t, shared_mtx) &&
+    offsetof(arena_t, shared_mtx) < offsetof(arena_t, orphans_mtx) &&
+    offsetof(arena_t, orphans_mtx) < offsetof(arena_t, orphans) &&
+    offsetof(arena_t, orphans) < offsetof(arena_t, nthreads),
+    "arena_kept: in declaration order");
+
+static void arena_clear_reused(arena_t *arena) {
+	char *p = (char *)arena;
+	size_t from = 0;
+	for (unsigned i = 0; i < sizeof(arena_kept) / sizeof(arena_kept[0]);
+	    i++) {
+		memset(p + from, 0, arena_kept[i].off - from);
+		from = arena_kept[i].off + arena_kept[i].size;
+	}
+	memset(p + from, 0, sizeof(arena_t) - from);
+	__atomic_store_n(&arena->orphans, NULL, __ATOMIC_RELAXED);
+	atomic_store_explicit(&arena->nthreads, 0, memory_order_relaxed);
+}
+
 /* A new arena at index ind; `reuse` is a destroyed arena's record. */
 static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
     extent_hooks_t *hooks) {
 	arena_t *arena = reuse;
-	if (arena != NULL)
-		memset(arena, 0, sizeof(*arena));
-	else
+	if (arena != NULL) {
+		mp_mutex_lock(&arena->shared_mtx);
+		mp_mutex_lock(&arena->orphans_mtx);
+		mp_mutex_lock(&arena->mtx);
+		arena_clear_reused(arena);
+	} else {
 		arena = base_alloc(sizeof(arena_t));
-	if (arena == NULL)
-		return NULL;
+		if (arena == NULL)
+			return NULL;
+		mp_mutex_init(&arena->mtx, LOCK_RANK_ARENA);
+		mp_mutex_init(&arena->shared_mtx, LOCK_RANK_ARENA_SHARED);
+		mp_mutex_init(&arena->orphans_mtx, LOCK_RANK_ARENA_ORPHANS);
+	}
 	atomic_store(&arena->hooks, hooks != NULL ? hooks :
 	    &extent_hooks_default);
 	arena->dss = arena_dss_default;
@@ -102,14 +144,16 @@ static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
 		if (arena_muzzy_decay_ms(arena) > 0)
 			atomic_store(&arena->muzzy_decay_ms, 0);
 	}
-	mp_mutex_init(&arena->mtx, LOCK_RANK_ARENA);
-	mp_mutex_init(&arena->shared_mtx, LOCK_RANK_ARENA_SHARED);
-	mp_mutex_init(&arena->orphans_mtx, LOCK_RANK_ARENA_ORPHANS);
 	for (unsigned k = 0; k < EXTENT_NFREE_KINDS; k++)
 		extent_set_init(&arena->sets[k]);
 	arena->grow_next = (size_t)2 << 20;
 	arena->ind = ind;
 	arena_cache_setup(arena);
+	if (reuse != NULL) {
+		mp_mutex_unlock(&arena->mtx);
+		mp_mutex_unlock(&arena->orphans_mtx);
+		mp_mutex_unlock(&arena->shared_mtx);
+	}
 	return arena;
 }
 
@@ -652,8 +696,13 @@ bool arena_destroy(arena_t *arena) {
 	extent_destroy_all_locked(arena);
 	mp_mutex_unlock(&arena->mtx);
 	mp_mutex_lock(&arenas_mtx);
-	atomic_store_explicit(&arenas[arena->ind], NULL, memory_order_release);
-	arenas_destroyed[narenas_destroyed++] = arena;
+	/* Two destroys of one arena at once: the record is kept once. */
+	if (atomic_load_explicit(&arenas[arena->ind], memory_order_relaxed) ==
+	    arena) {
+		atomic_store_explicit(&arenas[arena->ind], NULL,
+		    memory_order_release);
+		arenas_destroyed[narenas_destroyed++] = arena;
+	}
 	mp_mutex_unlock(&arenas_mtx);
 	return false;
 }

@@ -703,6 +703,45 @@ static void test_threads(void **state) {
 	assert_int_equal(bytes_back, bytes_alloc);
 }
 
+/* Destroy and create again while another thread purges every arena:
+ * a purge that looked a destroyed arena up finds it empty or reused,
+ * never half cleared. */
+static atomic_bool cycling_done;
+
+static void *purge_all_body(void *arg) {
+	(void)arg;
+	while (!atomic_load(&cycling_done)) {
+		MP_CHECK(mallctl("arena.4096.purge", NULL, NULL, NULL, 0) == 0,
+		    "arena.4096.purge");
+	}
+	return NULL;
+}
+
+static void test_destroy_while_purging(void **state) {
+	(void)state;
+	atomic_store(&cycling_done, false);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, purge_all_body, NULL), 0);
+	unsigned first = 0;
+	for (unsigned i = 0; i < 200; i++) {
+		unsigned a = arena_new(NULL);
+		if (i == 0)
+			first = a;
+		/* The destroyed index comes back each time. */
+		assert_int_equal(a, first);
+		int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
+		void *p = mallocx(100 * MP_KiB, flags), *q = mallocx(64, flags);
+		assert_non_null(p);
+		assert_non_null(q);
+		memset(p, 8, 100 * MP_KiB);
+		assert_int_equal(arena_ctl(a, "destroy", NULL, NULL, NULL, 0),
+		    0);
+	}
+	atomic_store(&cycling_done, true);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(atomic_load(&mp_failures), 0);
+}
+
 int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
@@ -716,6 +755,7 @@ int main(void) {
 		cmocka_unit_test(test_dss),
 		cmocka_unit_test(test_retain_grow_limit),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_destroy_while_purging),
 	};
 	return mp_run_tests(tests);
 }
