@@ -2,15 +2,20 @@
  * arena.c: arenas, the sources of pages.  An arena hands slabs to thread
  * caches and large blocks to callers, takes them back, and runs decay.
  * Automatic arenas (4 per CPU unless narenas says otherwise) are created
- * on first use; arenas.create adds manual ones.  With percpu_arena the
- * first automatic arenas belong to CPUs instead (arena_percpu_boot).
+ * on first use; arenas.create adds manual ones, which arena.<i>.reset
+ * empties and arena.<i>.destroy also takes apart (its pages go back
+ * through the extent hooks, its index to the next arenas.create).  With
+ * percpu_arena the first automatic arenas belong to CPUs instead
+ * (arena_percpu_boot).
  * Large blocks of oversize_threshold bytes or more come from the huge
  * arena, index narenas_auto, which purges what is freed at once.  One
  * mutex per arena guards its extents and counters; small allocations
  * never reach it except to fetch or return a whole slab.
  *
  * The layers above know the arena, not the reverse: this file calls no
- * cache and no background-thread function.  The caches an arena embeds
+ * cache and no background-thread function (arena_reset alone reaches
+ * into its shared cache, under shared_mtx: it drains the inbox and takes
+ * the slabs off the lists).  The caches an arena embeds
  * (shared, prof_cache) are set up by tcache.c through the setup function
  * arena_boot is given, and flushed by tcache.c before a decay pass; the
  * background thread learns of freed pages through arena_pages_freed,

@@ -1,8 +1,9 @@
 /*
- * os.c: the operating-system layer: page mappings, purging, time and the
- * CPU count, with the mapping fault injection of debug builds in a
- * section of its own.  Nothing above this file calls mmap or madvise
- * directly (mutexes are in mutex.c).
+ * os.c: the operating-system layer: page mappings, purging, commit and
+ * decommit, the program break (dss), time and the CPU count, with the
+ * mapping fault injection of debug builds in a section of its own.
+ * Nothing above this file calls mmap, madvise or sbrk directly (mutexes
+ * are in mutex.c).
  */
 #include "malloc_prof/internal/internal.h"
 
