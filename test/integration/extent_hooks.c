@@ -415,6 +415,46 @@ static void test_hooks_replaced(void **state) {
 	assert_int_equal(n_wrong_arena, 0);
 }
 
+/* Hooks on an automatic arena: its new mappings come from them; the
+ * default hooks back in place, it goes on as before. */
+static void test_auto_arena_hooks(void **state) {
+	(void)state;
+	read_default_hooks();
+	counts_reset();
+	counting_all();
+	unsigned n = 0;
+	size_t sz = sizeof(n);
+	assert_int_equal(mallctl("opt.narenas", &n, &sz, NULL, 0), 0);
+	unsigned a = n - 1;
+	hooks_arena = a;
+	extent_hooks_t *h = &counting, *old = NULL;
+	sz = sizeof(old);
+	assert_int_equal(arena_ctl(a, "extent_hooks", &old, &sz, &h,
+	    sizeof(h)), 0);
+	assert_ptr_equal(old, def);
+	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
+	/* Bigger than any free extent the arena may hold: a new mapping. */
+	void *p = mallocx(300 * MP_MiB, flags);
+	assert_non_null(p);
+	assert_true(n_alloc >= 1);
+	assert_true(in_maps(p, 300 * MP_MiB));
+	dallocx(p, flags);
+	assert_int_equal(arena_ctl(a, "purge", NULL, NULL, NULL, 0), 0);
+	assert_true(n_dalloc >= 1);
+	assert_int_equal(n_wrong_arena, 0);
+	/* Automatic arenas are not reset or destroyed. */
+	assert_int_equal(arena_ctl(a, "reset", NULL, NULL, NULL, 0), EFAULT);
+	assert_int_equal(arena_ctl(a, "destroy", NULL, NULL, NULL, 0), EFAULT);
+	assert_int_equal(arena_ctl(a, "extent_hooks", NULL, NULL, &def,
+	    sizeof(def)), 0);
+	unsigned before = n_alloc;
+	p = mallocx(300 * MP_MiB, flags);
+	assert_non_null(p);
+	memset(p, 9, MP_MiB);
+	dallocx(p, flags);
+	assert_int_equal(n_alloc, before);
+}
+
 /* ---- NULL members: "cannot" ---- */
 
 static void test_null_hooks(void **state) {
@@ -749,6 +789,7 @@ int main(void) {
 		cmocka_unit_test(test_hooks_see_every_map),
 		cmocka_unit_test(test_xallocx_cascade),
 		cmocka_unit_test(test_hooks_replaced),
+		cmocka_unit_test(test_auto_arena_hooks),
 		cmocka_unit_test(test_null_hooks),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_destroy_reuse),
