@@ -184,12 +184,14 @@ static void extent_forget(arena_t *arena, extent_t *e) {
 
 /* Give back pages the arena no longer wants: dalloc, else destroy (the
  * arena could not keep them: out of metadata). */
-static void hook_give_back(arena_t *arena, void *addr, size_t size) {
+static void hook_give_back(arena_t *arena, void *addr, size_t size,
+    bool committed) {
 	extent_hooks_t *h = hooks_of(arena);
-	if (h->dalloc != NULL && !h->dalloc(h, addr, size, true, arena->ind))
+	if (h->dalloc != NULL && !h->dalloc(h, addr, size, committed,
+	    arena->ind))
 		return;
 	if (h->destroy != NULL)
-		h->destroy(h, addr, size, true, arena->ind);
+		h->destroy(h, addr, size, committed, arena->ind);
 }
 
 /* true: the hooks refuse to split e at `lead` bytes / to merge a and b
@@ -433,10 +435,10 @@ static char *grow_hooked(arena_t *arena, size_t size, size_t align,
 		return NULL;
 	if (!commit && (h->commit == NULL ||
 	    h->commit(h, addr, size, 0, size, arena->ind))) {
-		hook_give_back(arena, addr, size);
+		hook_give_back(arena, addr, size, false);
 		return NULL;
 	}
-	*zeroed = zero || !commit;
+	*zeroed = zero;
 	return addr;
 }
 
@@ -492,7 +494,7 @@ static extent_t *grow(arena_t *arena, size_t size, size_t align,
 	}
 	if (pagemap_prepare(addr, map_size)) {
 		if (hooked)
-			hook_give_back(arena, addr, map_size);
+			hook_give_back(arena, addr, map_size, true);
 		else
 			os_unmap(addr, map_size);
 		return NULL;
@@ -500,7 +502,7 @@ static extent_t *grow(arena_t *arena, size_t size, size_t align,
 	extent_t *e = base_extent_alloc();
 	if (e == NULL) {
 		if (hooked)
-			hook_give_back(arena, addr, map_size);
+			hook_give_back(arena, addr, map_size, true);
 		else
 			os_unmap(addr, map_size);
 		return NULL;

@@ -33,6 +33,7 @@ static unsigned n_alloc, n_dalloc, n_destroy, n_commit, n_decommit,
     n_outside;
 static bool try_dalloc;              /* dalloc gives the pages back */
 static bool try_decommit;            /* decommit does */
+static bool alloc_uncommitted;       /* alloc says *commit = false */
 
 static void counts_reset(void) {
 	nmaps = 0;
@@ -40,7 +41,7 @@ static void counts_reset(void) {
 	n_alloc = n_dalloc = n_destroy = n_commit = n_decommit = 0;
 	n_purge_lazy = n_purge_forced = n_split = n_merge = 0;
 	n_wrong_arena = n_outside = 0;
-	try_dalloc = try_decommit = false;
+	try_dalloc = try_decommit = alloc_uncommitted = false;
 }
 
 /* Whether [addr, addr + size) lies inside one mapping alloc returned. */
@@ -77,6 +78,11 @@ static void *c_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 		bytes_alloc += size;
 		if (size > max_alloc)
 			max_alloc = size;
+		if (alloc_uncommitted) {
+			def->decommit(def, p, size, 0, size, ind);
+			*commit = false;
+			*zero = false;
+		}
 	}
 	return p;
 }
@@ -455,6 +461,36 @@ static void test_auto_arena_hooks(void **state) {
 	assert_int_equal(n_alloc, before);
 }
 
+/* An alloc that leaves its pages uncommitted: the arena commits the
+ * whole mapping before using it; a refused commit gives it back. */
+static void test_alloc_uncommitted(void **state) {
+	(void)state;
+	read_default_hooks();
+	counts_reset();
+	counting_all();
+	alloc_uncommitted = true;
+	unsigned a = arena_new(&counting);
+	hooks_arena = a;
+	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
+	char *p = mallocx(5 * MP_MiB, flags);
+	assert_non_null(p);
+	assert_true(n_commit >= 1);
+	memset(p, 10, 5 * MP_MiB);      /* decommitted pages would fault */
+	dallocx(p, flags);
+	/* No commit hook: the mapping cannot be used and goes back. */
+	counting.commit = NULL;
+	unsigned allocs = n_alloc;
+	size_t back = bytes_back;
+	assert_null(mallocx(500 * MP_MiB, flags));
+	assert_true(n_alloc > allocs);
+	assert_true(bytes_back > back);  /* dalloc or destroy took it back */
+	counting.commit = c_commit;
+	alloc_uncommitted = false;
+	assert_int_equal(arena_ctl(a, "destroy", NULL, NULL, NULL, 0), 0);
+	assert_int_equal(bytes_back, bytes_alloc);
+	assert_int_equal(n_outside, 0);
+}
+
 /* ---- NULL members: "cannot" ---- */
 
 static void test_null_hooks(void **state) {
@@ -790,6 +826,7 @@ int main(void) {
 		cmocka_unit_test(test_xallocx_cascade),
 		cmocka_unit_test(test_hooks_replaced),
 		cmocka_unit_test(test_auto_arena_hooks),
+		cmocka_unit_test(test_alloc_uncommitted),
 		cmocka_unit_test(test_null_hooks),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_destroy_reuse),
