@@ -226,6 +226,11 @@ const conf_opt_t conf_opts[] = {
 	{ .name = "prof_final", .type = CONF_BOOL, .var = &opt_prof_final,
 	  .def = "false", .prof = true,
 	  .doc = "dump at exit, <prefix>.<pid>.<seq>.f.heap" },
+	{ .name = "prof_recent_alloc_max", .type = CONF_SSIZE_T,
+	  .var = &opt_prof_recent_alloc_max, .def = "0", .min = -1,
+	  .max = INTMAX_MAX, .prof = true,
+	  .doc = "sampled allocations whose record is kept for "
+	  "experimental.prof_recent.alloc_dump (-1: all; 0: none)" },
 	{ .name = "prof_peak", .type = CONF_BOOL, .var = &opt_prof_peak,
 	  .def = "true", .prof = true, .on_set = prof_peak_apply,
 	  .doc = "keep the profile of the highest live heap: prof.peak.dump, "

@@ -903,6 +903,11 @@ static const ctl_node_t ctl_tcache_children[] = {
 	{ .name = "destroy", .handler = ctl_tcache_action, .off = 1 },
 };
 
+/* Non-const: src/prof/ hangs prof_recent's children here. */
+static ctl_node_t ctl_experimental_children[] = {
+	{ .name = "prof_recent" },      /* prof_ctl.c registers them */
+};
+
 /* Non-const: src/prof/ hangs prof's children here (ctl_register). */
 static ctl_node_t ctl_root_children[] = {
 	{ .name = "version", .handler = ctl_var_read, .type = CTL_T_STR,
@@ -918,6 +923,7 @@ static ctl_node_t ctl_root_children[] = {
 	  .bad_index = ctl_arena_bad_index, CTL_CHILDREN(ctl_arena_i) },
 	{ .name = "stats", CTL_CHILDREN(ctl_stats_children) },
 	{ .name = "prof" },             /* prof_ctl.c registers them */
+	{ .name = "experimental", CTL_CHILDREN(ctl_experimental_children) },
 #if MP_CONFIG_DEBUG
 	{ .name = "debug", CTL_CHILDREN(ctl_debug_children) },
 #endif

@@ -97,10 +97,14 @@ typedef enum {
 	                           * allocates) */
 	LOCK_RANK_PROF_HTTP,      /* http_mtx: the scrape endpoint's
 	                           * descriptors (held across pthread_create) */
+	LOCK_RANK_PROF_RECENT_DUMP, /* recent_dump_mtx: one dump of the
+	                           * recent allocations at a time (held
+	                           * across the program's write callback) */
 	LOCK_RANK_PROF_DUMP,      /* prof_dump_mtx: one dump at a time */
 	LOCK_RANK_PROF_GCTX,      /* gctx shard: backtraces and counters */
 	LOCK_RANK_PROF_TDATAS,    /* prof_tdatas_mtx: thread identities */
 	LOCK_RANK_PROF_SAMPLES,   /* sample-table shard: live samples */
+	LOCK_RANK_PROF_RECENT,    /* recent_mtx: the recent allocations */
 	LOCK_RANK_TSD_REGISTRY,   /* tsd_registry_mtx: list of live threads */
 	LOCK_RANK_ARENAS,         /* arenas_mtx: creating arenas */
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
