@@ -28,7 +28,7 @@
 
 _Atomic(pagemap_leaf_t *) pagemap_root[PAGEMAP_ROOT_LEN];
 _Atomic(uint8_t *) pagemap_tags;
-_Atomic uintptr_t pagemap_tags_pages;
+uintptr_t pagemap_tags_pages;
 static _Atomic bool tags_refused;
 
 /* The tag table, made at the first call; NULL if it was refused. */
@@ -48,8 +48,8 @@ static uint8_t *tags_get(void) {
 	    fresh, memory_order_acq_rel, memory_order_acquire)) {
 		/* After the pointer: a reader that sees the bound sees the
 		 * table. */
-		atomic_store_explicit(&pagemap_tags_pages, PAGEMAP_TAGS_PAGES,
-		    memory_order_release);
+		__atomic_store_n(&pagemap_tags_pages, PAGEMAP_TAGS_PAGES,
+		    __ATOMIC_RELEASE);
 		return fresh;
 	}
 	os_unmap(fresh, PAGEMAP_TAGS_PAGES);
@@ -85,8 +85,15 @@ static bool set_entries(const void *addr, size_t size, uintptr_t entry) {
 		uint8_t tag = (uint8_t)(entry & PAGEMAP_TAG_MASK);
 		uintptr_t tend = end < PAGEMAP_TAGS_PAGES ? end :
 		    PAGEMAP_TAGS_PAGES;
-		for (uintptr_t k = key; k < tend; k++)
-			atomic_store_explicit(&t[k], tag, memory_order_relaxed);
+		/* A 0 over a 0 is not written: the table's pages that only
+		 * ever saw clears (of extents never tagged) stay unwritten,
+		 * and read from the zero page. */
+		for (uintptr_t k = key; k < tend; k++) {
+			if (tag != 0 || atomic_load_explicit(&t[k],
+			    memory_order_relaxed) != 0)
+				atomic_store_explicit(&t[k], tag,
+				    memory_order_relaxed);
+		}
 	}
 	while (key < end) {
 		pagemap_leaf_t *leaf = leaf_get(key);

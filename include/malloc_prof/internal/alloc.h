@@ -162,19 +162,23 @@ MP_INLINE uintptr_t pagemap_lookup_entry(const void *p) {
 	    &(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)], memory_order_relaxed);
 }
 
-/* The flat copy of the tags (pagemap.c): a byte per page below 2^47;
+/*
+ * The flat copy of the tags (pagemap.c): a byte per page below 2^47;
  * pagemap_tags_pages is 0 until the table exists (and if it was refused).
- * Hidden, so that free reads them with one instruction each. */
+ * Hidden, so that free reads them with one instruction each.  The bound
+ * is read as a plain variable, so that the compiler folds it into the
+ * compare: it is written once (release, after the table pointer), in the
+ * first page-map update, before any block exists that a free could name
+ * (on x86-64 and AArch64 a naturally aligned word is read whole).
+ */
 #define PAGEMAP_TAGS_PAGES ((uintptr_t)1 << (47 - LG_PAGE))
 extern _Atomic(uint8_t *) pagemap_tags __attribute__((visibility("hidden")));
-extern _Atomic uintptr_t pagemap_tags_pages
-    __attribute__((visibility("hidden")));
+extern uintptr_t pagemap_tags_pages __attribute__((visibility("hidden")));
 
 /* The class tag of p's page (0: none, or no table: ask the tree). */
 MP_INLINE size_t pagemap_lookup_tag(const void *p) {
 	uintptr_t key = (uintptr_t)p >> LG_PAGE;
-	if (unlikely(key >= atomic_load_explicit(&pagemap_tags_pages,
-	    memory_order_acquire)))
+	if (unlikely(key >= pagemap_tags_pages))
 		return 0;
 	const _Atomic uint8_t *tags = (const _Atomic uint8_t *)
 	    atomic_load_explicit(&pagemap_tags, memory_order_relaxed);
