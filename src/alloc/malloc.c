@@ -956,9 +956,7 @@ MP_INLINE void sized_free(void *p, size_t size, size_t align,
 	if (config_debug && p != NULL)
 		sized_free_check(p, size, align, func);
 	if (align > QUANTUM) {
-		/* What the size could not settle (NULL, a large size, a full or off
-	 * bin, prof:true, before boot): free's own path. */
-	free_slow(p);
+		free_slow(p);
 		return;
 	}
 	free_sized_fast(p, size);
