@@ -31,31 +31,6 @@ _Atomic(uint8_t *) pagemap_tags;
 uintptr_t pagemap_tags_pages;
 static _Atomic bool tags_refused;
 
-/* The tag table, made at the first call; NULL if it was refused. */
-static uint8_t *tags_get(void) {
-	uint8_t *tags = atomic_load_explicit(&pagemap_tags,
-	    memory_order_acquire);
-	if (likely(tags != NULL) ||
-	    atomic_load_explicit(&tags_refused, memory_order_relaxed))
-		return tags;
-	uint8_t *fresh = os_map_sparse(PAGEMAP_TAGS_PAGES);
-	if (fresh == NULL) {
-		atomic_store_explicit(&tags_refused, true,
-		    memory_order_relaxed);
-		return NULL;
-	}
-	if (atomic_compare_exchange_strong_explicit(&pagemap_tags, &tags,
-	    fresh, memory_order_acq_rel, memory_order_acquire)) {
-		/* After the pointer: a reader that sees the bound sees the
-		 * table. */
-		__atomic_store_n(&pagemap_tags_pages, PAGEMAP_TAGS_PAGES,
-		    __ATOMIC_RELEASE);
-		return fresh;
-	}
-	os_unmap(fresh, PAGEMAP_TAGS_PAGES);
-	return tags;
-}
-
 static pagemap_leaf_t *leaf_get(uintptr_t key) {
 	_Atomic(pagemap_leaf_t *) *slot = &pagemap_root[key >>
 	    PAGEMAP_LEAF_BITS];
@@ -74,27 +49,56 @@ static pagemap_leaf_t *leaf_get(uintptr_t key) {
 	return expected;
 }
 
+/* The tag table, made at its first update; NULL if it was refused. */
+static MP_NOINLINE _Atomic uint8_t *tags_create(void) {
+	if (atomic_load_explicit(&tags_refused, memory_order_relaxed))
+		return NULL;
+	uint8_t *fresh = os_map_sparse(PAGEMAP_TAGS_PAGES);
+	if (fresh == NULL) {
+		atomic_store_explicit(&tags_refused, true,
+		    memory_order_relaxed);
+		return NULL;
+	}
+	uint8_t *tags = NULL;
+	if (atomic_compare_exchange_strong_explicit(&pagemap_tags, &tags,
+	    fresh, memory_order_acq_rel, memory_order_acquire)) {
+		/* After the pointer: a reader that sees the bound sees the
+		 * table. */
+		__atomic_store_n(&pagemap_tags_pages, PAGEMAP_TAGS_PAGES,
+		    __ATOMIC_RELEASE);
+		return (_Atomic uint8_t *)fresh;
+	}
+	os_unmap(fresh, PAGEMAP_TAGS_PAGES);
+	return (_Atomic uint8_t *)tags;
+}
+
+/* Mirror tag into the table for pages [key, end).  A 0 over a 0 is not
+ * written: the table's pages that only ever saw clears (of extents never
+ * tagged) stay unwritten, and read from the zero page. */
+static void tags_set(uintptr_t key, uintptr_t end, uint8_t tag) {
+	_Atomic uint8_t *t = (_Atomic uint8_t *)atomic_load_explicit(
+	    &pagemap_tags, memory_order_acquire);
+	if (unlikely(t == NULL) && (t = tags_create()) == NULL)
+		return;
+	if (end > PAGEMAP_TAGS_PAGES)
+		end = PAGEMAP_TAGS_PAGES;
+	if (tag != 0) {
+		for (uintptr_t k = key; k < end; k++)
+			atomic_store_explicit(&t[k], tag, memory_order_relaxed);
+		return;
+	}
+	for (uintptr_t k = key; k < end; k++) {
+		if (atomic_load_explicit(&t[k], memory_order_relaxed) != 0)
+			atomic_store_explicit(&t[k], 0, memory_order_relaxed);
+	}
+}
+
 static bool set_entries(const void *addr, size_t size, uintptr_t entry) {
 	uintptr_t key = (uintptr_t)addr >> LG_PAGE;
 	uintptr_t end = key + (size >> LG_PAGE);
 	if (end > ((uintptr_t)1 << PAGEMAP_KEY_BITS))
 		return true;
-	uint8_t *tags = tags_get();
-	if (tags != NULL) {
-		_Atomic uint8_t *t = (_Atomic uint8_t *)tags;
-		uint8_t tag = (uint8_t)(entry & PAGEMAP_TAG_MASK);
-		uintptr_t tend = end < PAGEMAP_TAGS_PAGES ? end :
-		    PAGEMAP_TAGS_PAGES;
-		/* A 0 over a 0 is not written: the table's pages that only
-		 * ever saw clears (of extents never tagged) stay unwritten,
-		 * and read from the zero page. */
-		for (uintptr_t k = key; k < tend; k++) {
-			if (tag != 0 || atomic_load_explicit(&t[k],
-			    memory_order_relaxed) != 0)
-				atomic_store_explicit(&t[k], tag,
-				    memory_order_relaxed);
-		}
-	}
+	tags_set(key, end, (uint8_t)(entry & PAGEMAP_TAG_MASK));
 	while (key < end) {
 		pagemap_leaf_t *leaf = leaf_get(key);
 		if (leaf == NULL)
