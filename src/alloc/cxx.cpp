@@ -36,8 +36,11 @@
 #include <new>
 
 /* The sized operator delete is defined in malloc.c (see "delete" below),
- * which the compiler cannot see from here. */
+ * which the compiler cannot see from here (a GCC warning; clang has no
+ * such group). */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wsized-deallocation"
+#endif
 
 #define CXX_HIDDEN __attribute__((visibility("hidden")))
 #define CXX_EXPORT __attribute__((visibility("default")))
