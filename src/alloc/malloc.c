@@ -475,15 +475,24 @@ oom:
 	return NULL;
 }
 
-static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
+/* Every free whose tag the fast path could not push: NULL, a full bin,
+ * a page without a tag (large blocks past the first page, sampled
+ * regions, garbage), a thread whose bins are off, or no flat tag table
+ * (then the tree's tag may still find room in the bin). */
+static MP_NOINLINE void free_slow(void *p) {
 	if (p == NULL)
 		return;
 	tsd_t *tsd = &mp_tsd;
+	uintptr_t entry = pagemap_lookup_entry(p);
 	unsigned ind = (unsigned)(entry & PAGEMAP_TAG_MASK) - 1;
 	if (ind < SC_NBINS && tsd_cache_bins(tsd)) {
-		/* The bin is full: its older half goes back to the slabs. */
-		tcache_bin_flush(tsd->tcache, ind,
-		    tcache_bin_cap(tsd->tcache, ind) / 2);
+		if ((uint32_t)(uintptr_t)tsd->bin_cur[ind + 1] ==
+		    tsd->bin_full[ind + 1]) {
+			/* The bin is full: its older half goes back to the
+			 * slabs. */
+			tcache_bin_flush(tsd->tcache, ind,
+			    tcache_bin_cap(tsd->tcache, ind) / 2);
+		}
 		*--tsd->bin_cur[ind + 1] = p;
 		tsd->deallocated += sz_index2size_tab[ind];
 		return;
@@ -515,21 +524,52 @@ static void *alloc_aligned(size_t size, size_t align, int flags,
 
 /* ------------------------------------------------------ public API */
 
+/*
+ * Size (by quantum, up to SC_LOOKUP_MAX) -> class tag (szind + 1, what
+ * indexes the cache bins), for malloc's fast path (malloc_tags) and the
+ * sized frees' (free_sized_tags).  Filled by malloc_sized_boot; all zero
+ * before, tag 0 naming a bin that is always off.  sz_size2index_tab
+ * would cost the fast paths an add of the 1.
+ *
+ * free_sized_tags stays zero with prof:true: a sampled small region sits
+ * in the profiler's slabs, untagged in the page map, and its free must
+ * reach the profiler, which only the page map can tell, so every sized
+ * free takes free's path then.  The one table lookup serves both the
+ * class and that switch.  Relaxed atomics: the bytes are written once,
+ * before malloc_initialized is published.
+ */
+static _Atomic uint8_t malloc_tags[SC_LOOKUP_LEN];
+static _Atomic uint8_t free_sized_tags[SC_LOOKUP_LEN];
+
+void malloc_sized_boot(void) {
+	for (size_t q = 0; q < SC_LOOKUP_LEN; q++) {
+		uint8_t tag = (uint8_t)(sz_size2index_tab[q] + 1);
+		atomic_store_explicit(&malloc_tags[q], tag,
+		    memory_order_relaxed);
+		if (!config_prof || !opt_prof)
+			atomic_store_explicit(&free_sized_tags[q], tag,
+			    memory_order_relaxed);
+	}
+}
+
 /* malloc's fast path: a block of size's class from the thread's cache
  * bin, or NULL for the slow path (too big, an event due, the bin empty).
  * malloc and C++'s operator new differ only in what follows a NULL. */
 MP_INLINE void *malloc_fast(size_t size) {
 	tsd_t *tsd = &mp_tsd;
 	if (likely(size <= SC_LOOKUP_MAX)) {
-		size_t ind = sz_size2index_tab[(size + (QUANTUM - 1)) >>
-		    LG_QUANTUM];
-		uint64_t allocated = tsd->allocated + sz_index2size_tab[ind];
+		size_t tag = atomic_load_explicit(&malloc_tags[(size +
+		    (QUANTUM - 1)) >> LG_QUANTUM], memory_order_relaxed);
+		/* bin_usize is 0 in a thread not set up yet, and the tag 0
+		 * before boot, where next_event is 0 too: the compare fails
+		 * all the same. */
+		uint64_t allocated = tsd->allocated + tsd->bin_usize[tag];
 		if (likely(allocated < tsd->next_event)) {
 			/* The bin's NULL sentinel says it is empty. */
-			void **cur = tsd->bin_cur[ind + 1];
+			void **cur = tsd->bin_cur[tag];
 			void *p = *cur;
 			if (likely(p != NULL)) {
-				tsd->bin_cur[ind + 1] = cur + 1;
+				tsd->bin_cur[tag] = cur + 1;
 				tsd->allocated = allocated;
 				return p;
 			}
@@ -545,22 +585,34 @@ MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
 	return malloc_slow(size);
 }
 
-/* free's fast path for p, whose page-map entry the caller has read. */
-MP_INLINE void free_entry(void *p, uintptr_t entry) {
+/* free's fast path: push p on the thread's cache bin of class tag `tag`
+ * unless it is full or off (tag 0 and the tags past the small classes
+ * are always off); false: not done. */
+MP_INLINE bool free_push(void *p, size_t tag) {
 	tsd_t *tsd = &mp_tsd;
-	size_t tag = entry & PAGEMAP_TAG_MASK;
 	void **cur = tsd->bin_cur[tag];
 	if (likely((uint32_t)(uintptr_t)cur != tsd->bin_full[tag])) {
 		tsd->bin_cur[tag] = --cur;
 		*cur = p;
-		tsd->deallocated += sz_index2size_tab[tag - 1];
-		return;
+		tsd->deallocated += tsd->bin_usize[tag];
+		return true;
 	}
-	free_slow(p, entry);
+	return false;
 }
 
+/* free's fast path for p, whose page-map entry the caller has read. */
+MP_INLINE void free_entry(void *p, uintptr_t entry) {
+	if (likely(free_push(p, entry & PAGEMAP_TAG_MASK)))
+		return;
+	free_slow(p);
+}
+
+/* The tag comes from the flat table (pagemap.c): a garbage pointer finds
+ * tag 0 there, or fails its bound, and free_slow reports it. */
 MP_EXPORT void MP_PUBLIC(free)(void *p) {
-	free_entry(p, pagemap_lookup_entry(p));
+	if (likely(free_push(p, pagemap_lookup_tag(p))))
+		return;
+	free_slow(p);
 }
 
 MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {
@@ -864,14 +916,17 @@ MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
 }
 
 /*
- * The sized frees (free_sized, free_aligned_sized and C++'s sized
- * deletes) take free's path: the page map's tag gives the class and also
- * refuses a pointer this allocator never gave out, which a class read
- * from the size alone would push into a cache bin (jemalloc's sized
- * delete does; a wrong size there corrupts the cache).  So a wrong size in
- * a release build still frees the block right, and a garbage pointer is
- * still reported.  Debug builds first check the size (and alignment)
- * against the block's and abort on a mismatch, as sdallocx does.
+ * The sized frees (free_sized, free_aligned_sized with an alignment of at
+ * most QUANTUM, sdallocx without flags, C++'s sized deletes) take the
+ * class from the size instead of the page map, as jemalloc's sized
+ * deallocation does: the size's class tag indexes the thread's cache bins
+ * directly.  The caller promises the size (C23, C++): in a release build a
+ * wrong size files the block under the wrong class, and a pointer this
+ * allocator never gave out is pushed as it is, unreported (jemalloc's
+ * sized delete does the same).  Debug builds first check the size (and
+ * alignment) against the block's and abort on a mismatch, as sdallocx
+ * does.  Unsized free keeps the page-map lookup and its garbage-pointer
+ * check.  free_sized_tags (above) gives the class tag.
  */
 static void sized_free_check(void *p, size_t size, size_t align,
     const char *func) {
@@ -883,11 +938,28 @@ static void sized_free_check(void *p, size_t size, size_t align,
 		    "size class %zu", func, p, size, extent_usize(e));
 }
 
-static void sized_free(void *p, size_t size, size_t align,
+/* The push of free's fast path, with the bin picked by the size. */
+MP_INLINE void free_sized_fast(void *p, size_t size) {
+	if (likely(p != NULL && size <= SC_LOOKUP_MAX) &&
+	    likely(free_push(p, atomic_load_explicit(&free_sized_tags[(size +
+	    (QUANTUM - 1)) >> LG_QUANTUM], memory_order_relaxed))))
+		return;
+	/* What the size could not settle (NULL, a large size, a full or off
+	 * bin, prof:true, before boot): free's own path. */
+	free_slow(p);
+}
+
+/* align: 0 for none; above QUANTUM the class depends on it (sz_sa2u), so
+ * the page map decides. */
+MP_INLINE void sized_free(void *p, size_t size, size_t align,
     const char *func) {
 	if (config_debug && p != NULL)
 		sized_free_check(p, size, align, func);
-	MP_PUBLIC(free)(p);
+	if (align > QUANTUM) {
+		free_slow(p);
+		return;
+	}
+	free_sized_fast(p, size);
 }
 
 MP_EXPORT void MP_PUBLIC(free_sized)(void *p, size_t size) {
@@ -900,6 +972,10 @@ MP_EXPORT void MP_PUBLIC(free_aligned_sized)(void *p, size_t align,
 }
 
 MP_EXPORT void MP_PUBLIC(sdallocx)(void *p, size_t size, int flags) {
+	if (flags == 0) {
+		sized_free(p, size, 0, "sdallocx");
+		return;
+	}
 	if (config_debug && p != NULL)
 		sized_free_check(p, size, (flags & 0x3f) ?
 		    (size_t)1 << (flags & 0x3f) : 0, "sdallocx");
@@ -957,9 +1033,30 @@ void *cxx_alloc(size_t size, size_t align, void *entry, uintptr_t fp) {
 void cxx_free(void *p) __attribute__((alias("free")));
 #pragma GCC diagnostic pop
 
-void cxx_free_sized(void *p, size_t size) {
+/*
+ * operator delete(void *, size_t) and its array form, defined here under
+ * their mangled names (LP64: size_t is unsigned long) rather than in
+ * cxx.cpp: the program's call then lands on the sized fast path itself,
+ * not on two jumps and free's PLT entry in front of it.
+ */
+_Static_assert(sizeof(size_t) == sizeof(unsigned long), "_ZdlPvm names "
+    "operator delete(void *, unsigned long)");
+#if MP_CONFIG_DEBUG
+/* Debug builds name the operator in the size check's report. */
+MP_EXPORT void cxx_delete_sized(void *p, size_t size) __asm__("_ZdlPvm");
+MP_EXPORT void cxx_delete_sized(void *p, size_t size) {
 	sized_free(p, size, 0, "operator delete");
 }
+#define CXX_DELETE_SIZED "_ZdlPvm"
+#else
+/* Release builds: free_sized's body itself (a function of its own would
+ * be folded into a jump to it). */
+#define CXX_DELETE_SIZED "free_sized"
+MP_EXPORT void cxx_delete_sized(void *p, size_t size) __asm__("_ZdlPvm")
+    __attribute__((alias(CXX_DELETE_SIZED)));
+#endif
+MP_EXPORT void cxx_delete_array_sized(void *p, size_t size)
+    __asm__("_ZdaPvm") __attribute__((alias(CXX_DELETE_SIZED)));
 
 void cxx_free_aligned_sized(void *p, size_t align, size_t size) {
 	sized_free(p, size, align, "operator delete");

@@ -62,6 +62,7 @@ static MP_COLD bool malloc_init_hard(void) {
 		    pthread_key_create(&tsd_key, tsd_cleanup) != 0;
 	}
 	if (!err) {
+		malloc_sized_boot();
 		__atomic_store_n(&malloc_initialized, true, __ATOMIC_RELEASE);
 		/* Both may allocate: we are initialised by now. */
 		pthread_atfork(malloc_prefork, malloc_postfork_parent,
@@ -194,6 +195,10 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	pthread_setspecific(tsd_key, tsd);
 	if (opt_tcache)
 		tsd->tcache = tcache_adopt(tsd->arena);
+	/* Before the fast paths are armed: malloc's threshold compare adds
+	 * these, and a zero usize must never pass it (see malloc_fast). */
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		tsd->bin_usize[i + 1] = (uint32_t)sz_index2size_tab[i];
 	tsd->state = TSD_NOMINAL;
 	tsd_update_fast(tsd);
 }

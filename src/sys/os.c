@@ -93,6 +93,24 @@ void *os_map(size_t size, size_t align) {
 	return (void *)start;
 }
 
+/*
+ * A sparse table of `size` bytes (the page map's class tags): reserved
+ * with MAP_NORESERVE, since only the pages written ever take memory, and
+ * kept out of huge pages, which would make each write fault in 2 MiB.
+ * Not subject to the fault injection, whose counts are of heap mappings.
+ * NULL when refused (strict overcommit, an address-space limit).
+ */
+void *os_map_sparse(size_t size) {
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_NOHUGEPAGE
+	madvise(p, size, MADV_NOHUGEPAGE);
+#endif
+	return p;
+}
+
 void os_unmap(void *addr, size_t size) {
 	if (munmap(addr, size) != 0 && config_debug)
 		mp_abort("munmap(%p, %zu) failed: errno %d", addr, size, errno);

@@ -162,6 +162,29 @@ MP_INLINE uintptr_t pagemap_lookup_entry(const void *p) {
 	    &(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)], memory_order_relaxed);
 }
 
+/*
+ * The flat copy of the tags (pagemap.c): a byte per page below 2^47;
+ * pagemap_tags_pages is 0 until the table exists (and if it was refused).
+ * Hidden, so that free reads them with one instruction each.  The bound
+ * is read as a plain variable, so that the compiler folds it into the
+ * compare: it is written once (release, after the table pointer), in the
+ * first page-map update, before any block exists that a free could name
+ * (on x86-64 and AArch64 a naturally aligned word is read whole).
+ */
+#define PAGEMAP_TAGS_PAGES ((uintptr_t)1 << (47 - LG_PAGE))
+extern _Atomic(uint8_t *) pagemap_tags __attribute__((visibility("hidden")));
+extern uintptr_t pagemap_tags_pages __attribute__((visibility("hidden")));
+
+/* The class tag of p's page (0: none, or no table: ask the tree). */
+MP_INLINE size_t pagemap_lookup_tag(const void *p) {
+	uintptr_t key = (uintptr_t)p >> LG_PAGE;
+	if (unlikely(key >= pagemap_tags_pages))
+		return 0;
+	const _Atomic uint8_t *tags = (const _Atomic uint8_t *)
+	    atomic_load_explicit(&pagemap_tags, memory_order_relaxed);
+	return atomic_load_explicit(&tags[key], memory_order_relaxed);
+}
+
 MP_INLINE extent_t *pagemap_entry_extent(uintptr_t entry) {
 	return (extent_t *)(entry & ~PAGEMAP_TAG_MASK);
 }
@@ -497,10 +520,15 @@ void *cxx_new_slow(size_t size, unsigned kind);
 /* An allocation whose profiler sample (if any) names `entry` as frame 0
  * and walks the stack from frame `fp`; NULL when out of memory. */
 void *cxx_alloc(size_t size, size_t align, void *entry, uintptr_t fp);
-/* free; free_sized; free_aligned_sized, each with its fast path. */
+/* free; free_aligned_sized, each with its fast path.  The sized deletes
+ * without alignment are malloc.c's cxx_delete_sized, exported under their
+ * mangled names. */
 void cxx_free(void *p);
-void cxx_free_sized(void *p, size_t size);
 void cxx_free_aligned_sized(void *p, size_t align, size_t size);
+/* Fills the sized frees' size -> class-tag table unless prof:true (from
+ * malloc_init, before malloc_initialized is published); until then every
+ * sized free takes the page map's path. */
+void malloc_sized_boot(void);
 
 /* The junk bytes written over new and freed memory when junk is on. */
 #define JUNK_ALLOC_BYTE 0xa5

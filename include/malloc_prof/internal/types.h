@@ -370,12 +370,16 @@ typedef enum {
  * NULL (then next_event is 0); it is on only while the cache bins are.
  */
 struct tsd_s {
+	/* At offset 0, so that the fast paths index it with no add. */
+	void **bin_cur[CACHE_BIN_NTAGS]; /* cache bins by class tag: see */
+	uint32_t bin_full[CACHE_BIN_NTAGS]; /* "Cache bins" above */
+	/* Usable size by class tag (0 for tag 0), set at thread start: the
+	 * counters' increments, read with the bin's own index. */
+	uint32_t bin_usize[SC_NBINS + 1];
 	uint64_t allocated;              /* thread.allocated */
 	uint64_t next_event;
 	tcache_t *fast_owner;
 	uint64_t deallocated;            /* thread.deallocated */
-	void **bin_cur[CACHE_BIN_NTAGS]; /* cache bins by class tag: see */
-	uint32_t bin_full[CACHE_BIN_NTAGS]; /* "Cache bins" above */
 
 	tcache_t *tcache;                /* this thread's cache, if any */
 	arena_t *arena;
