@@ -73,11 +73,13 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define TCACHE_LARGE_SLOTS 8            /* cached blocks per large class */
 #define TCACHE_EMPTY_SLABS_MAX 4        /* empty slabs a thread keeps */
 /* Pointers a thread's cache bin holds per small class: 32 KiB worth,
- * within these bounds (cache_bin_t). */
+ * within these bounds (cache_bin_t): the defaults of
+ * tcache_nslots_small_min / _max (tcache.c). */
 #define CACHE_BIN_MIN 8
 #define CACHE_BIN_MAX 128
-/* Bytes between two thread events (cache GC step, decay tick). */
-#define TSD_EVENT_INTERVAL ((uint64_t)128 << 10)
+/* Bytes between two thread events (cache GC step, decay tick):
+ * tcache_gc_incr_bytes, 128 KiB by default (alloc.h, conf.c). */
+#define TSD_EVENT_INTERVAL ((uint64_t)opt_tcache_gc_incr_bytes)
 /* base_malloc's per-thread stash: blocks of up to this many cache lines. */
 #define BASE_STASH_CLASSES 8
 
