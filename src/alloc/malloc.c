@@ -669,7 +669,8 @@ MP_EXPORT void *MP_PUBLIC(aligned_alloc)(size_t align, size_t size) {
 		errno = ENOMEM;
 	}
 	if (unlikely(hook_active()))
-		hook_alloc(HOOK_ALLOC_ALIGNED_ALLOC, p, (uintptr_t)p, align, size, 0);
+		hook_alloc(HOOK_ALLOC_ALIGNED_ALLOC, p, (uintptr_t)p, align,
+		    size, 0);
 	return p;
 }
 
@@ -688,7 +689,8 @@ MP_EXPORT void *MP_PUBLIC(memalign)(size_t align, size_t size) {
 		errno = ENOMEM;
 	}
 	if (unlikely(hook_active()))
-		hook_alloc(HOOK_ALLOC_MEMALIGN, p, (uintptr_t)p, align, size, 0);
+		hook_alloc(HOOK_ALLOC_MEMALIGN, p, (uintptr_t)p, align, size,
+		    0);
 	return p;
 }
 
@@ -1130,7 +1132,8 @@ void *cxx_alloc(size_t size, size_t align, void *entry, uintptr_t fp) {
 	void *p = alloc_aligned(size, align, 0, entry, fp);
 	if (unlikely(hook_active())) {
 		if (align == 0)
-			hook_alloc(HOOK_ALLOC_MALLOC, p, (uintptr_t)p, size, 0, 0);
+			hook_alloc(HOOK_ALLOC_MALLOC, p, (uintptr_t)p, size,
+			    0, 0);
 		else
 			hook_alloc(HOOK_ALLOC_ALIGNED_ALLOC, p, (uintptr_t)p,
 			    align, size, 0);

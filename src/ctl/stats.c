@@ -312,7 +312,8 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel,
 			for (unsigned i = 0; i < SC_NBINS; i++) {
 				stats_json_open(out, NULL, '{');
 				stats_json_u64(out, "size", sz_index2size(i));
-				stats_json_u64(out, "nregs", sz_slab_nregs_get(i));
+				stats_json_u64(out, "nregs",
+				    sz_slab_nregs_get(i));
 				stats_json_u64(out, "slab_size",
 				    sz_slab_size_get(i));
 				stats_json_close(out, '}');

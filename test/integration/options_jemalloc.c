@@ -412,15 +412,18 @@ static void test_xmalloc(void **state) {
  * the option.  stats_interval_opts picks what is printed. */
 static void test_stats_interval(void **state) {
 	(void)state;
-	expect_ok("churn", "stats_interval:1048576,"
+	/* junk:false: the events are on the fast paths, which junk turns
+	 * off (it is on by default in debug builds). */
+	expect_ok("churn", "junk:false,stats_interval:1048576,"
 	    "stats_interval_opts:gmabl");
 	unsigned n = count_lines(err, "___ Begin malloc_prof statistics");
 	MP_ASSERT(n >= 6 && n <= 9, "%u prints for 8 MiB", n);
 	MP_ASSERT(strstr(err, "Arenas:") == NULL, "opts ignored");
-	expect_ok("churn", "stats_interval:4194304,stats_interval_opts:J");
+	expect_ok("churn", "junk:false,stats_interval:4194304,"
+	    "stats_interval_opts:J");
 	n = count_lines(err, "\"malloc_prof\"");
 	MP_ASSERT(n >= 1 && n <= 2, "%u JSON prints for 8 MiB / 4 MiB", n);
-	expect_ok("churn", NULL);
+	expect_ok("churn", "junk:false");
 	MP_ASSERT(strstr(err, "statistics") == NULL, "printed: %s", err);
 }
 
@@ -435,37 +438,44 @@ static void lifo(const char *conf, unsigned *small, unsigned *large) {
 	print_message("# %s: small %u, large %u\n", conf, *small, *large);
 }
 
+/* No GC step meanwhile (events 1 TiB apart), and no junk, which takes
+ * the cache bins away (on by default in debug builds). */
+#define LIFO_CONF "junk:false,tcache_gc_incr_bytes:1099511627776"
+
+/*
+ * The counts are exact: lifo_run starts from empty bins, 300 mallocs of
+ * 64 bytes take fills of half the bin's slots, and each free that finds
+ * the bin full keeps 1/2^lg_tcache_flush_small_div of it and pushes one.
+ * 128 slots (32 KiB / 64): five fills of 64 leave 20 cached, the frees
+ * fill the bin after 108, then cycle 65..128, ending full.  Keeping 1/8:
+ * 17 after free 109, 128 after 220, 17 after 221, 96 after 300.  16
+ * slots: 4 left, full after 12, then 9..16, ending at 16; 32 slots (16
+ * KiB >> 3 / 64): 4 left, 17..32, ending at 32; 40 slots: 0 left, 21..40,
+ * ending at 40.  A large class keeps its first tcache_nslots_large
+ * blocks (8 by default).
+ */
 static void test_tcache_knobs(void **state) {
 	(void)state;
 	unsigned small, large;
-	/* No GC step meanwhile: events 1 TiB apart. */
-	lifo("tcache_gc_incr_bytes:1099511627776", &small, &large);
-	/* 64-byte bin: 32 KiB / 64 capped at 128 slots, half kept when a
-	 * free finds it full; 8 blocks of 32 KiB. */
-	MP_ASSERT(small >= 65 && small <= 128, "default small %u", small);
-	MP_ASSERT(large == 8, "default large %u", large);
-	lifo("tcache_gc_incr_bytes:1099511627776,tcache_nslots_small_max:16,"
-	    "tcache_nslots_large:2", &small, &large);
-	MP_ASSERT(small >= 9 && small <= 16, "small_max:16 gave %u", small);
-	MP_ASSERT(large == 2, "nslots_large:2 gave %u", large);
-	/* 16 KiB >> 3 = 2 KiB: 32 slots of 64 bytes. */
-	lifo("tcache_gc_incr_bytes:1099511627776,lg_tcache_nslots_mul:-3",
+	lifo(LIFO_CONF, &small, &large);
+	MP_ASSERT(small == 128 && large == 8, "default: %u, %u", small,
+	    large);
+	lifo(LIFO_CONF ",tcache_nslots_small_max:16,tcache_nslots_large:2",
 	    &small, &large);
-	MP_ASSERT(small >= 17 && small <= 32, "nslots_mul:-3 gave %u", small);
-	/* small_min wins over the slot count, small_max over small_min. */
-	lifo("tcache_gc_incr_bytes:1099511627776,lg_tcache_nslots_mul:-10,"
-	    "tcache_nslots_small_min:40", &small, &large);
-	MP_ASSERT(small >= 21 && small <= 40, "small_min:40 gave %u", small);
-	/* A full bin keeping 1/8 of its slots instead of 1/2: 300 blocks
-	 * allocated from an empty bin (five fills of 64) leave 20 in it;
-	 * the 300 frees fill it to 128 after 108, then each overflow keeps
-	 * 16 and pushes one: 17 after free 109, 128 after 220, 17 after 221,
-	 * 96 after 300.  By halves: 65 after 109, ..., 128 after 300. */
-	lifo("tcache_gc_incr_bytes:1099511627776", &small, &large);
-	MP_ASSERT(small == 128, "flush_small_div:1 kept %u", small);
-	lifo("tcache_gc_incr_bytes:1099511627776,lg_tcache_flush_small_div:3",
+	MP_ASSERT(small == 16 && large == 2, "small_max:16, large:2 gave %u, "
+	    "%u", small, large);
+	lifo(LIFO_CONF ",lg_tcache_nslots_mul:-3", &small, &large);
+	MP_ASSERT(small == 32, "nslots_mul:-3 gave %u", small);
+	/* small_min wins over the slot count (16 KiB >> 10: 16 bytes). */
+	lifo(LIFO_CONF ",lg_tcache_nslots_mul:-10,tcache_nslots_small_min:40",
 	    &small, &large);
+	MP_ASSERT(small == 40, "small_min:40 gave %u", small);
+	lifo(LIFO_CONF ",lg_tcache_flush_small_div:3", &small, &large);
 	MP_ASSERT(small == 96, "flush_small_div:3 kept %u", small);
+	/* The events themselves: with the default interval, GC steps during
+	 * the run flush half of some bins, so fewer are kept. */
+	lifo("junk:false,tcache_gc_incr_bytes:4096", &small, &large);
+	MP_ASSERT(small < 128, "GC every 4 KiB kept %u", small);
 }
 
 /* slab_sizes: jemalloc's example string, class by class. */
