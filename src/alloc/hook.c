@@ -41,10 +41,10 @@ typedef struct hook_slot_s {
 static hook_slot_t hook_slots[HOOK_MAX];
 /* Installed sets; read relaxed by tsd_update_fast and the slow paths. */
 _Atomic unsigned hook_nactive;
-/* Changes with each install and remove, so that threads recompute. */
-static _Atomic unsigned hook_gen;
-static __thread unsigned hook_gen_seen
-    __attribute__((tls_model("initial-exec")));
+/* Changes with each install and remove, so that threads recompute
+ * (hook_thread_check, inline in alloc.h). */
+_Atomic unsigned hook_gen;
+__thread unsigned hook_gen_seen __attribute__((tls_model("initial-exec")));
 /* A hook of this thread is running: calls it makes are not reported. */
 static __thread bool hook_in
     __attribute__((tls_model("initial-exec")));
@@ -76,6 +76,7 @@ void *hook_install(const hook_set_t *set) {
 	atomic_store_explicit(&slot->state, HOOK_LIVE, memory_order_release);
 	atomic_fetch_add(&hook_nactive, 1);
 	atomic_fetch_add(&hook_gen, 1);
+	realloc_shortcut_update();
 	hook_thread_check(tsd_fetch());
 	return slot;
 }
@@ -91,19 +92,16 @@ bool hook_remove(void *handle) {
 		return true;
 	atomic_fetch_sub(&hook_nactive, 1);
 	atomic_fetch_add(&hook_gen, 1);
+	realloc_shortcut_update();
 	hook_thread_check(tsd_fetch());
 	return false;
 }
 
 void hook_thread_check_slow(tsd_t *tsd) {
+	if (tsd->state != TSD_NOMINAL)
+		return;
 	hook_gen_seen = atomic_load_explicit(&hook_gen, memory_order_relaxed);
 	tsd_fast_recompute(tsd);
-}
-
-void hook_thread_check(tsd_t *tsd) {
-	if (unlikely(hook_gen_seen != atomic_load_explicit(&hook_gen,
-	    memory_order_relaxed)) && tsd->state == TSD_NOMINAL)
-		hook_thread_check_slow(tsd);
 }
 
 /* A consistent copy of slot i; false if it is not in use. */

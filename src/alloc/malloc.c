@@ -523,8 +523,6 @@ oom:
 static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
 	if (p == NULL)
 		return;
-	if (unlikely(hook_active()))
-		hook_dalloc(HOOK_DALLOC_FREE, p, (uintptr_t)p, 0, 0);
 	tsd_t *tsd = &mp_tsd;
 	unsigned ind = (unsigned)(entry & PAGEMAP_TAG_MASK) - 1;
 	if (ind < SC_NBINS && tsd_cache_bins(tsd)) {
@@ -541,6 +539,11 @@ static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
 	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
 	    dalloc_large_cached(tsd, p, entry))
 		return;
+	/* Only here: a thread that has seen the hooks has no cache bins and
+	 * no fast_owner, so its frees all come here; one that has not seen
+	 * them yet is not reported. */
+	if (unlikely(hook_active()))
+		hook_dalloc(HOOK_DALLOC_FREE, p, (uintptr_t)p, 0, 0);
 	dalloc_impl(tsd_fetch(), p, pagemap_entry_extent(entry), false, NULL,
 	    "free");
 }
@@ -868,19 +871,35 @@ static MP_NOINLINE void *realloc_hooked(void *p, size_t size) {
 	return NULL;
 }
 
+/*
+ * realloc's shortcuts below (a block staying in its class, a small block
+ * moving through the fast paths) are off with junk:alloc, which junks
+ * every new block, and while hooks are installed, which must see the
+ * call (ralloc_impl reports it).  One flag for both, so that realloc
+ * tests one byte, as it tested opt_junk_alloc alone: the hook test cost
+ * 1% of the instructions of bench's realloc and reallocgrow.  Set by
+ * conf.c (junk) and hook.c (install, remove).
+ */
+_Atomic bool realloc_shortcut_off;
+
+void realloc_shortcut_update(void) {
+	atomic_store_explicit(&realloc_shortcut_off, opt_junk_alloc ||
+	    hook_active(), memory_order_relaxed);
+}
+
 MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
+	bool shortcut_off = atomic_load_explicit(&realloc_shortcut_off,
+	    memory_order_relaxed);
 	if (p == NULL) {
-		if (unlikely(hook_active()))
+		if (unlikely(shortcut_off) && hook_active())
 			return realloc_hooked(p, size);
 		return MP_PUBLIC(malloc)(size);
 	}
 	/* A buffer grown a little at a time mostly stays in its class: one
-	 * page-map lookup and two compares, without touching the extent.
-	 * Not with hooks: ralloc_impl reports the call. */
+	 * page-map lookup and two compares, without touching the extent. */
 	uintptr_t entry = pagemap_lookup_entry(p);
 	uintptr_t tag = entry & PAGEMAP_TAG_MASK;
-	if (likely(tag != 0 && size != 0 && !opt_junk_alloc &&
-	    !hook_active())) {
+	if (likely(tag != 0 && size != 0 && !shortcut_off)) {
 		if (realloc_same_class((unsigned)tag - 1, p, size))
 			return p;
 		/* A small block moving to another small class: malloc's and

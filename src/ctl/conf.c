@@ -150,6 +150,7 @@ static void conf_junk_apply(void) {
 	    conf_junk == CONF_JUNK_ALLOC;
 	opt_junk_free = conf_junk == CONF_JUNK_TRUE ||
 	    conf_junk == CONF_JUNK_FREE;
+	realloc_shortcut_update();
 }
 
 /* Indexed by zero_realloc_t. */

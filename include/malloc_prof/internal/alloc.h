@@ -528,6 +528,9 @@ typedef struct hook_set_s {
 	void *extra;
 } hook_set_t;
 #define HOOK_MAX 4               /* jemalloc's: EAGAIN past it */
+/* malloc.c: whether realloc skips its shortcuts (junk:alloc, or hooks
+ * installed); recomputed when either changes. */
+void realloc_shortcut_update(void);
 /* experimental.thread.activity_callback's value. */
 typedef struct hook_activity_thunk_s {
 	void (*callback)(void *uctx, uint64_t allocated, uint64_t deallocated);
@@ -543,9 +546,17 @@ static inline bool hook_active(void) {
 void *hook_install(const hook_set_t *set);
 bool hook_remove(void *handle);           /* true: no such handle */
 /* A slow path or thread event: follow installs and removals made since
- * the thread last looked (its fast paths off / on). */
-void hook_thread_check(tsd_t *tsd);
+ * the thread last looked (its fast paths off / on).  Inline: two loads
+ * and a compare on every slow-path allocation and free. */
+extern _Atomic unsigned hook_gen;
+extern __thread unsigned hook_gen_seen
+    __attribute__((tls_model("initial-exec")));
 void hook_thread_check_slow(tsd_t *tsd);
+static inline void hook_thread_check(tsd_t *tsd) {
+	if (unlikely(hook_gen_seen != atomic_load_explicit(&hook_gen,
+	    memory_order_relaxed)))
+		hook_thread_check_slow(tsd);
+}
 /* Suppress the hooks of nested calls: true if the caller now reports
  * (then hook_exit), false inside a hook or another report. */
 bool hook_enter(void);
