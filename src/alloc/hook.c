@@ -82,11 +82,11 @@ void *hook_install(const hook_set_t *set) {
 }
 
 bool hook_remove(void *handle) {
-	hook_slot_t *slot = handle;
-	if (slot < &hook_slots[0] || slot >= &hook_slots[HOOK_MAX] ||
-	    (size_t)((char *)slot - (char *)hook_slots) %
-	    sizeof(hook_slot_t) != 0)
+	/* Compared as integers: the handle may point anywhere. */
+	uintptr_t off = (uintptr_t)handle - (uintptr_t)hook_slots;
+	if (off >= sizeof(hook_slots) || off % sizeof(hook_slot_t) != 0)
 		return true;
+	hook_slot_t *slot = &hook_slots[off / sizeof(hook_slot_t)];
 	unsigned expect = HOOK_LIVE;
 	if (!atomic_compare_exchange_strong(&slot->state, &expect, HOOK_FREE))
 		return true;
