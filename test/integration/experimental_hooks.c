@@ -332,6 +332,46 @@ static void test_new_thread(void **state) {
 	uninstall(handle);
 }
 
+/* A thread already running when the hooks come sees them at its next
+ * slow-path call or thread event: after 256 KiB in 1 KiB blocks (two
+ * events at the default 128 KiB) every call of it is reported. */
+static pthread_barrier_t running_barrier;
+
+static void *running_body(void *arg) {
+	void **out = arg;
+	free(malloc(opaque_size(64)));          /* set up, fast paths on */
+	pthread_barrier_wait(&running_barrier); /* main installs */
+	pthread_barrier_wait(&running_barrier);
+	for (int i = 0; i < 256; i++)
+		free(malloc(opaque_size(1024)));
+	out[0] = malloc(opaque_size(48));
+	free(out[0]);
+	return NULL;
+}
+
+static void test_running_thread(void **state) {
+	(void)state;
+	bool junk_free = false;
+	const char *junk = NULL;
+	MALLCTL_READ("opt.junk", junk);
+	junk_free = strcmp(junk, "true") == 0 || strcmp(junk, "free") == 0;
+	assert_int_equal(pthread_barrier_init(&running_barrier, NULL, 2), 0);
+	void *got[1] = {NULL};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, running_body, got), 0);
+	pthread_barrier_wait(&running_barrier);
+	void *handle = install(&all_hooks);
+	unsigned from = atomic_load(&nevents);
+	pthread_barrier_wait(&running_barrier);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	pthread_barrier_destroy(&running_barrier);
+	uninstall(handle);
+	MP_ASSERT(find(from, EV_ALLOC, hook_alloc_malloc, got[0]) != NULL &&
+	    find(from, EV_DALLOC, hook_dalloc_free, got[0]) != NULL,
+	    "the running thread's malloc/free not reported (junk free: %d)",
+	    junk_free);
+}
+
 /* NULL members: that kind is not reported; at most four sets. */
 static void test_limits(void **state) {
 	(void)state;
@@ -465,6 +505,7 @@ int main(void) {
 		cmocka_unit_test_teardown(test_functions, teardown),
 		cmocka_unit_test_teardown(test_every_call, teardown),
 		cmocka_unit_test_teardown(test_new_thread, teardown),
+		cmocka_unit_test_teardown(test_running_thread, teardown),
 		cmocka_unit_test_teardown(test_limits, teardown),
 		cmocka_unit_test_teardown(test_activity_callback, teardown),
 		cmocka_unit_test_teardown(test_safety_check_abort, teardown),
