@@ -9,7 +9,9 @@
  *
  * new behaves as libstdc++'s: on failure it calls the new-handler and
  * tries again, and throws std::bad_alloc when there is none; the nothrow
- * forms return nullptr instead (also when the handler throws).
+ * forms return nullptr instead (also when the handler throws).  With
+ * experimental_infallible_new every form aborts instead, as jemalloc's
+ * (through experimental.hooks.safety_check_abort when set, hook.c).
  *
  * The library does not link the C++ runtime: every name of it used here
  * is a weak reference, which the loader binds when the process has one
@@ -75,6 +77,8 @@ CXX_HIDDEN void *cxx_new_slow(std::size_t size, unsigned kind);
 CXX_HIDDEN void *cxx_alloc(std::size_t size, std::size_t align, void *entry,
     std::uintptr_t fp);
 CXX_HIDDEN void cxx_free(void *p) noexcept;
+CXX_HIDDEN void cxx_infallible_fail(std::size_t size);
+CXX_HIDDEN extern bool opt_experimental_infallible_new;
 CXX_HIDDEN void cxx_free_aligned_sized(void *p, std::size_t align,
     std::size_t size) noexcept;
 }
@@ -137,6 +141,13 @@ void *new_loop(std::size_t size, std::size_t align, unsigned kind,
 		void *p = cxx_alloc(size, align, entry, fp);
 		if (p != nullptr)
 			return p;
+		/* jemalloc's experimental_infallible_new: no handler, no
+		 * throw (nothrow forms too); nullptr if the program's
+		 * safety_check_abort hook returns. */
+		if (opt_experimental_infallible_new) {
+			cxx_infallible_fail(size);
+			return nullptr;
+		}
 		std::new_handler handler = &std::get_new_handler != nullptr ?
 		    std::get_new_handler() : nullptr;
 		if (handler != nullptr) {

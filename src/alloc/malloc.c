@@ -44,6 +44,44 @@ typedef struct {
 	size_t size;           /* calloc: bytes asked for; 0: usable size */
 } alloc_opts_t;
 
+/* xmalloc:true: a call that would fail for want of memory aborts instead
+ * (jemalloc's --enable-xmalloc, a run-time option here).  Only on the
+ * failure paths: nothing is added where a call succeeds. */
+static MP_COLD MP_NOINLINE void xmalloc_abort(const char *func, size_t size) {
+	mp_abort("%s(%zu): out of memory (xmalloc:true)", func, size);
+}
+#define XMALLOC_CHECK(p, func, size) do {				\
+	if (unlikely((p) == NULL) && opt_xmalloc)			\
+		xmalloc_abort((func), (size));				\
+} while (0)
+
+/*
+ * The experimental hooks (hook.c), reported by the public functions after
+ * their fast paths, which a thread does not use while hooks are
+ * installed: hook_active(), a relaxed load, is tested on slow paths only
+ * (and in realloc before its same-class shortcut).  A function built on
+ * another (mallocx on malloc, realloc of NULL...) reports under its own
+ * type and mutes the inner call with hook_enter / hook_exit.
+ */
+static MP_NOINLINE void hook_alloc(int type, void *p, uintptr_t raw,
+    uintptr_t a0, uintptr_t a1, uintptr_t a2) {
+	uintptr_t args[3] = {a0, a1, a2};
+	hook_call_alloc(type, p, raw, args);
+}
+
+static MP_NOINLINE void hook_dalloc(int type, void *p, uintptr_t a0,
+    uintptr_t a1, uintptr_t a2) {
+	uintptr_t args[3] = {a0, a1, a2};
+	hook_call_dalloc(type, p, args);
+}
+
+static MP_NOINLINE void hook_expand(int type, void *p, size_t old,
+    size_t usize, uintptr_t raw, uintptr_t a0, uintptr_t a1, uintptr_t a2,
+    uintptr_t a3) {
+	uintptr_t args[4] = {a0, a1, a2, a3};
+	hook_call_expand(type, p, old, usize, raw, args);
+}
+
 /* Who called: for the profiler's backtraces.  Used in the exported
  * function itself (or the slow path it tail-calls), whose frame holds the
  * program's return address. */
@@ -157,6 +195,7 @@ static void prof_sample_check(tsd_t *tsd, void *p, size_t usize,
 /* Every allocation that misses the fast path ends here. */
 static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
+	hook_thread_check(tsd);
 	unsigned ind = sz_size2index(usize);
 	bool zero = o->zero || opt_zero;
 	/* MALLOCX_TCACHE(tc): like the thread's cache, without its events
@@ -356,6 +395,7 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
     tcache_t *xtc, const char *func) {
 	if (p == NULL)
 		return;
+	hook_thread_check(tsd);
 	if (unlikely(dalloc_misuse(tsd, p, e, xtc, func)))
 		return;
 	size_t usize = extent_usize(e);
@@ -469,9 +509,14 @@ static MP_NOINLINE void *malloc_slow(size_t size) {
 	void *p = alloc_impl(tsd, usize, 0, &o);
 	if (p == NULL)
 		goto oom;
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_MALLOC, p, (uintptr_t)p, size, 0, 0);
 	return p;
 oom:
+	XMALLOC_CHECK(NULL, "malloc", size);
 	errno = ENOMEM;
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_MALLOC, NULL, 0, size, 0, 0);
 	return NULL;
 }
 
@@ -488,10 +533,11 @@ static MP_NOINLINE void free_slow(void *p) {
 	if (ind < SC_NBINS && tsd_cache_bins(tsd)) {
 		if ((uint32_t)(uintptr_t)tsd->bin_cur[ind + 1] ==
 		    tsd->bin_full[ind + 1]) {
-			/* The bin is full: its older half goes back to the
-			 * slabs. */
+			/* The bin is full: its older part (half by default:
+			 * lg_tcache_flush_small_div) goes back to the slabs. */
 			tcache_bin_flush(tsd->tcache, ind,
-			    tcache_bin_cap(tsd->tcache, ind) / 2);
+			    tcache_bin_cap(tsd->tcache, ind) >>
+			    opt_lg_tcache_flush_small_div);
 		}
 		*--tsd->bin_cur[ind + 1] = p;
 		tsd->deallocated += sz_index2size_tab[ind];
@@ -501,6 +547,11 @@ static MP_NOINLINE void free_slow(void *p) {
 	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
 	    dalloc_large_cached(tsd, p, entry))
 		return;
+	/* Only here: a thread that has seen the hooks has no cache bins and
+	 * no fast_owner, so its frees all come here; one that has not seen
+	 * them yet is not reported. */
+	if (unlikely(hook_active()))
+		hook_dalloc(HOOK_DALLOC_FREE, p, (uintptr_t)p, 0, 0);
 	dalloc_impl(tsd_fetch(), p, pagemap_entry_extent(entry), false, NULL,
 	    "free");
 }
@@ -618,20 +669,26 @@ MP_EXPORT void MP_PUBLIC(free)(void *p) {
 MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {
 	size_t total;
 	if (unlikely(__builtin_mul_overflow(n, size, &total))) {
+		XMALLOC_CHECK(NULL, "calloc", SIZE_MAX);
 		errno = ENOMEM;
 		return NULL;
 	}
 	tsd_t *tsd = tsd_fetch();
 	size_t usize = sz_s2u(total);
 	if (unlikely(!malloc_initialized || usize == 0)) {
+		XMALLOC_CHECK(NULL, "calloc", total);
 		errno = ENOMEM;
 		return NULL;
 	}
 	alloc_opts_t o = {.zero = true, .entry = (void *)MP_PUBLIC(calloc),
 	    .fp = CALLER_FP(), .size = total};
 	void *p = alloc_impl(tsd, usize, 0, &o);
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "calloc", total);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_CALLOC, p, (uintptr_t)p, n, size, 0);
 	return p;
 }
 
@@ -641,10 +698,17 @@ MP_EXPORT int MP_PUBLIC(posix_memalign)(void **memptr, size_t align,
 		return EINVAL;
 	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(posix_memalign),
 	    CALLER_FP());
-	if (p == NULL)
-		return ENOMEM;
-	*memptr = p;
-	return 0;
+	int ret = 0;
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "posix_memalign", size);
+		ret = ENOMEM;
+	} else {
+		*memptr = p;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_POSIX_MEMALIGN, p, (uintptr_t)ret,
+		    (uintptr_t)memptr, align, size);
+	return ret;
 }
 
 MP_EXPORT void *MP_PUBLIC(aligned_alloc)(size_t align, size_t size) {
@@ -654,8 +718,13 @@ MP_EXPORT void *MP_PUBLIC(aligned_alloc)(size_t align, size_t size) {
 	}
 	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(aligned_alloc),
 	    CALLER_FP());
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "aligned_alloc", size);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_ALIGNED_ALLOC, p, (uintptr_t)p, align,
+		    size, 0);
 	return p;
 }
 
@@ -669,16 +738,25 @@ MP_EXPORT void *MP_PUBLIC(memalign)(size_t align, size_t size) {
 		align = (size_t)1 << (64 - __builtin_clzl(align));
 	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(memalign),
 	    CALLER_FP());
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "memalign", size);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_MEMALIGN, p, (uintptr_t)p, align, size,
+		    0);
 	return p;
 }
 
 MP_EXPORT void *MP_PUBLIC(valloc)(size_t size) {
 	void *p = alloc_aligned(size, PAGE, 0, (void *)MP_PUBLIC(valloc),
 	    CALLER_FP());
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "valloc", size);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_VALLOC, p, (uintptr_t)p, size, 0, 0);
 	return p;
 }
 
@@ -690,8 +768,12 @@ MP_EXPORT void *MP_PUBLIC(pvalloc)(size_t size) {
 	}
 	void *p = alloc_aligned(rounded == 0 ? PAGE : rounded, PAGE, 0,
 	    (void *)MP_PUBLIC(pvalloc), CALLER_FP());
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "pvalloc", size);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_VALLOC, p, (uintptr_t)p, size, 0, 0);
 	return p;
 }
 
@@ -740,6 +822,8 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	size_t old = extent_usize(e);
 	bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
 	bool same_arena = o.arena == NULL || o.arena == e->arena;
+	bool hooks = hook_active();
+	bool is_realloc = entry == (void *)MP_PUBLIC(realloc);
 	/* Within its size class a realloc allocates nothing, and unlike
 	 * jemalloc we count nothing (thread.allocated, the sampling
 	 * threshold), as tcmalloc does: a buffer grown a byte at a time is
@@ -747,12 +831,12 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	 * trigger a sample on some later, unrelated allocation with the
 	 * weight of a whole period. */
 	if (aligned && same_arena && usize == old && !opt_junk_alloc)
-		return p;
+		goto in_place;
 	if (aligned && same_arena && e->kind == EXTENT_LARGE &&
 	    usize >= SC_LARGE_MINCLASS &&
 	    !arena_large_resize(e, usize, o.zero || opt_zero)) {
 		resized_in_place(tsd, p, e, usize, old, &o);
-		return p;
+		goto in_place;
 	}
 	void *q = alloc_impl(tsd, usize, align, &o);
 	if (q == NULL)
@@ -760,8 +844,21 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	memcpy(q, p, old < size ? old : size);
 	if ((o.zero || opt_zero) && usize > old)
 		memset((char *)q + old, 0, usize - old);
+	if (unlikely(hooks)) {
+		hook_alloc(is_realloc ? HOOK_ALLOC_REALLOC : HOOK_ALLOC_RALLOCX,
+		    q, (uintptr_t)q, (uintptr_t)p, size, (uintptr_t)flags);
+		hook_dalloc(is_realloc ? HOOK_DALLOC_REALLOC :
+		    HOOK_DALLOC_RALLOCX, p, (uintptr_t)p, size,
+		    (uintptr_t)flags);
+	}
 	dalloc_impl(tsd, p, e, o.tcache_none, o.tcache, func);
 	return q;
+in_place:
+	if (unlikely(hooks))
+		hook_expand(is_realloc ? HOOK_EXPAND_REALLOC :
+		    HOOK_EXPAND_RALLOCX, p, old, usize, (uintptr_t)p,
+		    (uintptr_t)p, size, (uintptr_t)flags, 0);
+	return p;
 }
 
 /*
@@ -801,14 +898,59 @@ MP_INLINE void *realloc_small_move(void *p, uintptr_t entry, size_t size) {
 	return q;
 }
 
+/* realloc(NULL, size) and realloc(p, 0) with the hooks: reported as
+ * realloc's, not as the malloc or free they are. */
+static MP_NOINLINE void *realloc_hooked(void *p, size_t size) {
+	bool report = hook_enter();
+	if (p == NULL) {
+		void *q = MP_PUBLIC(malloc)(size);
+		if (report) {
+			hook_exit();
+			hook_alloc(HOOK_ALLOC_REALLOC, q, (uintptr_t)q, 0, size,
+			    0);
+		}
+		return q;
+	}
+	if (report) {
+		hook_exit();
+		hook_dalloc(HOOK_DALLOC_REALLOC, p, (uintptr_t)p, 0, 0);
+		report = hook_enter();
+	}
+	MP_PUBLIC(free)(p);
+	if (report)
+		hook_exit();
+	return NULL;
+}
+
+/*
+ * realloc's shortcuts below (a block staying in its class, a small block
+ * moving through the fast paths) are off with junk:alloc, which junks
+ * every new block, and while hooks are installed, which must see the
+ * call (ralloc_impl reports it).  One flag for both, so that realloc
+ * tests one byte, as it tested opt_junk_alloc alone: the hook test cost
+ * 1% of the instructions of bench's realloc and reallocgrow.  Set by
+ * conf.c (junk) and hook.c (install, remove).
+ */
+_Atomic bool realloc_shortcut_off;
+
+void realloc_shortcut_update(void) {
+	atomic_store_explicit(&realloc_shortcut_off, opt_junk_alloc ||
+	    hook_active(), memory_order_relaxed);
+}
+
 MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
-	if (p == NULL)
+	bool shortcut_off = atomic_load_explicit(&realloc_shortcut_off,
+	    memory_order_relaxed);
+	if (p == NULL) {
+		if (unlikely(shortcut_off) && hook_active())
+			return realloc_hooked(p, size);
 		return MP_PUBLIC(malloc)(size);
+	}
 	/* A buffer grown a little at a time mostly stays in its class: one
 	 * page-map lookup and two compares, without touching the extent. */
 	uintptr_t entry = pagemap_lookup_entry(p);
 	uintptr_t tag = entry & PAGEMAP_TAG_MASK;
-	if (likely(tag != 0 && size != 0 && !opt_junk_alloc)) {
+	if (likely(tag != 0 && size != 0 && !shortcut_off)) {
 		if (realloc_same_class((unsigned)tag - 1, p, size))
 			return p;
 		/* A small block moving to another small class: malloc's and
@@ -823,6 +965,8 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	if (size == 0) {
 		switch (opt_zero_realloc) {
 		case ZERO_REALLOC_FREE:
+			if (unlikely(hook_active()))
+				return realloc_hooked(p, 0);
 			MP_PUBLIC(free)(p);
 			return NULL;
 		case ZERO_REALLOC_ABORT:
@@ -833,8 +977,10 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	}
 	void *q = ralloc_impl(p, size, 0, "realloc",
 	    (void *)MP_PUBLIC(realloc), CALLER_FP());
-	if (q == NULL && pagemap_lookup(p) != NULL)
+	if (q == NULL && pagemap_lookup(p) != NULL) {
+		XMALLOC_CHECK(q, "realloc", size);
 		errno = ENOMEM;     /* an invalid pointer keeps its EINVAL */
+	}
 	return q;
 }
 
@@ -850,19 +996,34 @@ MP_EXPORT void *MP_PUBLIC(reallocarray)(void *p, size_t n, size_t size) {
 /* ---------------------------------------------- jemalloc's *allocx API */
 
 MP_EXPORT void *MP_PUBLIC(mallocx)(size_t size, int flags) {
-	if (flags == 0)
+	if (flags == 0 && likely(!hook_active()))
 		return MP_PUBLIC(malloc)(size);
-	return alloc_aligned(size, 0, flags, (void *)MP_PUBLIC(mallocx),
-	    CALLER_FP());
+	void *p;
+	if (flags == 0) {
+		bool report = hook_enter();
+		p = MP_PUBLIC(malloc)(size);
+		if (report)
+			hook_exit();
+	} else {
+		p = alloc_aligned(size, 0, flags, (void *)MP_PUBLIC(mallocx),
+		    CALLER_FP());
+		XMALLOC_CHECK(p, "mallocx", size);
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_MALLOCX, p, (uintptr_t)p, size,
+		    (uintptr_t)flags, 0);
+	return p;
 }
 
 MP_EXPORT void *MP_PUBLIC(rallocx)(void *p, size_t size, int flags) {
-	return ralloc_impl(p, size, flags, "rallocx",
+	void *q = ralloc_impl(p, size, flags, "rallocx",
 	    (void *)MP_PUBLIC(rallocx), CALLER_FP());
+	XMALLOC_CHECK(q, "rallocx", size);
+	return q;
 }
 
-MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
-    int flags) {
+static size_t xallocx_impl(void *p, size_t size, size_t extra, int flags,
+    uintptr_t fp) {
 	tsd_t *tsd = tsd_fetch();
 	extent_t *e = pagemap_lookup(p);
 	if (e == NULL || (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE)) {
@@ -894,17 +1055,28 @@ MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
 			return old;
 		target = hi;
 	}
-	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(xallocx),
-	    .fp = CALLER_FP()};
+	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(xallocx), .fp = fp};
 	resized_in_place(tsd, p, e, target, old, &o);
 	return target;
+}
+
+MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
+    int flags) {
+	if (likely(!hook_active()))
+		return xallocx_impl(p, size, extra, flags, CALLER_FP());
+	size_t old = MP_PUBLIC(malloc_usable_size)(p);
+	size_t usize = xallocx_impl(p, size, extra, flags, CALLER_FP());
+	if (old != 0)
+		hook_expand(HOOK_EXPAND_XALLOCX, p, old, usize, usize,
+		    (uintptr_t)p, size, extra, (uintptr_t)flags);
+	return usize;
 }
 
 MP_EXPORT size_t MP_PUBLIC(sallocx)(const void *p, int flags) {
 	return MP_PUBLIC(malloc_usable_size)((void *)p);
 }
 
-MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
+static void dallocx_impl(void *p, int flags) {
 	if ((flags & (0xfff << 8)) == 0) {
 		MP_PUBLIC(free)(p);
 		return;
@@ -913,6 +1085,27 @@ MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
 	opts_decode(flags, &o, NULL, 0, "dallocx");
 	dalloc_impl(tsd_fetch(), p, pagemap_lookup(p), o.tcache_none, o.tcache,
 	    "dallocx");
+}
+
+/* dallocx and sdallocx with the hooks: reported under their own type,
+ * the free inside muted. */
+static MP_NOINLINE void dallocx_hooked(void *p, int flags, int type,
+    uintptr_t a1, uintptr_t a2) {
+	if (p != NULL)
+		hook_dalloc(type, p, (uintptr_t)p, a1, a2);
+	bool report = hook_enter();
+	dallocx_impl(p, flags);
+	if (report)
+		hook_exit();
+}
+
+MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
+	if (unlikely(hook_active())) {
+		dallocx_hooked(p, flags, HOOK_DALLOC_DALLOCX, (uintptr_t)flags,
+		    0);
+		return;
+	}
+	dallocx_impl(p, flags);
 }
 
 /*
@@ -979,7 +1172,12 @@ MP_EXPORT void MP_PUBLIC(sdallocx)(void *p, size_t size, int flags) {
 	if (config_debug && p != NULL)
 		sized_free_check(p, size, (flags & 0x3f) ?
 		    (size_t)1 << (flags & 0x3f) : 0, "sdallocx");
-	MP_PUBLIC(dallocx)(p, flags);
+	if (unlikely(hook_active())) {
+		dallocx_hooked(p, flags, HOOK_DALLOC_SDALLOCX, size,
+		    (uintptr_t)flags);
+		return;
+	}
+	dallocx_impl(p, flags);
 }
 
 MP_EXPORT size_t MP_PUBLIC(nallocx)(size_t size, int flags) {
@@ -1022,8 +1220,19 @@ void *cxx_new_array(size_t size) {
 	return cxx_new_fast(size, CXX_NEW_ARRAY);
 }
 
+/* With the hooks, new is reported as jemalloc's operators are: as the
+ * malloc or aligned_alloc it is built on. */
 void *cxx_alloc(size_t size, size_t align, void *entry, uintptr_t fp) {
-	return alloc_aligned(size, align, 0, entry, fp);
+	void *p = alloc_aligned(size, align, 0, entry, fp);
+	if (unlikely(hook_active())) {
+		if (align == 0)
+			hook_alloc(HOOK_ALLOC_MALLOC, p, (uintptr_t)p, size,
+			    0, 0);
+		else
+			hook_alloc(HOOK_ALLOC_ALIGNED_ALLOC, p, (uintptr_t)p,
+			    align, size, 0);
+	}
+	return p;
 }
 
 /* free itself, reached without the PLT (glibc's prototype of free has

@@ -122,10 +122,11 @@ void tsd_prof_redraw(tsd_t *tsd) {
 /* Decide whether this thread may use the fast paths, and arm them: the
  * cache bins (free's fast path) whenever the thread's cache is on and frees
  * need no junk, malloc's fast path when allocations need no filling
- * either. */
+ * either.  Neither while experimental hooks are installed (hook.c): every
+ * call must reach them. */
 static void tsd_update_fast(tsd_t *tsd) {
 	bool cached = tsd->state == TSD_NOMINAL && tsd->tcache_enabled &&
-	    tsd->tcache != NULL;
+	    tsd->tcache != NULL && !hook_active();
 	/* Without cache bins (junk on free, or no memory for the slots) the
 	 * thread's calls take the slow paths to the slabs. */
 	bool bins = false;
@@ -138,6 +139,10 @@ static void tsd_update_fast(tsd_t *tsd) {
 	    !opt_zero;
 	tsd->fast_owner = fast ? tsd->tcache : NULL;
 	tsd_arm(tsd);
+}
+
+void tsd_fast_recompute(tsd_t *tsd) {
+	tsd_update_fast(tsd);
 }
 
 static void registry_insert(tsd_t *tsd) {
@@ -314,18 +319,24 @@ void tsd_peak_reset(tsd_t *tsd) {
 }
 
 /* Crossing the event threshold: one GC step of the cache, a decay tick,
- * a thread.peak check. */
+ * a thread.peak check and the activity callback, stats_interval's count
+ * (stats.c), and hooks installed or removed by other threads. */
 MP_NOINLINE void tsd_event(tsd_t *tsd) {
 	tsd->cache_event_at = tsd->allocated + TSD_EVENT_INTERVAL;
 	tsd_arm(tsd);
 	tsd->event_count++;
 	tsd_peak_update(tsd);
+	hook_activity_event(tsd);
 	tcache_gc_step(tsd->tcache);
 	arena_decay_tick(tsd->arena);
+	if (unlikely(opt_stats_interval >= 0) && tsd->reentrancy == 0)
+		stats_interval_event(tsd->allocated);
 	if ((tsd->event_count & 63) == 0) {
 		tcache_orphans_collect(tsd->arena, 1);
 		tcache_arena_shared_flush(tsd->arena);
 	}
+	/* Last: it may turn the fast paths off. */
+	hook_thread_check(tsd);
 }
 
 /* ------------------------------------------------------------- fork */

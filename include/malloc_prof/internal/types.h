@@ -78,11 +78,13 @@ static const bool config_prof = MP_CONFIG_PROF;
  * class: 16 slabs, 64 KiB, in a process of 3 MB). */
 #define PROF_CACHE_EMPTY_SLABS_MAX 1
 /* Pointers a thread's cache bin holds per small class: 32 KiB worth,
- * within these bounds (cache_bin_t). */
+ * within these bounds (cache_bin_t): the defaults of
+ * tcache_nslots_small_min / _max (tcache.c). */
 #define CACHE_BIN_MIN 8
 #define CACHE_BIN_MAX 128
-/* Bytes between two thread events (cache GC step, decay tick). */
-#define TSD_EVENT_INTERVAL ((uint64_t)128 << 10)
+/* Bytes between two thread events (cache GC step, decay tick):
+ * tcache_gc_incr_bytes, 128 KiB by default (alloc.h, conf.c). */
+#define TSD_EVENT_INTERVAL ((uint64_t)opt_tcache_gc_incr_bytes)
 /* base_malloc's per-thread stash: blocks of up to this many cache lines. */
 #define BASE_STASH_CLASSES 8
 
