@@ -54,6 +54,11 @@ WORKLOADS = [
     ("midsize", 1, True, True),
     ("large", 1, True, False),
     ("largezero", 1, True, False),
+    # issue 15 part 5's shapes: glibc's bench-malloc-simple, alloc-test,
+    # rpmalloc's cross-thread test (larson is above).
+    ("simple", 1, True, True),
+    ("alloctest", 8, True, False),
+    ("xthread", 2, True, False),
     # frag sleeps through a decay period: its time says nothing.
     ("frag", 1, False, False),
 ]
