@@ -1171,18 +1171,20 @@ static void wl_alloctest(double scale) {
 /* ---- xthread: rpmalloc's cross-thread test ---- */
 
 #define WL_XT_SLOTS 1000
-#define WL_XT_BATCH 100
-#define WL_XT_ROUNDS 6000
+#define WL_XT_OPS 100
+#define WL_XT_CROSS_RATE 2
+#define WL_XT_LOOPS 5000
 #define WL_XT_MIN 8
 #define WL_XT_MAX 16000
 
 struct wl_xt {
-	pthread_barrier_t barrier;
-	uint64_t rounds;
-	/* out[t][n & 1]: the blocks thread t dropped from its set in round
-	 * n, for the other thread to free. */
-	unsigned char *out[2][2][WL_XT_BATCH];
-	uint32_t size[2][2][WL_XT_BATCH];
+	_Atomic unsigned arrived;
+	_Atomic unsigned generation;
+	uint64_t loops;
+	/* out[t][n & 1]: the blocks thread t allocated in loop n for the
+	 * other thread to free. */
+	unsigned char *out[2][2][WL_XT_OPS];
+	uint32_t size[2][2][WL_XT_OPS];
 };
 
 struct wl_xt_arg {
@@ -1191,9 +1193,14 @@ struct wl_xt_arg {
 	uint64_t cs;
 };
 
+/* Sizes with a linear falloff (rpmalloc-benchmark's distribution 1): the
+ * density falls from its highest at 8 B to nothing at 16,000 B, a mean
+ * near 5.3 KB. */
 static unsigned char *wl_xt_new(wl_rng_t *r, uint32_t *sizep) {
 	uint64_t v = wl_rng_next(r);
-	uint32_t sz = WL_XT_MIN + (uint32_t)(v % (WL_XT_MAX - WL_XT_MIN + 1));
+	double u = (double)(v >> 11) * (1.0 / 9007199254740992.0);
+	uint32_t sz = WL_XT_MIN + (uint32_t)((WL_XT_MAX - WL_XT_MIN) *
+	    (1.0 - sqrt(u)));
 	unsigned char *p = wl_malloc(sz);
 	wl_put64(p, v);
 	p[sz - 1] = (unsigned char)(v >> 56);
@@ -1205,15 +1212,35 @@ static uint64_t wl_xt_read(const unsigned char *p, uint32_t sz) {
 	return wl_get64(p) ^ ((uint64_t)p[sz - 1] << 8) ^ sz;
 }
 
+/* The two threads meet once a loop: polling, then yielding (as prodcons
+ * waits), because a futex sleep and wake-up per loop would cost more than
+ * the loop's allocations and make the time the scheduler's. */
+static void wl_xt_meet(struct wl_xt *x) {
+	unsigned gen = atomic_load_explicit(&x->generation,
+	    memory_order_acquire);
+	if (atomic_fetch_add_explicit(&x->arrived, 1,
+	    memory_order_acq_rel) == 1) {
+		atomic_store_explicit(&x->arrived, 0, memory_order_relaxed);
+		atomic_store_explicit(&x->generation, gen + 1,
+		    memory_order_release);
+		return;
+	}
+	unsigned spins = 0;
+	while (atomic_load_explicit(&x->generation,
+	    memory_order_acquire) == gen)
+		wl_pc_wait(&spins);
+}
+
 /*
- * Two threads, each with a set of 1,000 blocks of random sizes from 8 to
- * 16,000 B (about 8 MB).  In round n each replaces 100 random members of
- * its set and, after the round's barrier, frees the 100 the other thread
- * dropped in that round: every free is a remote free, while the live set
- * stays near 16 MB plus the blocks in flight.  A batch's slot is refilled
- * two rounds later, after a barrier the freeing thread passed only once
- * done with it.  The freeing thread reads what the allocating thread
- * wrote, so the checksum depends on values only.
+ * The shape of rpmalloc-benchmark with 2 threads, random sizes from 8 to
+ * 16,000 B, 1,000 blocks, 100 operations and a cross-thread rate of 2
+ * (mimalloc-bench's rptest): each thread keeps a set of 1,000 blocks and
+ * in every loop frees 100 of them at random and allocates 100 in their
+ * place; every second loop it also allocates 100 blocks for the other
+ * thread, which frees them after the two have met at the loop's end.  The
+ * foreign batch of loop n is refilled at loop n + 2, after a meeting the
+ * freeing thread reached only once done with it.  The freeing thread reads what
+ * the allocating thread wrote, so the checksum depends on values only.
  */
 static void *wl_xt_thread(void *arg) {
 	struct wl_xt_arg *a = arg;
@@ -1228,24 +1255,41 @@ static void *wl_xt_thread(void *arg) {
 	for (unsigned k = 0; k < WL_XT_SLOTS; k++)
 		set[k] = wl_xt_new(&r, &ssize[k]);
 	uint64_t cs = 0;
-	for (uint64_t n = 0; n < x->rounds; n++) {
-		unsigned char **out = x->out[me][n & 1];
-		uint32_t *size = x->size[me][n & 1];
-		for (unsigned i = 0; i < WL_XT_BATCH; i++) {
-			unsigned k = (unsigned)(wl_rng_next(&r) % WL_XT_SLOTS);
-			out[i] = set[k];
-			size[i] = ssize[k];
-			set[k] = wl_xt_new(&r, &ssize[k]);
+	for (uint64_t n = 0; n < x->loops; n++) {
+		unsigned k[WL_XT_OPS];
+		for (unsigned i = 0; i < WL_XT_OPS; i++) {
+			k[i] = (unsigned)(wl_rng_next(&r) % WL_XT_SLOTS);
+			if (set[k[i]] != NULL) {
+				cs = wl_mix(cs, wl_xt_read(set[k[i]],
+				    ssize[k[i]]));
+				free(set[k[i]]);
+				set[k[i]] = NULL;
+			}
 		}
-		pthread_barrier_wait(&x->barrier);
-		unsigned char **in = x->out[other][n & 1];
-		uint32_t *isize = x->size[other][n & 1];
-		for (unsigned i = 0; i < WL_XT_BATCH; i++) {
-			cs = wl_mix(cs, wl_xt_read(in[i], isize[i]));
-			free(in[i]);
+		for (unsigned i = 0; i < WL_XT_OPS; i++) {
+			if (set[k[i]] == NULL)
+				set[k[i]] = wl_xt_new(&r, &ssize[k[i]]);
+		}
+		bool cross = n % WL_XT_CROSS_RATE == 0;
+		if (cross) {
+			unsigned char **out = x->out[me][n & 1];
+			uint32_t *size = x->size[me][n & 1];
+			for (unsigned i = 0; i < WL_XT_OPS; i++)
+				out[i] = wl_xt_new(&r, &size[i]);
+		}
+		wl_xt_meet(x);
+		if (cross) {
+			unsigned char **in = x->out[other][n & 1];
+			uint32_t *isize = x->size[other][n & 1];
+			for (unsigned i = 0; i < WL_XT_OPS; i++) {
+				cs = wl_mix(cs, wl_xt_read(in[i], isize[i]));
+				free(in[i]);
+			}
 		}
 	}
 	for (unsigned k = 0; k < WL_XT_SLOTS; k++) {
+		if (set[k] == NULL)
+			continue;
 		cs = wl_mix(cs, wl_xt_read(set[k], ssize[k]));
 		free(set[k]);
 	}
@@ -1257,10 +1301,9 @@ static void *wl_xt_thread(void *arg) {
 
 static void wl_xthread(double scale) {
 	struct wl_xt *x = wl_malloc(sizeof(*x));
-	x->rounds = wl_scaled(scale, WL_XT_ROUNDS);
-	int err = pthread_barrier_init(&x->barrier, NULL, 2);
-	if (err != 0)
-		wl_die(1, "pthread_barrier_init: %s", strerror(err));
+	x->loops = wl_scaled(scale, WL_XT_LOOPS);
+	atomic_init(&x->arrived, 0);
+	atomic_init(&x->generation, 0);
 	pthread_t t[2];
 	struct wl_xt_arg a[2];
 	for (unsigned i = 0; i < 2; i++) {
@@ -1269,7 +1312,6 @@ static void wl_xthread(double scale) {
 	}
 	wl_join(t[0]);
 	wl_join(t[1]);
-	pthread_barrier_destroy(&x->barrier);
 	free(x);
 	wl_print("xthread", wl_mix(a[0].cs, a[1].cs));
 }
