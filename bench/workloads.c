@@ -1106,10 +1106,10 @@ struct wl_at_arg {
 /*
  * The shape of alloc-test: every thread keeps its own working set and
  * replaces a random member at each step, so every free is local.  Sizes
- * are skewed towards the small end as in programs (a uniform 8-64 B most
- * of the time, 1 in 8 up to 1 KiB, 1 in 64 up to 4 KiB); eight threads on
- * the machine's cores make the caches of preempted threads sit idle while
- * others run, which a per-thread design pays for in memory, not time.
+ * are skewed towards the small end as in programs (8-64 B in 56 draws of
+ * 64, 8 B-1 KiB in 7, 8 B-4 KiB in 1).  Eight threads on two cores: the
+ * caches of the threads not running sit idle, which per-thread caches pay
+ * for in memory.
  */
 static void *wl_at_thread(void *arg) {
 	struct wl_at_arg *a = arg;
