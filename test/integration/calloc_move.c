@@ -11,7 +11,8 @@
  * fresh pages it was carved from.  The count of page faults is checked
  * too: the program touches every page of every block, and with the old
  * blocks' pages reused (moved or carved) it must fault well under one in
- * two of them.
+ * two of them (about 1 in 4 with moves, 3 in 10 without; not under
+ * valgrind, whose faults are its own).
  */
 #include "../test_util.h"
 
@@ -82,6 +83,10 @@ static void test_calloc_reads_zero(void **state) {
 		touched += (sz + 4095) / 4096;
 	}
 	long faults = cm_minflt() - f0;
+	/* Under valgrind the count is the tool's own. */
+	const char *preload = getenv("LD_PRELOAD");
+	if (preload != NULL && strstr(preload, "vgpreload") != NULL)
+		return;
 	MP_ASSERT((size_t)faults * 2 < touched, "%ld page faults for %zu "
 	    "pages touched: freed blocks' pages are not reused", faults,
 	    touched);
