@@ -148,6 +148,27 @@ bool os_purge_forced(void *addr, size_t size) {
 	return madvise(addr, size, MADV_DONTNEED) != 0;
 }
 
+/*
+ * Move the pages of [from, from + size) to [to, to + size), replacing
+ * what was mapped there, and leave `from` mapped and reading as zero, as
+ * after os_purge_forced.  Page tables move, no page is copied, zeroed or
+ * faulted: a freed block's resident pages serve a new block elsewhere in
+ * the mapping (extent.c, calloc's large blocks).  True on failure (a
+ * kernel before 5.13 has no MREMAP_DONTUNMAP for these mappings); then
+ * nothing has moved.
+ */
+bool os_move_pages(void *from, void *to, size_t size) {
+#if defined(MREMAP_DONTUNMAP) && defined(MREMAP_FIXED)
+	return mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED |
+	    MREMAP_DONTUNMAP, to) == MAP_FAILED;
+#else
+	(void)from;
+	(void)to;
+	(void)size;
+	return true;
+#endif
+}
+
 bool os_purge_lazy(void *addr, size_t size) {
 #ifdef MADV_FREE
 	return madvise(addr, size, MADV_FREE) != 0;

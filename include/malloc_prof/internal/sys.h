@@ -75,6 +75,8 @@ uint64_t os_mmap_fail_count(void);
 #endif
 bool os_purge_forced(void *addr, size_t size);  /* MADV_DONTNEED: zero */
 bool os_purge_lazy(void *addr, size_t size);    /* MADV_FREE */
+/* mremap(MREMAP_DONTUNMAP): pages move, `from` reads as zero after. */
+bool os_move_pages(void *from, void *to, size_t size);
 /* Transparent huge pages.  The modes, in opt.thp's order (its names are
  * "default", "always", "never"; "not supported" reads where the kernel has
  * no THP). */
