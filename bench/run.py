@@ -54,6 +54,11 @@ WORKLOADS = [
     ("midsize", 1, True, True),
     ("large", 1, True, False),
     ("largezero", 1, True, False),
+    # issue 15 part 5's shapes: glibc's bench-malloc-simple, alloc-test,
+    # rpmalloc's cross-thread test (larson is above).
+    ("simple", 1, True, True),
+    ("alloctest", 8, True, False),
+    ("xthread", 2, True, False),
     # frag sleeps through a decay period: its time says nothing.
     ("frag", 1, False, False),
 ]
@@ -435,6 +440,18 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
                    "%s %.2f" % x for x in over)),
                "\"What the profiles show\", under each workload's name")
 
+    # Issue 15 part 5: against the best peer per workload.
+    gm_best = geomean([r for _, r in best_all])
+    rep.target(gm_best <= 0.95,
+               "time geomean vs the best peer per workload ≤ 0.95: %.2f"
+               % gm_best)
+    over110 = sorted((x for x in best_all if x[1] > 1.10), key=lambda x: -x[1])
+    rep.target(not over110,
+               "no workload slower than 1.10× the best peer" +
+               ("" if not over110 else ": " + ", ".join(
+                   "%s %.2f" % x for x in over110)),
+               "\"What the profiles show\", under each workload's name")
+
     per_allocator_header(rep, "Peak RSS (MB)", main)
     rratios = {p: [] for p in PEERS}
     for w in workloads:
@@ -451,6 +468,12 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
     rep.add()
     rep.target(rgm["jemalloc"] <= 1.0,
                "peak RSS geomean vs jemalloc ≤ 1.00: %.2f" % rgm["jemalloc"])
+    over_je = [(w, rss[(w, "ours")] / rss[(w, "jemalloc")]) for w in workloads
+               if rss[(w, "ours")] > rss[(w, "jemalloc")]]
+    rep.target(not over_je,
+               "peak RSS no higher than jemalloc's on each workload" +
+               ("" if not over_je else ": " + ", ".join(
+                   "%s %.2f" % x for x in over_je)))
 
     if "frag" in workloads:
         rep.add("## Fragmentation (frag, KiB, medians)")

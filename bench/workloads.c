@@ -1049,6 +1049,273 @@ static void wl_largezero(double scale) {
 	    "live_peak_kb=%zu\n", cs, wl_vmhwm_kb(), live_peak / 1024);
 }
 
+/* ---- simple: glibc's single-thread malloc/free benchmark ---- */
+
+#define WL_SIMPLE_MAX 1600
+#define WL_SIMPLE_PAIRS 1000000        /* per size and batch length */
+
+/*
+ * The shape of glibc's bench-malloc-simple: a tight loop allocating a batch
+ * of blocks of one small size and freeing them in the same order, for
+ * batches of 25, 100, 400 and 1600 blocks of 16, 64 and 256 bytes.  Each
+ * (size, batch) pair gets the same number of malloc+free pairs.  Nothing
+ * but the allocator runs between the calls: the per-call cost of the fast
+ * paths, and how the bins handle a batch longer than they hold, is all
+ * there is to measure.
+ */
+static void wl_simple(double scale) {
+	static const uint32_t sizes[] = { 16, 64, 256 };
+	static const unsigned batches[] = { 25, 100, 400, WL_SIMPLE_MAX };
+	static unsigned char *a[WL_SIMPLE_MAX];
+	uint64_t pairs = wl_scaled(scale, WL_SIMPLE_PAIRS);
+	uint64_t cs = 0;
+	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		uint32_t sz = sizes[s];
+		for (unsigned b = 0; b < sizeof(batches) / sizeof(batches[0]);
+		    b++) {
+			unsigned n = batches[b];
+			uint64_t rounds = (pairs + n - 1) / n;
+			for (uint64_t i = 0; i < rounds; i++) {
+				for (unsigned j = 0; j < n; j++) {
+					a[j] = wl_malloc(sz);
+					a[j][0] = (unsigned char)(i + j);
+				}
+				for (unsigned j = 0; j < n; j++) {
+					cs += a[j][0];
+					free(a[j]);
+				}
+			}
+			cs = wl_mix(cs, sz * 4096 + n);
+		}
+	}
+	wl_print("simple", cs);
+}
+
+/* ---- alloctest: many threads, random small sizes, freed where made ---- */
+
+#define WL_AT_THREADS 8
+#define WL_AT_SLOTS 4096
+#define WL_AT_STEPS 4000000     /* per thread */
+
+struct wl_at_arg {
+	unsigned index;
+	uint64_t steps;
+	uint64_t cs;
+};
+
+/*
+ * The shape of alloc-test: every thread keeps its own working set and
+ * replaces a random member at each step, so every free is local.  Sizes
+ * are skewed towards the small end as in programs (8-64 B in 56 draws of
+ * 64, 8 B-1 KiB in 7, 8 B-4 KiB in 1).  Eight threads on two cores: the
+ * caches of the threads not running sit idle, which per-thread caches pay
+ * for in memory.
+ */
+static void *wl_at_thread(void *arg) {
+	struct wl_at_arg *a = arg;
+	wl_rng_t r;
+	wl_rng_seed(&r, "alloctest", a->index);
+	unsigned char **slot = calloc(WL_AT_SLOTS, sizeof(*slot));
+	uint32_t *size = calloc(WL_AT_SLOTS, sizeof(*size));
+	if (slot == NULL || size == NULL)
+		wl_oom();
+	uint64_t cs = 0;
+	for (uint64_t i = 0; i < a->steps; i++) {
+		uint64_t x = wl_rng_next(&r);
+		unsigned k = (unsigned)(x % WL_AT_SLOTS);
+		if (slot[k] != NULL) {
+			cs = wl_mix(cs, wl_get64(slot[k]) ^ slot[k][size[k] - 1]);
+			free(slot[k]);
+		}
+		unsigned pick = (unsigned)(x >> 58);    /* 0..63 */
+		uint64_t y = x >> 20;
+		uint32_t sz = pick == 0 ? 8 + (uint32_t)(y % (4096 - 8 + 1)) :
+		    pick < 8 ? 8 + (uint32_t)(y % (1024 - 8 + 1)) :
+		    8 + (uint32_t)(y % (64 - 8 + 1));
+		unsigned char *p = wl_malloc(sz);
+		wl_put64(p, x);
+		p[sz - 1] = (unsigned char)i;
+		slot[k] = p;
+		size[k] = sz;
+	}
+	for (unsigned k = 0; k < WL_AT_SLOTS; k++) {
+		if (slot[k] != NULL) {
+			cs = wl_mix(cs, wl_get64(slot[k]) ^ slot[k][size[k] - 1]);
+			free(slot[k]);
+		}
+	}
+	free(slot);
+	free(size);
+	a->cs = cs;
+	return NULL;
+}
+
+static void wl_alloctest(double scale) {
+	pthread_t t[WL_AT_THREADS];
+	struct wl_at_arg a[WL_AT_THREADS];
+	for (unsigned i = 0; i < WL_AT_THREADS; i++) {
+		a[i] = (struct wl_at_arg){
+			.index = i,
+			.steps = wl_scaled(scale, WL_AT_STEPS),
+		};
+		wl_spawn(&t[i], wl_at_thread, &a[i]);
+	}
+	uint64_t cs = 0;
+	for (unsigned i = 0; i < WL_AT_THREADS; i++) {
+		wl_join(t[i]);
+		cs = wl_mix(cs, a[i].cs);
+	}
+	wl_print("alloctest", cs);
+}
+
+/* ---- xthread: rpmalloc's cross-thread test ---- */
+
+#define WL_XT_SLOTS 1000
+#define WL_XT_OPS 100
+#define WL_XT_CROSS_RATE 2
+#define WL_XT_LOOPS 5000
+#define WL_XT_MIN 8
+#define WL_XT_MAX 16000
+
+struct wl_xt {
+	_Atomic unsigned arrived;
+	_Atomic unsigned generation;
+	uint64_t loops;
+	/* out[t][n & 1]: the blocks thread t allocated in loop n for the
+	 * other thread to free. */
+	unsigned char *out[2][2][WL_XT_OPS];
+	uint32_t size[2][2][WL_XT_OPS];
+};
+
+struct wl_xt_arg {
+	struct wl_xt *x;
+	unsigned index;
+	uint64_t cs;
+};
+
+/* Sizes with a linear falloff (rpmalloc-benchmark's distribution 1): the
+ * density falls from its highest at 8 B to nothing at 16,000 B, a mean
+ * near 5.3 KB. */
+static unsigned char *wl_xt_new(wl_rng_t *r, uint32_t *sizep) {
+	uint64_t v = wl_rng_next(r);
+	double u = (double)(v >> 11) * (1.0 / 9007199254740992.0);
+	uint32_t sz = WL_XT_MIN + (uint32_t)((WL_XT_MAX - WL_XT_MIN) *
+	    (1.0 - sqrt(u)));
+	unsigned char *p = wl_malloc(sz);
+	wl_put64(p, v);
+	p[sz - 1] = (unsigned char)(v >> 56);
+	*sizep = sz;
+	return p;
+}
+
+static uint64_t wl_xt_read(const unsigned char *p, uint32_t sz) {
+	return wl_get64(p) ^ ((uint64_t)p[sz - 1] << 8) ^ sz;
+}
+
+/* The two threads meet once a loop: polling, then yielding (as prodcons
+ * waits), because a futex sleep and wake-up per loop would cost more than
+ * the loop's allocations and make the time the scheduler's. */
+static void wl_xt_meet(struct wl_xt *x) {
+	unsigned gen = atomic_load_explicit(&x->generation,
+	    memory_order_acquire);
+	if (atomic_fetch_add_explicit(&x->arrived, 1,
+	    memory_order_acq_rel) == 1) {
+		atomic_store_explicit(&x->arrived, 0, memory_order_relaxed);
+		atomic_store_explicit(&x->generation, gen + 1,
+		    memory_order_release);
+		return;
+	}
+	unsigned spins = 0;
+	while (atomic_load_explicit(&x->generation,
+	    memory_order_acquire) == gen)
+		wl_pc_wait(&spins);
+}
+
+/*
+ * The shape of rpmalloc-benchmark with 2 threads, random sizes from 8 to
+ * 16,000 B, 1,000 blocks, 100 operations and a cross-thread rate of 2
+ * (mimalloc-bench's rptest): each thread keeps a set of 1,000 blocks and
+ * in every loop frees 100 of them at random and allocates 100 in their
+ * place; every second loop it also allocates 100 blocks for the other
+ * thread, which frees them after the two have met at the loop's end.  The
+ * foreign batch of loop n is refilled at loop n + 2, after a meeting the
+ * freeing thread reached only once done with it.  The freeing thread reads what
+ * the allocating thread wrote, so the checksum depends on values only.
+ */
+static void *wl_xt_thread(void *arg) {
+	struct wl_xt_arg *a = arg;
+	struct wl_xt *x = a->x;
+	unsigned me = a->index, other = 1 - a->index;
+	wl_rng_t r;
+	wl_rng_seed(&r, "xthread", me);
+	unsigned char **set = calloc(WL_XT_SLOTS, sizeof(*set));
+	uint32_t *ssize = calloc(WL_XT_SLOTS, sizeof(*ssize));
+	if (set == NULL || ssize == NULL)
+		wl_oom();
+	for (unsigned k = 0; k < WL_XT_SLOTS; k++)
+		set[k] = wl_xt_new(&r, &ssize[k]);
+	uint64_t cs = 0;
+	for (uint64_t n = 0; n < x->loops; n++) {
+		unsigned k[WL_XT_OPS];
+		for (unsigned i = 0; i < WL_XT_OPS; i++) {
+			k[i] = (unsigned)(wl_rng_next(&r) % WL_XT_SLOTS);
+			if (set[k[i]] != NULL) {
+				cs = wl_mix(cs, wl_xt_read(set[k[i]],
+				    ssize[k[i]]));
+				free(set[k[i]]);
+				set[k[i]] = NULL;
+			}
+		}
+		for (unsigned i = 0; i < WL_XT_OPS; i++) {
+			if (set[k[i]] == NULL)
+				set[k[i]] = wl_xt_new(&r, &ssize[k[i]]);
+		}
+		bool cross = n % WL_XT_CROSS_RATE == 0;
+		if (cross) {
+			unsigned char **out = x->out[me][n & 1];
+			uint32_t *size = x->size[me][n & 1];
+			for (unsigned i = 0; i < WL_XT_OPS; i++)
+				out[i] = wl_xt_new(&r, &size[i]);
+		}
+		wl_xt_meet(x);
+		if (cross) {
+			unsigned char **in = x->out[other][n & 1];
+			uint32_t *isize = x->size[other][n & 1];
+			for (unsigned i = 0; i < WL_XT_OPS; i++) {
+				cs = wl_mix(cs, wl_xt_read(in[i], isize[i]));
+				free(in[i]);
+			}
+		}
+	}
+	for (unsigned k = 0; k < WL_XT_SLOTS; k++) {
+		if (set[k] == NULL)
+			continue;
+		cs = wl_mix(cs, wl_xt_read(set[k], ssize[k]));
+		free(set[k]);
+	}
+	free(set);
+	free(ssize);
+	a->cs = cs;
+	return NULL;
+}
+
+static void wl_xthread(double scale) {
+	struct wl_xt *x = wl_malloc(sizeof(*x));
+	x->loops = wl_scaled(scale, WL_XT_LOOPS);
+	atomic_init(&x->arrived, 0);
+	atomic_init(&x->generation, 0);
+	pthread_t t[2];
+	struct wl_xt_arg a[2];
+	for (unsigned i = 0; i < 2; i++) {
+		a[i] = (struct wl_xt_arg){ .x = x, .index = i };
+		wl_spawn(&t[i], wl_xt_thread, &a[i]);
+	}
+	wl_join(t[0]);
+	wl_join(t[1]);
+	free(x);
+	wl_print("xthread", wl_mix(a[0].cs, a[1].cs));
+}
+
 /* ---- frag: how much memory comes back after a mass free ---- */
 
 #define WL_FRAG_FILL ((size_t)200 * WL_MIB)
@@ -1283,6 +1550,9 @@ static const struct wl_workload wl_workloads[] = {
 	{ "midsize", wl_midsize, NULL },
 	{ "large", wl_large, NULL },
 	{ "largezero", wl_largezero, NULL },
+	{ "simple", wl_simple, NULL },
+	{ "alloctest", wl_alloctest, NULL },
+	{ "xthread", wl_xthread, NULL },
 	{ "frag", wl_frag, NULL },
 	{ "micro", NULL, wl_micro },
 	{ "micro_empty", NULL, wl_micro_empty },

@@ -166,7 +166,7 @@ static void slab_release(tcache_t *tc, extent_t *slab) {
  * it is (every region free, untagged). */
 static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 	size_t size = tc->small_slabs ? sz_prof_slab_size[ind]
-	    : sz_slab_size[ind];
+	    : sz_slab_size_get(ind);
 	extent_t *slab = NULL;
 	for (extent_t *s = tc->empty; s != NULL; s = s->next) {
 		if (s->size == size) {
@@ -187,7 +187,16 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 	return slab;
 }
 
-/* Slabs whose `full` flag a remote freer cleared come back here. */
+/*
+ * Slabs whose `full` flag a remote freer cleared come back here.  Their
+ * remote frees are collected on the way, and a slab that other threads
+ * emptied entirely is released at once instead of waiting on partial for
+ * its class's GC step (one class per thread event, 35 events for them
+ * all): a thread that hands everything it made to another thread then
+ * works in other classes would otherwise hold the pages it no longer
+ * uses, which the freeing thread, mapping slabs of its own, cannot reuse
+ * (issue 15 part 3; test/integration/xthread_rss).
+ */
 void slab_inbox_drain(tcache_t *tc) {
 	if (atomic_load_explicit(&tc->inbox, memory_order_relaxed) == NULL)
 		return;
@@ -199,8 +208,13 @@ void slab_inbox_drain(tcache_t *tc) {
 		    slab_owner(s) == tc && atomic_load(&s->full) == 0) {
 			tcache_bin_t *bin = &tc->bins[s->szind];
 			list_remove(&bin->full, s);
-			s->list = SLAB_LIST_PARTIAL;
-			partial_append(bin, s);
+			slab_collect_remote(s);
+			if (s->used == 0) {
+				slab_release(tc, s);
+			} else {
+				s->list = SLAB_LIST_PARTIAL;
+				partial_append(bin, s);
+			}
 		}
 		s = next;
 	}

@@ -508,16 +508,17 @@ static void test_full_protocol_local_and_mixed(void **state) {
 	free_local(tc, y);
 	assert_int_equal(S->used, nregs - 1);     /* r still counted */
 	assert_int_equal(S->list, SLAB_LIST_FULL);
-	/* The next slow allocation drains the inbox; using up U then
-	 * reaches S's local and remote regions. */
+	/* The next slow allocation drains the inbox, which collects S's
+	 * remote free on the way; using up U then reaches S's regions, in
+	 * address order. */
 	size_t left = nregs - 1;
 	for (size_t i = 0; i < left; i++)
 		assert_ptr_equal(slab_of(alloc_checked(tc, ind)), U);
 	assert_int_equal(S->list, SLAB_LIST_PARTIAL);
 	void *q1 = alloc_checked(tc, ind);
 	void *q2 = alloc_checked(tc, ind);
-	assert_ptr_equal(q1, y);
-	assert_ptr_equal(q2, r);
+	assert_ptr_equal(q1, r);
+	assert_ptr_equal(q2, y);
 	assert_int_equal(S->used, nregs);
 	assert_int_equal(stats(a).slabs_total, 3);
 

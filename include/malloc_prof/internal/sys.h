@@ -57,6 +57,9 @@ void mp_buf_puts(mp_buf_t *b, const char *s);
 /* The OS layer.  Mappings are page aligned; all return NULL/true on error. */
 void *os_map(size_t size, size_t align);
 void os_unmap(void *addr, size_t size);
+/* A sparse, zeroed table that takes memory only where written (no
+ * fault injection); NULL when refused. */
+void *os_map_sparse(size_t size);
 #if MP_CONFIG_DEBUG
 /* Fault injection (debug builds only; doc/reliability.md): with n != 0,
  * n - 1 more OS mappings succeed, then the nth and every later one fails
@@ -83,6 +86,8 @@ bool os_decommit(void *addr, size_t size);
  * unmapped: os_in_dss tells them apart. */
 void *os_dss_alloc(size_t size, size_t align);
 bool os_in_dss(const void *addr);
+/* mremap(MREMAP_DONTUNMAP): pages move, `from` reads as zero after. */
+bool os_move_pages(void *from, void *to, size_t size);
 /* Transparent huge pages.  The modes, in opt.thp's order (its names are
  * "default", "always", "never"; "not supported" reads where the kernel has
  * no THP). */
