@@ -524,13 +524,32 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		mp_mutex_unlock(&ss->mtx);
 		atomic_fetch_add(&e->nsampled, 1);
 	}
-	prof_recent_alloc(s, usize, usize, td, frames, n);
-	/* A new peak of the live heap (no lock held): copy it. */
-	if (atomic_load_explicit(&prof_live_bytes, memory_order_relaxed) >=
-	    atomic_load_explicit(&prof_peak_next, memory_order_relaxed))
-		prof_peak_maybe();
+	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) != 0) {
+		char name[PROF_THREAD_NAME_MAX];
+		prof_tdatas_lock();
+		memcpy(name, td->name, sizeof(name));
+		prof_tdatas_unlock();
+		prof_recent_alloc(s, usize, usize, td->uid, name, frames, n);
+	}
 out:
 	tsd->reentrancy--;
+}
+
+/* The free side of s's record among the recent allocations: the freeing
+ * thread's identity (it gets one if it has none, but not while it exits:
+ * its identity is gone for good). */
+static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
+	tsd_t *tsd = &mp_tsd;
+	prof_tdata_t *td = tsd->prof_tdata;
+	if (td == NULL && tsd->state == TSD_NOMINAL)
+		td = prof_tdata_get(tsd);
+	char name[PROF_THREAD_NAME_MAX] = "";
+	if (td != NULL) {
+		prof_tdatas_lock();
+		memcpy(name, td->name, sizeof(name));
+		prof_tdatas_unlock();
+	}
+	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0, name);
 }
 
 void prof_sample_free(void *p, extent_t *e) {
@@ -555,7 +574,8 @@ void prof_sample_free(void *p, extent_t *e) {
 	}
 	if (s == NULL)
 		return;
-	prof_recent_dalloc(s);
+	if (prof_recent_linked(s))
+		recent_dalloc(s);
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);
