@@ -48,6 +48,12 @@ _Atomic uint64_t prof_dropped;
  * redraw of waits goes by prof_wait_gen, which prof.reset bumps too.) */
 _Atomic uint64_t prof_epoch;
 _Atomic uint64_t prof_live_bytes;
+/* Bit i: gctx shard i holds a backtrace.  Set and cleared under the
+ * shard's lock; read without it by snapshots, which skip the others (a
+ * copy of a small table then costs its stacks, not 64 lock round trips):
+ * a shard filled after the read is one whose samples came after the
+ * copy began. */
+_Atomic uint64_t prof_gctx_shards_used;
 _Atomic uint64_t prof_wait_gen;
 
 /* A shard's chains: `b` has `n` buckets (a power of two), first the
@@ -361,6 +367,9 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 		memcpy(g->frames, frames, n * sizeof(void *));
 		g->next = *bucket;
 		*bucket = g;
+		if (sh->chains.count == 0)
+			atomic_fetch_or_explicit(&prof_gctx_shards_used,
+			    (uint64_t)1 << shard, memory_order_relaxed);
 		if (buckets_added(&sh->chains))
 			buckets_grow(&sh->chains, gctx_key,
 			    offsetof(prof_gctx_t, next));
@@ -407,7 +416,9 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
 	while (*gp != g)
 		gp = &(*gp)->next;
 	*gp = g->next;
-	sh->chains.count--;
+	if (--sh->chains.count == 0)
+		atomic_fetch_and_explicit(&prof_gctx_shards_used,
+		    ~((uint64_t)1 << g->shard), memory_order_relaxed);
 	base_free(g, gctx_size(g->nframes));
 }
 

@@ -630,6 +630,11 @@ _Atomic uint64_t prof_peak_next;
 static uint64_t peak_growth_1024;
 static dump_snap_t peak_snap;
 static bool peak_kept;
+/* The previous copy's buffers, for the next copy, while they are of the
+ * smallest size (a small table: no mapping per copy, and little memory
+ * kept); bigger ones are given back. */
+static dump_snap_t peak_spare;
+#define PEAK_SPARE_MAX ((size_t)64 << 10)
 static _Atomic uint64_t peak_bytes;
 
 /* "1.1": digits, then optionally '.' and digits, as 1/1024ths; true if
@@ -703,12 +708,16 @@ static void peak_take_locked(void) {
 	dump_snap_t s;
 	const char *why;
 	uint64_t live = atomic_load(&prof_live_bytes);
-	if (prof_snap_collect(&s, &why)) {
+	if (prof_snap_collect_reusing(&s, &peak_spare, &why)) {
 		atomic_store(&prof_peak_next, peak_next_after(live));
 		return;
 	}
-	if (peak_kept)
-		prof_snap_release(&peak_snap);
+	if (peak_kept) {
+		if (peak_snap.gcap <= PEAK_SPARE_MAX)
+			peak_spare = peak_snap;
+		else
+			prof_snap_release(&peak_snap);
+	}
 	peak_snap = s;
 	peak_kept = true;
 	uint64_t bytes = s.total.curbytes_unbiased;

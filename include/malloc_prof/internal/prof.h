@@ -138,6 +138,8 @@ extern _Atomic uint64_t prof_epoch;        /* prof.reset count */
  * their tctx's curbytes_unbiased).  Changed under the sample's gctx
  * shard lock; prof_reset zeroes it holding every shard. */
 extern _Atomic uint64_t prof_live_bytes;
+/* Bit i: gctx shard i is not empty (prof.c; PROF_GCTX_SHARDS is 64). */
+extern _Atomic uint64_t prof_gctx_shards_used;
 /* Bumped when threads must redraw their sampling wait: prof.active or
  * prof.thread_active_init written, prof.reset.  Write the switch first,
  * then bump; a thread loads the generation before the switches. */
@@ -406,6 +408,11 @@ typedef enum {
  * shard locks one at a time, then prof_tdatas_lock).  true on error (out
  * of memory) with *whyp saying so and s released. */
 bool prof_snap_collect(dump_snap_t *s, const char **whyp);
+/* The same, starting from spare's buffers (a snapshot no longer needed:
+ * taken over, and left empty), so that repeated copies (the peak's) map
+ * nothing new. */
+bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
+    const char **whyp);
 void prof_snap_release(dump_snap_t *s);
 /* The snapshot's thread of this uid, or NULL. */
 const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
