@@ -45,6 +45,23 @@ _Atomic unsigned hook_nactive;
  * (hook_thread_check, inline in alloc.h). */
 _Atomic unsigned hook_gen;
 __thread unsigned hook_gen_seen __attribute__((tls_model("initial-exec")));
+/*
+ * realloc's shortcuts (malloc.c: a block staying in its class, a small
+ * block moving through the fast paths) are off with junk:alloc, which junks
+ * every new block, and while hooks are installed, which must see the
+ * call (ralloc_impl reports it).  One flag for both, so that realloc
+ * tests one byte, as it tested opt_junk_alloc alone: the hook test cost
+ * 1% of the instructions of bench's realloc and reallocgrow.  Set by
+ * conf.c (junk) and here (install, remove); kept here, not in malloc.c,
+ * so that the two files depend one way (malloc.c on this one).
+ */
+_Atomic bool realloc_shortcut_off;
+
+void realloc_shortcut_update(void) {
+	atomic_store_explicit(&realloc_shortcut_off, opt_junk_alloc ||
+	    hook_active(), memory_order_relaxed);
+}
+
 /* A hook of this thread is running: calls it makes are not reported. */
 static __thread bool hook_in
     __attribute__((tls_model("initial-exec")));

@@ -141,6 +141,10 @@ static MP_NOINLINE void prof_event(tsd_t *tsd, void *p, size_t usize,
 	tsd->prof_last_event = tsd->allocated;
 	prof_sample_alloc(tsd, p, usize, o->entry != NULL ? o->entry :
 	    (void *)MP_PUBLIC(malloc), o->fp);
+	/* A new peak of the live heap: prof_dump.c copies it. */
+	if (atomic_load_explicit(&prof_live_bytes, memory_order_relaxed) >=
+	    atomic_load_explicit(&prof_peak_next, memory_order_relaxed))
+		prof_peak_maybe();
 	prof_idump_maybe(since);
 }
 
@@ -922,22 +926,8 @@ static MP_NOINLINE void *realloc_hooked(void *p, size_t size) {
 	return NULL;
 }
 
-/*
- * realloc's shortcuts below (a block staying in its class, a small block
- * moving through the fast paths) are off with junk:alloc, which junks
- * every new block, and while hooks are installed, which must see the
- * call (ralloc_impl reports it).  One flag for both, so that realloc
- * tests one byte, as it tested opt_junk_alloc alone: the hook test cost
- * 1% of the instructions of bench's realloc and reallocgrow.  Set by
- * conf.c (junk) and hook.c (install, remove).
- */
-_Atomic bool realloc_shortcut_off;
-
-void realloc_shortcut_update(void) {
-	atomic_store_explicit(&realloc_shortcut_off, opt_junk_alloc ||
-	    hook_active(), memory_order_relaxed);
-}
-
+/* realloc's shortcuts below are off while realloc_shortcut_off (hook.c)
+ * is set: with junk:alloc and while hooks are installed. */
 MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	bool shortcut_off = atomic_load_explicit(&realloc_shortcut_off,
 	    memory_order_relaxed);

@@ -432,13 +432,13 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "sampled allocations whose record is kept for "
 	  "experimental.prof_recent.alloc_dump (-1: all; 0: none)" },
 	{ .name = "prof_peak", .type = CONF_BOOL, .var = &opt_prof_peak,
-	  .def = "true", .prof = true, .on_set = prof_peak_apply,
+	  .def = "true", .prof = true,
 	  .doc = "keep the profile of the highest live heap: prof.peak.dump, "
 	  "/debug/pprof/peak, .p<n>.heap at exit with prof_final" },
 	{ .name = "prof_peak_growth", .type = CONF_STRING,
 	  .var = opt_prof_peak_growth, .def = "1.1",
 	  .bufsize = sizeof(opt_prof_peak_growth), .prof = true,
-	  .check = prof_peak_growth_check, .on_set = prof_peak_growth_apply,
+	  .check = prof_peak_growth_conf_check,
 	  .doc = "a new peak profile when the live heap passes the last peak "
 	  "by this factor" },
 	{ .name = "prof_leak", .type = CONF_BOOL, .var = &opt_prof_leak,

@@ -48,6 +48,12 @@ _Atomic uint64_t prof_dropped;
  * redraw of waits goes by prof_wait_gen, which prof.reset bumps too.) */
 _Atomic uint64_t prof_epoch;
 _Atomic uint64_t prof_live_bytes;
+/* Bit i: gctx shard i holds a backtrace.  Set and cleared under the
+ * shard's lock; read without it by snapshots, which skip the others (a
+ * copy of a small table then costs its stacks, not 64 lock round trips):
+ * a shard filled after the read is one whose samples came after the
+ * copy began. */
+_Atomic uint64_t prof_gctx_shards_used;
 _Atomic uint64_t prof_wait_gen;
 
 /* A shard's chains: `b` has `n` buckets (a power of two), first the
@@ -361,6 +367,9 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 		memcpy(g->frames, frames, n * sizeof(void *));
 		g->next = *bucket;
 		*bucket = g;
+		if (sh->chains.count == 0)
+			atomic_fetch_or_explicit(&prof_gctx_shards_used,
+			    (uint64_t)1 << shard, memory_order_relaxed);
 		if (buckets_added(&sh->chains))
 			buckets_grow(&sh->chains, gctx_key,
 			    offsetof(prof_gctx_t, next));
@@ -407,7 +416,9 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
 	while (*gp != g)
 		gp = &(*gp)->next;
 	*gp = g->next;
-	sh->chains.count--;
+	if (--sh->chains.count == 0)
+		atomic_fetch_and_explicit(&prof_gctx_shards_used,
+		    ~((uint64_t)1 << g->shard), memory_order_relaxed);
 	base_free(g, gctx_size(g->nframes));
 }
 
@@ -524,13 +535,32 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		mp_mutex_unlock(&ss->mtx);
 		atomic_fetch_add(&e->nsampled, 1);
 	}
-	prof_recent_alloc(s, usize, usize, td, frames, n);
-	/* A new peak of the live heap (no lock held): copy it. */
-	if (atomic_load_explicit(&prof_live_bytes, memory_order_relaxed) >=
-	    atomic_load_explicit(&prof_peak_next, memory_order_relaxed))
-		prof_peak_maybe();
+	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) != 0) {
+		char name[PROF_THREAD_NAME_MAX];
+		prof_tdatas_lock();
+		memcpy(name, td->name, sizeof(name));
+		prof_tdatas_unlock();
+		prof_recent_alloc(s, usize, usize, td->uid, name, frames, n);
+	}
 out:
 	tsd->reentrancy--;
+}
+
+/* The free side of s's record among the recent allocations: the freeing
+ * thread's identity (it gets one if it has none, but not while it exits:
+ * its identity is gone for good). */
+static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
+	tsd_t *tsd = &mp_tsd;
+	prof_tdata_t *td = tsd->prof_tdata;
+	if (td == NULL && tsd->state == TSD_NOMINAL)
+		td = prof_tdata_get(tsd);
+	char name[PROF_THREAD_NAME_MAX] = "";
+	if (td != NULL) {
+		prof_tdatas_lock();
+		memcpy(name, td->name, sizeof(name));
+		prof_tdatas_unlock();
+	}
+	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0, name);
 }
 
 void prof_sample_free(void *p, extent_t *e) {
@@ -555,7 +585,8 @@ void prof_sample_free(void *p, extent_t *e) {
 	}
 	if (s == NULL)
 		return;
-	prof_recent_dalloc(s);
+	if (prof_recent_linked(s))
+		recent_dalloc(s);
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);

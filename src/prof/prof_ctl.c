@@ -386,7 +386,8 @@ static int ctl_prof_recent_dump(const ctl_node_t *node, const size_t *mib,
 		    "NULL");
 		return EINVAL;
 	}
-	if (prof_recent_dump(w->write_cb, w->cbopaque)) {
+	if (prof_recent_dump(w->write_cb, w->cbopaque,
+	    (uint64_t)1 << atomic_load(&prof_lg_sample))) {
 		mp_error("experimental.prof_recent.alloc_dump: out of memory "
 		    "for the output buffer");
 		return EFAULT;

@@ -625,10 +625,16 @@ bool prof_dump_prefix_set(const char *prefix) {
 bool opt_prof_peak = true;
 char opt_prof_peak_growth[16] = "1.1";
 _Atomic uint64_t prof_peak_next;
-/* prof_peak_growth in 1/1024ths (1.1: 1126), from the option's text. */
-static uint64_t peak_growth_1024 = 1126;
+/* prof_peak_growth in 1/1024ths (1.1: 1126), from the option's text
+ * (peak_growth; 0 until read). */
+static uint64_t peak_growth_1024;
 static dump_snap_t peak_snap;
 static bool peak_kept;
+/* The previous copy's buffers, for the next copy, while they are of the
+ * smallest size (a small table: no mapping per copy, and little memory
+ * kept); bigger ones are given back. */
+static dump_snap_t peak_spare;
+#define PEAK_SPARE_MAX ((size_t)64 << 10)
 static _Atomic uint64_t peak_bytes;
 
 /* "1.1": digits, then optionally '.' and digits, as 1/1024ths; true if
@@ -662,7 +668,7 @@ static bool peak_growth_parse(const char *v, size_t vlen, uint64_t *x1024) {
 	return false;
 }
 
-bool prof_peak_growth_check(const char *v, size_t vlen, char *why,
+bool prof_peak_growth_conf_check(const char *v, size_t vlen, char *why,
     size_t whysize) {
 	uint64_t x;
 	if (!peak_growth_parse(v, vlen, &x))
@@ -673,24 +679,26 @@ bool prof_peak_growth_check(const char *v, size_t vlen, char *why,
 	return true;
 }
 
-void prof_peak_growth_apply(void) {
-	uint64_t x;
-	if (!peak_growth_parse(opt_prof_peak_growth,
-	    strlen(opt_prof_peak_growth), &x))
+/* The option's factor, read at the first copy (prof_dump_mtx held): the
+ * table keeps a value its check accepted, or the default. */
+static uint64_t peak_growth(void) {
+	if (peak_growth_1024 == 0) {
+		uint64_t x = 1126;
+		(void)peak_growth_parse(opt_prof_peak_growth,
+		    strlen(opt_prof_peak_growth), &x);
 		peak_growth_1024 = x;
-}
-
-void prof_peak_apply(void) {
-	atomic_store(&prof_peak_next, opt_prof_peak ? 0 : UINT64_MAX);
+	}
+	return peak_growth_1024;
 }
 
 /* The live bytes that make the next peak: growth times `peak`, and more
  * than `peak` (saturating). */
 static uint64_t peak_next_after(uint64_t peak) {
+	uint64_t g = peak_growth();
 	uint64_t hi = peak / 1024, lo = peak % 1024;
-	if (hi > UINT64_MAX / peak_growth_1024)
+	if (hi > UINT64_MAX / g)
 		return UINT64_MAX;
-	uint64_t next = hi * peak_growth_1024 + lo * peak_growth_1024 / 1024;
+	uint64_t next = hi * g + lo * g / 1024;
 	return next > peak ? next : peak + 1;
 }
 
@@ -700,12 +708,16 @@ static void peak_take_locked(void) {
 	dump_snap_t s;
 	const char *why;
 	uint64_t live = atomic_load(&prof_live_bytes);
-	if (prof_snap_collect(&s, &why)) {
+	if (prof_snap_collect_reusing(&s, &peak_spare, &why)) {
 		atomic_store(&prof_peak_next, peak_next_after(live));
 		return;
 	}
-	if (peak_kept)
-		prof_snap_release(&peak_snap);
+	if (peak_kept) {
+		if (peak_snap.gcap <= PEAK_SPARE_MAX)
+			peak_spare = peak_snap;
+		else
+			prof_snap_release(&peak_snap);
+	}
 	peak_snap = s;
 	peak_kept = true;
 	uint64_t bytes = s.total.curbytes_unbiased;
@@ -715,10 +727,17 @@ static void peak_take_locked(void) {
 }
 
 void prof_peak_maybe(void) {
+	if (!opt_prof_peak) {
+		/* Off: the mark starts at 0; no sample comes here again. */
+		atomic_store(&prof_peak_next, UINT64_MAX);
+		return;
+	}
 	if (!mp_mutex_trylock(&prof_dump_mtx))
 		return;         /* a dump is running: the next sample tries */
+	mp_tsd.reentrancy++;
 	if (atomic_load(&prof_live_bytes) >= atomic_load(&prof_peak_next))
 		peak_take_locked();
+	mp_tsd.reentrancy--;
 	mp_mutex_unlock(&prof_dump_mtx);
 }
 

@@ -53,10 +53,10 @@ static recent_t *recent_head, *recent_tail;      /* recent_mtx */
 static ssize_t recent_count;                     /* recent_mtx */
 /* experimental.prof_recent.alloc_max; written under recent_mtx, read
  * without it by the sampler's first check. */
-static _Atomic ssize_t recent_max;
+_Atomic ssize_t prof_recent_max;
 
 void prof_recent_boot(void) {
-	atomic_store(&recent_max, opt_prof_recent_alloc_max);
+	atomic_store(&prof_recent_max, opt_prof_recent_alloc_max);
 }
 
 static uint64_t recent_now_ns(void) {
@@ -125,8 +125,8 @@ static void recent_free_list(recent_t *r) {
 }
 
 void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
-    prof_tdata_t *td, void *const *frames, unsigned nframes) {
-	if (atomic_load_explicit(&recent_max, memory_order_relaxed) == 0)
+    uint64_t uid, const char *name, void *const *frames, unsigned nframes) {
+	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) == 0)
 		return;
 	recent_t *r = base_malloc(recent_size(nframes));
 	if (r == NULL)
@@ -134,16 +134,14 @@ void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
 	r->size = size;
 	r->usize = usize;
 	r->alloc_ns = recent_now_ns();
-	r->alloc_uid = td->uid;
-	prof_tdatas_lock();
-	memcpy(r->alloc_name, td->name, sizeof(r->alloc_name));
-	prof_tdatas_unlock();
+	r->alloc_uid = uid;
+	memcpy(r->alloc_name, name, sizeof(r->alloc_name));
 	r->alloc_name[sizeof(r->alloc_name) - 1] = '\0';
 	r->alloc_nframes = nframes;
 	memcpy(r->alloc_frames, frames, nframes * sizeof(void *));
 	r->sample = s;
 	mp_mutex_lock(&recent_mtx);
-	ssize_t max = atomic_load(&recent_max);
+	ssize_t max = atomic_load(&prof_recent_max);
 	recent_t *gone = NULL;
 	if (max == 0) {
 		gone = r;
@@ -159,10 +157,9 @@ void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
 	recent_free_list(gone);
 }
 
-void prof_recent_dalloc(prof_sample_t *s) {
-	/* A peek: only this free and a trim change the link, and a trim
-	 * leaves nothing to fill in. */
-	if (atomic_load_explicit(&s->recent, memory_order_relaxed) == NULL)
+void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
+    const char *name) {
+	if (!prof_recent_linked(s))
 		return;
 	/* The free's stack, from here: the allocator's frames on top are
 	 * left out as the walk leaves them out of an allocation's. */
@@ -174,21 +171,6 @@ void prof_recent_dalloc(prof_sample_t *s) {
 	void **copy = n > 0 ? base_malloc(n * sizeof(void *)) : NULL;
 	if (copy != NULL)
 		memcpy(copy, frames + self, n * sizeof(void *));
-	/* The freeing thread, if it has a profiling identity or may get one
-	 * (not while it exits: its identity is gone for good). */
-	tsd_t *tsd = &mp_tsd;
-	prof_tdata_t *td = tsd->prof_tdata;
-	if (td == NULL && tsd->state == TSD_NOMINAL)
-		td = prof_tdata_get(tsd);
-	char name[PROF_THREAD_NAME_MAX] = "";
-	uint64_t uid = 0;
-	if (td != NULL) {
-		prof_tdatas_lock();
-		memcpy(name, td->name, sizeof(name));
-		prof_tdatas_unlock();
-		name[sizeof(name) - 1] = '\0';
-		uid = td->uid;
-	}
 	uint64_t now = recent_now_ns();
 	mp_mutex_lock(&recent_mtx);
 	recent_t *r = atomic_load_explicit(&s->recent, memory_order_relaxed);
@@ -197,9 +179,10 @@ void prof_recent_dalloc(prof_sample_t *s) {
 		r->sample = NULL;
 		r->released = true;
 		r->dalloc_ns = now;
-		r->dalloc_known = td != NULL;
+		r->dalloc_known = known;
 		r->dalloc_uid = uid;
-		memcpy(r->dalloc_name, name, sizeof(name));
+		memcpy(r->dalloc_name, name, sizeof(r->dalloc_name));
+		r->dalloc_name[sizeof(r->dalloc_name) - 1] = '\0';
 		r->dalloc_frames = copy;
 		r->dalloc_nframes = copy != NULL ? n : 0;
 		copy = NULL;
@@ -210,12 +193,12 @@ void prof_recent_dalloc(prof_sample_t *s) {
 }
 
 ssize_t prof_recent_max_get(void) {
-	return atomic_load(&recent_max);
+	return atomic_load(&prof_recent_max);
 }
 
 ssize_t prof_recent_max_set(ssize_t max) {
 	mp_mutex_lock(&recent_mtx);
-	ssize_t old = atomic_exchange(&recent_max, max);
+	ssize_t old = atomic_exchange(&prof_recent_max, max);
 	recent_t *gone = recent_trim_locked(max);
 	mp_mutex_unlock(&recent_mtx);
 	recent_free_list(gone);
@@ -302,7 +285,7 @@ static recent_t *recent_copy(const recent_t *r) {
 }
 
 bool prof_recent_dump(void (*write_cb)(void *, const char *),
-    void *cbopaque) {
+    void *cbopaque, uint64_t sample_interval) {
 	mp_mutex_lock(&recent_dump_mtx);
 	recent_out_t o = {write_cb, cbopaque, NULL, 0, 64 << 10};
 	o.buf = base_malloc(o.cap);
@@ -314,7 +297,7 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 	 * left out: the dump says what it could). */
 	recent_t *first = NULL, *last = NULL;
 	mp_mutex_lock(&recent_mtx);
-	ssize_t max = atomic_load(&recent_max);
+	ssize_t max = atomic_load(&prof_recent_max);
 	for (const recent_t *r = recent_head; r != NULL; r = r->next) {
 		recent_t *c = recent_copy(r);
 		if (c == NULL)
@@ -328,8 +311,7 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 	mp_mutex_unlock(&recent_mtx);
 
 	out_fmt(&o, "{\"sample_interval\":%" PRIu64 ",\"recent_alloc_max\":"
-	    "%zd,\"recent_alloc\":[", (uint64_t)1 << atomic_load(
-	    &prof_lg_sample), max);
+	    "%zd,\"recent_alloc\":[", sample_interval, max);
 	for (recent_t *c = first; c != NULL; c = c->next) {
 		out_fmt(&o, "%s{\"size\":%zu,\"usize\":%zu,\"released\":%s,"
 		    "\"alloc_thread_uid\":%" PRIu64, c == first ? "" : ",",

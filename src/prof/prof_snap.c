@@ -43,7 +43,8 @@ static bool cnt_printable(const prof_cnt_t *c) {
 
 typedef struct snap_visit_s {
 	dump_snap_t *snap;
-	bool copy;               /* false: only add up `need` */
+	bool full;               /* a record did not fit: copy the shard again
+	                          * into a bigger buffer */
 	size_t need;             /* bytes the shard's records take */
 } snap_visit_t;
 
@@ -62,12 +63,12 @@ static void snap_visit(prof_gctx_t *g, void *arg) {
 		return;
 	size_t size = sizeof(dump_gctx_t) + dump_frames_size(g->nframes) +
 	    ntctx * sizeof(dump_tctx_t);
-	if (!v->copy) {
-		v->need += size;
+	v->need += size;
+	dump_snap_t *s = v->snap;
+	if (v->full || s->glen + size > s->gcap) {
+		v->full = true;
 		return;
 	}
-	dump_snap_t *s = v->snap;
-	mp_assert(s->glen + size <= s->gcap);
 	char *p = s->gbuf + s->glen;
 	dump_gctx_t *rec = (dump_gctx_t *)p;
 	rec->cnt = sum;
@@ -153,24 +154,47 @@ const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
  * but each record is consistent in itself and the sums printed are sums
  * of the records printed.
  */
+/*
+ * A shard's records are copied in one pass under its lock; if they do not
+ * fit, what was copied of it is dropped, the buffer grows outside the lock
+ * (by what the pass counted, and a quarter more) and the shard is copied
+ * again: it may have changed meanwhile.
+ */
 bool prof_snap_collect(dump_snap_t *s, const char **whyp) {
+	return prof_snap_collect_reusing(s, NULL, whyp);
+}
+
+bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
+    const char **whyp) {
 	memset(s, 0, sizeof(*s));
+	if (spare != NULL) {
+		s->gbuf = spare->gbuf;
+		s->gcap = spare->gcap;
+		s->threads = spare->threads;
+		s->tcap = spare->tcap;
+		memset(spare, 0, sizeof(*spare));
+	}
 	s->lg_sample = atomic_load(&prof_lg_sample);
+	_Static_assert(PROF_GCTX_SHARDS == 64, "one bit a shard");
+	uint64_t used = atomic_load_explicit(&prof_gctx_shards_used,
+	    memory_order_relaxed);
 	for (unsigned shard = 0; shard < PROF_GCTX_SHARDS; shard++) {
+		if ((used & ((uint64_t)1 << shard)) == 0)
+			continue;
 		for (;;) {
+			size_t glen = s->glen, ngctx = s->ngctx;
+			size_t ncontexts = s->ncontexts;
+			prof_cnt_t total = s->total;
 			snap_visit_t v = {s, false, 0};
 			prof_shard_lock(shard);
 			prof_gctx_foreach_locked_shard(shard, snap_visit, &v);
-			if (s->glen + v.need <= s->gcap) {
-				v.copy = true;
-				prof_gctx_foreach_locked_shard(shard,
-				    snap_visit, &v);
-				prof_shard_unlock(shard);
-				break;
-			}
 			prof_shard_unlock(shard);
-			/* Grow outside the lock, then count again: the
-			 * shard may have changed meanwhile. */
+			if (!v.full)
+				break;
+			s->glen = glen;
+			s->ngctx = ngctx;
+			s->ncontexts = ncontexts;
+			s->total = total;
 			if (snap_reserve(s, v.need + v.need / 4 + 4096)) {
 				*whyp = "out of memory for the dump snapshot";
 				prof_snap_release(s);

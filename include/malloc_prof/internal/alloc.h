@@ -588,8 +588,9 @@ typedef struct hook_set_s {
 	void *extra;
 } hook_set_t;
 #define HOOK_MAX 4               /* jemalloc's: EAGAIN past it */
-/* malloc.c: whether realloc skips its shortcuts (junk:alloc, or hooks
+/* Whether realloc (malloc.c) skips its shortcuts (junk:alloc, or hooks
  * installed); recomputed when either changes. */
+extern _Atomic bool realloc_shortcut_off;
 void realloc_shortcut_update(void);
 /* experimental.thread.activity_callback's value. */
 typedef struct hook_activity_thunk_s {

@@ -138,6 +138,8 @@ extern _Atomic uint64_t prof_epoch;        /* prof.reset count */
  * their tctx's curbytes_unbiased).  Changed under the sample's gctx
  * shard lock; prof_reset zeroes it holding every shard. */
 extern _Atomic uint64_t prof_live_bytes;
+/* Bit i: gctx shard i is not empty (prof.c; PROF_GCTX_SHARDS is 64). */
+extern _Atomic uint64_t prof_gctx_shards_used;
 /* Bumped when threads must redraw their sampling wait: prof.active or
  * prof.thread_active_init written, prof.reset.  Write the switch first,
  * then bump; a thread loads the generation before the switches. */
@@ -406,6 +408,11 @@ typedef enum {
  * shard locks one at a time, then prof_tdatas_lock).  true on error (out
  * of memory) with *whyp saying so and s released. */
 bool prof_snap_collect(dump_snap_t *s, const char **whyp);
+/* The same, starting from spare's buffers (a snapshot no longer needed:
+ * taken over, and left empty), so that repeated copies (the peak's) map
+ * nothing new. */
+bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
+    const char **whyp);
 void prof_snap_release(dump_snap_t *s);
 /* The snapshot's thread of this uid, or NULL. */
 const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
@@ -437,14 +444,25 @@ int prof_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp);
 /* ----------------------------------------------------- prof_recent.c */
 /* jemalloc's record of the last sampled allocations (see the file). */
 extern ssize_t opt_prof_recent_alloc_max;
+/* experimental.prof_recent.alloc_max (0: no records are taken). */
+extern _Atomic ssize_t prof_recent_max;
 void prof_recent_boot(void);
-/* A new sample s (its record linked to it); from prof_sample_alloc with
- * no profiler lock held. */
+/* prof.c calls these and hands them what they record (thread uid and
+ * name), so that this file uses nothing of prof.c.  A new sample s (its
+ * record linked to it); from prof_sample_alloc with no profiler lock
+ * held. */
 void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
-    prof_tdata_t *td, void *const *frames, unsigned nframes);
+    uint64_t uid, const char *name, void *const *frames, unsigned nframes);
+/* Whether s still has a record (a peek: only its free and a trim change
+ * it, and a trim leaves nothing to fill in). */
+MP_INLINE bool prof_recent_linked(prof_sample_t *s) {
+	return atomic_load_explicit(&s->recent, memory_order_relaxed) != NULL;
+}
 /* s's object is being freed (s unlinked from the tables, not yet
- * freed): fill in its record's free side, if it still has one. */
-void prof_recent_dalloc(prof_sample_t *s);
+ * freed) by the thread uid/name (known false: a thread without a
+ * profiling identity, exiting): fill in its record's free side. */
+void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
+    const char *name);
 /* experimental.prof_recent.alloc_max: the limit (-1: none); set returns
  * the old one and drops the oldest records past the new one. */
 ssize_t prof_recent_max_get(void);
@@ -452,7 +470,7 @@ ssize_t prof_recent_max_set(ssize_t max);
 /* experimental.prof_recent.alloc_dump: jemalloc's JSON through write_cb;
  * true if the buffer could not be had. */
 bool prof_recent_dump(void (*write_cb)(void *, const char *),
-    void *cbopaque);
+    void *cbopaque, uint64_t sample_interval);
 /* recent_dump_mtx around fork (taken in prof_dump_prefork, before
  * prof_dump_mtx), recent_mtx (in prof_prefork, after the sample shards). */
 void prof_recent_dump_prefork(void);
@@ -505,17 +523,15 @@ void prof_final_dump(void);
  * prof_live_bytes was highest, taken again each time it passes the last
  * peak by prof_peak_growth.  prof_peak_next is the live bytes at which
  * the next snapshot is due (UINT64_MAX: never, prof_peak off).
- * prof_peak_maybe is the sampler's call once its sample took
- * prof_live_bytes past it (no lock held; it skips if a dump is running:
- * the next sample past the mark tries again).
+ * prof_peak_maybe is the sampling hook's call (malloc.c's prof_event)
+ * once a sample took prof_live_bytes past it (no lock held; it skips if
+ * a dump is running: the next sample past the mark tries again).
  */
 extern bool opt_prof_peak;
 extern char opt_prof_peak_growth[16];
 extern _Atomic uint64_t prof_peak_next;
-bool prof_peak_growth_check(const char *v, size_t vlen, char *why,
+bool prof_peak_growth_conf_check(const char *v, size_t vlen, char *why,
     size_t whysize);
-void prof_peak_growth_apply(void);
-void prof_peak_apply(void);              /* prof_peak's on_set */
 void prof_peak_maybe(void);
 /* prof.peak.reset (and prof.reset): the peak is the heap of now. */
 void prof_peak_reset(void);
