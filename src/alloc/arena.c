@@ -14,8 +14,8 @@
  *
  * The layers above know the arena, not the reverse: this file calls no
  * cache and no background-thread function (arena_reset alone reaches
- * into its shared cache, under shared_mtx: it drains the inbox and takes
- * the slabs off the lists).  The caches an arena embeds
+ * into its shared cache's fields, under shared_mtx: it takes the slabs
+ * off the lists).  The caches an arena embeds
  * (shared, prof_cache) are set up by tcache.c through the setup function
  * arena_boot is given, and flushed by tcache.c before a decay pass; the
  * background thread learns of freed pages through arena_pages_freed,
@@ -60,6 +60,11 @@ static void active_grew(size_t pages) {
 static void pages_freed_none(void) {
 }
 void (*arena_pages_freed)(void) = pages_freed_none;
+
+/* arena_reset's way to the profiler for a sampled large block (alloc
+ * uses no prof function): tsd.c's boot list points it at
+ * prof_sample_free. */
+void (*arena_large_unsample)(void *p, extent_t *e);
 
 /* Called after pages were freed, with no arena lock held. */
 static void active_shrank(size_t pages) {
@@ -130,7 +135,7 @@ static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
 	}
 	atomic_store(&arena->hooks, hooks != NULL ? hooks :
 	    &extent_hooks_default);
-	arena->dss = arena_dss_default;
+	extent_dss_set(ind, arena_dss_default);
 	atomic_store(&arena->dirty_decay_ms,
 	    atomic_load(&arena_dirty_decay_ms_default));
 	atomic_store(&arena->muzzy_decay_ms,
@@ -653,7 +658,9 @@ void arena_reset(arena_t *arena) {
 	extent_t *slabs = NULL;
 	tcache_t *tc = &arena->shared;
 	mp_mutex_lock(&arena->shared_mtx);
-	slab_inbox_drain(tc);
+	/* The caller's flush drained the inbox; a slab pushed there since
+	 * is on its full list as well. */
+	atomic_store_explicit(&tc->inbox, NULL, memory_order_relaxed);
 	for (unsigned i = 0; i < SC_NBINS; i++) {
 		tcache_bin_t *bin = &tc->bins[i];
 		extent_t *lists[2] = { bin->partial, bin->full };
@@ -687,8 +694,9 @@ void arena_reset(arena_t *arena) {
 		mp_mutex_unlock(&arena->mtx);
 		if (e == NULL)
 			break;
-		if (config_prof && e->prof != NULL)
-			prof_sample_free(e->addr, e);
+		if (config_prof && e->prof != NULL &&
+		    arena_large_unsample != NULL)
+			arena_large_unsample(e->addr, e);
 		arena_large_dalloc(e);
 	}
 }

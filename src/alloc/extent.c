@@ -61,7 +61,24 @@ const char *const dss_mode_names[DSS_NMODES] = {
 };
 /* The mode of arenas made from now on (arena.<MALLCTL_ARENAS_ALL>.dss);
  * opt.dss until changed. */
-unsigned arena_dss_default = DSS_DISABLED;
+_Atomic unsigned arena_dss_default = DSS_DISABLED;
+/* arena.<i>.dss of each arena index: the default alloc hook knows its
+ * arena by index only, and extent.c looks no arena up (arena.c uses this
+ * file, not the reverse). */
+static _Atomic uint8_t extent_dss_modes[ARENAS_MAX];
+
+unsigned extent_dss_get(unsigned ind) {
+	if (ind >= ARENAS_MAX)
+		return arena_dss_default;
+	return atomic_load_explicit(&extent_dss_modes[ind],
+	    memory_order_relaxed);
+}
+
+void extent_dss_set(unsigned ind, unsigned mode) {
+	if (ind < ARENAS_MAX)
+		atomic_store_explicit(&extent_dss_modes[ind], (uint8_t)mode,
+		    memory_order_relaxed);
+}
 
 /* ---- extent hooks ---- */
 
@@ -76,8 +93,7 @@ static void *hook_alloc_default(extent_hooks_t *h, void *new_addr,
 		return NULL;
 	if (align < PAGE)
 		align = PAGE;
-	arena_t *arena = arena_get(ind, false);
-	unsigned dss = arena != NULL ? arena->dss : arena_dss_default;
+	unsigned dss = extent_dss_get(ind);
 	void *p = NULL;
 	if (new_addr != NULL) {
 		if ((uintptr_t)new_addr % align == 0)
@@ -463,7 +479,8 @@ static extent_t *grow(arena_t *arena, size_t size, size_t align,
 		map_size *= 2;
 	if (map_size < want)
 		map_size = want;
-	bool hooked = extent_hooks_custom(arena) || arena->dss != DSS_DISABLED;
+	bool hooked = extent_hooks_custom(arena) ||
+	    extent_dss_get(arena->ind) != DSS_DISABLED;
 	bool zeroed = true;
 	char *addr;
 	if (likely(!hooked)) {

@@ -60,6 +60,7 @@ static MP_COLD bool malloc_init_hard(void) {
 	if (!err) {
 		err = arena_boot(tcache_arena_setup) || ctl_boot() || prof_ctl_boot() ||
 		    pthread_key_create(&tsd_key, tsd_cleanup) != 0;
+		arena_large_unsample = prof_sample_free;
 	}
 	if (!err) {
 		malloc_sized_boot();

@@ -669,14 +669,14 @@ static int ctl_arena_dss(const ctl_node_t *node, const size_t *mib,
 	arena_t *arena = all ? NULL : ctl_lifecycle_arena(mib);
 	if (!all && arena == NULL)
 		return EFAULT;
-	unsigned *mode = all ? &arena_dss_default : &arena->dss;
-	const char *old = dss_mode_names[*mode];
+	unsigned cur = all ? arena_dss_default : extent_dss_get(arena->ind);
+	const char *old = dss_mode_names[cur];
 	if (newp != NULL) {
 		if (newlen != sizeof(const char *))
 			return EINVAL;
 		/* A NULL name changes nothing, as in jemalloc. */
 		const char *name = *(const char *const *)newp;
-		unsigned m = *mode;
+		unsigned m = cur;
 		if (name != NULL) {
 			m = DSS_NMODES;
 			for (unsigned i = 0; i < DSS_NMODES; i++) {
@@ -688,11 +688,10 @@ static int ctl_arena_dss(const ctl_node_t *node, const size_t *mib,
 			return EINVAL;
 		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
 			return ctl_read(oldp, oldlenp, &old, sizeof(old));
-		if (arena != NULL)
-			mp_mutex_lock(&arena->mtx);
-		*mode = m;
-		if (arena != NULL)
-			mp_mutex_unlock(&arena->mtx);
+		if (all)
+			arena_dss_default = m;
+		else
+			extent_dss_set(arena->ind, m);
 	}
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }

@@ -818,7 +818,72 @@ static void test_destroy_while_purging(void **state) {
 	assert_int_equal(atomic_load(&mp_failures), 0);
 }
 
-int main(void) {
+/* ---- reset of sampled blocks (a child with prof:true, every
+ * allocation sampled): the profiler forgets them ---- */
+
+/* Live sampled bytes, from a heap_v2 dump's "t*: objs: bytes" line. */
+static size_t live_sampled_bytes(void) {
+	int fd = memfd_create("extent_hooks", 0);
+	if (fd < 0)
+		return SIZE_MAX;
+	size_t bytes = SIZE_MAX;
+	if (mallctl("prof.dump_fd", NULL, NULL, &fd, sizeof(fd)) == 0) {
+		char buf[512] = {0};
+		if (pread(fd, buf, sizeof(buf) - 1, 0) > 0) {
+			const char *t = strstr(buf, "t*: ");
+			size_t objs;
+			if (t == NULL || sscanf(t, "t*: %zu: %zu", &objs,
+			    &bytes) != 2)
+				bytes = SIZE_MAX;
+		}
+	}
+	close(fd);
+	return bytes;
+}
+
+static int child_prof_reset(void) {
+	unsigned a;
+	size_t sz = sizeof(a);
+	MP_CHECK(mallctl("arenas.create", &a, &sz, NULL, 0) == 0,
+	    "arenas.create");
+	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
+	size_t before = live_sampled_bytes();
+	MP_CHECK(before != SIZE_MAX, "no heap_v2 dump");
+	void *p[8];
+	for (unsigned i = 0; i < 8; i++) {
+		p[i] = mallocx(MP_MiB, flags);
+		MP_CHECK(p[i] != NULL, "mallocx");
+	}
+	size_t held = live_sampled_bytes();
+	MP_CHECK(held != SIZE_MAX && held >= before + 8 * MP_MiB,
+	    "sampled: %zu before, %zu with the blocks", before, held);
+	MP_CHECK(arena_ctl(a, "reset", NULL, NULL, NULL, 0) == 0, "reset");
+	size_t after = live_sampled_bytes();
+	MP_CHECK(after != SIZE_MAX && after + 8 * MP_MiB <= held,
+	    "sampled: %zu with the blocks, %zu after the reset", held, after);
+	MP_CHECK(arena_ctl(a, "destroy", NULL, NULL, NULL, 0) == 0,
+	    "destroy");
+	return atomic_load(&mp_failures) == 0 ? 0 : 1;
+}
+
+static void test_reset_sampled(void **state) {
+	(void)state;
+	bool prof = false;
+	size_t sz = sizeof(prof);
+	if (mallctl("config.prof", &prof, &sz, NULL, 0) != 0 || !prof)
+		MP_SKIP("built without the profiler");
+	char err[8192];
+	int st = mp_run_child_conf("prof_reset",
+	    "prof:true,prof_active:true,lg_prof_sample:0", err, sizeof(err),
+	    NULL, 0, NULL);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+int main(int argc, char **argv) {
+	if (argc == 3 && strcmp(argv[1], "--child") == 0 &&
+	    strcmp(argv[2], "prof_reset") == 0)
+		return child_prof_reset();
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_default_hooks_callable),
@@ -834,6 +899,7 @@ int main(void) {
 		cmocka_unit_test(test_retain_grow_limit),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_destroy_while_purging),
+		cmocka_unit_test(test_reset_sampled),
 	};
 	return mp_run_tests(tests);
 }

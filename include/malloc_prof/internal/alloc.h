@@ -277,7 +277,10 @@ typedef enum {
 } dss_mode_t;
 extern unsigned opt_dss;                 /* dss_mode_t */
 extern const char *const dss_mode_names[DSS_NMODES];
-extern unsigned arena_dss_default;       /* set from opt.dss by arena_boot */
+extern _Atomic unsigned arena_dss_default;       /* set from opt.dss by arena_boot */
+/* arena.<i>.dss: arena ind's mode (dss_mode_t), kept by extent.c. */
+unsigned extent_dss_get(unsigned ind);
+void extent_dss_set(unsigned ind, unsigned mode);
 
 /* ----------------------------------------------------------------- arena.c */
 #define ARENAS_MAX 4096                  /* MALLCTL_ARENAS_ALL */
@@ -306,6 +309,9 @@ void arena_reset(arena_t *arena);
  * hooks; the index goes to the next arenas.create.  true: threads are
  * still attached to it. */
 bool arena_destroy(arena_t *arena);
+/* Set by tsd.c's boot list to prof_sample_free (alloc uses no prof
+ * function): arena_reset's call for a sampled large block. */
+extern void (*arena_large_unsample)(void *p, extent_t *e);
 /* Slabs for the caches: a fresh slab for class ind (owner unset). */
 /* class_tag: the slab's pages carry its class in the page map, so that
  * free's fast path takes its regions (false: the prof_cache's, whose

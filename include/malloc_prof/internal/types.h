@@ -399,11 +399,11 @@ struct arena_s {
 	 * mtx or relaxed; `manual` for arenas.create's, the only ones reset
 	 * and destroy accept, which then keep their large blocks in use on
 	 * a list (large_head, linked through lru_prev/lru_next, which only
-	 * free extents use otherwise); opt.dss's mode for this arena; the
-	 * largest mapping growth may ask for (retain_grow_limit). */
+	 * free extents use otherwise); the largest mapping growth may ask
+	 * for (retain_grow_limit; 0: the default).  Its dss mode is kept by
+	 * extent.c (extent_dss_get). */
 	_Atomic(extent_hooks_t *) hooks;
 	bool manual;
-	unsigned dss;
 	size_t grow_limit;
 	extent_t *large_head;
 };
