@@ -749,6 +749,8 @@ MP_INLINE void *realloc_small_move(void *p, uintptr_t entry, size_t size) {
 	return q;
 }
 
+_Atomic size_t malloc_zero_reallocs;
+
 MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	if (p == NULL)
 		return MP_PUBLIC(malloc)(size);
@@ -769,6 +771,8 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 		}
 	}
 	if (size == 0) {
+		atomic_fetch_add_explicit(&malloc_zero_reallocs, 1,
+		    memory_order_relaxed);
 		switch (opt_zero_realloc) {
 		case ZERO_REALLOC_FREE:
 			MP_PUBLIC(free)(p);

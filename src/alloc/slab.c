@@ -17,6 +17,23 @@
  */
 #include "malloc_prof/internal/internal.h"
 
+/* ---- statistics (stats.arenas.<i>.bins.<j>, types.h) ----
+ * Counted where regions or slabs change hands, against the slab's arena;
+ * relaxed atomics, since the owners of one arena's slabs are many
+ * threads.  Nothing here runs per cached malloc or free. */
+
+static arena_bin_stats_t *slab_bstats(const extent_t *slab) {
+	return &slab->arena->bstats[slab->szind];
+}
+
+static void slab_stat_add(_Atomic uint64_t *c, uint64_t n) {
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static void slab_stat_sub(_Atomic uint64_t *c, uint64_t n) {
+	atomic_fetch_sub_explicit(c, n, memory_order_relaxed);
+}
+
 /* ---- slab lists (owner-private, doubly linked through prev/next) ---- */
 
 static void list_remove(extent_t **head, extent_t *e) {
@@ -134,6 +151,8 @@ static unsigned slab_take(extent_t *slab, void **out, unsigned n) {
 	}
 	slab->free_word = (uint8_t)w;
 	slab->used += got;
+	arena_bin_stats_t *bs = slab_bstats(slab);
+	slab_stat_add(&bs->nmalloc, got);
 	return got;
 }
 
@@ -148,6 +167,7 @@ static bool slab_has_free(const extent_t *slab) {
 
 static void slab_release(tcache_t *tc, extent_t *slab) {
 	tc->bins[slab->szind].nslabs--;
+	slab_stat_sub(&slab_bstats(slab)->curslabs, 1);
 	slab->list = SLAB_LIST_NONE;
 	if (tc->small_slabs ? tc->nempty < PROF_CACHE_EMPTY_SLABS_MAX :
 	    tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
@@ -184,6 +204,9 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 			return NULL;
 	}
 	atomic_store_explicit(&slab->owner, tc, memory_order_release);
+	arena_bin_stats_t *bs = slab_bstats(slab);
+	slab_stat_add(&bs->nslabs, 1);
+	slab_stat_add(&bs->curslabs, 1);
 	return slab;
 }
 
@@ -201,6 +224,7 @@ void slab_inbox_drain(tcache_t *tc) {
 			list_remove(&bin->full, s);
 			s->list = SLAB_LIST_PARTIAL;
 			partial_append(bin, s);
+			slab_stat_sub(&slab_bstats(s)->fullslabs, 1);
 		}
 		s = next;
 	}
@@ -212,6 +236,7 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	partial_remove(bin, slab);
 	slab->list = SLAB_LIST_FULL;
 	list_push(&bin->full, slab);
+	slab_stat_add(&slab_bstats(slab)->fullslabs, 1);
 	atomic_store(&slab->full, 1);
 	if (!slab_remote_pending(slab))
 		return false;
@@ -221,6 +246,7 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	list_remove(&bin->full, slab);
 	slab->list = SLAB_LIST_PARTIAL;
 	partial_push(bin, slab);
+	slab_stat_sub(&slab_bstats(slab)->fullslabs, 1);
 	return true;
 }
 
@@ -230,12 +256,12 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 static extent_t *slab_current(tcache_t *tc, unsigned ind) {
 	tcache_bin_t *bin = &tc->bins[ind];
 	slab_inbox_drain(tc);
-	extent_t *slab;
+	extent_t *slab, *was = bin->partial;
 	while ((slab = bin->partial) != NULL) {
 		if (slab_has_free(slab) || slab_collect_remote(slab))
-			return slab;
+			goto found;
 		if (slab_park_full(bin, slab) && slab_collect_remote(slab))
-			return slab;
+			goto found;
 	}
 	slab = slab_get(tc, ind);
 	if (slab == NULL)
@@ -243,6 +269,10 @@ static extent_t *slab_current(tcache_t *tc, unsigned ind) {
 	slab->list = SLAB_LIST_PARTIAL;
 	partial_push(bin, slab);
 	bin->nslabs++;
+found:
+	/* jemalloc's nreslabs: the slab allocated from changed. */
+	if (slab != was)
+		slab_stat_add(&slab_bstats(slab)->nreslabs, 1);
 	return slab;
 }
 
@@ -270,6 +300,8 @@ void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
 			unsigned b = (unsigned)__builtin_ctzll(bits);
 			slab->free_bits[w] = bits & (bits - 1);
 			slab->used++;
+			arena_bin_stats_t *bs = slab_bstats(slab);
+			slab_stat_add(&bs->nmalloc, 1);
 			return slab_region(slab, w, b);
 		}
 	}
@@ -306,6 +338,7 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 		list_remove(&bin->full, slab);
 		slab->list = SLAB_LIST_PARTIAL;
 		partial_append(bin, slab);
+		slab_stat_sub(&slab_bstats(slab)->fullslabs, 1);
 	}
 	/* Retire an empty slab unless it is the current one, which the next
 	 * allocation would take up again; the prof_cache's current one too
@@ -320,7 +353,11 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 }
 
 bool tcache_free_small(tcache_t *tc, extent_t *slab, void *p) {
-	return slab_free_local(tc, slab, &p, 1, NULL) != 0;
+	arena_bin_stats_t *bs = slab_bstats(slab);   /* it may retire */
+	if (slab_free_local(tc, slab, &p, 1, NULL) != 0)
+		return true;
+	slab_stat_add(&bs->ndalloc, 1);
+	return false;
 }
 
 /* A remote freer found `full` set after its or: the first to flip it
@@ -341,9 +378,11 @@ static void slab_send_home(extent_t *slab) {
 }
 
 /* Free regions q[0..n) of one slab owned by another cache: one atomic or
- * per bitmap word they fall in.  Double frees are reported here. */
-static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
-	unsigned k = 0;
+ * per bitmap word they fall in.  Double frees are reported here.
+ * Returns the regions freed (the double frees left out). */
+static unsigned slab_free_remote(extent_t *slab, void *const *q,
+    unsigned n) {
+	unsigned k = 0, freed = 0;
 	while (k < n) {
 		uint32_t i = slab_region_index(slab, q[k]);
 		unsigned w = i / 64;
@@ -361,18 +400,22 @@ static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 			mp_misuse("free", "double free of", slab_region(slab,
 			    w, (unsigned)__builtin_ctzll(twice)), "");
 		}
+		freed += (unsigned)__builtin_popcountll(mask & ~old);
 		k = end;
 	}
 	if (atomic_load(&slab->full) != 0)
 		slab_send_home(slab);
+	return freed;
 }
 
 bool tcache_free_remote(extent_t *slab, void *p) {
 	uint32_t i = slab_region_index(slab, p);
 	uint64_t bit = (uint64_t)1 << (i % 64);
+	arena_bin_stats_t *bs = slab_bstats(slab);   /* see slab_free_remote */
 	uint64_t old = atomic_fetch_or(&slab->remote_bits[i / 64], bit);
 	if (unlikely(old & bit))
 		return true;      /* already freed: a double free */
+	slab_stat_add(&bs->ndalloc, 1);
 	if (atomic_load(&slab->full) != 0)
 		slab_send_home(slab);
 	return false;
@@ -385,20 +428,36 @@ bool tcache_free_remote(extent_t *slab, void *p) {
  * one pass over the slab's state per run). */
 void slab_regions_return(tcache_t *tc, void *const *q, unsigned n) {
 	unsigned k = 0;
+	/* ndalloc, added once per run of one arena's slabs (a bin's
+	 * regions are of one class). */
+	arena_bin_stats_t *bs = NULL;
+	unsigned freed = 0;
 	while (k < n) {
 		extent_t *slab = pagemap_lookup(q[k]);
 		uintptr_t lo = (uintptr_t)slab->addr;
 		unsigned end = k + 1;
 		while (end < n && (uintptr_t)q[end] - lo < slab->size)
 			end++;
+		/* Read before the regions go back: once they have, the
+		 * slab may retire and its extent become something else. */
+		arena_bin_stats_t *sbs = slab_bstats(slab);
+		if (sbs != bs) {
+			if (bs != NULL)
+				slab_stat_add(&bs->ndalloc, freed);
+			bs = sbs;
+			freed = 0;
+		}
 		/* A region freed twice into bins is reported late, and
 		 * counted once. */
 		if (slab_owner(slab) != tc)
-			slab_free_remote(slab, q + k, end - k);
+			freed += slab_free_remote(slab, q + k, end - k);
 		else
-			slab_free_local(tc, slab, q + k, end - k, "free");
+			freed += end - k - slab_free_local(tc, slab, q + k,
+			    end - k, "free");
 		k = end;
 	}
+	if (bs != NULL)
+		slab_stat_add(&bs->ndalloc, freed);
 }
 
 /* Collect remote frees into every slab of a bin and release the empty
@@ -415,6 +474,7 @@ void slab_bin_flush(tcache_t *tc, unsigned ind) {
 			list_remove(&bin->full, s);
 			s->list = SLAB_LIST_PARTIAL;
 			partial_push(bin, s);
+			slab_stat_sub(&slab_bstats(s)->fullslabs, 1);
 		}
 		s = next;
 	}

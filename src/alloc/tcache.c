@@ -55,6 +55,10 @@ void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
 	/* The oldest regions go; the most recently freed, likeliest still
 	 * in this core's cache, stay. */
 	void **cur = tc->cb_cur[ind], **empty = tc->cb_empty[ind];
+	/* Counted against the cache's arena (ndalloc: each region's slab's,
+	 * slab.c). */
+	atomic_fetch_add_explicit(&tc->arena->bstats[ind].nflushes, 1,
+	    memory_order_relaxed);
 	slab_regions_return(tc, cur + keep, have - keep);
 	memmove(empty - keep, cur, keep * sizeof(void *));
 	tc->cb_cur[ind] = empty - keep;
@@ -69,6 +73,8 @@ void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
 	unsigned got = tcache_alloc_batch(tc, ind, first, n);
 	if (got == 0)
 		return NULL;
+	atomic_fetch_add_explicit(&tc->arena->bstats[ind].nfills, 1,
+	    memory_order_relaxed);
 	if (got < n)
 		memmove(empty - got, first, got * sizeof(void *));
 	tc->cb_cur[ind] = empty - got + 1;
@@ -131,6 +137,8 @@ void *tcache_alloc_large(tcache_t *tc, unsigned ind) {
 	if (c->n < c->low_water)
 		c->low_water = c->n;
 	tc->large_bytes -= e->size;
+	/* A request the arena never sees: added to its stats at GC. */
+	c->nrequests++;
 	return e->addr;
 }
 
@@ -147,8 +155,23 @@ bool tcache_dalloc_large(tcache_t *tc, extent_t *e) {
 	return false;
 }
 
+/* The cache's hits of large class li go into its arena's lextent stats
+ * (jemalloc merges its caches' request counts likewise, at flushes). */
+static void large_requests_merge(tcache_t *tc, unsigned li) {
+	tcache_large_t *c = &tc->large[li];
+	if (c->nrequests == 0)
+		return;
+	atomic_fetch_add_explicit(&tc->arena->lstats[li].nrequests,
+	    c->nrequests, memory_order_relaxed);
+	c->nrequests = 0;
+}
+
 static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
 	tcache_large_t *c = &tc->large[li];
+	large_requests_merge(tc, li);
+	if (c->n > keep)
+		atomic_fetch_add_explicit(&tc->arena->large_nflushes, 1,
+		    memory_order_relaxed);
 	while (c->n > keep) {
 		extent_t *e = c->slots[--c->n];
 		tc->large_bytes -= e->size;
@@ -185,6 +208,7 @@ void tcache_gc_step(tcache_t *tc) {
 	/* Its own modulus: there are more large classes than bins. */
 	unsigned li = step % TCACHE_NLARGE;
 	tcache_large_t *c = &tc->large[li];
+	large_requests_merge(tc, li);
 	if (c->low_water > 0)
 		large_flush(tc, li, c->n - c->low_water + c->low_water / 4);
 	c->low_water = c->n;

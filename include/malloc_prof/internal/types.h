@@ -244,6 +244,8 @@ typedef struct tcache_large_s {
 	extent_t *slots[TCACHE_LARGE_SLOTS];
 	uint32_t n;
 	uint32_t low_water;     /* min n since the last GC pass */
+	uint32_t nrequests;     /* hits not yet added to the arena's
+	                         * lextent stats (at GC and flush) */
 } tcache_large_t;
 
 /*
@@ -296,9 +298,12 @@ typedef struct arena_stats_s {
 	size_t pactive;          /* pages in slabs and large blocks */
 	size_t pdirty;
 	size_t pmuzzy;
-	uint64_t npurge;         /* purge passes */
-	uint64_t nmadvise;       /* madvise calls */
-	uint64_t purged;         /* pages purged */
+	uint64_t npurge;         /* purge passes over dirty pages */
+	uint64_t nmadvise;       /* madvise calls on dirty pages */
+	uint64_t purged;         /* dirty pages purged */
+	uint64_t muzzy_npurge;   /* the same for muzzy pages */
+	uint64_t muzzy_nmadvise;
+	uint64_t muzzy_purged;
 	size_t large_allocated;  /* bytes in large blocks handed out */
 	uint64_t large_nmalloc;
 	uint64_t large_ndalloc;
@@ -307,6 +312,34 @@ typedef struct arena_stats_s {
 	size_t cached_bytes;     /* large bytes parked in thread caches */
 	uint32_t nthreads;       /* threads attached */
 } arena_stats_t;
+
+/*
+ * Counters of one small class in one arena (stats.arenas.<i>.bins.<j>).
+ * Relaxed atomics, added to where regions move between slabs and cache
+ * bins (fills, flushes), where slabs come and go, and on the paths that
+ * use no cache bin; never per cached malloc or free.  A region counts
+ * against the arena of its slab.  curregs is nmalloc - ndalloc: regions
+ * held by the program or sitting in cache bins, as jemalloc counts them.
+ */
+typedef struct arena_bin_stats_s {
+	_Atomic uint64_t nmalloc;        /* regions taken from slabs */
+	_Atomic uint64_t ndalloc;        /* regions given back to slabs */
+	_Atomic uint64_t nfills;         /* cache-bin fills */
+	_Atomic uint64_t nflushes;       /* cache-bin flushes */
+	_Atomic uint64_t nslabs;         /* slabs taken up for the class */
+	_Atomic uint64_t nreslabs;       /* changes of a cache's current slab */
+	_Atomic uint64_t curslabs;       /* slabs held for the class */
+	_Atomic uint64_t fullslabs;      /* of which on a full list */
+} arena_bin_stats_t;
+
+/* Counters of one large class in one arena (stats.arenas.<i>.lextents.
+ * <j>): nmalloc / ndalloc under arena->mtx, when a block is carved or
+ * returned; nrequests also gets the thread caches' hits, added at GC. */
+typedef struct arena_lextent_stats_s {
+	_Atomic uint64_t nmalloc;
+	_Atomic uint64_t ndalloc;
+	_Atomic uint64_t nrequests;
+} arena_lextent_stats_t;
 
 /*
  * arena_t: a source of pages.  Slabs and large blocks are carved from its
@@ -343,6 +376,11 @@ struct arena_s {
 
 	unsigned ind;
 	_Atomic uint32_t nthreads;
+	uint64_t create_ns;              /* os_now_ns() when made (uptime) */
+	arena_bin_stats_t bstats[SC_NBINS];
+	arena_lextent_stats_t lstats[SC_NLEXTENTS];
+	_Atomic uint64_t large_nflushes; /* cache flushes that returned large
+	                                  * blocks here */
 };
 
 /* tsd state; the fast paths run only in TSD_NOMINAL. */
