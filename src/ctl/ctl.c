@@ -100,6 +100,32 @@ static uint64_t ctl_uptime(const arena_t *arena, uint64_t now) {
 	return ctl_diff(now, arena->create_ns);
 }
 
+const char *const ctl_arena_mutex_names[CTL_ARENA_NMUTEXES] = {
+	"large", "tcache_list", "shared_cache",
+};
+
+static mp_mutex_t *ctl_arena_mutex(arena_t *arena, unsigned k) {
+	switch (k) {
+	case CTL_MUTEX_LARGE: return &arena->mtx;
+	case CTL_MUTEX_TCACHE_LIST: return &arena->orphans_mtx;
+	default: return &arena->shared_mtx;
+	}
+}
+
+/* Counters summed, maxima kept (jemalloc's merge of mutex stats). */
+static void ctl_mutex_prof_merge(mp_mutex_prof_t *acc,
+    const mp_mutex_prof_t *m) {
+	acc->n_lock_ops += m->n_lock_ops;
+	acc->n_wait_times += m->n_wait_times;
+	acc->n_owner_switches += m->n_owner_switches;
+	acc->n_spin_acquired += m->n_spin_acquired;
+	acc->tot_wait_ns += m->tot_wait_ns;
+	if (m->max_wait_ns > acc->max_wait_ns)
+		acc->max_wait_ns = m->max_wait_ns;
+	if (m->max_n_thds > acc->max_n_thds)
+		acc->max_n_thds = m->max_n_thds;
+}
+
 /* x <- arena's per-class counters and the figures derived from them and
  * from its arena_stats_t s. */
 static void ctl_xsnap_read(arena_t *arena, const arena_stats_t *s,
@@ -154,6 +180,10 @@ static void ctl_xsnap_read(arena_t *arena, const arena_stats_t *s,
 	x->muzzy_npurge = s->muzzy_npurge;
 	x->muzzy_nmadvise = s->muzzy_nmadvise;
 	x->muzzy_purged = s->muzzy_purged;
+	/* Each read takes the lock once, counted as jemalloc counts its own
+	 * reads. */
+	for (unsigned k = 0; k < CTL_ARENA_NMUTEXES; k++)
+		mp_mutex_prof_read(ctl_arena_mutex(arena, k), &x->mutexes[k]);
 }
 
 /* acc += x, field by field; the decay times and uptime are set by the
@@ -199,6 +229,8 @@ static void ctl_xsnap_merge(ctl_arena_xsnap_t *acc,
 	acc->muzzy_npurge += x->muzzy_npurge;
 	acc->muzzy_nmadvise += x->muzzy_nmadvise;
 	acc->muzzy_purged += x->muzzy_purged;
+	for (unsigned k = 0; k < CTL_ARENA_NMUTEXES; k++)
+		ctl_mutex_prof_merge(&acc->mutexes[k], &x->mutexes[k]);
 }
 
 static void ctl_refresh_locked(void) {
@@ -239,6 +271,7 @@ static void ctl_refresh_locked(void) {
 	    atomic_load(&arena_muzzy_decay_ms_default), false);
 	ctl_snap.zero_reallocs = atomic_load_explicit(&malloc_zero_reallocs,
 	    memory_order_relaxed);
+	ctl_snap.mutex_ctl = ctl_mtx.prof;       /* we hold it */
 	uint64_t allocated, deallocated;
 	tsd_totals(&allocated, &deallocated);
 	/* Another thread's free can be counted before its malloc is: the
@@ -840,15 +873,48 @@ static int ctl_stats_arena_dss(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
-/* --: stats.mutexes.reset.  The locks keep no profiling counters (the
- * stats.mutexes.* and *.mutex.* trees do not exist), so there is nothing
- * to reset; the name exists because jemalloc's clients call it. */
+/* --: stats.mutexes.reset, zero the profiling counters of ctl's lock
+ * and of every arena's (the next snapshot shows it). */
 static int ctl_stats_mutexes_reset(const ctl_node_t *node,
     const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
     void *newp, size_t newlen) {
 	if (ctl_reads(oldp, oldlenp) || ctl_writes(newp, newlen))
 		return EPERM;
+	mp_mutex_prof_reset(&ctl_mtx);
+	unsigned n = atomic_load(&narenas_total);
+	for (unsigned i = 0; i < n && i < ARENAS_MAX; i++) {
+		arena_t *arena = arena_get(i, false);
+		for (unsigned k = 0; arena != NULL && k < CTL_ARENA_NMUTEXES;
+		    k++)
+			mp_mutex_prof_reset(ctl_arena_mutex(arena, k));
+	}
 	return 0;
+}
+
+/* r-: a lock's counter (node->off into mp_mutex_prof_t, node->type):
+ * stats.mutexes.ctl.* (a MIB of 4), or stats.arenas.<i>.mutexes.<m>.*,
+ * m being mib[4] (the order of ctl_arena_mutex_names). */
+static int ctl_stats_mutex_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t buf;
+	size_t len = ctl_type_size(node->type);
+	mp_mutex_lock(&ctl_mtx);
+	ctl_snapshot_ensure_locked();
+	const mp_mutex_prof_t *m = &ctl_snap.mutex_ctl;
+	if (miblen == 6) {
+		const ctl_arena_xsnap_t *x = mib[2] == ARENAS_MAX ?
+		    ctl_snap.merged_x : ctl_snap.arenas[mib[2]].x;
+		if (x == NULL) {
+			mp_mutex_unlock(&ctl_mtx);
+			return EAGAIN;
+		}
+		m = &x->mutexes[mib[4]];
+	}
+	memcpy(&buf, (const char *)m + node->off, len);
+	mp_mutex_unlock(&ctl_mtx);
+	return ctl_read(oldp, oldlenp, &buf, len);
 }
 
 /* ------------------------------------------ experimental.utilization */
@@ -1205,6 +1271,28 @@ static const ctl_node_t ctl_stats_arenas_i_lextents_j[] = {
 	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_lextents_j_children) },
 };
 
+#define CTL_MUTEX_STAT(n, t, field)					\
+	{ .name = (n), .handler = ctl_stats_mutex_read, .type = (t),	\
+	  .off = offsetof(mp_mutex_prof_t, field) }
+/* jemalloc's counters of a lock (its mutex_prof_data_t names). */
+static const ctl_node_t ctl_stats_mutex_children[] = {
+	CTL_MUTEX_STAT("num_ops", CTL_T_U64, n_lock_ops),
+	CTL_MUTEX_STAT("num_wait", CTL_T_U64, n_wait_times),
+	CTL_MUTEX_STAT("num_spin_acq", CTL_T_U64, n_spin_acquired),
+	CTL_MUTEX_STAT("num_owner_switch", CTL_T_U64, n_owner_switches),
+	CTL_MUTEX_STAT("total_wait_time", CTL_T_U64, tot_wait_ns),
+	CTL_MUTEX_STAT("max_wait_time", CTL_T_U64, max_wait_ns),
+	CTL_MUTEX_STAT("max_num_thds", CTL_T_UNSIGNED, max_n_thds),
+};
+static const ctl_node_t ctl_stats_arenas_i_mutexes_children[] = {
+	{ .name = "large", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "tcache_list", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "shared_cache", CTL_CHILDREN(ctl_stats_mutex_children) },
+};
+_Static_assert(sizeof(ctl_stats_arenas_i_mutexes_children) /
+    sizeof(ctl_stats_arenas_i_mutexes_children[0]) == CTL_ARENA_NMUTEXES,
+    "one node per arena lock, in ctl_arena_mutex_names' order");
+
 static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	CTL_ARENA_STAT("nthreads", CTL_T_UNSIGNED, nthreads),
 	CTL_ARENA_STAT("pactive", CTL_T_SIZE, pactive),
@@ -1237,6 +1325,8 @@ static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	{ .name = "lextents", .kind = CTL_INDEXED,
 	  .bad_index = ctl_lextent_bad_index,
 	  CTL_CHILDREN(ctl_stats_arenas_i_lextents_j) },
+	{ .name = "mutexes",
+	  CTL_CHILDREN(ctl_stats_arenas_i_mutexes_children) },
 };
 static const ctl_node_t ctl_stats_arenas_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_children) },
@@ -1257,6 +1347,7 @@ static const ctl_node_t ctl_stats_background_thread_children[] = {
 
 static const ctl_node_t ctl_stats_mutexes_children[] = {
 	{ .name = "reset", .handler = ctl_stats_mutexes_reset },
+	{ .name = "ctl", CTL_CHILDREN(ctl_stats_mutex_children) },
 };
 
 static const ctl_node_t ctl_stats_children[] = {

@@ -9,9 +9,11 @@
  * names other files own (config.*, prof.*), and a fresh copy of the
  * statistics snapshot, which ctl.c takes under its lock and hands over
  * (ctl_snapshot_copy): this file takes no ctl lock and never reads ctl's
- * own snapshot.  Left out of jemalloc's report: the mutex tables (the
- * locks keep no profiling counters), the extents and HPA tables (opts
- * x, e and h change nothing), destroyed arenas (d).
+ * own snapshot.  The mutex tables have the locks this library has (ctl's,
+ * and per arena its lock, its cache list's and its shared cache's); the
+ * per-bin rows have no mutex columns (bins have no locks).  Left out of
+ * jemalloc's report: the extents and HPA tables (opts e and h change
+ * nothing), destroyed arenas (d).
  *
  * Output is formatted into a 4 KiB stack buffer and handed to the
  * caller's write_cb in chunks, so printing never calls malloc (the copy
@@ -42,6 +44,7 @@ typedef struct stats_sel_s {
 	bool unmerged;           /* a omits the per-arena stats */
 	bool bins;               /* b omits the bin classes */
 	bool large;              /* l omits the large classes */
+	bool mutex;              /* x omits the mutex tables */
 } stats_sel_t;
 
 int MP_PUBLIC(mallctl)(const char *name, void *oldp, size_t *oldlenp,
@@ -562,6 +565,56 @@ static void stats_lextents_text(stats_out_t *out,
 		stats_printf(out, "                     ---\n");
 }
 
+/* jemalloc's mutex tables: a header of its counters' columns, then a
+ * row per lock. */
+static void stats_mutex_header(stats_out_t *out) {
+	static const struct {
+		const char *title;
+		int width;
+	} cols[] = {
+		{"n_lock_ops", 16}, {"(#/sec)", 8}, {"n_waiting", 16},
+		{"(#/sec)", 8}, {"n_spin_acq", 16}, {"(#/sec)", 8},
+		{"n_owner_switch", 16}, {"(#/sec)", 8},
+		{"total_wait_ns", 16}, {"(#/sec)", 10}, {"max_wait_ns", 16},
+		{"max_n_thds", 12},
+	};
+	stats_printf(out, "%-21s", "");
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
+		stats_col_s(out, cols[i].width, cols[i].title);
+	stats_printf(out, "\n");
+}
+
+static void stats_mutex_row(stats_out_t *out, const char *name,
+    const mp_mutex_prof_t *m, uint64_t up) {
+	stats_printf(out, "%-21s", name);
+	stats_col_u(out, 16, m->n_lock_ops);
+	stats_col_u(out, 8, stats_rate(m->n_lock_ops, up));
+	stats_col_u(out, 16, m->n_wait_times);
+	stats_col_u(out, 8, stats_rate(m->n_wait_times, up));
+	stats_col_u(out, 16, m->n_spin_acquired);
+	stats_col_u(out, 8, stats_rate(m->n_spin_acquired, up));
+	stats_col_u(out, 16, m->n_owner_switches);
+	stats_col_u(out, 8, stats_rate(m->n_owner_switches, up));
+	stats_col_u(out, 16, m->tot_wait_ns);
+	stats_col_u(out, 10, stats_rate(m->tot_wait_ns, up));
+	stats_col_u(out, 16, m->max_wait_ns);
+	stats_col_u(out, 12, m->max_n_thds);
+	stats_printf(out, "\n");
+}
+
+static void stats_mutex_json(stats_out_t *out, const char *name,
+    const mp_mutex_prof_t *m) {
+	stats_json_open(out, name, '{');
+	stats_json_u64(out, "num_ops", m->n_lock_ops);
+	stats_json_u64(out, "num_wait", m->n_wait_times);
+	stats_json_u64(out, "num_spin_acq", m->n_spin_acquired);
+	stats_json_u64(out, "num_owner_switch", m->n_owner_switches);
+	stats_json_u64(out, "total_wait_time", m->tot_wait_ns);
+	stats_json_u64(out, "max_wait_time", m->max_wait_ns);
+	stats_json_u64(out, "max_num_thds", m->max_n_thds);
+	stats_json_close(out, '}');
+}
+
 static const char *stats_dss(void) {
 	const conf_opt_t *opt = conf_opt_lookup("dss", 3);
 	return opt != NULL ? conf_opt_str(opt) : "disabled";
@@ -614,6 +667,12 @@ static void stats_arena_text(stats_out_t *out, const stats_sel_t *sel,
 	stats_mem_row(out, "resident", x->resident);
 	stats_mem_row(out, "abandoned_vm", x->abandoned_vm);
 	stats_mem_row(out, "extent_avail", x->extent_avail);
+	if (sel->mutex) {
+		stats_mutex_header(out);
+		for (unsigned k = 0; k < CTL_ARENA_NMUTEXES; k++)
+			stats_mutex_row(out, ctl_arena_mutex_names[k],
+			    &x->mutexes[k], up);
+	}
 	if (sel->bins)
 		stats_bins_text(out, x);
 	if (sel->large)
@@ -666,6 +725,13 @@ static void stats_arena_json(stats_out_t *out, const stats_sel_t *sel,
 	stats_json_u64(out, "resident", x->resident);
 	stats_json_u64(out, "abandoned_vm", x->abandoned_vm);
 	stats_json_u64(out, "extent_avail", x->extent_avail);
+	if (sel->mutex) {
+		stats_json_open(out, "mutexes", '{');
+		for (unsigned k = 0; k < CTL_ARENA_NMUTEXES; k++)
+			stats_mutex_json(out, ctl_arena_mutex_names[k],
+			    &x->mutexes[k]);
+		stats_json_close(out, '}');
+	}
 	if (sel->bins) {
 		stats_json_open(out, "bins", '[');
 		for (unsigned j = 0; j < SC_NBINS; j++) {
@@ -725,6 +791,11 @@ static void stats_print_text(stats_out_t *out, const stats_sel_t *sel,
 	stats_printf(out, "Background threads: %zu, num_runs: %llu, "
 	    "run_interval: %llu ns\n", bg_n, (unsigned long long)bg_runs,
 	    (unsigned long long)bg_interval);
+	if (sel->mutex) {
+		stats_mutex_header(out);
+		stats_mutex_row(out, "ctl", &snap->mutex_ctl,
+		    snap->merged_x != NULL ? snap->merged_x->uptime : 0);
+	}
 	if (sel->merged || sel->unmerged) {
 		if (stats_show_merged(sel, snap)) {
 			stats_printf(out, "Merged arenas stats:\n");
@@ -769,6 +840,11 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel,
 	stats_json_u64(out, "num_runs", bg_runs);
 	stats_json_u64(out, "run_interval", bg_interval);
 	stats_json_close(out, '}');
+	if (sel->mutex) {
+		stats_json_open(out, "mutexes", '{');
+		stats_mutex_json(out, "ctl", &snap->mutex_ctl);
+		stats_json_close(out, '}');
+	}
 	stats_json_close(out, '}');
 	if (sel->merged || sel->unmerged) {
 		stats_json_open(out, "stats.arenas", '{');
@@ -792,8 +868,8 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel,
 
 bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
     const char *opts) {
-	stats_sel_t sel = {false, true, true, true, true, true};
-	/* jemalloc's letters; d, x, e and h select what is never printed
+	stats_sel_t sel = {false, true, true, true, true, true, true};
+	/* jemalloc's letters; d, e and h select what is never printed
 	 * here (see the top of the file), so they are accepted and change
 	 * nothing. */
 	for (const char *o = opts; o != NULL && *o != '\0'; o++) {
@@ -804,6 +880,7 @@ bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
 		case 'a': sel.unmerged = false; break;
 		case 'b': sel.bins = false; break;
 		case 'l': sel.large = false; break;
+		case 'x': sel.mutex = false; break;
 		default: break;          /* jemalloc ignores the others too */
 		}
 	}

@@ -132,6 +132,15 @@ static void test_names(void **state) {
 		{"lextents.0.ndalloc", sizeof(uint64_t)},
 		{"lextents.0.nrequests", sizeof(uint64_t)},
 		{"lextents.0.curlextents", sizeof(size_t)},
+		{"mutexes.large.num_ops", sizeof(uint64_t)},
+		{"mutexes.large.num_wait", sizeof(uint64_t)},
+		{"mutexes.large.num_spin_acq", sizeof(uint64_t)},
+		{"mutexes.large.num_owner_switch", sizeof(uint64_t)},
+		{"mutexes.large.total_wait_time", sizeof(uint64_t)},
+		{"mutexes.large.max_wait_time", sizeof(uint64_t)},
+		{"mutexes.large.max_num_thds", sizeof(uint32_t)},
+		{"mutexes.tcache_list.num_ops", sizeof(uint64_t)},
+		{"mutexes.shared_cache.num_ops", sizeof(uint64_t)},
 	};
 	static const unsigned arenas[] = {0, 4096};
 	mp_epoch();
@@ -179,6 +188,9 @@ static void test_names(void **state) {
 	    0);
 	assert_int_equal(mallctl("stats.mutexes.reset", &v, &sz, NULL, 0),
 	    EPERM);
+	uint32_t thds;
+	MALLCTL_READ("stats.mutexes.ctl.num_ops", v);
+	MALLCTL_READ("stats.mutexes.ctl.max_num_thds", thds);
 	/* The dss precedence is one of jemalloc's words. */
 	const char *dss = NULL;
 	MALLCTL_READ("stats.arenas.0.dss", dss);
@@ -357,6 +369,37 @@ static void test_lextents(void **state) {
 	(void)nbins;
 }
 
+/* A lock's counters: an uncached large allocation takes the arena's
+ * lock, which its num_ops shows; a reset zeroes them. */
+static void test_mutexes(void **state) {
+	(void)state;
+	unsigned a = arena_create();
+	assert_int_equal(mallctl("stats.mutexes.reset", NULL, NULL, NULL, 0),
+	    0);
+	mp_epoch();
+	uint64_t ops0 = stat_u64("stats.arenas.%u.mutexes.large.num_ops", a,
+	    0);
+	void *q = mallocx(1 << 20, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
+	assert_non_null(q);
+	dallocx(q, MALLOCX_TCACHE_NONE);
+	mp_epoch();
+	uint64_t ops1 = stat_u64("stats.arenas.%u.mutexes.large.num_ops", a,
+	    0);
+	MP_ASSERT(ops1 >= ops0 + 2, "num_ops %" PRIu64 " -> %" PRIu64, ops0,
+	    ops1);
+	/* One thread only: every acquisition by it, no wait. */
+	assert_int_equal(stat_u64(
+	    "stats.arenas.%u.mutexes.large.num_owner_switch", a, 0), 1);
+	assert_int_equal(stat_u64("stats.arenas.%u.mutexes.large.num_wait", a,
+	    0), 0);
+	assert_int_equal(mallctl("stats.mutexes.reset", NULL, NULL, NULL, 0),
+	    0);
+	mp_epoch();
+	/* After the reset only the snapshot's own reads remain. */
+	MP_ASSERT(stat_u64("stats.arenas.%u.mutexes.large.num_ops", a, 0) <
+	    ops1, "reset left num_ops at %" PRIu64, ops1);
+}
+
 /* Error codes and edge cases of the experimental names. */
 static void test_experimental(void **state) {
 	(void)state;
@@ -491,8 +534,16 @@ static void test_print_text(void **state) {
 	if (exact_counts()) {
 		assert_int_equal(rows, MP_ARRAY_SIZE(sizes));
 	}
+	assert_non_null(strstr(out_buf, "\n                           n_lock_ops"
+	    " (#/sec)       n_waiting (#/sec)"));
+	assert_non_null(strstr(out_buf, "\nctl                 "));
 	assert_non_null(strstr(out_buf, "___ Begin jemalloc statistics ___"));
 	assert_non_null(strstr(out_buf, "--- End jemalloc statistics ---"));
+	/* x leaves the mutex tables out. */
+	out_len = 0;
+	malloc_stats_print(collect, NULL, "gmx");
+	assert_null(strstr(out_buf, "n_lock_ops"));
+	assert_non_null(strstr(out_buf, bins_header));
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++) {
 		dallocx(p[i], MALLOCX_TCACHE_NONE);
 	}
@@ -540,6 +591,7 @@ int main(void) {
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_bin_counters),
 		cmocka_unit_test(test_lextents),
+		cmocka_unit_test(test_mutexes),
 		cmocka_unit_test(test_experimental),
 		cmocka_unit_test(test_zero_reallocs),
 		cmocka_unit_test(test_print_text),

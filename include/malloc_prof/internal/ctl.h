@@ -163,6 +163,13 @@ typedef struct ctl_lextent_snap_s {
  * tables, their sums (small.*, large.n{requests,fills,flushes}) and the
  * memory figures jemalloc gives per arena.  Kept apart (9 KiB an arena)
  * so that the snapshot does not reserve it for every possible arena. */
+/* An arena's locks, in the order of the stats.arenas.<i>.mutexes.*
+ * names: "large" is arena->mtx, which serves what jemalloc's large,
+ * extents_* and decay_* locks do; "tcache_list" its list of exited
+ * threads' caches; "shared_cache" the cache of uncached calls. */
+enum { CTL_MUTEX_LARGE, CTL_MUTEX_TCACHE_LIST, CTL_MUTEX_SHARED_CACHE,
+    CTL_ARENA_NMUTEXES };
+extern const char *const ctl_arena_mutex_names[CTL_ARENA_NMUTEXES];
 typedef struct ctl_arena_xsnap_s {
 	size_t small_allocated;
 	uint64_t small_nmalloc, small_ndalloc, small_nrequests, small_nfills,
@@ -174,6 +181,7 @@ typedef struct ctl_arena_xsnap_s {
 	size_t base, internal, resident, metadata_thp, extent_avail;
 	size_t tcache_bytes, abandoned_vm;
 	uint64_t muzzy_npurge, muzzy_nmadvise, muzzy_purged;
+	mp_mutex_prof_t mutexes[CTL_ARENA_NMUTEXES];
 	ctl_bin_snap_t bins[SC_NBINS];
 	ctl_lextent_snap_t lextents[SC_NLEXTENTS];
 } ctl_arena_xsnap_t;
@@ -192,6 +200,7 @@ typedef struct ctl_snapshot_s {
 	size_t mapped;           /* mapped - retained + metadata */
 	size_t retained;
 	size_t zero_reallocs;    /* realloc(non-NULL, 0) calls */
+	mp_mutex_prof_t mutex_ctl; /* ctl_mtx's counters */
 	unsigned narenas;        /* narenas_total at the refresh */
 	arena_stats_t merged;    /* sum over the arenas (index 4096) */
 	ctl_arena_xsnap_t *merged_x;

@@ -109,12 +109,28 @@ typedef enum {
 	LOCK_RANK_BASE,           /* base_mtx: metadata allocator (leaf) */
 } lock_rank_t;
 
+/* A lock's profiling counters (jemalloc's mutex_prof_data_t, read by
+ * the stats.mutexes.* and stats.arenas.<i>.mutexes.* names).  Written by
+ * the holder, so plain fields, except the count of waiters. */
+typedef struct mp_mutex_prof_s {
+	uint64_t n_lock_ops;             /* acquisitions */
+	uint64_t n_wait_times;           /* acquisitions that had to wait */
+	uint64_t n_owner_switches;       /* acquisitions by another thread
+	                                  * than the last one's */
+	uint64_t n_spin_acquired;        /* always 0: no lock spins */
+	uint64_t tot_wait_ns, max_wait_ns;
+	uint32_t max_n_thds;             /* most threads seen waiting */
+	_Atomic uint32_t n_waiting;
+	const void *prev_owner;          /* a per-thread address */
+} mp_mutex_prof_t;
+
 typedef struct mp_mutex_s {
 	pthread_mutex_t lock;
 	lock_rank_t rank;
+	mp_mutex_prof_t prof;
 } mp_mutex_t;
 
-#define MP_MUTEX_INITIALIZER(r) { PTHREAD_MUTEX_INITIALIZER, (r) }
+#define MP_MUTEX_INITIALIZER(r) { .lock = PTHREAD_MUTEX_INITIALIZER, .rank = (r) }
 
 typedef struct extent_s extent_t;
 typedef struct tcache_s tcache_t;
