@@ -224,7 +224,6 @@ void slab_inbox_drain(tcache_t *tc) {
 			list_remove(&bin->full, s);
 			s->list = SLAB_LIST_PARTIAL;
 			partial_append(bin, s);
-			slab_stat_sub(&slab_bstats(s)->fullslabs, 1);
 		}
 		s = next;
 	}
@@ -366,6 +365,10 @@ static void slab_send_home(extent_t *slab) {
 	uint8_t one = 1;
 	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
 		return;
+	/* fullslabs counts the slabs whose `full` is set: whoever clears
+	 * it takes the slab off the count (the slab cannot retire before
+	 * its owner takes it from the inbox). */
+	slab_stat_sub(&slab_bstats(slab)->fullslabs, 1);
 	tcache_t *owner = slab_owner(slab);
 	if (owner == NULL || owner == &extent_large_owner)
 		return;

@@ -198,6 +198,13 @@ static void test_names(void **state) {
 	    || strcmp(dss, "secondary") == 0, "dss \"%s\"", dss);
 }
 
+/* A thread that frees one block without a cache: a remote free into a
+ * slab of another cache. */
+static void *free_remote(void *p) {
+	dallocx(p, MALLOCX_TCACHE_NONE);
+	return NULL;
+}
+
 /*
  * N_OBJS objects of 64 bytes through an explicit cache of a fresh manual
  * arena: the cache's fills take regions from two fresh slabs in address
@@ -298,8 +305,24 @@ static void test_bin_counters(void **state) {
 	    (char *)p[N_OBJS - 1] < (char *)v.slabcur_addr + slab_size,
 	    "slabcur %p does not hold %p", v.slabcur_addr, p[N_OBJS - 1]);
 
+	/* A free by another thread into the full slab makes it non-full
+	 * at once (Valkey's defragmenter counts the regions of the slabs
+	 * that are not non-full as nregs each). */
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, free_remote, p[0]), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	mp_epoch();
+	assert_int_equal(stat_size("stats.arenas.%u.bins.%u.curregs", a, j),
+	    N_OBJS - 1);
+	assert_int_equal(stat_size("stats.arenas.%u.bins.%u.nonfull_slabs", a,
+	    j), expect_slabs);
+	len = sizeof(util);
+	assert_int_equal(mallctl("experimental.utilization.batch_query", util,
+	    &len, &p[1], sizeof(void *)), 0);
+	assert_int_equal(util[0], 1);
+
 	/* Everything back: the regions return at the flush. */
-	for (unsigned i = 0; i < N_OBJS; i++) {
+	for (unsigned i = 1; i < N_OBJS; i++) {
 		dallocx(p[i], flags);
 	}
 	tcache_flush(tc);

@@ -345,7 +345,8 @@ typedef struct arena_bin_stats_s {
 	_Atomic uint64_t nslabs;         /* slabs taken up for the class */
 	_Atomic uint64_t nreslabs;       /* changes of a cache's current slab */
 	_Atomic uint64_t curslabs;       /* slabs held for the class */
-	_Atomic uint64_t fullslabs;      /* of which on a full list */
+	_Atomic uint64_t fullslabs;      /* of which with `full` set: parked
+	                                  * full, no region freed since */
 } arena_bin_stats_t;
 
 /* Counters of one large class in one arena (stats.arenas.<i>.lextents.
