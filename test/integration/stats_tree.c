@@ -448,17 +448,23 @@ static void test_experimental(void **state) {
 	len = 3 * sizeof(size_t);
 	assert_int_equal(mallctl("experimental.utilization.query", util,
 	    &len, ptrs, sizeof(void *)), EINVAL);
-	/* pactivep: a pointer to the arena's live count. */
+	/* pactivep: a pointer to the live count of the arena of a block
+	 * just made (the calling thread's), which reads as the snapshot
+	 * taken next does (nothing allocates in between). */
+	unsigned ta = 0;
+	MALLCTL_READ("thread.arena", ta);
+	void *blk = mallocx(1 << 20, MALLOCX_TCACHE_NONE);
+	assert_non_null(blk);
 	size_t *pactive = NULL;
 	len = sizeof(pactive);
-	assert_int_equal(mallctl("experimental.arenas.0.pactivep", &pactive,
-	    &len, NULL, 0), 0);
+	assert_int_equal(mallctl_fmt(&pactive, &len, NULL, 0,
+	    "experimental.arenas.%u.pactivep", ta), 0);
 	assert_non_null(pactive);
 	mp_epoch();
-	size_t snap = 0;
-	MALLCTL_READ("stats.arenas.0.pactive", snap);
-	MP_ASSERT(*pactive > 0, "pactive %zu", *pactive);
-	(void)snap;
+	size_t snap = stat_size("stats.arenas.%u.pactive", ta, 0);
+	MP_ASSERT(*pactive == snap && snap >= ((size_t)1 << 20) / 65536,
+	    "pactivep %zu, stats %zu", *pactive, snap);
+	dallocx(blk, MALLOCX_TCACHE_NONE);
 	assert_int_equal(mallctl("experimental.arenas.4096.pactivep",
 	    &pactive, &len, NULL, 0), EFAULT);
 	assert_int_equal(mallctl("experimental.arenas.0.pactivep", NULL, NULL,
