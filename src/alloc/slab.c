@@ -328,6 +328,9 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 			slab->free_word = (uint8_t)(i / 64);
 	}
 	slab->used -= n - twice;
+	/* Counted per run of one slab (no state across runs: cheaper than
+	 * adding up in the callers), before the slab may retire below. */
+	slab_stat_add(&slab_bstats(slab)->ndalloc, n - twice);
 	/* If a remote freer flipped `full` first, the slab is on its way
 	 * through our inbox and moves at slab_inbox_drain. */
 	tcache_bin_t *bin = &tc->bins[slab->szind];
@@ -352,11 +355,7 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 }
 
 bool tcache_free_small(tcache_t *tc, extent_t *slab, void *p) {
-	arena_bin_stats_t *bs = slab_bstats(slab);   /* it may retire */
-	if (slab_free_local(tc, slab, &p, 1, NULL) != 0)
-		return true;
-	slab_stat_add(&bs->ndalloc, 1);
-	return false;
+	return slab_free_local(tc, slab, &p, 1, NULL) != 0;
 }
 
 /* A remote freer found `full` set after its or: the first to flip it
@@ -381,11 +380,12 @@ static void slab_send_home(extent_t *slab) {
 }
 
 /* Free regions q[0..n) of one slab owned by another cache: one atomic or
- * per bitmap word they fall in.  Double frees are reported here.
- * Returns the regions freed (the double frees left out). */
-static unsigned slab_free_remote(extent_t *slab, void *const *q,
-    unsigned n) {
+ * per bitmap word they fall in.  Double frees are reported here. */
+static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 	unsigned k = 0, freed = 0;
+	/* Before the first or: once its regions are free, the owner may
+	 * retire the slab and its record become something else. */
+	arena_bin_stats_t *bs = slab_bstats(slab);
 	while (k < n) {
 		uint32_t i = slab_region_index(slab, q[k]);
 		unsigned w = i / 64;
@@ -406,9 +406,9 @@ static unsigned slab_free_remote(extent_t *slab, void *const *q,
 		freed += (unsigned)__builtin_popcountll(mask & ~old);
 		k = end;
 	}
+	slab_stat_add(&bs->ndalloc, freed);
 	if (atomic_load(&slab->full) != 0)
 		slab_send_home(slab);
-	return freed;
 }
 
 bool tcache_free_remote(extent_t *slab, void *p) {
@@ -431,36 +431,20 @@ bool tcache_free_remote(extent_t *slab, void *p) {
  * one pass over the slab's state per run). */
 void slab_regions_return(tcache_t *tc, void *const *q, unsigned n) {
 	unsigned k = 0;
-	/* ndalloc, added once per run of one arena's slabs (a bin's
-	 * regions are of one class). */
-	arena_bin_stats_t *bs = NULL;
-	unsigned freed = 0;
 	while (k < n) {
 		extent_t *slab = pagemap_lookup(q[k]);
 		uintptr_t lo = (uintptr_t)slab->addr;
 		unsigned end = k + 1;
 		while (end < n && (uintptr_t)q[end] - lo < slab->size)
 			end++;
-		/* Read before the regions go back: once they have, the
-		 * slab may retire and its extent become something else. */
-		arena_bin_stats_t *sbs = slab_bstats(slab);
-		if (sbs != bs) {
-			if (bs != NULL)
-				slab_stat_add(&bs->ndalloc, freed);
-			bs = sbs;
-			freed = 0;
-		}
 		/* A region freed twice into bins is reported late, and
 		 * counted once. */
 		if (slab_owner(slab) != tc)
-			freed += slab_free_remote(slab, q + k, end - k);
+			slab_free_remote(slab, q + k, end - k);
 		else
-			freed += end - k - slab_free_local(tc, slab, q + k,
-			    end - k, "free");
+			slab_free_local(tc, slab, q + k, end - k, "free");
 		k = end;
 	}
-	if (bs != NULL)
-		slab_stat_add(&bs->ndalloc, freed);
 }
 
 /* Collect remote frees into every slab of a bin and release the empty
