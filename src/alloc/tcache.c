@@ -166,18 +166,24 @@ static void large_requests_merge(tcache_t *tc, unsigned li) {
 	c->nrequests = 0;
 }
 
+/* Return all but `keep` of class li's blocks; the stats are the
+ * callers' (large_flush_count), which keeps this loop as it was. */
 static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
 	tcache_large_t *c = &tc->large[li];
-	large_requests_merge(tc, li);
-	if (c->n > keep)
-		atomic_fetch_add_explicit(&tc->arena->large_nflushes, 1,
-		    memory_order_relaxed);
 	while (c->n > keep) {
 		extent_t *e = c->slots[--c->n];
 		tc->large_bytes -= e->size;
 		arena_large_dalloc(e);
 	}
 	c->low_water = c->n;
+}
+
+/* stats.arenas.<i>.large.nflushes: a flush of class li that will return
+ * blocks (keep below what the class holds). */
+static void large_flush_count(tcache_t *tc, unsigned li, uint32_t keep) {
+	if (tc->large[li].n > keep)
+		atomic_fetch_add_explicit(&tc->arena->large_nflushes, 1,
+		    memory_order_relaxed);
 }
 
 /* ---- flush, GC, orphans ---- */
@@ -190,8 +196,11 @@ void tcache_flush(tcache_t *tc) {
 	slab_inbox_drain(tc);
 	for (unsigned i = 0; i < SC_NBINS; i++)
 		slab_bin_flush(tc, i);
-	for (unsigned i = 0; i < TCACHE_NLARGE; i++)
+	for (unsigned i = 0; i < TCACHE_NLARGE; i++) {
+		large_requests_merge(tc, i);
+		large_flush_count(tc, i, 0);
 		large_flush(tc, i, 0);
+	}
 	slab_empty_flush(tc, 0);
 }
 
@@ -209,8 +218,11 @@ void tcache_gc_step(tcache_t *tc) {
 	unsigned li = step % TCACHE_NLARGE;
 	tcache_large_t *c = &tc->large[li];
 	large_requests_merge(tc, li);
-	if (c->low_water > 0)
-		large_flush(tc, li, c->n - c->low_water + c->low_water / 4);
+	if (c->low_water > 0) {
+		uint32_t keep = c->n - c->low_water + c->low_water / 4;
+		large_flush_count(tc, li, keep);
+		large_flush(tc, li, keep);
+	}
 	c->low_water = c->n;
 	if (tc->nempty > 1)
 		slab_empty_flush(tc, tc->nempty - 1);

@@ -228,8 +228,6 @@ static void test_bin_counters(void **state) {
 	    NULL, 0, "arenas.bin.%u.slab_size", j), 0);
 	MP_ASSERT(nregs > 1 && N_OBJS % nregs != 0 && N_OBJS > nregs,
 	    "the test wants a partly used second slab (nregs %u)", nregs);
-	const char *const bin = "stats.arenas.%u.bins.%u.";
-	(void)bin;
 	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE(tc);
 
 	static void *p[N_OBJS];
@@ -347,8 +345,6 @@ static void test_lextents(void **state) {
 		MP_SKIP("opt.prof is on");
 	}
 	unsigned a = arena_create();
-	unsigned nbins = 0;
-	MALLCTL_READ("arenas.nbins", nbins);
 	const size_t size = 3 << 20;    /* a large class of its own */
 	unsigned k = 0;
 	for (;; k++) {
@@ -389,7 +385,6 @@ static void test_lextents(void **state) {
 	    3);
 	assert_int_equal(stat_size("stats.arenas.%u.lextents.%u.curlextents",
 	    a, k), 0);
-	(void)nbins;
 }
 
 /* A lock's counters: an uncached large allocation takes the arena's
