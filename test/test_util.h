@@ -1574,7 +1574,12 @@ typedef struct {
 	int64_t vals[8];
 	const char *label_key, *label_str;	/* the first string label */
 	size_t nlabels;
+	/* The first MP_PP_LABELS labels: key, string ("" for a number
+	 * label) and number. */
+	const char *lkey[4], *lstr[4];
+	int64_t lnum[4];
 } mp_pp_sample_t;
+#define MP_PP_LABELS 4
 
 typedef struct {
 	uint64_t id, mapping_id, address;
@@ -1708,7 +1713,7 @@ static inline bool mp_pprof_parse(const uint8_t *data, size_t len,
 	unsigned f, w, f2, w2;
 	uint64_t v, v2;
 	/* Label indices, resolved at the end. */
-	uint64_t (*lab)[2] = NULL;
+	uint64_t (*lab)[2 + 2 * MP_PP_LABELS] = NULL;
 	/* Mapping/function string indices, resolved at the end. */
 	uint64_t (*mstr)[2] = NULL, (*fstr)[3] = NULL;
 	while (mp_pb_next(&r, &f, &w, &v, &sub)) {
@@ -1733,7 +1738,7 @@ static inline bool mp_pprof_parse(const uint8_t *data, size_t len,
 			MP_GROW(pp->samples, pp->nsamples);
 			lab = realloc(lab, (pp->nsamples + 1) * sizeof(*lab));
 			if (lab == NULL) abort();
-			lab[pp->nsamples][0] = lab[pp->nsamples][1] = 0;
+			memset(lab[pp->nsamples], 0, sizeof(*lab));
 			mp_pp_sample_t *s = &pp->samples[pp->nsamples++];
 			while (mp_pb_next(&sub, &f2, &w2, &v2, &s2)) {
 				if (f2 == 1) {
@@ -1752,16 +1757,27 @@ static inline bool mp_pprof_parse(const uint8_t *data, size_t len,
 				} else if (f2 == 3) {
 					mp_pb_t s3;
 					unsigned f3, w3;
-					uint64_t v3, key = 0, str = 0;
+					uint64_t v3, key = 0, str = 0, num = 0;
 					while (mp_pb_next(&s2, &f3, &w3, &v3,
 					    &s3)) {
 						if (f3 == 1) key = v3;
 						if (f3 == 2) str = v3;
+						if (f3 == 3) num = v3;
 					}
-					if (s->nlabels++ == 0) {
+					if (s->nlabels < MP_PP_LABELS) {
+						size_t j = s->nlabels;
+						lab[pp->nsamples - 1][2 + 2 * j] =
+						    key;
+						lab[pp->nsamples - 1][3 + 2 * j] =
+						    str;
+						s->lnum[j] = (int64_t)num;
+					}
+					if (str != 0 &&
+					    lab[pp->nsamples - 1][0] == 0) {
 						lab[pp->nsamples - 1][0] = key;
 						lab[pp->nsamples - 1][1] = str;
 					}
+					s->nlabels++;
 				}
 			}
 			break;
@@ -1853,9 +1869,14 @@ static inline bool mp_pprof_parse(const uint8_t *data, size_t len,
 		pp->default_type = MP_STR(pp->raw_default);
 	}
 	for (size_t i = 0; ok && i < pp->nsamples; i++) {
-		if (pp->samples[i].nlabels != 0) {
+		if (lab[i][0] != 0) {
 			pp->samples[i].label_key = MP_STR(lab[i][0]);
 			pp->samples[i].label_str = MP_STR(lab[i][1]);
+		}
+		for (size_t j = 0; j < pp->samples[i].nlabels &&
+		    j < MP_PP_LABELS; j++) {
+			pp->samples[i].lkey[j] = MP_STR(lab[i][2 + 2 * j]);
+			pp->samples[i].lstr[j] = MP_STR(lab[i][3 + 2 * j]);
 		}
 	}
 	for (size_t i = 0; ok && i < pp->nmaps; i++) {

@@ -9,7 +9,9 @@
  *
  * new behaves as libstdc++'s: on failure it calls the new-handler and
  * tries again, and throws std::bad_alloc when there is none; the nothrow
- * forms return nullptr instead (also when the handler throws).
+ * forms return nullptr instead (also when the handler throws).  With
+ * experimental_infallible_new every form aborts instead, as jemalloc's
+ * (through experimental.hooks.safety_check_abort when set, hook.c).
  *
  * The library does not link the C++ runtime: every name of it used here
  * is a weak reference, which the loader binds when the process has one
@@ -25,14 +27,22 @@
  * whose miss tail-calls cxx_new_slow here; so the frame of cxx_new_slow
  * (of new_other, tail-called by the other forms) returns to the program,
  * and the profiler's backtrace starts there, with the operator's address
- * as frame 0 as malloc's samples have malloc's.  Sized deletes go to
- * malloc.c's sized_free (free's path, after the debug builds' size
- * check), the others to free.
+ * as frame 0 as malloc's samples have malloc's.  The sized deletes
+ * without alignment are defined in malloc.c (the size picks the cache
+ * bin, after the debug builds' size check); the aligned sized ones go to
+ * malloc.c's sized_free, the others to free.
  */
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+
+/* The sized operator delete is defined in malloc.c (see "delete" below),
+ * which the compiler cannot see from here (a GCC warning; clang has no
+ * such group). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wsized-deallocation"
+#endif
 
 #define CXX_HIDDEN __attribute__((visibility("hidden")))
 #define CXX_EXPORT __attribute__((visibility("default")))
@@ -67,7 +77,8 @@ CXX_HIDDEN void *cxx_new_slow(std::size_t size, unsigned kind);
 CXX_HIDDEN void *cxx_alloc(std::size_t size, std::size_t align, void *entry,
     std::uintptr_t fp);
 CXX_HIDDEN void cxx_free(void *p) noexcept;
-CXX_HIDDEN void cxx_free_sized(void *p, std::size_t size) noexcept;
+CXX_HIDDEN void cxx_infallible_fail(std::size_t size);
+CXX_HIDDEN extern bool opt_experimental_infallible_new;
 CXX_HIDDEN void cxx_free_aligned_sized(void *p, std::size_t align,
     std::size_t size) noexcept;
 }
@@ -130,6 +141,13 @@ void *new_loop(std::size_t size, std::size_t align, unsigned kind,
 		void *p = cxx_alloc(size, align, entry, fp);
 		if (p != nullptr)
 			return p;
+		/* jemalloc's experimental_infallible_new: no handler, no
+		 * throw (nothrow forms too); nullptr if the program's
+		 * safety_check_abort hook returns. */
+		if (opt_experimental_infallible_new) {
+			cxx_infallible_fail(size);
+			return nullptr;
+		}
 		std::new_handler handler = &std::get_new_handler != nullptr ?
 		    std::get_new_handler() : nullptr;
 		if (handler != nullptr) {
@@ -246,13 +264,9 @@ CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept {
 	cxx_free(p);
 }
 
-CXX_EXPORT void operator delete(void *p, std::size_t size) noexcept {
-	cxx_free_sized(p, size);
-}
-
-CXX_EXPORT void operator delete[](void *p, std::size_t size) noexcept {
-	cxx_free_sized(p, size);
-}
+/* operator delete(void *, std::size_t) and its array form are in malloc.c
+ * (cxx_delete_sized, under their mangled names): the sized fast path,
+ * reached from the program's call without a jump in between. */
 
 CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept {
 	cxx_free(p);

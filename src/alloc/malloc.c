@@ -44,6 +44,44 @@ typedef struct {
 	size_t size;           /* calloc: bytes asked for; 0: usable size */
 } alloc_opts_t;
 
+/* xmalloc:true: a call that would fail for want of memory aborts instead
+ * (jemalloc's --enable-xmalloc, a run-time option here).  Only on the
+ * failure paths: nothing is added where a call succeeds. */
+static MP_COLD MP_NOINLINE void xmalloc_abort(const char *func, size_t size) {
+	mp_abort("%s(%zu): out of memory (xmalloc:true)", func, size);
+}
+#define XMALLOC_CHECK(p, func, size) do {				\
+	if (unlikely((p) == NULL) && opt_xmalloc)			\
+		xmalloc_abort((func), (size));				\
+} while (0)
+
+/*
+ * The experimental hooks (hook.c), reported by the public functions after
+ * their fast paths, which a thread does not use while hooks are
+ * installed: hook_active(), a relaxed load, is tested on slow paths only
+ * (and in realloc before its same-class shortcut).  A function built on
+ * another (mallocx on malloc, realloc of NULL...) reports under its own
+ * type and mutes the inner call with hook_enter / hook_exit.
+ */
+static MP_NOINLINE void hook_alloc(int type, void *p, uintptr_t raw,
+    uintptr_t a0, uintptr_t a1, uintptr_t a2) {
+	uintptr_t args[3] = {a0, a1, a2};
+	hook_call_alloc(type, p, raw, args);
+}
+
+static MP_NOINLINE void hook_dalloc(int type, void *p, uintptr_t a0,
+    uintptr_t a1, uintptr_t a2) {
+	uintptr_t args[3] = {a0, a1, a2};
+	hook_call_dalloc(type, p, args);
+}
+
+static MP_NOINLINE void hook_expand(int type, void *p, size_t old,
+    size_t usize, uintptr_t raw, uintptr_t a0, uintptr_t a1, uintptr_t a2,
+    uintptr_t a3) {
+	uintptr_t args[4] = {a0, a1, a2, a3};
+	hook_call_expand(type, p, old, usize, raw, args);
+}
+
 /* Who called: for the profiler's backtraces.  Used in the exported
  * function itself (or the slow path it tail-calls), whose frame holds the
  * program's return address. */
@@ -157,6 +195,7 @@ static void prof_sample_check(tsd_t *tsd, void *p, size_t usize,
 /* Every allocation that misses the fast path ends here. */
 static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
+	hook_thread_check(tsd);
 	unsigned ind = sz_size2index(usize);
 	bool zero = o->zero || opt_zero;
 	/* MALLOCX_TCACHE(tc): like the thread's cache, without its events
@@ -356,6 +395,7 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
     tcache_t *xtc, const char *func) {
 	if (p == NULL)
 		return;
+	hook_thread_check(tsd);
 	if (unlikely(dalloc_misuse(tsd, p, e, xtc, func)))
 		return;
 	size_t usize = extent_usize(e);
@@ -469,21 +509,36 @@ static MP_NOINLINE void *malloc_slow(size_t size) {
 	void *p = alloc_impl(tsd, usize, 0, &o);
 	if (p == NULL)
 		goto oom;
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_MALLOC, p, (uintptr_t)p, size, 0, 0);
 	return p;
 oom:
+	XMALLOC_CHECK(NULL, "malloc", size);
 	errno = ENOMEM;
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_MALLOC, NULL, 0, size, 0, 0);
 	return NULL;
 }
 
-static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
+/* Every free whose tag the fast path could not push: NULL, a full bin,
+ * a page without a tag (large blocks past the first page, sampled
+ * regions, garbage), a thread whose bins are off, or no flat tag table
+ * (then the tree's tag may still find room in the bin). */
+static MP_NOINLINE void free_slow(void *p) {
 	if (p == NULL)
 		return;
 	tsd_t *tsd = &mp_tsd;
+	uintptr_t entry = pagemap_lookup_entry(p);
 	unsigned ind = (unsigned)(entry & PAGEMAP_TAG_MASK) - 1;
 	if (ind < SC_NBINS && tsd_cache_bins(tsd)) {
-		/* The bin is full: its older half goes back to the slabs. */
-		tcache_bin_flush(tsd->tcache, ind,
-		    tcache_bin_cap(tsd->tcache, ind) / 2);
+		if ((uint32_t)(uintptr_t)tsd->bin_cur[ind + 1] ==
+		    tsd->bin_full[ind + 1]) {
+			/* The bin is full: its older part (half by default:
+			 * lg_tcache_flush_small_div) goes back to the slabs. */
+			tcache_bin_flush(tsd->tcache, ind,
+			    tcache_bin_cap(tsd->tcache, ind) >>
+			    opt_lg_tcache_flush_small_div);
+		}
 		*--tsd->bin_cur[ind + 1] = p;
 		tsd->deallocated += sz_index2size_tab[ind];
 		return;
@@ -492,6 +547,11 @@ static MP_NOINLINE void free_slow(void *p, uintptr_t entry) {
 	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
 	    dalloc_large_cached(tsd, p, entry))
 		return;
+	/* Only here: a thread that has seen the hooks has no cache bins and
+	 * no fast_owner, so its frees all come here; one that has not seen
+	 * them yet is not reported. */
+	if (unlikely(hook_active()))
+		hook_dalloc(HOOK_DALLOC_FREE, p, (uintptr_t)p, 0, 0);
 	dalloc_impl(tsd_fetch(), p, pagemap_entry_extent(entry), false, NULL,
 	    "free");
 }
@@ -515,21 +575,52 @@ static void *alloc_aligned(size_t size, size_t align, int flags,
 
 /* ------------------------------------------------------ public API */
 
+/*
+ * Size (by quantum, up to SC_LOOKUP_MAX) -> class tag (szind + 1, what
+ * indexes the cache bins), for malloc's fast path (malloc_tags) and the
+ * sized frees' (free_sized_tags).  Filled by malloc_sized_boot; all zero
+ * before, tag 0 naming a bin that is always off.  sz_size2index_tab
+ * would cost the fast paths an add of the 1.
+ *
+ * free_sized_tags stays zero with prof:true: a sampled small region sits
+ * in the profiler's slabs, untagged in the page map, and its free must
+ * reach the profiler, which only the page map can tell, so every sized
+ * free takes free's path then.  The one table lookup serves both the
+ * class and that switch.  Relaxed atomics: the bytes are written once,
+ * before malloc_initialized is published.
+ */
+static _Atomic uint8_t malloc_tags[SC_LOOKUP_LEN];
+static _Atomic uint8_t free_sized_tags[SC_LOOKUP_LEN];
+
+void malloc_sized_boot(void) {
+	for (size_t q = 0; q < SC_LOOKUP_LEN; q++) {
+		uint8_t tag = (uint8_t)(sz_size2index_tab[q] + 1);
+		atomic_store_explicit(&malloc_tags[q], tag,
+		    memory_order_relaxed);
+		if (!config_prof || !opt_prof)
+			atomic_store_explicit(&free_sized_tags[q], tag,
+			    memory_order_relaxed);
+	}
+}
+
 /* malloc's fast path: a block of size's class from the thread's cache
  * bin, or NULL for the slow path (too big, an event due, the bin empty).
  * malloc and C++'s operator new differ only in what follows a NULL. */
 MP_INLINE void *malloc_fast(size_t size) {
 	tsd_t *tsd = &mp_tsd;
 	if (likely(size <= SC_LOOKUP_MAX)) {
-		size_t ind = sz_size2index_tab[(size + (QUANTUM - 1)) >>
-		    LG_QUANTUM];
-		uint64_t allocated = tsd->allocated + sz_index2size_tab[ind];
+		size_t tag = atomic_load_explicit(&malloc_tags[(size +
+		    (QUANTUM - 1)) >> LG_QUANTUM], memory_order_relaxed);
+		/* bin_usize is 0 in a thread not set up yet, and the tag 0
+		 * before boot, where next_event is 0 too: the compare fails
+		 * all the same. */
+		uint64_t allocated = tsd->allocated + tsd->bin_usize[tag];
 		if (likely(allocated < tsd->next_event)) {
 			/* The bin's NULL sentinel says it is empty. */
-			void **cur = tsd->bin_cur[ind + 1];
+			void **cur = tsd->bin_cur[tag];
 			void *p = *cur;
 			if (likely(p != NULL)) {
-				tsd->bin_cur[ind + 1] = cur + 1;
+				tsd->bin_cur[tag] = cur + 1;
 				tsd->allocated = allocated;
 				return p;
 			}
@@ -545,41 +636,59 @@ MP_EXPORT void *MP_PUBLIC(malloc)(size_t size) {
 	return malloc_slow(size);
 }
 
-/* free's fast path for p, whose page-map entry the caller has read. */
-MP_INLINE void free_entry(void *p, uintptr_t entry) {
+/* free's fast path: push p on the thread's cache bin of class tag `tag`
+ * unless it is full or off (tag 0 and the tags past the small classes
+ * are always off); false: not done. */
+MP_INLINE bool free_push(void *p, size_t tag) {
 	tsd_t *tsd = &mp_tsd;
-	size_t tag = entry & PAGEMAP_TAG_MASK;
 	void **cur = tsd->bin_cur[tag];
 	if (likely((uint32_t)(uintptr_t)cur != tsd->bin_full[tag])) {
 		tsd->bin_cur[tag] = --cur;
 		*cur = p;
-		tsd->deallocated += sz_index2size_tab[tag - 1];
-		return;
+		tsd->deallocated += tsd->bin_usize[tag];
+		return true;
 	}
-	free_slow(p, entry);
+	return false;
 }
 
+/* free's fast path for p, whose page-map entry the caller has read. */
+MP_INLINE void free_entry(void *p, uintptr_t entry) {
+	if (likely(free_push(p, entry & PAGEMAP_TAG_MASK)))
+		return;
+	free_slow(p);
+}
+
+/* The tag comes from the flat table (pagemap.c): a garbage pointer finds
+ * tag 0 there, or fails its bound, and free_slow reports it. */
 MP_EXPORT void MP_PUBLIC(free)(void *p) {
-	free_entry(p, pagemap_lookup_entry(p));
+	if (likely(free_push(p, pagemap_lookup_tag(p))))
+		return;
+	free_slow(p);
 }
 
 MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {
 	size_t total;
 	if (unlikely(__builtin_mul_overflow(n, size, &total))) {
+		XMALLOC_CHECK(NULL, "calloc", SIZE_MAX);
 		errno = ENOMEM;
 		return NULL;
 	}
 	tsd_t *tsd = tsd_fetch();
 	size_t usize = sz_s2u(total);
 	if (unlikely(!malloc_initialized || usize == 0)) {
+		XMALLOC_CHECK(NULL, "calloc", total);
 		errno = ENOMEM;
 		return NULL;
 	}
 	alloc_opts_t o = {.zero = true, .entry = (void *)MP_PUBLIC(calloc),
 	    .fp = CALLER_FP(), .size = total};
 	void *p = alloc_impl(tsd, usize, 0, &o);
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "calloc", total);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_CALLOC, p, (uintptr_t)p, n, size, 0);
 	return p;
 }
 
@@ -589,10 +698,17 @@ MP_EXPORT int MP_PUBLIC(posix_memalign)(void **memptr, size_t align,
 		return EINVAL;
 	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(posix_memalign),
 	    CALLER_FP());
-	if (p == NULL)
-		return ENOMEM;
-	*memptr = p;
-	return 0;
+	int ret = 0;
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "posix_memalign", size);
+		ret = ENOMEM;
+	} else {
+		*memptr = p;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_POSIX_MEMALIGN, p, (uintptr_t)ret,
+		    (uintptr_t)memptr, align, size);
+	return ret;
 }
 
 MP_EXPORT void *MP_PUBLIC(aligned_alloc)(size_t align, size_t size) {
@@ -602,8 +718,13 @@ MP_EXPORT void *MP_PUBLIC(aligned_alloc)(size_t align, size_t size) {
 	}
 	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(aligned_alloc),
 	    CALLER_FP());
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "aligned_alloc", size);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_ALIGNED_ALLOC, p, (uintptr_t)p, align,
+		    size, 0);
 	return p;
 }
 
@@ -617,16 +738,25 @@ MP_EXPORT void *MP_PUBLIC(memalign)(size_t align, size_t size) {
 		align = (size_t)1 << (64 - __builtin_clzl(align));
 	void *p = alloc_aligned(size, align, 0, (void *)MP_PUBLIC(memalign),
 	    CALLER_FP());
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "memalign", size);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_MEMALIGN, p, (uintptr_t)p, align, size,
+		    0);
 	return p;
 }
 
 MP_EXPORT void *MP_PUBLIC(valloc)(size_t size) {
 	void *p = alloc_aligned(size, PAGE, 0, (void *)MP_PUBLIC(valloc),
 	    CALLER_FP());
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "valloc", size);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_VALLOC, p, (uintptr_t)p, size, 0, 0);
 	return p;
 }
 
@@ -638,8 +768,12 @@ MP_EXPORT void *MP_PUBLIC(pvalloc)(size_t size) {
 	}
 	void *p = alloc_aligned(rounded == 0 ? PAGE : rounded, PAGE, 0,
 	    (void *)MP_PUBLIC(pvalloc), CALLER_FP());
-	if (p == NULL)
+	if (p == NULL) {
+		XMALLOC_CHECK(p, "pvalloc", size);
 		errno = ENOMEM;
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_VALLOC, p, (uintptr_t)p, size, 0, 0);
 	return p;
 }
 
@@ -688,6 +822,8 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	size_t old = extent_usize(e);
 	bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
 	bool same_arena = o.arena == NULL || o.arena == e->arena;
+	bool hooks = hook_active();
+	bool is_realloc = entry == (void *)MP_PUBLIC(realloc);
 	/* Within its size class a realloc allocates nothing, and unlike
 	 * jemalloc we count nothing (thread.allocated, the sampling
 	 * threshold), as tcmalloc does: a buffer grown a byte at a time is
@@ -695,12 +831,12 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	 * trigger a sample on some later, unrelated allocation with the
 	 * weight of a whole period. */
 	if (aligned && same_arena && usize == old && !opt_junk_alloc)
-		return p;
+		goto in_place;
 	if (aligned && same_arena && e->kind == EXTENT_LARGE &&
 	    usize >= SC_LARGE_MINCLASS &&
 	    !arena_large_resize(e, usize, o.zero || opt_zero)) {
 		resized_in_place(tsd, p, e, usize, old, &o);
-		return p;
+		goto in_place;
 	}
 	void *q = alloc_impl(tsd, usize, align, &o);
 	if (q == NULL)
@@ -708,8 +844,21 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	memcpy(q, p, old < size ? old : size);
 	if ((o.zero || opt_zero) && usize > old)
 		memset((char *)q + old, 0, usize - old);
+	if (unlikely(hooks)) {
+		hook_alloc(is_realloc ? HOOK_ALLOC_REALLOC : HOOK_ALLOC_RALLOCX,
+		    q, (uintptr_t)q, (uintptr_t)p, size, (uintptr_t)flags);
+		hook_dalloc(is_realloc ? HOOK_DALLOC_REALLOC :
+		    HOOK_DALLOC_RALLOCX, p, (uintptr_t)p, size,
+		    (uintptr_t)flags);
+	}
 	dalloc_impl(tsd, p, e, o.tcache_none, o.tcache, func);
 	return q;
+in_place:
+	if (unlikely(hooks))
+		hook_expand(is_realloc ? HOOK_EXPAND_REALLOC :
+		    HOOK_EXPAND_RALLOCX, p, old, usize, (uintptr_t)p,
+		    (uintptr_t)p, size, (uintptr_t)flags, 0);
+	return p;
 }
 
 /*
@@ -751,14 +900,59 @@ MP_INLINE void *realloc_small_move(void *p, uintptr_t entry, size_t size) {
 
 _Atomic size_t malloc_zero_reallocs;
 
+/* realloc(NULL, size) and realloc(p, 0) with the hooks: reported as
+ * realloc's, not as the malloc or free they are. */
+static MP_NOINLINE void *realloc_hooked(void *p, size_t size) {
+	bool report = hook_enter();
+	if (p == NULL) {
+		void *q = MP_PUBLIC(malloc)(size);
+		if (report) {
+			hook_exit();
+			hook_alloc(HOOK_ALLOC_REALLOC, q, (uintptr_t)q, 0, size,
+			    0);
+		}
+		return q;
+	}
+	if (report) {
+		hook_exit();
+		hook_dalloc(HOOK_DALLOC_REALLOC, p, (uintptr_t)p, 0, 0);
+		report = hook_enter();
+	}
+	MP_PUBLIC(free)(p);
+	if (report)
+		hook_exit();
+	return NULL;
+}
+
+/*
+ * realloc's shortcuts below (a block staying in its class, a small block
+ * moving through the fast paths) are off with junk:alloc, which junks
+ * every new block, and while hooks are installed, which must see the
+ * call (ralloc_impl reports it).  One flag for both, so that realloc
+ * tests one byte, as it tested opt_junk_alloc alone: the hook test cost
+ * 1% of the instructions of bench's realloc and reallocgrow.  Set by
+ * conf.c (junk) and hook.c (install, remove).
+ */
+_Atomic bool realloc_shortcut_off;
+
+void realloc_shortcut_update(void) {
+	atomic_store_explicit(&realloc_shortcut_off, opt_junk_alloc ||
+	    hook_active(), memory_order_relaxed);
+}
+
 MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
-	if (p == NULL)
+	bool shortcut_off = atomic_load_explicit(&realloc_shortcut_off,
+	    memory_order_relaxed);
+	if (p == NULL) {
+		if (unlikely(shortcut_off) && hook_active())
+			return realloc_hooked(p, size);
 		return MP_PUBLIC(malloc)(size);
+	}
 	/* A buffer grown a little at a time mostly stays in its class: one
 	 * page-map lookup and two compares, without touching the extent. */
 	uintptr_t entry = pagemap_lookup_entry(p);
 	uintptr_t tag = entry & PAGEMAP_TAG_MASK;
-	if (likely(tag != 0 && size != 0 && !opt_junk_alloc)) {
+	if (likely(tag != 0 && size != 0 && !shortcut_off)) {
 		if (realloc_same_class((unsigned)tag - 1, p, size))
 			return p;
 		/* A small block moving to another small class: malloc's and
@@ -775,6 +969,8 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 		    memory_order_relaxed);
 		switch (opt_zero_realloc) {
 		case ZERO_REALLOC_FREE:
+			if (unlikely(hook_active()))
+				return realloc_hooked(p, 0);
 			MP_PUBLIC(free)(p);
 			return NULL;
 		case ZERO_REALLOC_ABORT:
@@ -785,8 +981,10 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	}
 	void *q = ralloc_impl(p, size, 0, "realloc",
 	    (void *)MP_PUBLIC(realloc), CALLER_FP());
-	if (q == NULL && pagemap_lookup(p) != NULL)
+	if (q == NULL && pagemap_lookup(p) != NULL) {
+		XMALLOC_CHECK(q, "realloc", size);
 		errno = ENOMEM;     /* an invalid pointer keeps its EINVAL */
+	}
 	return q;
 }
 
@@ -802,19 +1000,34 @@ MP_EXPORT void *MP_PUBLIC(reallocarray)(void *p, size_t n, size_t size) {
 /* ---------------------------------------------- jemalloc's *allocx API */
 
 MP_EXPORT void *MP_PUBLIC(mallocx)(size_t size, int flags) {
-	if (flags == 0)
+	if (flags == 0 && likely(!hook_active()))
 		return MP_PUBLIC(malloc)(size);
-	return alloc_aligned(size, 0, flags, (void *)MP_PUBLIC(mallocx),
-	    CALLER_FP());
+	void *p;
+	if (flags == 0) {
+		bool report = hook_enter();
+		p = MP_PUBLIC(malloc)(size);
+		if (report)
+			hook_exit();
+	} else {
+		p = alloc_aligned(size, 0, flags, (void *)MP_PUBLIC(mallocx),
+		    CALLER_FP());
+		XMALLOC_CHECK(p, "mallocx", size);
+	}
+	if (unlikely(hook_active()))
+		hook_alloc(HOOK_ALLOC_MALLOCX, p, (uintptr_t)p, size,
+		    (uintptr_t)flags, 0);
+	return p;
 }
 
 MP_EXPORT void *MP_PUBLIC(rallocx)(void *p, size_t size, int flags) {
-	return ralloc_impl(p, size, flags, "rallocx",
+	void *q = ralloc_impl(p, size, flags, "rallocx",
 	    (void *)MP_PUBLIC(rallocx), CALLER_FP());
+	XMALLOC_CHECK(q, "rallocx", size);
+	return q;
 }
 
-MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
-    int flags) {
+static size_t xallocx_impl(void *p, size_t size, size_t extra, int flags,
+    uintptr_t fp) {
 	tsd_t *tsd = tsd_fetch();
 	extent_t *e = pagemap_lookup(p);
 	if (e == NULL || (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE)) {
@@ -846,17 +1059,28 @@ MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
 			return old;
 		target = hi;
 	}
-	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(xallocx),
-	    .fp = CALLER_FP()};
+	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(xallocx), .fp = fp};
 	resized_in_place(tsd, p, e, target, old, &o);
 	return target;
+}
+
+MP_EXPORT size_t MP_PUBLIC(xallocx)(void *p, size_t size, size_t extra,
+    int flags) {
+	if (likely(!hook_active()))
+		return xallocx_impl(p, size, extra, flags, CALLER_FP());
+	size_t old = MP_PUBLIC(malloc_usable_size)(p);
+	size_t usize = xallocx_impl(p, size, extra, flags, CALLER_FP());
+	if (old != 0)
+		hook_expand(HOOK_EXPAND_XALLOCX, p, old, usize, usize,
+		    (uintptr_t)p, size, extra, (uintptr_t)flags);
+	return usize;
 }
 
 MP_EXPORT size_t MP_PUBLIC(sallocx)(const void *p, int flags) {
 	return MP_PUBLIC(malloc_usable_size)((void *)p);
 }
 
-MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
+static void dallocx_impl(void *p, int flags) {
 	if ((flags & (0xfff << 8)) == 0) {
 		MP_PUBLIC(free)(p);
 		return;
@@ -867,15 +1091,39 @@ MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
 	    "dallocx");
 }
 
+/* dallocx and sdallocx with the hooks: reported under their own type,
+ * the free inside muted. */
+static MP_NOINLINE void dallocx_hooked(void *p, int flags, int type,
+    uintptr_t a1, uintptr_t a2) {
+	if (p != NULL)
+		hook_dalloc(type, p, (uintptr_t)p, a1, a2);
+	bool report = hook_enter();
+	dallocx_impl(p, flags);
+	if (report)
+		hook_exit();
+}
+
+MP_EXPORT void MP_PUBLIC(dallocx)(void *p, int flags) {
+	if (unlikely(hook_active())) {
+		dallocx_hooked(p, flags, HOOK_DALLOC_DALLOCX, (uintptr_t)flags,
+		    0);
+		return;
+	}
+	dallocx_impl(p, flags);
+}
+
 /*
- * The sized frees (free_sized, free_aligned_sized and C++'s sized
- * deletes) take free's path: the page map's tag gives the class and also
- * refuses a pointer this allocator never gave out, which a class read
- * from the size alone would push into a cache bin (jemalloc's sized
- * delete does; a wrong size there corrupts the cache).  So a wrong size in
- * a release build still frees the block right, and a garbage pointer is
- * still reported.  Debug builds first check the size (and alignment)
- * against the block's and abort on a mismatch, as sdallocx does.
+ * The sized frees (free_sized, free_aligned_sized with an alignment of at
+ * most QUANTUM, sdallocx without flags, C++'s sized deletes) take the
+ * class from the size instead of the page map, as jemalloc's sized
+ * deallocation does: the size's class tag indexes the thread's cache bins
+ * directly.  The caller promises the size (C23, C++): in a release build a
+ * wrong size files the block under the wrong class, and a pointer this
+ * allocator never gave out is pushed as it is, unreported (jemalloc's
+ * sized delete does the same).  Debug builds first check the size (and
+ * alignment) against the block's and abort on a mismatch, as sdallocx
+ * does.  Unsized free keeps the page-map lookup and its garbage-pointer
+ * check.  free_sized_tags (above) gives the class tag.
  */
 static void sized_free_check(void *p, size_t size, size_t align,
     const char *func) {
@@ -887,11 +1135,28 @@ static void sized_free_check(void *p, size_t size, size_t align,
 		    "size class %zu", func, p, size, extent_usize(e));
 }
 
-static void sized_free(void *p, size_t size, size_t align,
+/* The push of free's fast path, with the bin picked by the size. */
+MP_INLINE void free_sized_fast(void *p, size_t size) {
+	if (likely(p != NULL && size <= SC_LOOKUP_MAX) &&
+	    likely(free_push(p, atomic_load_explicit(&free_sized_tags[(size +
+	    (QUANTUM - 1)) >> LG_QUANTUM], memory_order_relaxed))))
+		return;
+	/* What the size could not settle (NULL, a large size, a full or off
+	 * bin, prof:true, before boot): free's own path. */
+	free_slow(p);
+}
+
+/* align: 0 for none; above QUANTUM the class depends on it (sz_sa2u), so
+ * the page map decides. */
+MP_INLINE void sized_free(void *p, size_t size, size_t align,
     const char *func) {
 	if (config_debug && p != NULL)
 		sized_free_check(p, size, align, func);
-	MP_PUBLIC(free)(p);
+	if (align > QUANTUM) {
+		free_slow(p);
+		return;
+	}
+	free_sized_fast(p, size);
 }
 
 MP_EXPORT void MP_PUBLIC(free_sized)(void *p, size_t size) {
@@ -904,10 +1169,19 @@ MP_EXPORT void MP_PUBLIC(free_aligned_sized)(void *p, size_t align,
 }
 
 MP_EXPORT void MP_PUBLIC(sdallocx)(void *p, size_t size, int flags) {
+	if (flags == 0) {
+		sized_free(p, size, 0, "sdallocx");
+		return;
+	}
 	if (config_debug && p != NULL)
 		sized_free_check(p, size, (flags & 0x3f) ?
 		    (size_t)1 << (flags & 0x3f) : 0, "sdallocx");
-	MP_PUBLIC(dallocx)(p, flags);
+	if (unlikely(hook_active())) {
+		dallocx_hooked(p, flags, HOOK_DALLOC_SDALLOCX, size,
+		    (uintptr_t)flags);
+		return;
+	}
+	dallocx_impl(p, flags);
 }
 
 MP_EXPORT size_t MP_PUBLIC(nallocx)(size_t size, int flags) {
@@ -950,8 +1224,19 @@ void *cxx_new_array(size_t size) {
 	return cxx_new_fast(size, CXX_NEW_ARRAY);
 }
 
+/* With the hooks, new is reported as jemalloc's operators are: as the
+ * malloc or aligned_alloc it is built on. */
 void *cxx_alloc(size_t size, size_t align, void *entry, uintptr_t fp) {
-	return alloc_aligned(size, align, 0, entry, fp);
+	void *p = alloc_aligned(size, align, 0, entry, fp);
+	if (unlikely(hook_active())) {
+		if (align == 0)
+			hook_alloc(HOOK_ALLOC_MALLOC, p, (uintptr_t)p, size,
+			    0, 0);
+		else
+			hook_alloc(HOOK_ALLOC_ALIGNED_ALLOC, p, (uintptr_t)p,
+			    align, size, 0);
+	}
+	return p;
 }
 
 /* free itself, reached without the PLT (glibc's prototype of free has
@@ -961,9 +1246,30 @@ void *cxx_alloc(size_t size, size_t align, void *entry, uintptr_t fp) {
 void cxx_free(void *p) __attribute__((alias("free")));
 #pragma GCC diagnostic pop
 
-void cxx_free_sized(void *p, size_t size) {
+/*
+ * operator delete(void *, size_t) and its array form, defined here under
+ * their mangled names (LP64: size_t is unsigned long) rather than in
+ * cxx.cpp: the program's call then lands on the sized fast path itself,
+ * not on two jumps and free's PLT entry in front of it.
+ */
+_Static_assert(sizeof(size_t) == sizeof(unsigned long), "_ZdlPvm names "
+    "operator delete(void *, unsigned long)");
+#if MP_CONFIG_DEBUG
+/* Debug builds name the operator in the size check's report. */
+MP_EXPORT void cxx_delete_sized(void *p, size_t size) __asm__("_ZdlPvm");
+MP_EXPORT void cxx_delete_sized(void *p, size_t size) {
 	sized_free(p, size, 0, "operator delete");
 }
+#define CXX_DELETE_SIZED "_ZdlPvm"
+#else
+/* Release builds: free_sized's body itself (a function of its own would
+ * be folded into a jump to it). */
+#define CXX_DELETE_SIZED "free_sized"
+MP_EXPORT void cxx_delete_sized(void *p, size_t size) __asm__("_ZdlPvm")
+    __attribute__((alias(CXX_DELETE_SIZED)));
+#endif
+MP_EXPORT void cxx_delete_array_sized(void *p, size_t size)
+    __asm__("_ZdaPvm") __attribute__((alias(CXX_DELETE_SIZED)));
 
 void cxx_free_aligned_sized(void *p, size_t align, size_t size) {
 	sized_free(p, size, align, "operator delete");

@@ -186,7 +186,7 @@ static void slab_release(tcache_t *tc, extent_t *slab) {
  * it is (every region free, untagged). */
 static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 	size_t size = tc->small_slabs ? sz_prof_slab_size[ind]
-	    : sz_slab_size[ind];
+	    : sz_slab_size_get(ind);
 	extent_t *slab = NULL;
 	for (extent_t *s = tc->empty; s != NULL; s = s->next) {
 		if (s->size == size) {

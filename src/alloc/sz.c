@@ -251,3 +251,73 @@ void sz_boot(void) {
 		mp_assert(sz_prof_slab_size[i] == prof_slab);
 	}
 }
+
+/*
+ * slab_sizes: jemalloc's "lo-hi:pages|...", each segment giving the
+ * classes whose size is in [lo, hi] slabs of `pages` pages; later
+ * segments win.  As jemalloc does, the count is clamped to what a slab
+ * of the class can be: at least the pages of one region, at most
+ * SLAB_MAXREGS regions (the bitmaps' size) and SZ_SLAB_MAX_PAGES pages.
+ * The geometry of every slab follows from its size (arena_slab_init), so
+ * only the size chosen at slab_get changes.
+ */
+uint32_t sz_slab_pages_conf[SC_NBINS];
+
+static bool sz_parse_num(const char **p, const char *end, size_t *v) {
+	const char *s = *p;
+	size_t n = 0;
+	if (s == end || *s < '0' || *s > '9')
+		return true;
+	while (s < end && *s >= '0' && *s <= '9') {
+		if (n > (SIZE_MAX - 9) / 10)
+			return true;
+		n = n * 10 + (size_t)(*s - '0');
+		s++;
+	}
+	*p = s;
+	*v = n;
+	return false;
+}
+
+static uint32_t sz_slab_pages_clamp(unsigned ind, size_t pages) {
+	size_t size = sz_index2size_compute(ind);
+	size_t lo = (size + PAGE - 1) / PAGE;
+	size_t hi = SLAB_MAXREGS * size / PAGE;
+	if (hi > SZ_SLAB_MAX_PAGES)
+		hi = SZ_SLAB_MAX_PAGES;
+	if (hi < lo)
+		hi = lo;
+	return (uint32_t)(pages < lo ? lo : pages > hi ? hi : pages);
+}
+
+bool sz_slab_sizes_parse(const char *s, size_t len, uint32_t *pages) {
+	const char *p = s, *end = s + len;
+	if (pages != NULL)
+		memset(pages, 0, SC_NBINS * sizeof(*pages));
+	while (p < end) {
+		size_t lo, hi, n;
+		if (sz_parse_num(&p, end, &lo) || p == end || *p++ != '-' ||
+		    sz_parse_num(&p, end, &hi) || p == end || *p++ != ':' ||
+		    sz_parse_num(&p, end, &n) || lo > hi || n == 0)
+			return true;
+		if (p < end && *p++ != '|')
+			return true;
+		if (p == end && p[-1] == '|')
+			return true;
+		for (unsigned i = 0; pages != NULL && i < SC_NBINS; i++) {
+			size_t size = sz_index2size_compute(i);
+			if (size >= lo && size <= hi)
+				pages[i] = sz_slab_pages_clamp(i, n);
+		}
+	}
+	return false;
+}
+
+uint32_t sz_slab_size_get(unsigned ind) {
+	uint32_t pages = sz_slab_pages_conf[ind];
+	return pages != 0 ? pages * (uint32_t)PAGE : sz_slab_size[ind];
+}
+
+uint32_t sz_slab_nregs_get(unsigned ind) {
+	return sz_slab_size_get(ind) / (uint32_t)sz_index2size_tab[ind];
+}

@@ -38,14 +38,23 @@ void tcache_init(tcache_t *tc, arena_t *arena, bool shared) {
 
 /* ---- cache bins ---- */
 
-/* Slots of class ind's cache bin: 32 KiB of regions, within bounds. */
+/*
+ * Slots of class ind's cache bin: 16 KiB << lg_tcache_nslots_mul of
+ * regions (32 KiB by default), within tcache_nslots_small_min and _max
+ * (8 and 128 by default; the max wins if they cross, as in jemalloc).
+ * jemalloc counts from the regions of a slab instead; the knobs keep
+ * their meaning.  At least 2: a fill takes half the slots.
+ */
 static unsigned cache_bin_slots(unsigned ind) {
-	size_t n = ((size_t)32 << 10) / sz_index2size(ind);
-	if (n < CACHE_BIN_MIN)
-		n = CACHE_BIN_MIN;
-	if (n > CACHE_BIN_MAX)
-		n = CACHE_BIN_MAX;
-	return (unsigned)n;
+	ssize_t mul = opt_lg_tcache_nslots_mul;
+	size_t bytes = mul >= 0 ? ((size_t)16 << 10) << mul :
+	    ((size_t)16 << 10) >> -mul;
+	size_t n = bytes / sz_index2size(ind);
+	if (n < opt_tcache_nslots_small_min)
+		n = opt_tcache_nslots_small_min;
+	if (n > opt_tcache_nslots_small_max)
+		n = opt_tcache_nslots_small_max;
+	return n < 2 ? 2 : (unsigned)n;
 }
 
 void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
@@ -147,7 +156,7 @@ bool tcache_dalloc_large(tcache_t *tc, extent_t *e) {
 	if (e->size > opt_tcache_max || li >= TCACHE_NLARGE || e->prof != NULL)
 		return true;
 	tcache_large_t *c = &tc->large[li];
-	if (c->n == TCACHE_LARGE_SLOTS || tc->large_bytes + e->size >
+	if (c->n >= opt_tcache_nslots_large || tc->large_bytes + e->size >
 	    TCACHE_LARGE_BUDGET(opt_tcache_max))
 		return true;
 	c->slots[c->n++] = e;
@@ -427,7 +436,8 @@ void *tcache_explicit_alloc_small(tcache_t *tc, unsigned ind) {
 
 void tcache_explicit_dalloc_small(tcache_t *tc, unsigned ind, void *p) {
 	if ((uint32_t)(uintptr_t)tc->cb_cur[ind] == tc->cb_full[ind])
-		tcache_bin_flush(tc, ind, tcache_bin_cap(tc, ind) / 2);
+		tcache_bin_flush(tc, ind, tcache_bin_cap(tc, ind) >>
+		    opt_lg_tcache_flush_small_div);
 	*--tc->cb_cur[ind] = p;
 }
 

@@ -62,6 +62,7 @@ static MP_COLD bool malloc_init_hard(void) {
 		    pthread_key_create(&tsd_key, tsd_cleanup) != 0;
 	}
 	if (!err) {
+		malloc_sized_boot();
 		__atomic_store_n(&malloc_initialized, true, __ATOMIC_RELEASE);
 		/* Both may allocate: we are initialised by now. */
 		pthread_atfork(malloc_prefork, malloc_postfork_parent,
@@ -121,10 +122,11 @@ void tsd_prof_redraw(tsd_t *tsd) {
 /* Decide whether this thread may use the fast paths, and arm them: the
  * cache bins (free's fast path) whenever the thread's cache is on and frees
  * need no junk, malloc's fast path when allocations need no filling
- * either. */
+ * either.  Neither while experimental hooks are installed (hook.c): every
+ * call must reach them. */
 static void tsd_update_fast(tsd_t *tsd) {
 	bool cached = tsd->state == TSD_NOMINAL && tsd->tcache_enabled &&
-	    tsd->tcache != NULL;
+	    tsd->tcache != NULL && !hook_active();
 	/* Without cache bins (junk on free, or no memory for the slots) the
 	 * thread's calls take the slow paths to the slabs. */
 	bool bins = false;
@@ -137,6 +139,10 @@ static void tsd_update_fast(tsd_t *tsd) {
 	    !opt_zero;
 	tsd->fast_owner = fast ? tsd->tcache : NULL;
 	tsd_arm(tsd);
+}
+
+void tsd_fast_recompute(tsd_t *tsd) {
+	tsd_update_fast(tsd);
 }
 
 static void registry_insert(tsd_t *tsd) {
@@ -194,6 +200,10 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	pthread_setspecific(tsd_key, tsd);
 	if (opt_tcache)
 		tsd->tcache = tcache_adopt(tsd->arena);
+	/* Before the fast paths are armed: malloc's threshold compare adds
+	 * these, and a zero usize must never pass it (see malloc_fast). */
+	for (unsigned i = 0; i < SC_NBINS; i++)
+		tsd->bin_usize[i + 1] = (uint32_t)sz_index2size_tab[i];
 	tsd->state = TSD_NOMINAL;
 	tsd_update_fast(tsd);
 }
@@ -309,18 +319,24 @@ void tsd_peak_reset(tsd_t *tsd) {
 }
 
 /* Crossing the event threshold: one GC step of the cache, a decay tick,
- * a thread.peak check. */
+ * a thread.peak check and the activity callback, stats_interval's count
+ * (stats.c), and hooks installed or removed by other threads. */
 MP_NOINLINE void tsd_event(tsd_t *tsd) {
 	tsd->cache_event_at = tsd->allocated + TSD_EVENT_INTERVAL;
 	tsd_arm(tsd);
 	tsd->event_count++;
 	tsd_peak_update(tsd);
+	hook_activity_event(tsd);
 	tcache_gc_step(tsd->tcache);
 	arena_decay_tick(tsd->arena);
+	if (unlikely(opt_stats_interval >= 0) && tsd->reentrancy == 0)
+		stats_interval_event(tsd->allocated);
 	if ((tsd->event_count & 63) == 0) {
 		tcache_orphans_collect(tsd->arena, 1);
 		tcache_arena_shared_flush(tsd->arena);
 	}
+	/* Last: it may turn the fast paths off. */
+	hook_thread_check(tsd);
 }
 
 /* ------------------------------------------------------------- fork */

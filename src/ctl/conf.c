@@ -42,6 +42,76 @@ unsigned opt_thp = OS_THP_DEFAULT;
 unsigned opt_metadata_thp = METADATA_THP_DISABLED;
 size_t opt_oversize_threshold = 0;
 
+/* jemalloc 5.3's remaining options (issue 18).  Those acting elsewhere
+ * are declared in alloc.h; the rest only need their opt.* read-out. */
+bool opt_xmalloc = false;
+ssize_t opt_stats_interval = -1;
+char opt_stats_interval_opts[64] = "";
+unsigned opt_tcache_nslots_small_min = CACHE_BIN_MIN;
+unsigned opt_tcache_nslots_small_max = CACHE_BIN_MAX;
+unsigned opt_tcache_nslots_large = TCACHE_LARGE_SLOTS;
+ssize_t opt_lg_tcache_nslots_mul = 1;
+size_t opt_tcache_gc_incr_bytes = (size_t)128 << 10;
+unsigned opt_lg_tcache_flush_small_div = 1;
+unsigned opt_lg_tcache_flush_large_div = 1;
+bool opt_experimental_infallible_new = false;
+static char conf_slab_sizes[256] = "";
+static size_t conf_lg_tcache_max = 16;
+static bool conf_trust_madvise = false;
+static bool conf_cache_oblivious = false;
+static size_t conf_lg_extent_max_active_fit = 6;
+static size_t conf_tcache_gc_delay_bytes = 0;
+static bool conf_hpa = false;
+static size_t conf_san_guard_small = 0;
+static size_t conf_san_guard_large = 0;
+static bool conf_utrace = false;
+/* The profiler options of jemalloc 5.3 that the profiler issue after
+ * issue 18 implements: read-outs only until then. */
+static bool conf_prof_stats = false;
+static bool conf_prof_sys_thread_name = false;
+static unsigned conf_prof_time_resolution = 0;
+static bool conf_prof_unbias = true;
+static const char *const conf_prof_time_resolution_names[] = {
+	"default", "high",
+};
+
+/* lg_tcache_max is tcache_max as a power of two (jemalloc's deprecated
+ * spelling): each keeps the other's read-out in step. */
+static void conf_lg_tcache_max_apply(void) {
+	opt_tcache_max = (size_t)1 << conf_lg_tcache_max;
+}
+
+static void conf_tcache_max_apply(void) {
+	size_t lg = 0;
+	while (lg < 63 && ((size_t)2 << lg) <= opt_tcache_max)
+		lg++;
+	conf_lg_tcache_max = opt_tcache_max == 0 ? 0 : lg;
+}
+
+/* The tcache knobs take jemalloc's values; what the cache can hold caps
+ * them (a large class has TCACHE_LARGE_SLOTS slots). */
+static void conf_tcache_nslots_large_apply(void) {
+	if (opt_tcache_nslots_large > TCACHE_LARGE_SLOTS)
+		opt_tcache_nslots_large = TCACHE_LARGE_SLOTS;
+}
+
+/* slab_sizes: "lo-hi:pages|..." (jemalloc's syntax), checked here and
+ * applied by sz.c (sz_slab_sizes_apply). */
+static bool conf_slab_sizes_check(const char *v, size_t vlen, char *why,
+    size_t whysize) {
+	if (sz_slab_sizes_parse(v, vlen, NULL)) {
+		mp_snprintf(why, whysize, "expected lo-hi:pages "
+		    "segments separated by '|' (lo <= hi, pages >= 1)");
+		return true;
+	}
+	return false;
+}
+
+static void conf_slab_sizes_apply(void) {
+	(void)sz_slab_sizes_parse(conf_slab_sizes, strlen(conf_slab_sizes),
+	    sz_slab_pages_conf);
+}
+
 /* Indexed by os_thp_t.  Only the first three are accepted: "not
  * supported" is what opt.thp reads when the kernel has no THP (set by
  * arena_boot, as jemalloc does). */
@@ -79,6 +149,7 @@ static void conf_junk_apply(void) {
 	    conf_junk == CONF_JUNK_ALLOC;
 	opt_junk_free = conf_junk == CONF_JUNK_TRUE ||
 	    conf_junk == CONF_JUNK_FREE;
+	realloc_shortcut_update();
 }
 
 /* Indexed by zero_realloc_t. */
@@ -123,6 +194,7 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "give each thread a cache of slabs and large blocks" },
 	{ .name = "tcache_max", .type = CONF_SIZE_T, .var = &opt_tcache_max,
 	  .def = "65536", .min = 0, .max = 8388608,
+	  .on_set = conf_tcache_max_apply,
 	  .doc = "largest size kept in thread caches (bytes)" },
 	{ .name = "dirty_decay_ms", .type = CONF_SSIZE_T,
 	  .var = &opt_dirty_decay_ms, .def = "10000", .min = -1,
@@ -179,6 +251,129 @@ const conf_opt_t conf_opts[] = {
 	  .max = (intmax_t)SC_LARGE_MAXCLASS,
 	  .doc = "blocks this large and larger come from a huge arena of "
 	  "their own, purged at once (bytes; 0 or below 16 KiB: off)" },
+	/* jemalloc 5.3's remaining options (issue 18).  A row with a note
+	 * does nothing here, or less than in jemalloc: the note says why, in
+	 * one line, when the option is set to anything but its default. */
+	{ .name = "xmalloc", .type = CONF_BOOL, .var = &opt_xmalloc,
+	  .def = "false",
+	  .doc = "abort with a message when memory runs out instead of "
+	  "returning NULL (jemalloc: --enable-xmalloc)" },
+	{ .name = "stats_interval", .type = CONF_SSIZE_T,
+	  .var = &opt_stats_interval, .def = "-1", .min = -1,
+	  .max = INT64_MAX,
+	  .doc = "print statistics every N bytes allocated, counted at the "
+	  "threads' events (-1: never)" },
+	{ .name = "stats_interval_opts", .type = CONF_STRING,
+	  .var = opt_stats_interval_opts, .def = "",
+	  .bufsize = sizeof(opt_stats_interval_opts),
+	  .doc = "malloc_stats_print opts for stats_interval" },
+	{ .name = "slab_sizes", .type = CONF_STRING, .var = conf_slab_sizes,
+	  .def = "", .bufsize = sizeof(conf_slab_sizes),
+	  .check = conf_slab_sizes_check, .on_set = conf_slab_sizes_apply,
+	  .doc = "pages per slab of the small classes in byte ranges: "
+	  "lo-hi:pages|... (clamped to what the class's slab can hold)" },
+	{ .name = "trust_madvise", .type = CONF_BOOL,
+	  .var = &conf_trust_madvise, .def = "false",
+	  .note = "no effect: purging relies on MADV_DONTNEED zeroing pages, "
+	  "as Linux guarantees, whatever this option says",
+	  .doc = "trust madvise(MADV_DONTNEED) to zero pages without a check" },
+	{ .name = "cache_oblivious", .type = CONF_BOOL,
+	  .var = &conf_cache_oblivious, .def = "false",
+	  .note = "no effect: large blocks start at their extent's first page "
+	  "(config.cache_oblivious is false)",
+	  .doc = "offset large blocks by a random number of cache lines" },
+	{ .name = "lg_extent_max_active_fit", .type = CONF_SIZE_T,
+	  .var = &conf_lg_extent_max_active_fit, .def = "6", .min = 0,
+	  .max = 63,
+	  .note = "no effect: extents are carved best-fit (the smallest "
+	  "fitting size bucket), with no ratio limit",
+	  .doc = "largest ratio (log2) of a reused extent to the request" },
+	{ .name = "tcache_nslots_small_min", .type = CONF_UNSIGNED,
+	  .var = &opt_tcache_nslots_small_min, .def = "8", .min = 1,
+	  .max = 65535,
+	  .doc = "fewest slots of a small class's cache bin" },
+	{ .name = "tcache_nslots_small_max", .type = CONF_UNSIGNED,
+	  .var = &opt_tcache_nslots_small_max, .def = "128", .min = 1,
+	  .max = 65535,
+	  .doc = "most slots of a small class's cache bin" },
+	{ .name = "tcache_nslots_large", .type = CONF_UNSIGNED,
+	  .var = &opt_tcache_nslots_large, .def = "8", .min = 1,
+	  .max = 65535, .on_set = conf_tcache_nslots_large_apply,
+	  .doc = "blocks cached per large class (at most 8 here)" },
+	{ .name = "lg_tcache_nslots_mul", .type = CONF_SSIZE_T,
+	  .var = &opt_lg_tcache_nslots_mul, .def = "1", .min = -16, .max = 16,
+	  .doc = "a small cache bin holds 16 KiB << N of regions, within "
+	  "tcache_nslots_small_min/max" },
+	{ .name = "tcache_gc_incr_bytes", .type = CONF_SIZE_T,
+	  .var = &opt_tcache_gc_incr_bytes, .def = "131072", .min = 1,
+	  .max = (intmax_t)1 << 40,
+	  .doc = "bytes a thread allocates between events (a cache GC step, "
+	  "a decay tick)" },
+	{ .name = "tcache_gc_delay_bytes", .type = CONF_SIZE_T,
+	  .var = &conf_tcache_gc_delay_bytes, .def = "0", .min = 0,
+	  .max = INTMAX_MAX,
+	  .note = "no effect: the GC visits one bin per event in turn and "
+	  "never delays a bin",
+	  .doc = "bytes to wait before collecting a bin just filled" },
+	{ .name = "lg_tcache_flush_small_div", .type = CONF_UNSIGNED,
+	  .var = &opt_lg_tcache_flush_small_div, .def = "1", .min = 1,
+	  .max = 16,
+	  .doc = "a full small cache bin keeps 1/2^N of its slots" },
+	{ .name = "lg_tcache_flush_large_div", .type = CONF_UNSIGNED,
+	  .var = &opt_lg_tcache_flush_large_div, .def = "1", .min = 1,
+	  .max = 16,
+	  .note = "no effect: a large class found full sends the freed block "
+	  "to the arena and keeps its cached ones",
+	  .doc = "a full large cache class keeps 1/2^N of its blocks" },
+	{ .name = "lg_tcache_max", .type = CONF_SIZE_T,
+	  .var = &conf_lg_tcache_max, .def = "16", .min = 0, .max = 23,
+	  .on_set = conf_lg_tcache_max_apply,
+	  .doc = "deprecated: tcache_max as log2" },
+	{ .name = "hpa", .type = CONF_BOOL, .var = &conf_hpa, .def = "false",
+	  .note = "no effect: there is no hugepage allocator; thp:always "
+	  "backs user data with huge pages",
+	  .doc = "jemalloc's experimental hugepage allocator" },
+	{ .name = "san_guard_small", .type = CONF_SIZE_T,
+	  .var = &conf_san_guard_small, .def = "0", .min = 0,
+	  .max = INTMAX_MAX,
+	  .note = "no effect: small regions share slabs with no room for "
+	  "guard pages",
+	  .doc = "guard pages around every Nth small allocation (0: none)" },
+	{ .name = "san_guard_large", .type = CONF_SIZE_T,
+	  .var = &conf_san_guard_large, .def = "0", .min = 0,
+	  .max = INTMAX_MAX,
+	  .note = "no effect: large blocks are not guarded",
+	  .doc = "guard pages around every Nth large allocation (0: none)" },
+	{ .name = "experimental_infallible_new", .type = CONF_BOOL,
+	  .var = &opt_experimental_infallible_new, .def = "false",
+	  .doc = "a failed C++ operator new aborts (through "
+	  "experimental.hooks.safety_check_abort) instead of throwing" },
+	{ .name = "utrace", .type = CONF_BOOL, .var = &conf_utrace,
+	  .def = "false",
+	  .note = "no effect: Linux has no utrace(2)",
+	  .doc = "trace allocations with utrace(2) (BSD)" },
+	{ .name = "prof_stats", .type = CONF_BOOL, .var = &conf_prof_stats,
+	  .def = "false", .prof = true,
+	  .note = "no effect yet: prof.stats comes with the profiler's next "
+	  "issue",
+	  .doc = "count sampled bytes per size class" },
+	{ .name = "prof_sys_thread_name", .type = CONF_BOOL,
+	  .var = &conf_prof_sys_thread_name, .def = "false", .prof = true,
+	  .note = "no effect yet: thread names from the system come with the "
+	  "profiler's next issue",
+	  .doc = "name profiled threads after their system names" },
+	{ .name = "prof_time_resolution", .type = CONF_ENUM,
+	  .var = &conf_prof_time_resolution, .def = "default",
+	  .names = conf_prof_time_resolution_names,
+	  .nnames = CONF_NELEMS(conf_prof_time_resolution_names), .prof = true,
+	  .note = "no effect yet: sample times come with the profiler's next "
+	  "issue",
+	  .doc = "clock of sample times: default or high" },
+	{ .name = "prof_unbias", .type = CONF_BOOL, .var = &conf_prof_unbias,
+	  .def = "true", .prof = true,
+	  .note = "no effect yet: the estimates of dumps are always unbiased "
+	  "until the profiler's next issue",
+	  .doc = "unbias the sampled counts of dumps" },
 	/* The heap profiler (prof.c); without it these rows stay, so that
 	 * setting one says why it cannot work. */
 	{ .name = "prof", .type = CONF_BOOL, .var = &opt_prof,
@@ -226,6 +421,11 @@ const conf_opt_t conf_opts[] = {
 	{ .name = "prof_final", .type = CONF_BOOL, .var = &opt_prof_final,
 	  .def = "false", .prof = true,
 	  .doc = "dump at exit, <prefix>.<pid>.<seq>.f.heap" },
+	{ .name = "prof_recent_alloc_max", .type = CONF_SSIZE_T,
+	  .var = &opt_prof_recent_alloc_max, .def = "0", .min = -1,
+	  .max = INTMAX_MAX, .prof = true,
+	  .doc = "sampled allocations whose record is kept for "
+	  "experimental.prof_recent.alloc_dump (-1: all; 0: none)" },
 	{ .name = "prof_peak", .type = CONF_BOOL, .var = &opt_prof_peak,
 	  .def = "true", .prof = true, .on_set = prof_peak_apply,
 	  .doc = "keep the profile of the highest live heap: prof.peak.dump, "
@@ -573,6 +773,15 @@ static void conf_report_unknown(const char *source, const char *key,
 	}
 }
 
+/* An option that does nothing here, set to something but its default:
+ * say so once per setting. */
+static void conf_note(const char *source, const conf_opt_t *opt) {
+	char v[128];
+	conf_opt_format(opt, v, sizeof(v));
+	if (strcmp(v, opt->def) != 0)
+		mp_error("%s: option \"%s\": %s", source, opt->name, opt->note);
+}
+
 /* ------------------------------------------------------------- parsing */
 
 static bool conf_is_key_char(char c) {
@@ -614,6 +823,8 @@ static bool conf_pair(const char *source, const char *key, size_t klen,
 	}
 	switch (conf_set_value(opt, val, vlen)) {
 	case CONF_SET_OK:
+		if (opt->note != NULL)
+			conf_note(source, opt);
 		if (opt_confirm_conf) {
 			char v[128];
 			conf_opt_format(opt, v, sizeof(v));

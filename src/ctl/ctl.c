@@ -621,7 +621,7 @@ static int ctl_arenas_bin_nregs(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	if (ctl_writes(newp, newlen))
 		return EPERM;
-	uint32_t v = sz_slab_nregs[mib[2]];
+	uint32_t v = sz_slab_nregs_get((unsigned)mib[2]);
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
@@ -630,7 +630,7 @@ static int ctl_arenas_bin_slab_size(const ctl_node_t *node,
     void *newp, size_t newlen) {
 	if (ctl_writes(newp, newlen))
 		return EPERM;
-	size_t v = sz_slab_size[mib[2]];
+	size_t v = sz_slab_size_get((unsigned)mib[2]);
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
@@ -994,7 +994,7 @@ static int ctl_util_query(const ctl_node_t *node, const size_t *mib,
 		uint64_t nd = ctl_load(&bs->ndalloc);
 		uint64_t curregs = ctl_diff(ctl_load(&bs->nmalloc), nd);
 		uint64_t total = ctl_load(&bs->curslabs) *
-		    (uint64_t)sz_slab_nregs[e->szind];
+		    (uint64_t)sz_slab_nregs_get(e->szind);
 		v.bin_nregs = (size_t)total;
 		v.bin_nfree = (size_t)ctl_diff(total, curregs);
 		tcache_t *owner = slab_owner(e);
@@ -1088,14 +1088,16 @@ static const unsigned ctl_nlextents = SC_NLEXTENTS;
  * config.*: what jemalloc's configure switches would have been for this
  * library.  Always built in: junk/zero filling (fill) and statistics
  * (stats).  Never: a lazily taken lock (lazy_lock: our locks are always
- * taken), utrace(2) tracing (utrace), abort on out of memory (xmalloc:
- * there is no opt.xmalloc), libgcc's or libunwind's unwinder (the
+ * taken), utrace(2) tracing (utrace), libgcc's or libunwind's unwinder (the
  * profiler has its own frame-pointer and .eh_frame walkers), and
  * cache-oblivious large blocks (cache_oblivious: a large block starts at
  * the first page of its extent, arena.c; none is offset by a random
  * number of cache lines).  malloc_conf: no configure option compiles a
  * default options string into the library (an application's own
  * `malloc_conf` symbol is read at start-up instead, conf.c), so "".
+ * xmalloc: true, as opt.xmalloc exists (a run-time option here, off by
+ * default).  opt_safety_checks: false, jemalloc's release-build checks
+ * (sized-free mismatch, redzones) are debug-build checks here.
  */
 #define CTL_CONFIG_BOOL(n, v)						\
 	{ .name = (n), .handler = ctl_var_read, .type = CTL_T_BOOL,	\
@@ -1115,11 +1117,12 @@ static const ctl_node_t ctl_config_children[] = {
 	CTL_CONFIG_BOOL("lazy_lock", false),
 	{ .name = "malloc_conf", .handler = ctl_var_read, .type = CTL_T_STR,
 	  .ptr = &ctl_config_malloc_conf },
+	CTL_CONFIG_BOOL("opt_safety_checks", false),
 	CTL_CONFIG_BOOL("prof_libgcc", false),
 	CTL_CONFIG_BOOL("prof_libunwind", false),
 	CTL_CONFIG_BOOL("stats", true),
 	CTL_CONFIG_BOOL("utrace", false),
-	CTL_CONFIG_BOOL("xmalloc", false),
+	CTL_CONFIG_BOOL("xmalloc", true),
 };
 
 /* Every opt.<name>: the row is mib[1]. */
@@ -1418,6 +1421,85 @@ static const ctl_node_t ctl_tcache_children[] = {
 	{ .name = "destroy", .handler = ctl_tcache_action, .off = 1 },
 };
 
+/* ------------------------------------------------ experimental.* (hooks) */
+
+/* -w: experimental.hooks.install: newp a hooks_t (jemalloc's layout,
+ * hook_set_t), oldp the handle for remove.  EINVAL without both or with
+ * wrong sizes (checked before installing: no handle is lost), EAGAIN
+ * when HOOK_MAX sets are installed. */
+static int ctl_hooks_install(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (oldp == NULL || oldlenp == NULL || newp == NULL ||
+	    newlen != sizeof(hook_set_t) || *oldlenp != sizeof(void *))
+		return EINVAL;
+	void *handle = hook_install((const hook_set_t *)newp);
+	if (handle == NULL)
+		return EAGAIN;
+	return ctl_read(oldp, oldlenp, &handle, sizeof(handle));
+}
+
+/* -w: experimental.hooks.remove: newp the handle install gave; EINVAL for
+ * NULL or a handle that is not installed. */
+static int ctl_hooks_remove(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_reads(oldp, oldlenp))
+		return EPERM;
+	if (newp == NULL || newlen != sizeof(void *))
+		return EINVAL;
+	void *handle = *(void *const *)newp;
+	if (handle == NULL || hook_remove(handle))
+		return EINVAL;
+	return 0;
+}
+
+/* -w: experimental.hooks.safety_check_abort: newp a void (*)(const char *)
+ * called instead of abort() on a failed safety check (NULL: abort
+ * again). */
+static int ctl_hooks_safety_check_abort(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	typedef void abort_fn_t(const char *);
+	if (ctl_reads(oldp, oldlenp))
+		return EPERM;
+	if (newp == NULL || newlen != sizeof(abort_fn_t *))
+		return EINVAL;
+	abort_fn_t *fn;
+	memcpy(&fn, newp, sizeof(fn));
+	hook_safety_abort_set(fn);
+	return 0;
+}
+
+/* rw: experimental.thread.activity_callback: the calling thread's
+ * {callback, uctx}, called at its thread events with its allocated and
+ * deallocated counters (jemalloc's activity_callback_thunk_t). */
+static int ctl_thread_activity_callback(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	hook_activity_thunk_t old = hook_activity_get();
+	if (newp != NULL) {
+		if (newlen != sizeof(hook_activity_thunk_t))
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		hook_activity_thunk_t t;
+		memcpy(&t, newp, sizeof(t));
+		hook_activity_set(t);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+static const ctl_node_t ctl_experimental_hooks_children[] = {
+	{ .name = "install", .handler = ctl_hooks_install },
+	{ .name = "remove", .handler = ctl_hooks_remove },
+	{ .name = "safety_check_abort",
+	  .handler = ctl_hooks_safety_check_abort },
+};
+
+static const ctl_node_t ctl_experimental_thread_children[] = {
+	{ .name = "activity_callback",
+	  .handler = ctl_thread_activity_callback },
+};
+
 /* experimental.*: the names of it that programs use (Valkey's
  * defragmenter). */
 static const ctl_node_t ctl_experimental_utilization_children[] = {
@@ -1430,7 +1512,12 @@ static const ctl_node_t ctl_experimental_arenas_i_children[] = {
 static const ctl_node_t ctl_experimental_arenas_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_experimental_arenas_i_children) },
 };
-static const ctl_node_t ctl_experimental_children[] = {
+/* Non-const: src/prof/ hangs prof_recent's children here. */
+static ctl_node_t ctl_experimental_children[] = {
+	{ .name = "hooks", CTL_CHILDREN(ctl_experimental_hooks_children) },
+	{ .name = "prof_recent" },      /* prof_ctl.c registers them */
+	{ .name = "thread", CTL_CHILDREN(ctl_experimental_thread_children) },
+	/* Valkey's defragmenter (stats block). */
 	{ .name = "utilization",
 	  CTL_CHILDREN(ctl_experimental_utilization_children) },
 	{ .name = "arenas", .kind = CTL_INDEXED,

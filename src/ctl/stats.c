@@ -395,8 +395,9 @@ static void stats_arenas_json(stats_out_t *out, const stats_sel_t *sel) {
 		for (unsigned i = 0; i < SC_NBINS; i++) {
 			stats_json_open(out, NULL, '{');
 			stats_json_u64(out, "size", sz_index2size(i));
-			stats_json_u64(out, "nregs", sz_slab_nregs[i]);
-			stats_json_u64(out, "slab_size", sz_slab_size[i]);
+			stats_json_u64(out, "nregs", sz_slab_nregs_get(i));
+			stats_json_u64(out, "slab_size",
+			    sz_slab_size_get(i));
 			stats_json_u64(out, "nshards", 1);
 			stats_json_close(out, '}');
 		}
@@ -492,8 +493,8 @@ static void stats_bins_text(stats_out_t *out, const ctl_arena_xsnap_t *x) {
 			continue;
 		size_t size = sz_index2size(j);
 		char util[8];
-		stats_util(b->curregs, (size_t)sz_slab_nregs[j] * b->curslabs,
-		    util);
+		stats_util(b->curregs, (size_t)sz_slab_nregs_get(j) *
+		    b->curslabs, util);
 		stats_col_u(out, 20, size);
 		stats_col_u(out, 4, j);
 		stats_col_u(out, 13, (uint64_t)b->curregs * size);
@@ -507,8 +508,8 @@ static void stats_bins_text(stats_out_t *out, const ctl_arena_xsnap_t *x) {
 		stats_col_u(out, 13, b->curregs);
 		stats_col_u(out, 13, b->curslabs);
 		stats_col_u(out, 15, b->nonfull_slabs);
-		stats_col_u(out, 5, sz_slab_nregs[j]);
-		stats_col_u(out, 4, sz_slab_size[j] / PAGE);
+		stats_col_u(out, 5, sz_slab_nregs_get(j));
+		stats_col_u(out, 4, sz_slab_size_get(j) / PAGE);
 		stats_col_s(out, 1, " ");
 		stats_col_s(out, 6, util);
 		stats_col_u(out, 13, b->nfills);
@@ -908,6 +909,36 @@ bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
 
 void stats_print_atexit(void) {
 	stats_print(NULL, NULL, opt_stats_print_opts);
+}
+
+/*
+ * stats_interval: print every opt_stats_interval bytes allocated by all
+ * threads together, as jemalloc does.  No work of its own on the malloc
+ * paths: each thread adds what it allocated since its last event at its
+ * next thread event (tsd_event, every tcache_gc_incr_bytes, 128 KiB by
+ * default), so an interval is honoured to within about that much per
+ * thread, and a thread without the malloc fast path (tcache:false, junk,
+ * zero) has no events and does not count.  Whichever thread takes the
+ * sum past the interval prints, outside every lock.
+ */
+static _Atomic uint64_t stats_interval_accum;
+static __thread uint64_t stats_interval_last
+    __attribute__((tls_model("initial-exec")));
+
+void stats_interval_event(uint64_t allocated) {
+	uint64_t d = allocated - stats_interval_last;
+	stats_interval_last = allocated;
+	uint64_t interval = opt_stats_interval > 0 ?
+	    (uint64_t)opt_stats_interval : 1;
+	uint64_t acc = atomic_fetch_add_explicit(&stats_interval_accum, d,
+	    memory_order_relaxed) + d;
+	if (acc < interval)
+		return;
+	/* One thread wins the crossing; the remainder counts on. */
+	if (!atomic_compare_exchange_strong_explicit(&stats_interval_accum,
+	    &acc, acc % interval, memory_order_relaxed, memory_order_relaxed))
+		return;
+	stats_print(NULL, NULL, opt_stats_interval_opts);
 }
 
 MP_EXPORT void MP_PUBLIC(malloc_stats_print)(void (*write_cb)(void *,

@@ -150,6 +150,7 @@ bool prof_boot(void) {
 	}
 	if (!config_prof)
 		opt_prof = false;
+	prof_recent_boot();
 	/* Unlike jemalloc, prof_leak works alone: it implies the final dump
 	 * it reports from, and prof_leak_error implies prof_leak. */
 	if (opt_prof_leak_error)
@@ -507,6 +508,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		goto out;
 	}
 	s->tctx = t;
+	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 	extent_t *e = pagemap_lookup(p);
 	if (e->kind == EXTENT_LARGE) {
 		e->prof = s;
@@ -522,6 +524,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		mp_mutex_unlock(&ss->mtx);
 		atomic_fetch_add(&e->nsampled, 1);
 	}
+	prof_recent_alloc(s, usize, usize, td, frames, n);
 	/* A new peak of the live heap (no lock held): copy it. */
 	if (atomic_load_explicit(&prof_live_bytes, memory_order_relaxed) >=
 	    atomic_load_explicit(&prof_peak_next, memory_order_relaxed))
@@ -552,6 +555,7 @@ void prof_sample_free(void *p, extent_t *e) {
 	}
 	if (s == NULL)
 		return;
+	prof_recent_dalloc(s);
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);
@@ -607,9 +611,11 @@ void prof_prefork(void) {
 	pthread_mutex_lock(&tdatas_mtx.lock);
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		pthread_mutex_lock(&sample_shards[i].mtx.lock);
+	prof_recent_prefork();
 }
 
 void prof_postfork_parent(void) {
+	prof_recent_postfork_parent();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		pthread_mutex_unlock(&sample_shards[i].mtx.lock);
 	pthread_mutex_unlock(&tdatas_mtx.lock);
@@ -618,6 +624,7 @@ void prof_postfork_parent(void) {
 }
 
 void prof_postfork_child(void) {
+	prof_recent_postfork_child();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		mp_mutex_postfork_child(&sample_shards[i].mtx);
 	mp_mutex_postfork_child(&tdatas_mtx);

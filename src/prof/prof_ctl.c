@@ -339,7 +339,69 @@ static int ctl_thread_prof_active(const ctl_node_t *node,
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
+/* rw: experimental.prof_recent.alloc_max, an ssize_t (-1: no limit);
+ * lowering it drops the oldest records. */
+static int ctl_prof_recent_max(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	ssize_t old = prof_recent_max_get();
+	if (ctl_writes(newp, newlen)) {
+		if (newlen != sizeof(ssize_t) || newp == NULL)
+			return EINVAL;
+		ssize_t max = *(const ssize_t *)newp;
+		if (max < -1)
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		old = prof_recent_max_set(max);
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
+/* -w: experimental.prof_recent.alloc_dump, jemalloc's JSON of the
+ * records through the program's callback: the value is jemalloc's pair
+ * {write_cb, cbopaque}. */
+typedef struct {
+	void (*write_cb)(void *, const char *);
+	void *cbopaque;
+} prof_ctl_write_packet_t;
+
+static int ctl_prof_recent_dump(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_reads(oldp, oldlenp)) {
+		mp_error("experimental.prof_recent.alloc_dump: write-only: "
+		    "pass {write_cb, cbopaque} in newp, with oldp and oldlenp "
+		    "NULL");
+		return EPERM;
+	}
+	if (newp == NULL || newlen != sizeof(prof_ctl_write_packet_t)) {
+		mp_error("experimental.prof_recent.alloc_dump: newlen is %zu: "
+		    "the value is {write_cb, cbopaque} (newlen %zu)",
+		    newp == NULL ? (size_t)0 : newlen,
+		    sizeof(prof_ctl_write_packet_t));
+		return EINVAL;
+	}
+	const prof_ctl_write_packet_t *w = newp;
+	if (w->write_cb == NULL) {
+		mp_error("experimental.prof_recent.alloc_dump: write_cb is "
+		    "NULL");
+		return EINVAL;
+	}
+	if (prof_recent_dump(w->write_cb, w->cbopaque)) {
+		mp_error("experimental.prof_recent.alloc_dump: out of memory "
+		    "for the output buffer");
+		return EFAULT;
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- tree */
+
+static const ctl_node_t prof_ctl_recent_children[] = {
+	{ .name = "alloc_max", .handler = ctl_prof_recent_max,
+	  .prof = CTL_PROF_STARTED },
+	{ .name = "alloc_dump", .handler = ctl_prof_recent_dump,
+	  .prof = CTL_PROF_STARTED },
+};
 
 static const ctl_node_t prof_ctl_thread_children[] = {
 	{ .name = "name", .handler = ctl_thread_prof_name,
@@ -389,5 +451,8 @@ bool prof_ctl_boot(void) {
 	    sizeof(prof_ctl_children[0]))) ||
 	    ctl_register("thread.prof", prof_ctl_thread_children,
 	    (unsigned)(sizeof(prof_ctl_thread_children) /
-	    sizeof(prof_ctl_thread_children[0])));
+	    sizeof(prof_ctl_thread_children[0]))) ||
+	    ctl_register("experimental.prof_recent", prof_ctl_recent_children,
+	    (unsigned)(sizeof(prof_ctl_recent_children) /
+	    sizeof(prof_ctl_recent_children[0])));
 }

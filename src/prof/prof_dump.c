@@ -954,13 +954,16 @@ void prof_final_dump(void) {
 /* ----------------------------------------------------------------- fork */
 
 void prof_dump_prefork(void) {
+	prof_recent_dump_prefork();
 	pthread_mutex_lock(&prof_dump_mtx.lock);
 }
 
 void prof_dump_postfork_parent(void) {
 	pthread_mutex_unlock(&prof_dump_mtx.lock);
+	prof_recent_dump_postfork_parent();
 }
 
 void prof_dump_postfork_child(void) {
 	mp_mutex_postfork_child(&prof_dump_mtx);
+	prof_recent_dump_postfork_child();
 }

@@ -21,6 +21,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -847,8 +848,40 @@ static uint32_t pprof_first_frame(const pprof_state_t *st,
 	return k < nframes ? k : nframes;
 }
 
-static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
-    uint64_t thread_name_key) {
+/* Label field 3 of a Sample: key and value, both string table indexes.
+ * String labels, as Go's runtime/pprof writes them: a number label of
+ * value 0 (the first thread's id) is dropped by Go's reader. */
+static void pprof_label(pprof_state_t *st, uint64_t key, uint64_t str) {
+	uint8_t label[24];
+	size_t n = 0;
+	label[n++] = (1 << 3) | 0;
+	n += pprof_pb_varint(label + n, key);
+	label[n++] = (2 << 3) | 0;
+	n += pprof_pb_varint(label + n, str);
+	pprof_pb_bytes(&st->sub, 3, label, n);
+}
+
+/* part of whole, in proportion part_of / whole_of (the last share takes
+ * the rest, so that the shares add up to whole exactly). */
+static uint64_t pprof_share(uint64_t whole, uint64_t part_of,
+    uint64_t whole_of) {
+	if (whole_of == 0 || part_of >= whole_of)
+		return whole_of == 0 ? 0 : whole;
+	return (uint64_t)((double)whole * ((double)part_of /
+	    (double)whole_of));
+}
+
+/*
+ * One Sample per (stack, thread): the stack's values are computed as
+ * jeprof computes them from the heap_v2 stack line (so that a pprof dump
+ * and a heap_v2 dump of the same moment agree to the byte per stack),
+ * then shared among its threads in proportion to their unbiased counts.
+ * Each carries the labels thread_id (the N of heap_v2's tN, in decimal)
+ * and, for a named thread, thread_name.
+ */
+static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
+	uint64_t name_key = str_index(st, "thread_name");
+	uint64_t id_key = str_index(st, "thread_id");
 	double R = (double)((uint64_t)1 << s->lg_sample);
 	const char *p = s->gbuf;
 	for (size_t i = 0; i < s->ngctx; i++) {
@@ -859,7 +892,6 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
 		const dump_tctx_t *tr = (const dump_tctx_t *)p;
 		p += g->ntctx * sizeof(dump_tctx_t);
 
-		st->sub.len = 0;
 		st->packed.len = 0;
 		uint32_t first = pprof_first_frame(st, frames, g->nframes);
 		if (first == g->nframes && g->nframes > 0)
@@ -869,9 +901,10 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
 			pprof_pb_raw_varint(&st->packed, loc_id(st, k == 0 ? a :
 			    a - 1));
 		}
-		pprof_pb_bytes(&st->sub, 1, st->packed.p, st->packed.len);
+		/* The locations, kept for each of the stack's samples. */
+		size_t locs_len = st->packed.len;
 
-		uint64_t v[4];
+		uint64_t v[4], left[4];
 		pprof_values(g->cnt.curobjs_shifted_unbiased,
 		    g->cnt.curbytes_unbiased, R, &v[0], &v[1]);
 		unsigned nv = 2;
@@ -880,25 +913,57 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s,
 			    g->cnt.accumbytes_unbiased, R, &v[2], &v[3]);
 			nv = 4;
 		}
-		st->packed.len = 0;
-		for (unsigned k = 0; k < nv; k++)
-			pprof_pb_raw_varint(&st->packed, v[k]);
-		pprof_pb_bytes(&st->sub, 2, st->packed.p, st->packed.len);
-
-		/* One allocating thread with a name: label the sample. */
-		const dump_thread_t *t = g->ntctx == 1 ?
-		    prof_snap_thread_find(s, tr[0].uid) : NULL;
-		if (t != NULL && t->name[0] != '\0') {
-			uint8_t label[24];
-			size_t n = 0;
-			label[n++] = (1 << 3) | 0;
-			n += pprof_pb_varint(label + n, thread_name_key);
-			label[n++] = (2 << 3) | 0;
-			n += pprof_pb_varint(label + n, str_index_n(st, t->name,
-			    strnlen(t->name, PROF_THREAD_NAME_MAX)));
-			pprof_pb_bytes(&st->sub, 3, label, n);
+		const uint64_t of[4] = {g->cnt.curobjs_shifted_unbiased,
+		    g->cnt.curbytes_unbiased, g->cnt.accumobjs_shifted_unbiased,
+		    g->cnt.accumbytes_unbiased};
+		memcpy(left, v, sizeof(left));
+		uint32_t nt = g->ntctx > 0 ? g->ntctx : 1;
+		for (uint32_t k = 0; k < nt; k++) {
+			uint64_t w[4];
+			if (g->ntctx == 0) {
+				memcpy(w, v, sizeof(w));
+			} else {
+				const prof_cnt_t *c = &tr[k].cnt;
+				const uint64_t part[4] = {
+				    c->curobjs_shifted_unbiased,
+				    c->curbytes_unbiased,
+				    c->accumobjs_shifted_unbiased,
+				    c->accumbytes_unbiased};
+				for (unsigned j = 0; j < nv; j++) {
+					w[j] = k + 1 == nt ? left[j] :
+					    pprof_share(v[j], part[j], of[j]);
+					if (w[j] > left[j])
+						w[j] = left[j];
+					left[j] -= w[j];
+				}
+			}
+			bool any = false;
+			for (unsigned j = 0; j < nv; j++)
+				any |= w[j] != 0;
+			if (!any && nt > 1)
+				continue;
+			st->sub.len = 0;
+			pprof_pb_bytes(&st->sub, 1, st->packed.p, locs_len);
+			/* The values go after the locations, for a moment. */
+			for (unsigned j = 0; j < nv; j++)
+				pprof_pb_raw_varint(&st->packed, w[j]);
+			pprof_pb_bytes(&st->sub, 2, st->packed.p + locs_len,
+			    st->packed.len - locs_len);
+			st->packed.len = locs_len;
+			if (g->ntctx > 0) {
+				char id[24];
+				mp_snprintf(id, sizeof(id), "%" PRIu64,
+				    tr[k].uid);
+				pprof_label(st, id_key, str_index(st, id));
+				const dump_thread_t *t =
+				    prof_snap_thread_find(s, tr[k].uid);
+				if (t != NULL && t->name[0] != '\0')
+					pprof_label(st, name_key, str_index_n(st,
+					    t->name, strnlen(t->name,
+					    PROF_THREAD_NAME_MAX)));
+			}
+			pprof_pb_bytes(&st->prof, 2, st->sub.p, st->sub.len);
 		}
-		pprof_pb_bytes(&st->prof, 2, st->sub.p, st->sub.len);
 	}
 }
 
@@ -951,7 +1016,7 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 		pprof_value_type(st, 1, prof_snap_sample_types[i].type,
 		    prof_snap_sample_types[i].unit);
 	}
-	pprof_emit_samples(st, s, str_index(st, "thread_name"));
+	pprof_emit_samples(st, s);
 	/* Locations first: symbolizing them marks the mappings that have
 	 * functions. */
 	pprof_emit_locations(st);

@@ -409,6 +409,19 @@ static unsigned cfi_walk(void **vec, unsigned n, unsigned max,
 	return n;
 }
 
+unsigned prof_backtrace_self_frames(void *const *vec, unsigned n) {
+	if (!atomic_load_explicit(&text_self_known, memory_order_acquire))
+		text_self_init();
+	uintptr_t hi = atomic_load_explicit(&text_self_hi,
+	    memory_order_acquire);
+	uintptr_t lo = atomic_load_explicit(&text_self_lo,
+	    memory_order_relaxed);
+	unsigned k = 0;
+	while (k + 1 < n && (uintptr_t)vec[k] - 1 - lo < hi - lo)
+		k++;
+	return k;
+}
+
 PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
     uintptr_t fp) {
 	tsd_t *tsd = &mp_tsd;

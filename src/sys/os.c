@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +92,51 @@ void *os_map(size_t size, size_t align) {
 	if (trail != 0)
 		munmap((char *)start + size, trail);
 	return (void *)start;
+}
+
+/*
+ * Whether a reservation of this size would cost the process, or the
+ * machine, something: an address-space limit (RLIMIT_AS) would lose
+ * `size` of its room at once, and strict overcommit
+ * (vm.overcommit_memory 2, as PostgreSQL hosts run) ignores
+ * MAP_NORESERVE and charges the whole size against the commit limit that
+ * every process shares.  Unknown (no /proc) counts as strict.
+ */
+static bool os_sparse_costly(void) {
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur != RLIM_INFINITY)
+		return true;
+	int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	char c = '2';
+	ssize_t n = read(fd, &c, 1);
+	close(fd);
+	return n != 1 || c == '2';
+}
+
+/*
+ * A sparse table of `size` bytes (the page map's class tags): reserved
+ * with MAP_NORESERVE, since only the pages written ever take memory, and
+ * kept out of huge pages, which would make each write fault in 2 MiB.
+ * Not subject to the fault injection, whose counts are of heap mappings.
+ * NULL when refused, or not asked for where it would be charged
+ * (os_sparse_costly: strict overcommit, an address-space limit).
+ */
+void *os_map_sparse(size_t size) {
+	int saved = errno;
+	bool costly = os_sparse_costly();
+	errno = saved;
+	if (costly)
+		return NULL;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_NOHUGEPAGE
+	madvise(p, size, MADV_NOHUGEPAGE);
+#endif
+	return p;
 }
 
 void os_unmap(void *addr, size_t size) {

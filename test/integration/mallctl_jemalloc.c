@@ -64,7 +64,8 @@ static void test_config(void **state) {
 		{"config.prof_libunwind", false},
 		{"config.stats", true},
 		{"config.utrace", false},
-		{"config.xmalloc", false},
+		{"config.xmalloc", true},
+		{"config.opt_safety_checks", false},
 	};
 	for (size_t i = 0; i < MP_ARRAY_SIZE(bools); i++) {
 		bool v = !bools[i].value;

@@ -11,7 +11,8 @@
  * default sample type, time, the leaf locations of the two sites (no
  * allocator frame left), the mappings of the program and of
  * libmalloc_prof with the GNU build IDs that dl_iterate_phdr finds in
- * memory, the thread_name label, and the function names of the
+ * memory, the thread_id and thread_name labels (one sample per stack
+ * and thread), and the function names of the
  * in-process symbolizer (the sites by name; every named location of the
  * program agrees with dladdr1 where its symbol covers the address) are
  * checked.  prof.format rejects
@@ -200,9 +201,13 @@ static void test_profile(void **state) {
 	    "time_nanos %" PRId64 " not in [%" PRId64 ", %" PRId64 "]",
 	    pp.time_nanos, ns0, ns1);
 
-	/* The same moment as the heap_v2 dump: one sample per stack, the
-	 * same totals (exact counts at lg_prof_sample:0). */
-	assert_int_equal(pp.nsamples, h.nstacks);
+	/* The same moment as the heap_v2 dump: one sample per (stack,
+	 * thread), the t<uid> lines of heap_v2; the same totals (exact counts
+	 * at lg_prof_sample:0). */
+	size_t pairs = 0;
+	for (size_t i = 0; i < h.nstacks; i++)
+		pairs += h.stacks[i].nthr;
+	assert_int_equal(pp.nsamples, pairs);
 	int64_t objs_sum = 0, bytes_sum = 0;
 	for (size_t i = 0; i < pp.nsamples; i++) {
 		assert_int_equal(pp.samples[i].nvals, 2);
@@ -227,10 +232,23 @@ static void test_profile(void **state) {
 	assert_int_equal(sm->vals[1], NOBJ * 1024);
 	assert_int_equal(st->vals[0], NOBJ);
 	assert_int_equal(st->vals[1], NOBJ * 3072);
-	assert_int_equal(st->nlabels, 1);
-	assert_string_equal(st->label_key, "thread_name");
-	assert_string_equal(st->label_str, "pp-worker");
-	assert_int_equal(sm->nlabels, 0);	/* main is not named */
+	/* Labels: thread_id (heap_v2's t<uid>) on each, thread_name on the
+	 * named thread's only. */
+	assert_int_equal(st->nlabels, 2);
+	assert_string_equal(st->lkey[0], "thread_id");
+	assert_string_equal(st->lkey[1], "thread_name");
+	assert_string_equal(st->lstr[1], "pp-worker");
+	assert_int_equal(sm->nlabels, 1);	/* main is not named */
+	assert_string_equal(sm->lkey[0], "thread_id");
+	MP_ASSERT(strcmp(sm->lstr[0], st->lstr[0]) != 0, "both sites' "
+	    "samples have thread_id %s", sm->lstr[0]);
+	const mp_heap_stack_t *hm = mp_heap_find_site(&h, (void *)pp_site_main,
+	    1);
+	assert_non_null(hm);
+	assert_int_equal(hm->nthr, 1);
+	char uid[24];
+	snprintf(uid, sizeof(uid), "%" PRIu64, hm->thr[0].uid);
+	assert_string_equal(sm->lstr[0], uid);
 
 	/* No sample's leaf lies in the allocator's shared object (unless
 	 * the allocator is linked into the program). */

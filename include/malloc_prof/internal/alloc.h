@@ -48,6 +48,20 @@ typedef enum {
 } metadata_thp_t;
 extern unsigned opt_metadata_thp;        /* metadata_thp_t: base chunks */
 extern size_t opt_oversize_threshold;    /* 0: no huge arena */
+/* jemalloc 5.3's remaining options that act here (conf.c; issue 18):
+ * the tcache knobs size the cache bins (tcache.c) and pace the thread
+ * events (tsd.c), from which stats_interval prints (stats.c). */
+extern bool opt_xmalloc;                 /* abort instead of NULL on OOM */
+extern ssize_t opt_stats_interval;       /* bytes; -1: off */
+extern char opt_stats_interval_opts[64];
+extern unsigned opt_tcache_nslots_small_min;
+extern unsigned opt_tcache_nslots_small_max;
+extern unsigned opt_tcache_nslots_large;
+extern ssize_t opt_lg_tcache_nslots_mul;
+extern size_t opt_tcache_gc_incr_bytes;  /* the thread event interval */
+extern unsigned opt_lg_tcache_flush_small_div;
+extern unsigned opt_lg_tcache_flush_large_div;
+extern bool opt_experimental_infallible_new;
 
 /* -------------------------------------------------------------------- sz.c */
 /* Constant tables (built at compile time: the fast path reads them before
@@ -66,6 +80,14 @@ unsigned sz_size2index_compute(size_t size);     /* size <= LARGE_MAXCLASS */
 size_t sz_index2size_compute(unsigned ind);      /* ind < SC_NSIZES */
 void sz_slab_geometry_compute(unsigned ind, uint32_t *slab_size,
     uint32_t *nregs, uint32_t *prof_slab_size);  /* ind < SC_NBINS */
+/* slab_sizes (conf.c): parse "lo-hi:pages|..." (true: malformed); with
+ * pages non-NULL, set pages[ind] (0: the table's size) for every small
+ * class.  sz_slab_pages_conf is written only by conf_boot, before any
+ * slab exists; the slow paths read the slab size through the getters. */
+bool sz_slab_sizes_parse(const char *s, size_t len, uint32_t *pages);
+extern uint32_t sz_slab_pages_conf[SC_NBINS];
+uint32_t sz_slab_size_get(unsigned ind);         /* bytes per slab */
+uint32_t sz_slab_nregs_get(unsigned ind);
 unsigned sz_psz_floor(size_t npages);            /* page-count class */
 unsigned sz_psz_ceil(size_t npages);
 
@@ -160,6 +182,29 @@ MP_INLINE uintptr_t pagemap_lookup_entry(const void *p) {
 		return 0;
 	return (uintptr_t)atomic_load_explicit(
 	    &(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)], memory_order_relaxed);
+}
+
+/*
+ * The flat copy of the tags (pagemap.c): a byte per page below 2^47;
+ * pagemap_tags_pages is 0 until the table exists (and if it was refused).
+ * Hidden, so that free reads them with one instruction each.  The bound
+ * is read as a plain variable, so that the compiler folds it into the
+ * compare: it is written once (release, after the table pointer), in the
+ * first page-map update, before any block exists that a free could name
+ * (on x86-64 and AArch64 a naturally aligned word is read whole).
+ */
+#define PAGEMAP_TAGS_PAGES ((uintptr_t)1 << (47 - LG_PAGE))
+extern _Atomic(uint8_t *) pagemap_tags __attribute__((visibility("hidden")));
+extern uintptr_t pagemap_tags_pages __attribute__((visibility("hidden")));
+
+/* The class tag of p's page (0: none, or no table: ask the tree). */
+MP_INLINE size_t pagemap_lookup_tag(const void *p) {
+	uintptr_t key = (uintptr_t)p >> LG_PAGE;
+	if (unlikely(key >= pagemap_tags_pages))
+		return 0;
+	const _Atomic uint8_t *tags = (const _Atomic uint8_t *)
+	    atomic_load_explicit(&pagemap_tags, memory_order_relaxed);
+	return atomic_load_explicit(&tags[key], memory_order_relaxed);
 }
 
 MP_INLINE extent_t *pagemap_entry_extent(uintptr_t entry) {
@@ -454,6 +499,8 @@ bool tsd_prof_wait_redraw(tsd_t *tsd, uint64_t from);
 /* Crossing the event threshold: cache GC, decay, the thread.peak check
  * (malloc.c's slow path). */
 void tsd_event(tsd_t *tsd);
+/* Re-decide the thread's fast paths (hook.c, after hooks come or go). */
+void tsd_fast_recompute(tsd_t *tsd);
 /* thread.peak.read (after a check of the current value) and
  * thread.peak.reset. */
 uint64_t tsd_peak_read(tsd_t *tsd);
@@ -480,6 +527,81 @@ static inline void tsd_count_dalloc(tsd_t *tsd, size_t usize) {
 		atomic_fetch_add(&tsd_dead_deallocated, usize);
 }
 
+/* ------------------------------------------------------------------ hook.c */
+/* jemalloc's experimental hooks (hooks_t of its hook.h, same layout and
+ * argument conventions; the int types are jemalloc's hook_alloc_t,
+ * hook_dalloc_t, hook_expand_t, below). */
+enum {
+	HOOK_ALLOC_MALLOC, HOOK_ALLOC_POSIX_MEMALIGN, HOOK_ALLOC_ALIGNED_ALLOC,
+	HOOK_ALLOC_CALLOC, HOOK_ALLOC_MEMALIGN, HOOK_ALLOC_VALLOC,
+	HOOK_ALLOC_MALLOCX, HOOK_ALLOC_REALLOC, HOOK_ALLOC_RALLOCX,
+};
+enum {
+	HOOK_DALLOC_FREE, HOOK_DALLOC_DALLOCX, HOOK_DALLOC_SDALLOCX,
+	HOOK_DALLOC_REALLOC, HOOK_DALLOC_RALLOCX,
+};
+enum { HOOK_EXPAND_REALLOC, HOOK_EXPAND_RALLOCX, HOOK_EXPAND_XALLOCX };
+typedef void hook_alloc_fn(void *extra, int type, void *result,
+    uintptr_t result_raw, uintptr_t args_raw[3]);
+typedef void hook_dalloc_fn(void *extra, int type, void *address,
+    uintptr_t args_raw[3]);
+typedef void hook_expand_fn(void *extra, int type, void *address,
+    size_t old_usize, size_t new_usize, uintptr_t result_raw,
+    uintptr_t args_raw[4]);
+typedef struct hook_set_s {
+	hook_alloc_fn *alloc_hook;
+	hook_dalloc_fn *dalloc_hook;
+	hook_expand_fn *expand_hook;
+	void *extra;
+} hook_set_t;
+#define HOOK_MAX 4               /* jemalloc's: EAGAIN past it */
+/* malloc.c: whether realloc skips its shortcuts (junk:alloc, or hooks
+ * installed); recomputed when either changes. */
+void realloc_shortcut_update(void);
+/* experimental.thread.activity_callback's value. */
+typedef struct hook_activity_thunk_s {
+	void (*callback)(void *uctx, uint64_t allocated, uint64_t deallocated);
+	void *uctx;
+} hook_activity_thunk_t;
+/* Sets installed: while non-zero every thread that has noticed runs
+ * without fast paths, so that its calls reach the hooks. */
+extern _Atomic unsigned hook_nactive;
+static inline bool hook_active(void) {
+	return atomic_load_explicit(&hook_nactive, memory_order_relaxed) != 0;
+}
+/* The handle, or NULL when HOOK_MAX sets are installed. */
+void *hook_install(const hook_set_t *set);
+bool hook_remove(void *handle);           /* true: no such handle */
+/* A slow path or thread event: follow installs and removals made since
+ * the thread last looked (its fast paths off / on).  Inline: two loads
+ * and a compare on every slow-path allocation and free. */
+extern _Atomic unsigned hook_gen;
+extern __thread unsigned hook_gen_seen
+    __attribute__((tls_model("initial-exec")));
+void hook_thread_check_slow(tsd_t *tsd);
+static inline void hook_thread_check(tsd_t *tsd) {
+	if (unlikely(hook_gen_seen != atomic_load_explicit(&hook_gen,
+	    memory_order_relaxed)))
+		hook_thread_check_slow(tsd);
+}
+/* Suppress the hooks of nested calls: true if the caller now reports
+ * (then hook_exit), false inside a hook or another report. */
+bool hook_enter(void);
+void hook_exit(void);
+void hook_call_alloc(int type, void *result, uintptr_t result_raw,
+    uintptr_t args[3]);
+void hook_call_dalloc(int type, void *address, uintptr_t args[3]);
+void hook_call_expand(int type, void *address, size_t old_usize,
+    size_t new_usize, uintptr_t result_raw, uintptr_t args[4]);
+/* experimental.hooks.safety_check_abort, and a failed check: the
+ * program's function gets jemalloc's message (it may return); without
+ * one, `ours` on stderr and abort(). */
+void hook_safety_abort_set(void (*fn)(const char *));
+void hook_safety_check_fail(const char *jemalloc_msg, const char *ours);
+hook_activity_thunk_t hook_activity_get(void);
+void hook_activity_set(hook_activity_thunk_t t);
+void hook_activity_event(tsd_t *tsd);     /* tsd_event */
+
 /* ------------------------------------------------- malloc.c and cxx.cpp */
 /* stats.zero_reallocs: calls of realloc(non-NULL, 0). */
 extern _Atomic size_t malloc_zero_reallocs;
@@ -499,10 +621,19 @@ void *cxx_new_slow(size_t size, unsigned kind);
 /* An allocation whose profiler sample (if any) names `entry` as frame 0
  * and walks the stack from frame `fp`; NULL when out of memory. */
 void *cxx_alloc(size_t size, size_t align, void *entry, uintptr_t fp);
-/* free; free_sized; free_aligned_sized, each with its fast path. */
+/* experimental_infallible_new: operator new failed (hook.c): the safety
+ * check failure (abort, or the program's hook, after which new returns
+ * nullptr). */
+void cxx_infallible_fail(size_t size);
+/* free; free_aligned_sized, each with its fast path.  The sized deletes
+ * without alignment are malloc.c's cxx_delete_sized, exported under their
+ * mangled names. */
 void cxx_free(void *p);
-void cxx_free_sized(void *p, size_t size);
 void cxx_free_aligned_sized(void *p, size_t align, size_t size);
+/* Fills the sized frees' size -> class-tag table unless prof:true (from
+ * malloc_init, before malloc_initialized is published); until then every
+ * sized free takes the page map's path. */
+void malloc_sized_boot(void);
 
 /* The junk bytes written over new and freed memory when junk is on. */
 #define JUNK_ALLOC_BYTE 0xa5

@@ -41,6 +41,10 @@ typedef struct conf_opt_s {
 	 * to its default.  NULL: no check. */
 	bool (*check)(const char *v, size_t vlen, char *why, size_t whysize);
 	const char *doc;         /* one line, for listings */
+	/* An option accepted for jemalloc's sake that does nothing here
+	 * (or not all it does there): why, said in one line when it is set
+	 * to anything but its default.  NULL: it does what it says. */
+	const char *note;
 } conf_opt_t;
 extern const conf_opt_t conf_opts[];
 extern const unsigned conf_nopts;
@@ -223,5 +227,8 @@ void ctl_snapshot_free(ctl_snapshot_t *copy);
 bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
     const char *opts);
 void stats_print_atexit(void);
+/* A thread event (tsd.c) with opt_stats_interval >= 0: `allocated` is the
+ * thread's counter; prints when all threads' bytes pass the interval. */
+void stats_interval_event(uint64_t allocated);
 
 #endif /* MP_INTERNAL_CTL_H */

@@ -107,6 +107,9 @@ typedef struct prof_sample_s {
 	/* What it added to its tctx's unbiased counters, taken back on
 	 * free (the epoch guarantees the same lg_prof_sample). */
 	uint64_t objs_shifted_unbiased, bytes_unbiased;
+	/* Its record among the recent allocations (prof_recent.c), or
+	 * NULL; changed under recent_mtx, peeked at by the free. */
+	_Atomic(struct recent_s *) recent;
 } prof_sample_t;
 
 /* ------------------------------------------------------------ prof.c */
@@ -215,6 +218,10 @@ extern unsigned opt_prof_unwind;
  * in frame `fp` (the frame of the exported entry point), up to the first
  * one outside executable text; never faults, never locks. */
 unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp);
+/* How many of vec[0..n) lead with return addresses into this library's
+ * own text (all but the last, at most: a walk from inside the library
+ * whose every frame is its own keeps one). */
+unsigned prof_backtrace_self_frames(void *const *vec, unsigned n);
 /* fork: no reload of the text tables across it. */
 void prof_sys_prefork(void);
 void prof_sys_postfork_parent(void);
@@ -426,6 +433,34 @@ bool prof_snap_sample_type_ok(const char *name);
 /* s to fd as heap_v2 (prof_dump_mtx held): 0, or the errno of the
  * failure (ENOMEM, with *whyp naming what ran out). */
 int prof_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp);
+
+/* ----------------------------------------------------- prof_recent.c */
+/* jemalloc's record of the last sampled allocations (see the file). */
+extern ssize_t opt_prof_recent_alloc_max;
+void prof_recent_boot(void);
+/* A new sample s (its record linked to it); from prof_sample_alloc with
+ * no profiler lock held. */
+void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
+    prof_tdata_t *td, void *const *frames, unsigned nframes);
+/* s's object is being freed (s unlinked from the tables, not yet
+ * freed): fill in its record's free side, if it still has one. */
+void prof_recent_dalloc(prof_sample_t *s);
+/* experimental.prof_recent.alloc_max: the limit (-1: none); set returns
+ * the old one and drops the oldest records past the new one. */
+ssize_t prof_recent_max_get(void);
+ssize_t prof_recent_max_set(ssize_t max);
+/* experimental.prof_recent.alloc_dump: jemalloc's JSON through write_cb;
+ * true if the buffer could not be had. */
+bool prof_recent_dump(void (*write_cb)(void *, const char *),
+    void *cbopaque);
+/* recent_dump_mtx around fork (taken in prof_dump_prefork, before
+ * prof_dump_mtx), recent_mtx (in prof_prefork, after the sample shards). */
+void prof_recent_dump_prefork(void);
+void prof_recent_dump_postfork_parent(void);
+void prof_recent_dump_postfork_child(void);
+void prof_recent_prefork(void);
+void prof_recent_postfork_parent(void);
+void prof_recent_postfork_child(void);
 
 /* ------------------------------------------------------- prof_dump.c */
 extern const char *const prof_format_names[PROF_FORMAT_COUNT];

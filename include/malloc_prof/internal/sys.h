@@ -57,6 +57,9 @@ void mp_buf_puts(mp_buf_t *b, const char *s);
 /* The OS layer.  Mappings are page aligned; all return NULL/true on error. */
 void *os_map(size_t size, size_t align);
 void os_unmap(void *addr, size_t size);
+/* A sparse, zeroed table that takes memory only where written (no
+ * fault injection); NULL when refused. */
+void *os_map_sparse(size_t size);
 #if MP_CONFIG_DEBUG
 /* Fault injection (debug builds only; doc/reliability.md): with n != 0,
  * n - 1 more OS mappings succeed, then the nth and every later one fails

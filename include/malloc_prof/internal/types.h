@@ -78,11 +78,13 @@ static const bool config_prof = MP_CONFIG_PROF;
  * class: 16 slabs, 64 KiB, in a process of 3 MB). */
 #define PROF_CACHE_EMPTY_SLABS_MAX 1
 /* Pointers a thread's cache bin holds per small class: 32 KiB worth,
- * within these bounds (cache_bin_t). */
+ * within these bounds (cache_bin_t): the defaults of
+ * tcache_nslots_small_min / _max (tcache.c). */
 #define CACHE_BIN_MIN 8
 #define CACHE_BIN_MAX 128
-/* Bytes between two thread events (cache GC step, decay tick). */
-#define TSD_EVENT_INTERVAL ((uint64_t)128 << 10)
+/* Bytes between two thread events (cache GC step, decay tick):
+ * tcache_gc_incr_bytes, 128 KiB by default (alloc.h, conf.c). */
+#define TSD_EVENT_INTERVAL ((uint64_t)opt_tcache_gc_incr_bytes)
 /* base_malloc's per-thread stash: blocks of up to this many cache lines. */
 #define BASE_STASH_CLASSES 8
 
@@ -97,10 +99,14 @@ typedef enum {
 	                           * allocates) */
 	LOCK_RANK_PROF_HTTP,      /* http_mtx: the scrape endpoint's
 	                           * descriptors (held across pthread_create) */
+	LOCK_RANK_PROF_RECENT_DUMP, /* recent_dump_mtx: one dump of the
+	                           * recent allocations at a time (held
+	                           * across the program's write callback) */
 	LOCK_RANK_PROF_DUMP,      /* prof_dump_mtx: one dump at a time */
 	LOCK_RANK_PROF_GCTX,      /* gctx shard: backtraces and counters */
 	LOCK_RANK_PROF_TDATAS,    /* prof_tdatas_mtx: thread identities */
 	LOCK_RANK_PROF_SAMPLES,   /* sample-table shard: live samples */
+	LOCK_RANK_PROF_RECENT,    /* recent_mtx: the recent allocations */
 	LOCK_RANK_TSD_REGISTRY,   /* tsd_registry_mtx: list of live threads */
 	LOCK_RANK_ARENAS,         /* arenas_mtx: creating arenas */
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
@@ -421,12 +427,16 @@ typedef enum {
  * NULL (then next_event is 0); it is on only while the cache bins are.
  */
 struct tsd_s {
+	/* At offset 0, so that the fast paths index it with no add. */
+	void **bin_cur[CACHE_BIN_NTAGS]; /* cache bins by class tag: see */
+	uint32_t bin_full[CACHE_BIN_NTAGS]; /* "Cache bins" above */
+	/* Usable size by class tag (0 for tag 0), set at thread start: the
+	 * counters' increments, read with the bin's own index. */
+	uint32_t bin_usize[SC_NBINS + 1];
 	uint64_t allocated;              /* thread.allocated */
 	uint64_t next_event;
 	tcache_t *fast_owner;
 	uint64_t deallocated;            /* thread.deallocated */
-	void **bin_cur[CACHE_BIN_NTAGS]; /* cache bins by class tag: see */
-	uint32_t bin_full[CACHE_BIN_NTAGS]; /* "Cache bins" above */
 
 	tcache_t *tcache;                /* this thread's cache, if any */
 	arena_t *arena;
