@@ -75,6 +75,19 @@ static void active_shrank(size_t pages) {
 _Atomic ssize_t arena_dirty_decay_ms_default = ARENA_DECAY_MS_OPT;
 _Atomic ssize_t arena_muzzy_decay_ms_default = ARENA_DECAY_MS_OPT;
 
+/* stats.arenas.<i>.lextents: a block of class ind carved (nmalloc and a
+ * request) or returned.  Under arena->mtx. */
+static void arena_lextent_count(arena_t *arena, unsigned ind, bool alloc) {
+	arena_lextent_stats_t *ls = &arena->lstats[ind - SC_NBINS];
+	if (alloc) {
+		atomic_fetch_add_explicit(&ls->nmalloc, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ls->nrequests, 1,
+		    memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&ls->ndalloc, 1, memory_order_relaxed);
+	}
+}
+
 /* Indices of destroyed arenas, with their records, for the next
  * arenas.create (under arenas_mtx): base.c's memory is never freed, so a
  * record is kept for reuse rather than lost. */
@@ -158,6 +171,7 @@ static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
 		extent_set_init(&arena->sets[k]);
 	arena->grow_next = (size_t)2 << 20;
 	arena->ind = ind;
+	arena->create_ns = os_now_ns();
 	arena_cache_setup(arena);
 	if (reuse != NULL) {
 		mp_mutex_unlock(&arena->mtx);
@@ -492,6 +506,7 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 		arena->stats.pactive += usize >> LG_PAGE;
 		arena->stats.large_allocated += usize;
 		arena->stats.large_nmalloc++;
+		arena_lextent_count(arena, sz_size2index(usize), true);
 		arena->ptail += (usize - used) >> LG_PAGE;
 		e->clean_from = used < usize ? used : 0;
 		huge_used_note(arena);
@@ -553,6 +568,7 @@ void arena_large_dalloc(extent_t *e) {
 	arena->stats.pactive -= e->size >> LG_PAGE;
 	arena->stats.large_allocated -= e->size;
 	arena->stats.large_ndalloc++;
+	arena_lextent_count(arena, e->szind, false);
 	size_t pages = e->size >> LG_PAGE;
 	if (e->clean_from != 0)
 		arena->ptail -= (e->size - e->clean_from) >> LG_PAGE;
@@ -583,6 +599,11 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 		arena->stats.pactive += (usize >> LG_PAGE);
 		arena->stats.pactive -= (old >> LG_PAGE);
 		arena->stats.large_allocated += usize - old;
+		/* As jemalloc: the old class freed, the new one allocated. */
+		if (sz_size2index(usize) != e->szind) {
+			arena_lextent_count(arena, e->szind, false);
+			arena_lextent_count(arena, sz_size2index(usize), true);
+		}
 		e->szind = (uint8_t)sz_size2index(usize);
 	}
 	/* Its tail is in use now, or gone. */

@@ -1065,8 +1065,14 @@ static extent_t *purge_hooked(arena_t *arena, extent_t *e, bool lazy) {
 /* dirty -> muzzy (lazy) or -> clean (forced); returns the new record. */
 static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy) {
 	set_remove(&arena->sets[e->kind], e);
-	arena->stats.nmadvise++;
-	arena->stats.purged += e->size >> LG_PAGE;
+	/* dirty_* and muzzy_* stats: by the state the pages leave. */
+	if (e->kind == EXTENT_FREE_MUZZY) {
+		arena->stats.muzzy_nmadvise++;
+		arena->stats.muzzy_purged += e->size >> LG_PAGE;
+	} else {
+		arena->stats.nmadvise++;
+		arena->stats.purged += e->size >> LG_PAGE;
+	}
 	if (unlikely(extent_hooks_custom(arena)))
 		return purge_hooked(arena, e, lazy);
 	if (lazy && !os_purge_lazy(e->addr, e->size)) {
@@ -1207,16 +1213,22 @@ size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force) {
 		if (!force && steps[s].ms < 0)
 			continue;
 		uint64_t age = force ? 0 : (uint64_t)steps[s].ms * 1000000u;
+		size_t step_purged = 0;
 		while (set->lru_head != NULL && (force ||
 		    (now >= set->lru_head->free_ns &&
 		    now - set->lru_head->free_ns >= age))) {
 			extent_t *e = set->lru_head;
-			purged += e->size >> LG_PAGE;
+			step_purged += e->size >> LG_PAGE;
 			purge_one(arena, e, steps[s].lazy);
 		}
+		/* A pass that purged something, per state (jemalloc's
+		 * dirty_npurge and muzzy_npurge). */
+		if (step_purged != 0 && s == 0)
+			arena->stats.npurge++;
+		else if (step_purged != 0)
+			arena->stats.muzzy_npurge++;
+		purged += step_purged;
 	}
-	if (purged != 0)
-		arena->stats.npurge++;
 	return purged;
 }
 

@@ -902,6 +902,8 @@ MP_INLINE void *realloc_small_move(void *p, uintptr_t entry, size_t size) {
 	return q;
 }
 
+_Atomic size_t malloc_zero_reallocs;
+
 /* realloc(NULL, size) and realloc(p, 0) with the hooks: reported as
  * realloc's, not as the malloc or free they are. */
 static MP_NOINLINE void *realloc_hooked(void *p, size_t size) {
@@ -953,6 +955,8 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 		}
 	}
 	if (size == 0) {
+		atomic_fetch_add_explicit(&malloc_zero_reallocs, 1,
+		    memory_order_relaxed);
 		switch (opt_zero_realloc) {
 		case ZERO_REALLOC_FREE:
 			if (unlikely(hook_active()))

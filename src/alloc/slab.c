@@ -17,6 +17,23 @@
  */
 #include "malloc_prof/internal/internal.h"
 
+/* ---- statistics (stats.arenas.<i>.bins.<j>, types.h) ----
+ * Counted where regions or slabs change hands, against the slab's arena;
+ * relaxed atomics, since the owners of one arena's slabs are many
+ * threads.  Nothing here runs per cached malloc or free. */
+
+static arena_bin_stats_t *slab_bstats(const extent_t *slab) {
+	return &slab->arena->bstats[slab->szind];
+}
+
+static void slab_stat_add(_Atomic uint64_t *c, uint64_t n) {
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static void slab_stat_sub(_Atomic uint64_t *c, uint64_t n) {
+	atomic_fetch_sub_explicit(c, n, memory_order_relaxed);
+}
+
 /* ---- slab lists (owner-private, doubly linked through prev/next) ---- */
 
 static void list_remove(extent_t **head, extent_t *e) {
@@ -134,6 +151,8 @@ static unsigned slab_take(extent_t *slab, void **out, unsigned n) {
 	}
 	slab->free_word = (uint8_t)w;
 	slab->used += got;
+	arena_bin_stats_t *bs = slab_bstats(slab);
+	slab_stat_add(&bs->nmalloc, got);
 	return got;
 }
 
@@ -148,6 +167,7 @@ static bool slab_has_free(const extent_t *slab) {
 
 static void slab_release(tcache_t *tc, extent_t *slab) {
 	tc->bins[slab->szind].nslabs--;
+	slab_stat_sub(&slab_bstats(slab)->curslabs, 1);
 	slab->list = SLAB_LIST_NONE;
 	if (tc->small_slabs ? tc->nempty < PROF_CACHE_EMPTY_SLABS_MAX :
 	    tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
@@ -184,6 +204,9 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 			return NULL;
 	}
 	atomic_store_explicit(&slab->owner, tc, memory_order_release);
+	arena_bin_stats_t *bs = slab_bstats(slab);
+	slab_stat_add(&bs->nslabs, 1);
+	slab_stat_add(&bs->curslabs, 1);
 	return slab;
 }
 
@@ -226,6 +249,7 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	partial_remove(bin, slab);
 	slab->list = SLAB_LIST_FULL;
 	list_push(&bin->full, slab);
+	slab_stat_add(&slab_bstats(slab)->fullslabs, 1);
 	atomic_store(&slab->full, 1);
 	if (!slab_remote_pending(slab))
 		return false;
@@ -235,6 +259,7 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	list_remove(&bin->full, slab);
 	slab->list = SLAB_LIST_PARTIAL;
 	partial_push(bin, slab);
+	slab_stat_sub(&slab_bstats(slab)->fullslabs, 1);
 	return true;
 }
 
@@ -244,12 +269,12 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 static extent_t *slab_current(tcache_t *tc, unsigned ind) {
 	tcache_bin_t *bin = &tc->bins[ind];
 	slab_inbox_drain(tc);
-	extent_t *slab;
+	extent_t *slab, *was = bin->partial;
 	while ((slab = bin->partial) != NULL) {
 		if (slab_has_free(slab) || slab_collect_remote(slab))
-			return slab;
+			goto found;
 		if (slab_park_full(bin, slab) && slab_collect_remote(slab))
-			return slab;
+			goto found;
 	}
 	slab = slab_get(tc, ind);
 	if (slab == NULL)
@@ -257,6 +282,10 @@ static extent_t *slab_current(tcache_t *tc, unsigned ind) {
 	slab->list = SLAB_LIST_PARTIAL;
 	partial_push(bin, slab);
 	bin->nslabs++;
+found:
+	/* jemalloc's nreslabs: the slab allocated from changed. */
+	if (slab != was)
+		slab_stat_add(&slab_bstats(slab)->nreslabs, 1);
 	return slab;
 }
 
@@ -284,6 +313,8 @@ void *tcache_alloc_small(tcache_t *tc, unsigned ind) {
 			unsigned b = (unsigned)__builtin_ctzll(bits);
 			slab->free_bits[w] = bits & (bits - 1);
 			slab->used++;
+			arena_bin_stats_t *bs = slab_bstats(slab);
+			slab_stat_add(&bs->nmalloc, 1);
 			return slab_region(slab, w, b);
 		}
 	}
@@ -311,6 +342,9 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 			slab->free_word = (uint8_t)(i / 64);
 	}
 	slab->used -= n - twice;
+	/* Counted per run of one slab (no state across runs: cheaper than
+	 * adding up in the callers), before the slab may retire below. */
+	slab_stat_add(&slab_bstats(slab)->ndalloc, n - twice);
 	/* If a remote freer flipped `full` first, the slab is on its way
 	 * through our inbox and moves at slab_inbox_drain. */
 	tcache_bin_t *bin = &tc->bins[slab->szind];
@@ -320,6 +354,7 @@ static unsigned slab_free_local(tcache_t *tc, extent_t *slab, void *const *q,
 		list_remove(&bin->full, slab);
 		slab->list = SLAB_LIST_PARTIAL;
 		partial_append(bin, slab);
+		slab_stat_sub(&slab_bstats(slab)->fullslabs, 1);
 	}
 	/* Retire an empty slab unless it is the current one, which the next
 	 * allocation would take up again; the prof_cache's current one too
@@ -343,6 +378,10 @@ static void slab_send_home(extent_t *slab) {
 	uint8_t one = 1;
 	if (!atomic_compare_exchange_strong(&slab->full, &one, 0))
 		return;
+	/* fullslabs counts the slabs whose `full` is set: whoever clears
+	 * it takes the slab off the count (the slab cannot retire before
+	 * its owner takes it from the inbox). */
+	slab_stat_sub(&slab_bstats(slab)->fullslabs, 1);
 	tcache_t *owner = slab_owner(slab);
 	if (owner == NULL || owner == &extent_large_owner)
 		return;
@@ -357,7 +396,10 @@ static void slab_send_home(extent_t *slab) {
 /* Free regions q[0..n) of one slab owned by another cache: one atomic or
  * per bitmap word they fall in.  Double frees are reported here. */
 static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
-	unsigned k = 0;
+	unsigned k = 0, freed = 0;
+	/* Before the first or: once its regions are free, the owner may
+	 * retire the slab and its record become something else. */
+	arena_bin_stats_t *bs = slab_bstats(slab);
 	while (k < n) {
 		uint32_t i = slab_region_index(slab, q[k]);
 		unsigned w = i / 64;
@@ -375,8 +417,10 @@ static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 			mp_misuse("free", "double free of", slab_region(slab,
 			    w, (unsigned)__builtin_ctzll(twice)), "");
 		}
+		freed += (unsigned)__builtin_popcountll(mask & ~old);
 		k = end;
 	}
+	slab_stat_add(&bs->ndalloc, freed);
 	if (atomic_load(&slab->full) != 0)
 		slab_send_home(slab);
 }
@@ -384,9 +428,11 @@ static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 bool tcache_free_remote(extent_t *slab, void *p) {
 	uint32_t i = slab_region_index(slab, p);
 	uint64_t bit = (uint64_t)1 << (i % 64);
+	arena_bin_stats_t *bs = slab_bstats(slab);   /* see slab_free_remote */
 	uint64_t old = atomic_fetch_or(&slab->remote_bits[i / 64], bit);
 	if (unlikely(old & bit))
 		return true;      /* already freed: a double free */
+	slab_stat_add(&bs->ndalloc, 1);
 	if (atomic_load(&slab->full) != 0)
 		slab_send_home(slab);
 	return false;
@@ -429,6 +475,7 @@ void slab_bin_flush(tcache_t *tc, unsigned ind) {
 			list_remove(&bin->full, s);
 			s->list = SLAB_LIST_PARTIAL;
 			partial_push(bin, s);
+			slab_stat_sub(&slab_bstats(s)->fullslabs, 1);
 		}
 		s = next;
 	}

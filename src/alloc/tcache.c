@@ -64,6 +64,10 @@ void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
 	/* The oldest regions go; the most recently freed, likeliest still
 	 * in this core's cache, stay. */
 	void **cur = tc->cb_cur[ind], **empty = tc->cb_empty[ind];
+	/* Counted against the cache's arena (ndalloc: each region's slab's,
+	 * slab.c). */
+	atomic_fetch_add_explicit(&tc->arena->bstats[ind].nflushes, 1,
+	    memory_order_relaxed);
 	slab_regions_return(tc, cur + keep, have - keep);
 	memmove(empty - keep, cur, keep * sizeof(void *));
 	tc->cb_cur[ind] = empty - keep;
@@ -78,6 +82,8 @@ void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
 	unsigned got = tcache_alloc_batch(tc, ind, first, n);
 	if (got == 0)
 		return NULL;
+	atomic_fetch_add_explicit(&tc->arena->bstats[ind].nfills, 1,
+	    memory_order_relaxed);
 	if (got < n)
 		memmove(empty - got, first, got * sizeof(void *));
 	tc->cb_cur[ind] = empty - got + 1;
@@ -140,6 +146,8 @@ void *tcache_alloc_large(tcache_t *tc, unsigned ind) {
 	if (c->n < c->low_water)
 		c->low_water = c->n;
 	tc->large_bytes -= e->size;
+	/* A request the arena never sees: added to its stats at GC. */
+	c->nrequests++;
 	return e->addr;
 }
 
@@ -156,6 +164,19 @@ bool tcache_dalloc_large(tcache_t *tc, extent_t *e) {
 	return false;
 }
 
+/* The cache's hits of large class li go into its arena's lextent stats
+ * (jemalloc merges its caches' request counts likewise, at flushes). */
+static void large_requests_merge(tcache_t *tc, unsigned li) {
+	tcache_large_t *c = &tc->large[li];
+	if (c->nrequests == 0)
+		return;
+	atomic_fetch_add_explicit(&tc->arena->lstats[li].nrequests,
+	    c->nrequests, memory_order_relaxed);
+	c->nrequests = 0;
+}
+
+/* Return all but `keep` of class li's blocks; the stats are the
+ * callers' (large_flush_count), which keeps this loop as it was. */
 static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
 	tcache_large_t *c = &tc->large[li];
 	while (c->n > keep) {
@@ -164,6 +185,14 @@ static void large_flush(tcache_t *tc, unsigned li, uint32_t keep) {
 		arena_large_dalloc(e);
 	}
 	c->low_water = c->n;
+}
+
+/* stats.arenas.<i>.large.nflushes: a flush of class li that will return
+ * blocks (keep below what the class holds). */
+static void large_flush_count(tcache_t *tc, unsigned li, uint32_t keep) {
+	if (tc->large[li].n > keep)
+		atomic_fetch_add_explicit(&tc->arena->large_nflushes, 1,
+		    memory_order_relaxed);
 }
 
 /* ---- flush, GC, orphans ---- */
@@ -176,8 +205,11 @@ void tcache_flush(tcache_t *tc) {
 	slab_inbox_drain(tc);
 	for (unsigned i = 0; i < SC_NBINS; i++)
 		slab_bin_flush(tc, i);
-	for (unsigned i = 0; i < TCACHE_NLARGE; i++)
+	for (unsigned i = 0; i < TCACHE_NLARGE; i++) {
+		large_requests_merge(tc, i);
+		large_flush_count(tc, i, 0);
 		large_flush(tc, i, 0);
+	}
 	slab_empty_flush(tc, 0);
 }
 
@@ -194,8 +226,12 @@ void tcache_gc_step(tcache_t *tc) {
 	/* Its own modulus: there are more large classes than bins. */
 	unsigned li = step % TCACHE_NLARGE;
 	tcache_large_t *c = &tc->large[li];
-	if (c->low_water > 0)
-		large_flush(tc, li, c->n - c->low_water + c->low_water / 4);
+	large_requests_merge(tc, li);
+	if (c->low_water > 0) {
+		uint32_t keep = c->n - c->low_water + c->low_water / 4;
+		large_flush_count(tc, li, keep);
+		large_flush(tc, li, keep);
+	}
 	c->low_water = c->n;
 	if (tc->nempty > 1)
 		slab_empty_flush(tc, tc->nempty - 1);

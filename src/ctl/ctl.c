@@ -63,6 +63,9 @@ static void ctl_stats_merge(arena_stats_t *acc, const arena_stats_t *s) {
 	acc->npurge += s->npurge;
 	acc->nmadvise += s->nmadvise;
 	acc->purged += s->purged;
+	acc->muzzy_npurge += s->muzzy_npurge;
+	acc->muzzy_nmadvise += s->muzzy_nmadvise;
+	acc->muzzy_purged += s->muzzy_purged;
 	acc->large_allocated += s->large_allocated;
 	acc->large_nmalloc += s->large_nmalloc;
 	acc->large_ndalloc += s->large_ndalloc;
@@ -72,23 +75,203 @@ static void ctl_stats_merge(arena_stats_t *acc, const arena_stats_t *s) {
 	acc->nthreads += s->nthreads;
 }
 
+/* ------------------------------------------- per-class statistics */
+
+/* The per-class tables of each arena that has existed, made at the first
+ * refresh that sees it (metadata, kept: an index is never handed out
+ * twice for long), and the merged one.  ctl_mtx. */
+static ctl_arena_xsnap_t *ctl_xsnaps[ARENAS_MAX];
+static ctl_arena_xsnap_t ctl_merged_x;
+
+static uint64_t ctl_load(_Atomic uint64_t *c) {
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* a - b, or 0: counters read one after another may cross (a free
+ * counted before the read of its malloc's counter is not possible, but
+ * another thread's is). */
+static uint64_t ctl_diff(uint64_t a, uint64_t b) {
+	return a > b ? a - b : 0;
+}
+
+/* Arena 0 is made at initialisation: its uptime, which the merged arena
+ * takes too, is the library's, as jemalloc gives it. */
+static uint64_t ctl_uptime(const arena_t *arena, uint64_t now) {
+	return ctl_diff(now, arena->create_ns);
+}
+
+const char *const ctl_arena_mutex_names[CTL_ARENA_NMUTEXES] = {
+	"large", "tcache_list", "shared_cache",
+};
+
+static mp_mutex_t *ctl_arena_mutex(arena_t *arena, unsigned k) {
+	switch (k) {
+	case CTL_MUTEX_LARGE: return &arena->mtx;
+	case CTL_MUTEX_TCACHE_LIST: return &arena->orphans_mtx;
+	default: return &arena->shared_mtx;
+	}
+}
+
+/* Counters summed, maxima kept (jemalloc's merge of mutex stats). */
+static void ctl_mutex_prof_merge(mp_mutex_prof_t *acc,
+    const mp_mutex_prof_t *m) {
+	acc->n_lock_ops += m->n_lock_ops;
+	acc->n_wait_times += m->n_wait_times;
+	acc->n_owner_switches += m->n_owner_switches;
+	acc->n_spin_acquired += m->n_spin_acquired;
+	acc->tot_wait_ns += m->tot_wait_ns;
+	if (m->max_wait_ns > acc->max_wait_ns)
+		acc->max_wait_ns = m->max_wait_ns;
+	if (m->max_n_thds > acc->max_n_thds)
+		acc->max_n_thds = m->max_n_thds;
+}
+
+/* x <- arena's per-class counters and the figures derived from them and
+ * from its arena_stats_t s. */
+static void ctl_xsnap_read(arena_t *arena, const arena_stats_t *s,
+    ctl_arena_xsnap_t *x, uint64_t now) {
+	memset(x, 0, sizeof(*x));
+	for (unsigned j = 0; j < SC_NBINS; j++) {
+		arena_bin_stats_t *bs = &arena->bstats[j];
+		ctl_bin_snap_t *b = &x->bins[j];
+		/* ndalloc first: a region is freed after it is taken. */
+		b->ndalloc = ctl_load(&bs->ndalloc);
+		b->nmalloc = ctl_load(&bs->nmalloc);
+		/* Requests served from the cache bins are not counted (that
+		 * would cost the fast paths an instruction): the requests
+		 * that reached the slabs are the regions they handed out. */
+		b->nrequests = b->nmalloc;
+		b->nfills = ctl_load(&bs->nfills);
+		b->nflushes = ctl_load(&bs->nflushes);
+		b->nslabs = ctl_load(&bs->nslabs);
+		b->nreslabs = ctl_load(&bs->nreslabs);
+		uint64_t full = ctl_load(&bs->fullslabs);
+		b->curslabs = (size_t)ctl_load(&bs->curslabs);
+		b->curregs = (size_t)ctl_diff(b->nmalloc, b->ndalloc);
+		b->nonfull_slabs = (size_t)ctl_diff(b->curslabs, full);
+		x->small_allocated += b->curregs * sz_index2size(j);
+		x->small_nmalloc += b->nmalloc;
+		x->small_ndalloc += b->ndalloc;
+		x->small_nrequests += b->nrequests;
+		x->small_nfills += b->nfills;
+		x->small_nflushes += b->nflushes;
+	}
+	for (unsigned j = 0; j < SC_NLEXTENTS; j++) {
+		arena_lextent_stats_t *ls = &arena->lstats[j];
+		ctl_lextent_snap_t *l = &x->lextents[j];
+		l->ndalloc = ctl_load(&ls->ndalloc);
+		l->nmalloc = ctl_load(&ls->nmalloc);
+		l->nrequests = ctl_load(&ls->nrequests);
+		l->curlextents = (size_t)ctl_diff(l->nmalloc, l->ndalloc);
+		x->large_nrequests += l->nrequests;
+	}
+	x->large_nflushes = ctl_load(&arena->large_nflushes);
+	x->uptime = ctl_uptime(arena, now);
+	x->dirty_decay_ms = arena_dirty_decay_ms(arena);
+	x->muzzy_decay_ms = arena_muzzy_decay_ms(arena);
+	/* Metadata is the library's, not an arena's (base.c): arena 0
+	 * carries it, so that the merged figures are the global ones. */
+	if (arena->ind == 0) {
+		x->base = base_mapped_bytes();
+		x->metadata_thp = base_metadata_thp();
+	}
+	x->tcache_bytes = s->cached_bytes;
+	x->resident = ((s->pactive + s->pdirty) << LG_PAGE) + x->base;
+	x->muzzy_npurge = s->muzzy_npurge;
+	x->muzzy_nmadvise = s->muzzy_nmadvise;
+	x->muzzy_purged = s->muzzy_purged;
+	/* Each read takes the lock once, counted as jemalloc counts its own
+	 * reads. */
+	for (unsigned k = 0; k < CTL_ARENA_NMUTEXES; k++)
+		mp_mutex_prof_read(ctl_arena_mutex(arena, k), &x->mutexes[k]);
+}
+
+/* acc += x, field by field; the decay times and uptime are set by the
+ * caller. */
+static void ctl_xsnap_merge(ctl_arena_xsnap_t *acc,
+    const ctl_arena_xsnap_t *x) {
+	for (unsigned j = 0; j < SC_NBINS; j++) {
+		ctl_bin_snap_t *a = &acc->bins[j];
+		const ctl_bin_snap_t *b = &x->bins[j];
+		a->nmalloc += b->nmalloc;
+		a->ndalloc += b->ndalloc;
+		a->nrequests += b->nrequests;
+		a->nfills += b->nfills;
+		a->nflushes += b->nflushes;
+		a->nslabs += b->nslabs;
+		a->nreslabs += b->nreslabs;
+		a->curregs += b->curregs;
+		a->curslabs += b->curslabs;
+		a->nonfull_slabs += b->nonfull_slabs;
+	}
+	for (unsigned j = 0; j < SC_NLEXTENTS; j++) {
+		acc->lextents[j].nmalloc += x->lextents[j].nmalloc;
+		acc->lextents[j].ndalloc += x->lextents[j].ndalloc;
+		acc->lextents[j].nrequests += x->lextents[j].nrequests;
+		acc->lextents[j].curlextents += x->lextents[j].curlextents;
+	}
+	acc->small_allocated += x->small_allocated;
+	acc->small_nmalloc += x->small_nmalloc;
+	acc->small_ndalloc += x->small_ndalloc;
+	acc->small_nrequests += x->small_nrequests;
+	acc->small_nfills += x->small_nfills;
+	acc->small_nflushes += x->small_nflushes;
+	acc->large_nrequests += x->large_nrequests;
+	acc->large_nfills += x->large_nfills;
+	acc->large_nflushes += x->large_nflushes;
+	acc->base += x->base;
+	acc->internal += x->internal;
+	acc->resident += x->resident;
+	acc->metadata_thp += x->metadata_thp;
+	acc->extent_avail += x->extent_avail;
+	acc->tcache_bytes += x->tcache_bytes;
+	acc->abandoned_vm += x->abandoned_vm;
+	acc->muzzy_npurge += x->muzzy_npurge;
+	acc->muzzy_nmadvise += x->muzzy_nmadvise;
+	acc->muzzy_purged += x->muzzy_purged;
+	for (unsigned k = 0; k < CTL_ARENA_NMUTEXES; k++)
+		ctl_mutex_prof_merge(&acc->mutexes[k], &x->mutexes[k]);
+}
+
 static void ctl_refresh_locked(void) {
 	unsigned n = atomic_load(&narenas_total);
 	if (n > ARENAS_MAX)
 		n = ARENAS_MAX;
 	arena_stats_t *m = &ctl_snap.merged;
 	memset(m, 0, sizeof(*m));
+	ctl_arena_xsnap_t *mx = &ctl_merged_x;
+	memset(mx, 0, sizeof(*mx));
+	ctl_snap.merged_x = mx;
+	uint64_t now = os_now_ns();
 	for (unsigned i = 0; i < n; i++) {
 		ctl_arena_snap_t *as = &ctl_snap.arenas[i];
 		arena_t *arena = arena_get(i, false);
 		as->initialized = arena != NULL;
+		as->x = NULL;
 		if (arena == NULL) {
 			memset(&as->stats, 0, sizeof(as->stats));
 			continue;
 		}
 		arena_stats_read(arena, &as->stats);
 		ctl_stats_merge(m, &as->stats);
+		if (ctl_xsnaps[i] == NULL)
+			ctl_xsnaps[i] = base_alloc(sizeof(ctl_arena_xsnap_t));
+		if (ctl_xsnaps[i] != NULL) {
+			as->x = ctl_xsnaps[i];
+			ctl_xsnap_read(arena, &as->stats, as->x, now);
+			ctl_xsnap_merge(mx, as->x);
+			if (i == 0)
+				mx->uptime = as->x->uptime;
+		}
 	}
+	/* The merged arena's decay times: what new arenas get. */
+	mx->dirty_decay_ms = arena_decay_ms_resolve(
+	    atomic_load(&arena_dirty_decay_ms_default), true);
+	mx->muzzy_decay_ms = arena_decay_ms_resolve(
+	    atomic_load(&arena_muzzy_decay_ms_default), false);
+	ctl_snap.zero_reallocs = atomic_load_explicit(&malloc_zero_reallocs,
+	    memory_order_relaxed);
+	ctl_snap.mutex_ctl = ctl_mtx.prof;       /* we hold it */
 	uint64_t allocated, deallocated;
 	tsd_totals(&allocated, &deallocated);
 	/* Another thread's free can be counted before its malloc is: the
@@ -122,18 +305,32 @@ static void ctl_snapshot_ensure_locked(void) {
 ctl_snapshot_t *ctl_snapshot_copy(void) {
 	mp_mutex_lock(&ctl_mtx);
 	ctl_refresh_locked();
-	ctl_snapshot_t *copy = base_malloc(sizeof(ctl_snapshot_t));
+	/* The tables follow the snapshot: slot i for arena i, then the
+	 * merged one. */
+	size_t size = sizeof(ctl_snapshot_t) + ((size_t)ctl_snap.narenas + 1) *
+	    sizeof(ctl_arena_xsnap_t);
+	ctl_snapshot_t *copy = base_malloc(size);
 	if (copy != NULL) {
+		ctl_arena_xsnap_t *xs = (ctl_arena_xsnap_t *)(copy + 1);
 		memcpy(copy, &ctl_snap, offsetof(ctl_snapshot_t, arenas));
 		memcpy(copy->arenas, ctl_snap.arenas, ctl_snap.narenas *
 		    sizeof(ctl_snap.arenas[0]));
+		copy->copy_size = size;
+		for (unsigned i = 0; i < ctl_snap.narenas; i++) {
+			if (ctl_snap.arenas[i].x == NULL)
+				continue;
+			xs[i] = *ctl_snap.arenas[i].x;
+			copy->arenas[i].x = &xs[i];
+		}
+		xs[ctl_snap.narenas] = *ctl_snap.merged_x;
+		copy->merged_x = &xs[ctl_snap.narenas];
 	}
 	mp_mutex_unlock(&ctl_mtx);
 	return copy;
 }
 
 void ctl_snapshot_free(ctl_snapshot_t *copy) {
-	base_free(copy, sizeof(ctl_snapshot_t));
+	base_free(copy, copy->copy_size);
 }
 
 /* -------------------------------------------------------------- nodes */
@@ -146,6 +343,7 @@ static size_t ctl_type_size(ctl_type_t type) {
 	case CTL_T_U64: return sizeof(uint64_t);
 	case CTL_T_STR: return sizeof(const char *);
 	case CTL_T_U64P: return sizeof(uint64_t *);
+	case CTL_T_SSIZE: return sizeof(ssize_t);
 	case CTL_T_NONE: break;
 	}
 	mp_not_reached();
@@ -753,6 +951,225 @@ static int ctl_stats_arena_read(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &buf, len);
 }
 
+/*
+ * The per-class tree below stats.arenas.<i> (and the figures kept with
+ * it, ctl_arena_xsnap_t): a field of arena mib[2]'s table, or of the
+ * merged one, at node->off, of node->type; for bins.<j> and
+ * lextents.<j> (node->ptr: which), of entry mib[4].  EAGAIN if the table
+ * could not be made (no metadata memory).
+ */
+enum { CTL_X_ARENA, CTL_X_BIN, CTL_X_LEXTENT };
+static const int ctl_x_bin = CTL_X_BIN, ctl_x_lextent = CTL_X_LEXTENT;
+
+static int ctl_stats_arena_x_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t buf;        /* big enough for every field type */
+	size_t len = ctl_type_size(node->type);
+	int which = node->ptr != NULL ? *(const int *)node->ptr : CTL_X_ARENA;
+	mp_mutex_lock(&ctl_mtx);
+	ctl_snapshot_ensure_locked();
+	const ctl_arena_xsnap_t *x = mib[2] == ARENAS_MAX ?
+	    ctl_snap.merged_x : ctl_snap.arenas[mib[2]].x;
+	if (x == NULL) {
+		mp_mutex_unlock(&ctl_mtx);
+		return EAGAIN;
+	}
+	const char *p = (const char *)x;
+	if (which == CTL_X_BIN)
+		p = (const char *)&x->bins[mib[4]];
+	else if (which == CTL_X_LEXTENT)
+		p = (const char *)&x->lextents[mib[4]];
+	memcpy(&buf, p + node->off, len);
+	mp_mutex_unlock(&ctl_mtx);
+	return ctl_read(oldp, oldlenp, &buf, len);
+}
+
+/* r-: stats.arenas.<i>.dss, the sbrk precedence: opt.dss's value where
+ * the options table has it (every arena follows the option), else
+ * "disabled" (no sbrk is ever used). */
+static int ctl_stats_arena_dss(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	const conf_opt_t *opt = conf_opt_lookup("dss", 3);
+	const char *v = opt != NULL ? conf_opt_str(opt) : "disabled";
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* --: stats.mutexes.reset, zero the profiling counters of ctl's lock
+ * and of every arena's (the next snapshot shows it). */
+static int ctl_stats_mutexes_reset(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_reads(oldp, oldlenp) || ctl_writes(newp, newlen))
+		return EPERM;
+	mp_mutex_prof_reset(&ctl_mtx);
+	unsigned n = atomic_load(&narenas_total);
+	for (unsigned i = 0; i < n && i < ARENAS_MAX; i++) {
+		arena_t *arena = arena_get(i, false);
+		for (unsigned k = 0; arena != NULL && k < CTL_ARENA_NMUTEXES;
+		    k++)
+			mp_mutex_prof_reset(ctl_arena_mutex(arena, k));
+	}
+	return 0;
+}
+
+/* r-: a lock's counter (node->off into mp_mutex_prof_t, node->type):
+ * stats.mutexes.ctl.* (a MIB of 4), or stats.arenas.<i>.mutexes.<m>.*,
+ * m being mib[4] (the order of ctl_arena_mutex_names). */
+static int ctl_stats_mutex_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t buf;
+	size_t len = ctl_type_size(node->type);
+	mp_mutex_lock(&ctl_mtx);
+	ctl_snapshot_ensure_locked();
+	const mp_mutex_prof_t *m = &ctl_snap.mutex_ctl;
+	if (miblen == 6) {
+		const ctl_arena_xsnap_t *x = mib[2] == ARENAS_MAX ?
+		    ctl_snap.merged_x : ctl_snap.arenas[mib[2]].x;
+		if (x == NULL) {
+			mp_mutex_unlock(&ctl_mtx);
+			return EAGAIN;
+		}
+		m = &x->mutexes[mib[4]];
+	}
+	memcpy(&buf, (const char *)m + node->off, len);
+	mp_mutex_unlock(&ctl_mtx);
+	return ctl_read(oldp, oldlenp, &buf, len);
+}
+
+/* ------------------------------------------ experimental.utilization */
+
+/*
+ * What jemalloc's inspect_extent_util_stats_get reports for a pointer:
+ * the extent's free regions, its regions and its size in bytes; a large
+ * block is 0, 1, its size; a pointer into no block of ours 0, 0, 0.  A
+ * slab's free regions are those neither held nor in a cache bin: its
+ * owner's free map and the regions other threads gave back that the
+ * owner has not collected yet.  The owner's counts are read without its
+ * cooperation: exact from the owning thread (Valkey's defragmenter runs
+ * in the thread that allocated), a moment's picture from another.
+ */
+typedef struct ctl_util_s {
+	size_t nfree, nregs, size;
+} ctl_util_t;
+typedef struct ctl_util_verbose_s {
+	void *slabcur_addr;
+	size_t nfree, nregs, size, bin_nfree, bin_nregs;
+} ctl_util_verbose_t;
+
+static extent_t *ctl_util_extent(const void *p) {
+	extent_t *e = p != NULL ? pagemap_lookup(p) : NULL;
+	if (e == NULL || (e->kind != EXTENT_SLAB && e->kind != EXTENT_LARGE) ||
+	    (const char *)p < e->addr || (const char *)p >= e->addr + e->size)
+		return NULL;
+	return e;
+}
+
+static void ctl_util_get(const void *p, ctl_util_t *u) {
+	extent_t *e = ctl_util_extent(p);
+	memset(u, 0, sizeof(*u));
+	if (e == NULL)
+		return;
+	u->size = e->size;
+	if (e->kind != EXTENT_SLAB) {
+		u->nregs = 1;
+		return;
+	}
+	uint32_t nregs = e->nregs;
+	uint32_t used = __atomic_load_n(&e->used, __ATOMIC_RELAXED);
+	uint32_t remote = 0;
+	for (unsigned w = 0; w < (nregs + 63) / 64; w++)
+		remote += (uint32_t)__builtin_popcountll(atomic_load_explicit(
+		    &e->remote_bits[w], memory_order_relaxed));
+	u->nregs = nregs;
+	u->nfree = used >= nregs ? remote : nregs - used + remote;
+	if (u->nfree > nregs)
+		u->nfree = nregs;
+}
+
+/* rw: experimental.utilization.query.  Write one pointer, read a
+ * ctl_util_verbose_t (jemalloc's inspect_extent_util_stats_verbose_t):
+ * the extent's figures, the arena's for the size class (free and total
+ * regions over its slabs, from the live counters) and the address of the
+ * owning cache's current slab of that class (NULL for a large block, or
+ * a slab no thread owns).  EINVAL for a missing argument or a wrong
+ * size. */
+static int ctl_util_query(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (newp == NULL || oldp == NULL || oldlenp == NULL ||
+	    newlen != sizeof(void *) ||
+	    *oldlenp != sizeof(ctl_util_verbose_t))
+		return EINVAL;
+	const void *p = *(void *const *)newp;
+	ctl_util_t u;
+	ctl_util_get(p, &u);
+	ctl_util_verbose_t v;
+	memset(&v, 0, sizeof(v));
+	v.nfree = u.nfree;
+	v.nregs = u.nregs;
+	v.size = u.size;
+	extent_t *e = ctl_util_extent(p);
+	if (e != NULL && e->kind == EXTENT_SLAB && e->arena != NULL) {
+		arena_bin_stats_t *bs = &e->arena->bstats[e->szind];
+		uint64_t nd = ctl_load(&bs->ndalloc);
+		uint64_t curregs = ctl_diff(ctl_load(&bs->nmalloc), nd);
+		uint64_t total = ctl_load(&bs->curslabs) *
+		    (uint64_t)sz_slab_nregs_get(e->szind);
+		v.bin_nregs = (size_t)total;
+		v.bin_nfree = (size_t)ctl_diff(total, curregs);
+		tcache_t *owner = slab_owner(e);
+		if (owner != NULL && owner != &extent_large_owner) {
+			extent_t *cur = __atomic_load_n(
+			    &owner->bins[e->szind].partial, __ATOMIC_RELAXED);
+			if (cur != NULL)
+				v.slabcur_addr = cur->addr;
+		}
+	}
+	memcpy(oldp, &v, sizeof(v));
+	return 0;
+}
+
+/* rw: experimental.utilization.batch_query.  Write n pointers, read n
+ * ctl_util_t (jemalloc's inspect_extent_util_stats_t), in order.  EINVAL
+ * unless n > 0 and *oldlenp is exactly n of them. */
+static int ctl_util_batch_query(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	size_t n = newlen / sizeof(void *);
+	if (newp == NULL || oldp == NULL || oldlenp == NULL || newlen == 0 ||
+	    newlen != n * sizeof(void *) || *oldlenp != n * sizeof(ctl_util_t))
+		return EINVAL;
+	void *const *ptrs = newp;
+	ctl_util_t *out = oldp;
+	for (size_t i = 0; i < n; i++) {
+		ctl_util_t u;
+		ctl_util_get(ptrs[i], &u);
+		memcpy(&out[i], &u, sizeof(u));
+	}
+	return 0;
+}
+
+/* r-: experimental.arenas.<i>.pactivep, a pointer to arena i's count of
+ * active pages (size_t), which the program may read at any time without
+ * a mallctl (it changes under the arena's lock; a read is a moment's
+ * picture).  EFAULT for an arena not made yet or MALLCTL_ARENAS_ALL. */
+static int ctl_experimental_pactivep(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	arena_t *arena = mib[2] == ARENAS_MAX ? NULL :
+	    arena_get((unsigned)mib[2], false);
+	if (arena == NULL)
+		return EFAULT;
+	size_t *p = &arena->stats.pactive;
+	return ctl_read(oldp, oldlenp, &p, sizeof(p));
+}
+
 /* ------------------------------------------------------ index checks */
 
 static bool ctl_bin_bad_index(size_t i) {
@@ -930,16 +1347,85 @@ static const ctl_node_t ctl_arena_i[] = {
 	{ .name = (n), .handler = ctl_stats_arena_read, .type = (t),	\
 	  .off = offsetof(arena_stats_t, field) }
 
+/* Fields of the per-class tables (ctl_arena_xsnap_t) and their
+ * entries. */
+#define CTL_ARENA_X(n, t, field)					\
+	{ .name = (n), .handler = ctl_stats_arena_x_read, .type = (t),	\
+	  .off = offsetof(ctl_arena_xsnap_t, field) }
+#define CTL_ARENA_BIN(n, t, field)					\
+	{ .name = (n), .handler = ctl_stats_arena_x_read, .type = (t),	\
+	  .ptr = &ctl_x_bin, .off = offsetof(ctl_bin_snap_t, field) }
+#define CTL_ARENA_LEXTENT(n, t, field)					\
+	{ .name = (n), .handler = ctl_stats_arena_x_read, .type = (t),	\
+	  .ptr = &ctl_x_lextent, .off = offsetof(ctl_lextent_snap_t, field) }
+
 static const ctl_node_t ctl_stats_arenas_i_large_children[] = {
 	CTL_ARENA_STAT("allocated", CTL_T_SIZE, large_allocated),
 	CTL_ARENA_STAT("nmalloc", CTL_T_U64, large_nmalloc),
 	CTL_ARENA_STAT("ndalloc", CTL_T_U64, large_ndalloc),
+	CTL_ARENA_X("nrequests", CTL_T_U64, large_nrequests),
+	CTL_ARENA_X("nfills", CTL_T_U64, large_nfills),
+	CTL_ARENA_X("nflushes", CTL_T_U64, large_nflushes),
 };
 
 static const ctl_node_t ctl_stats_arenas_i_small_children[] = {
 	CTL_ARENA_STAT("curslabs", CTL_T_SIZE, slabs_cur),
 	CTL_ARENA_STAT("nslabs", CTL_T_U64, slabs_total),
+	CTL_ARENA_X("allocated", CTL_T_SIZE, small_allocated),
+	CTL_ARENA_X("nmalloc", CTL_T_U64, small_nmalloc),
+	CTL_ARENA_X("ndalloc", CTL_T_U64, small_ndalloc),
+	CTL_ARENA_X("nrequests", CTL_T_U64, small_nrequests),
+	CTL_ARENA_X("nfills", CTL_T_U64, small_nfills),
+	CTL_ARENA_X("nflushes", CTL_T_U64, small_nflushes),
 };
+
+static const ctl_node_t ctl_stats_arenas_i_bins_j_children[] = {
+	CTL_ARENA_BIN("nmalloc", CTL_T_U64, nmalloc),
+	CTL_ARENA_BIN("ndalloc", CTL_T_U64, ndalloc),
+	CTL_ARENA_BIN("nrequests", CTL_T_U64, nrequests),
+	CTL_ARENA_BIN("curregs", CTL_T_SIZE, curregs),
+	CTL_ARENA_BIN("nfills", CTL_T_U64, nfills),
+	CTL_ARENA_BIN("nflushes", CTL_T_U64, nflushes),
+	CTL_ARENA_BIN("nslabs", CTL_T_U64, nslabs),
+	CTL_ARENA_BIN("nreslabs", CTL_T_U64, nreslabs),
+	CTL_ARENA_BIN("curslabs", CTL_T_SIZE, curslabs),
+	CTL_ARENA_BIN("nonfull_slabs", CTL_T_SIZE, nonfull_slabs),
+};
+static const ctl_node_t ctl_stats_arenas_i_bins_j[] = {
+	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_bins_j_children) },
+};
+
+static const ctl_node_t ctl_stats_arenas_i_lextents_j_children[] = {
+	CTL_ARENA_LEXTENT("nmalloc", CTL_T_U64, nmalloc),
+	CTL_ARENA_LEXTENT("ndalloc", CTL_T_U64, ndalloc),
+	CTL_ARENA_LEXTENT("nrequests", CTL_T_U64, nrequests),
+	CTL_ARENA_LEXTENT("curlextents", CTL_T_SIZE, curlextents),
+};
+static const ctl_node_t ctl_stats_arenas_i_lextents_j[] = {
+	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_lextents_j_children) },
+};
+
+#define CTL_MUTEX_STAT(n, t, field)					\
+	{ .name = (n), .handler = ctl_stats_mutex_read, .type = (t),	\
+	  .off = offsetof(mp_mutex_prof_t, field) }
+/* jemalloc's counters of a lock (its mutex_prof_data_t names). */
+static const ctl_node_t ctl_stats_mutex_children[] = {
+	CTL_MUTEX_STAT("num_ops", CTL_T_U64, n_lock_ops),
+	CTL_MUTEX_STAT("num_wait", CTL_T_U64, n_wait_times),
+	CTL_MUTEX_STAT("num_spin_acq", CTL_T_U64, n_spin_acquired),
+	CTL_MUTEX_STAT("num_owner_switch", CTL_T_U64, n_owner_switches),
+	CTL_MUTEX_STAT("total_wait_time", CTL_T_U64, tot_wait_ns),
+	CTL_MUTEX_STAT("max_wait_time", CTL_T_U64, max_wait_ns),
+	CTL_MUTEX_STAT("max_num_thds", CTL_T_UNSIGNED, max_n_thds),
+};
+static const ctl_node_t ctl_stats_arenas_i_mutexes_children[] = {
+	{ .name = "large", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "tcache_list", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "shared_cache", CTL_CHILDREN(ctl_stats_mutex_children) },
+};
+_Static_assert(sizeof(ctl_stats_arenas_i_mutexes_children) /
+    sizeof(ctl_stats_arenas_i_mutexes_children[0]) == CTL_ARENA_NMUTEXES,
+    "one node per arena lock, in ctl_arena_mutex_names' order");
 
 static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	CTL_ARENA_STAT("nthreads", CTL_T_UNSIGNED, nthreads),
@@ -953,6 +1439,28 @@ static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	CTL_ARENA_STAT("dirty_purged", CTL_T_U64, purged),
 	{ .name = "large", CTL_CHILDREN(ctl_stats_arenas_i_large_children) },
 	{ .name = "small", CTL_CHILDREN(ctl_stats_arenas_i_small_children) },
+	CTL_ARENA_X("muzzy_npurge", CTL_T_U64, muzzy_npurge),
+	CTL_ARENA_X("muzzy_nmadvise", CTL_T_U64, muzzy_nmadvise),
+	CTL_ARENA_X("muzzy_purged", CTL_T_U64, muzzy_purged),
+	{ .name = "dss", .handler = ctl_stats_arena_dss },
+	CTL_ARENA_X("dirty_decay_ms", CTL_T_SSIZE, dirty_decay_ms),
+	CTL_ARENA_X("muzzy_decay_ms", CTL_T_SSIZE, muzzy_decay_ms),
+	CTL_ARENA_X("uptime", CTL_T_U64, uptime),
+	CTL_ARENA_X("base", CTL_T_SIZE, base),
+	CTL_ARENA_X("internal", CTL_T_SIZE, internal),
+	CTL_ARENA_X("resident", CTL_T_SIZE, resident),
+	CTL_ARENA_X("metadata_thp", CTL_T_SIZE, metadata_thp),
+	CTL_ARENA_X("extent_avail", CTL_T_SIZE, extent_avail),
+	CTL_ARENA_X("tcache_bytes", CTL_T_SIZE, tcache_bytes),
+	CTL_ARENA_X("abandoned_vm", CTL_T_SIZE, abandoned_vm),
+	{ .name = "bins", .kind = CTL_INDEXED,
+	  .bad_index = ctl_bin_bad_index,
+	  CTL_CHILDREN(ctl_stats_arenas_i_bins_j) },
+	{ .name = "lextents", .kind = CTL_INDEXED,
+	  .bad_index = ctl_lextent_bad_index,
+	  CTL_CHILDREN(ctl_stats_arenas_i_lextents_j) },
+	{ .name = "mutexes",
+	  CTL_CHILDREN(ctl_stats_arenas_i_mutexes_children) },
 };
 static const ctl_node_t ctl_stats_arenas_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_children) },
@@ -971,6 +1479,11 @@ static const ctl_node_t ctl_stats_background_thread_children[] = {
 	  .type = CTL_T_U64, .off = 2 },
 };
 
+static const ctl_node_t ctl_stats_mutexes_children[] = {
+	{ .name = "reset", .handler = ctl_stats_mutexes_reset },
+	{ .name = "ctl", CTL_CHILDREN(ctl_stats_mutex_children) },
+};
+
 static const ctl_node_t ctl_stats_children[] = {
 	CTL_STAT("allocated", allocated),
 	CTL_STAT("active", active),
@@ -984,6 +1497,8 @@ static const ctl_node_t ctl_stats_children[] = {
 	{ .name = "arenas", .kind = CTL_INDEXED,
 	  .bad_index = ctl_stats_arena_bad_index,
 	  CTL_CHILDREN(ctl_stats_arenas_i) },
+	CTL_STAT("zero_reallocs", zero_reallocs),
+	{ .name = "mutexes", CTL_CHILDREN(ctl_stats_mutexes_children) },
 };
 
 #if MP_CONFIG_DEBUG
@@ -1116,11 +1631,29 @@ static const ctl_node_t ctl_experimental_thread_children[] = {
 	  .handler = ctl_thread_activity_callback },
 };
 
+/* experimental.*: the names of it that programs use (Valkey's
+ * defragmenter). */
+static const ctl_node_t ctl_experimental_utilization_children[] = {
+	{ .name = "query", .handler = ctl_util_query },
+	{ .name = "batch_query", .handler = ctl_util_batch_query },
+};
+static const ctl_node_t ctl_experimental_arenas_i_children[] = {
+	{ .name = "pactivep", .handler = ctl_experimental_pactivep },
+};
+static const ctl_node_t ctl_experimental_arenas_i[] = {
+	{ .name = "", CTL_CHILDREN(ctl_experimental_arenas_i_children) },
+};
 /* Non-const: src/prof/ hangs prof_recent's children here. */
 static ctl_node_t ctl_experimental_children[] = {
 	{ .name = "hooks", CTL_CHILDREN(ctl_experimental_hooks_children) },
 	{ .name = "prof_recent" },      /* prof_ctl.c registers them */
 	{ .name = "thread", CTL_CHILDREN(ctl_experimental_thread_children) },
+	/* Valkey's defragmenter (stats block). */
+	{ .name = "utilization",
+	  CTL_CHILDREN(ctl_experimental_utilization_children) },
+	{ .name = "arenas", .kind = CTL_INDEXED,
+	  .bad_index = ctl_arena_bad_index,
+	  CTL_CHILDREN(ctl_experimental_arenas_i) },
 };
 
 /* Non-const: src/prof/ hangs prof's children here (ctl_register). */

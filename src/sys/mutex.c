@@ -16,6 +16,40 @@ static __thread uint32_t held_ranks __attribute__((tls_model("initial-exec")));
 void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank) {
 	pthread_mutex_init(&m->lock, NULL);
 	m->rank = rank;
+	memset(&m->prof, 0, sizeof(m->prof));
+}
+
+/*
+ * Profiling counters, as jemalloc keeps them (its mutex stats): a try
+ * first, and only when that fails the clock is read around the blocking
+ * lock, so an uncontended lock costs a few increments made while it is
+ * held.  No spinning: n_spin_acquired is always 0.
+ */
+static MP_NOINLINE void mutex_lock_wait(mp_mutex_t *m) {
+	uint32_t n = atomic_fetch_add_explicit(&m->prof.n_waiting, 1,
+	    memory_order_relaxed) + 1;
+	uint64_t t0 = os_now_ns();
+	pthread_mutex_lock(&m->lock);
+	uint64_t waited = os_now_ns() - t0;
+	atomic_fetch_sub_explicit(&m->prof.n_waiting, 1, memory_order_relaxed);
+	m->prof.n_wait_times++;
+	m->prof.tot_wait_ns += waited;
+	if (waited > m->prof.max_wait_ns)
+		m->prof.max_wait_ns = waited;
+	if (n > m->prof.max_n_thds)
+		m->prof.max_n_thds = n;
+}
+
+/* The holder's share of the counters: one acquisition, and an owner
+ * switch when the previous holder was another thread. */
+static inline void mutex_prof_taken(mp_mutex_t *m) {
+	/* The thread's identity: the address of its own TLS variable. */
+	const void *me = &held_ranks;
+	m->prof.n_lock_ops++;
+	if (m->prof.prev_owner != me) {
+		m->prof.prev_owner = me;
+		m->prof.n_owner_switches++;
+	}
 }
 
 void mp_mutex_lock(mp_mutex_t *m) {
@@ -26,7 +60,9 @@ void mp_mutex_lock(mp_mutex_t *m) {
 			    "holding ranks 0x%x", (int)m->rank,
 			    (unsigned)held_ranks);
 	}
-	pthread_mutex_lock(&m->lock);
+	if (pthread_mutex_trylock(&m->lock) != 0)
+		mutex_lock_wait(m);
+	mutex_prof_taken(m);
 	if (config_debug)
 		held_ranks |= (uint32_t)1 << m->rank;
 }
@@ -37,9 +73,26 @@ void mp_mutex_lock(mp_mutex_t *m) {
 bool mp_mutex_trylock(mp_mutex_t *m) {
 	if (pthread_mutex_trylock(&m->lock) != 0)
 		return false;
+	mutex_prof_taken(m);
 	if (config_debug)
 		held_ranks |= (uint32_t)1 << m->rank;
 	return true;
+}
+
+void mp_mutex_prof_read(mp_mutex_t *m, mp_mutex_prof_t *out) {
+	mp_mutex_lock(m);
+	*out = m->prof;
+	mp_mutex_unlock(m);
+}
+
+void mp_mutex_prof_reset(mp_mutex_t *m) {
+	mp_mutex_lock(m);
+	uint32_t waiting = atomic_load_explicit(&m->prof.n_waiting,
+	    memory_order_relaxed);
+	memset(&m->prof, 0, sizeof(m->prof));
+	atomic_store_explicit(&m->prof.n_waiting, waiting,
+	    memory_order_relaxed);
+	mp_mutex_unlock(m);
 }
 
 void mp_mutex_unlock(mp_mutex_t *m) {

@@ -210,16 +210,19 @@ bool os_decommit(void *addr, size_t size) {
 
 /* ---- dss (the program break) ---- */
 
-/* Our sbrk calls are serialised; another user of sbrk (the C library's
- * malloc in a prefixed build) may move the break between two of them,
- * which the check of sbrk's result catches. */
-static mp_mutex_t dss_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_DSS);
+/* Our sbrk calls are serialised by a spin lock (rare calls, under an
+ * arena's lock: os.c sits below mutex.c, which uses it); another user of
+ * sbrk (the C library's malloc in a prefixed build) may move the break
+ * between two of them, which the check of sbrk's result catches. */
+static atomic_flag dss_lock = ATOMIC_FLAG_INIT;
 static _Atomic uintptr_t dss_lo, dss_hi;  /* what we took: [lo, hi) */
 
 void *os_dss_alloc(size_t size, size_t align) {
 	mp_assert(size % PAGE == 0 && align % PAGE == 0);
 	void *ret = NULL;
-	mp_mutex_lock(&dss_mtx);
+	while (atomic_flag_test_and_set_explicit(&dss_lock,
+	    memory_order_acquire))
+		sched_yield();
 	uintptr_t cur = (uintptr_t)sbrk(0);
 	if (cur == (uintptr_t)-1)
 		goto out;
@@ -238,7 +241,7 @@ void *os_dss_alloc(size_t size, size_t align) {
 		atomic_store(&dss_hi, got + pad + size);
 	ret = (void *)start;
 out:
-	mp_mutex_unlock(&dss_mtx);
+	atomic_flag_clear_explicit(&dss_lock, memory_order_release);
 	return ret;
 }
 

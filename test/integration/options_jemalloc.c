@@ -417,12 +417,12 @@ static void test_stats_interval(void **state) {
 	 * off (it is on by default in debug builds). */
 	expect_ok("churn", "junk:false,stats_interval:1048576,"
 	    "stats_interval_opts:gmabl");
-	unsigned n = count_lines(err, "___ Begin malloc_prof statistics");
+	unsigned n = count_lines(err, "___ Begin jemalloc statistics");
 	MP_ASSERT(n >= 6 && n <= 9, "%u prints for 8 MiB", n);
 	MP_ASSERT(strstr(err, "Arenas:") == NULL, "opts ignored");
 	expect_ok("churn", "junk:false,stats_interval:4194304,"
 	    "stats_interval_opts:J");
-	n = count_lines(err, "\"malloc_prof\"");
+	n = count_lines(err, "\"jemalloc\"");
 	MP_ASSERT(n >= 1 && n <= 2, "%u JSON prints for 8 MiB / 4 MiB", n);
 	expect_ok("churn", "junk:false");
 	MP_ASSERT(strstr(err, "statistics") == NULL, "printed: %s", err);

@@ -643,6 +643,8 @@ void hook_activity_set(hook_activity_thunk_t t);
 void hook_activity_event(tsd_t *tsd);     /* tsd_event */
 
 /* ------------------------------------------------- malloc.c and cxx.cpp */
+/* stats.zero_reallocs: calls of realloc(non-NULL, 0). */
+extern _Atomic size_t malloc_zero_reallocs;
 /* The C++ operators (cxx.cpp, built when MP_CONFIG_CXX) reach the
  * allocator through these, defined in malloc.c; cxx.cpp repeats the
  * prototypes (it cannot include these C11 headers).  Hidden, like every

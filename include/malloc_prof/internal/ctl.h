@@ -97,6 +97,7 @@ typedef enum {
 	CTL_T_U64,       /* uint64_t */
 	CTL_T_STR,       /* const char * */
 	CTL_T_U64P,      /* uint64_t * */
+	CTL_T_SSIZE,     /* ssize_t */
 } ctl_type_t;
 
 /* What a node needs of the profiler: nothing, to be built in
@@ -149,9 +150,49 @@ bool ctl_register(const char *path, const ctl_node_t *children,
  * is written, on first use, and for mallinfo2 and malloc_stats_print,
  * which refresh first.  Nothing outside ctl.c reads it: stats.c prints a
  * copy. */
+/* One small class of one arena (stats.arenas.<i>.bins.<j>), read from
+ * arena_bin_stats_t: curregs is nmalloc - ndalloc, nonfull_slabs the
+ * slabs held that are not on a full list. */
+typedef struct ctl_bin_snap_s {
+	uint64_t nmalloc, ndalloc, nrequests, nfills, nflushes, nslabs,
+	    nreslabs;
+	size_t curregs, curslabs, nonfull_slabs;
+} ctl_bin_snap_t;
+/* One large class (stats.arenas.<i>.lextents.<j>). */
+typedef struct ctl_lextent_snap_s {
+	uint64_t nmalloc, ndalloc, nrequests;
+	size_t curlextents;
+} ctl_lextent_snap_t;
+/* What an arena's snapshot has beyond arena_stats_t: the per-class
+ * tables, their sums (small.*, large.n{requests,fills,flushes}) and the
+ * memory figures jemalloc gives per arena.  Kept apart (9 KiB an arena)
+ * so that the snapshot does not reserve it for every possible arena. */
+/* An arena's locks, in the order of the stats.arenas.<i>.mutexes.*
+ * names: "large" is arena->mtx, which serves what jemalloc's large,
+ * extents_* and decay_* locks do; "tcache_list" its list of exited
+ * threads' caches; "shared_cache" the cache of uncached calls. */
+enum { CTL_MUTEX_LARGE, CTL_MUTEX_TCACHE_LIST, CTL_MUTEX_SHARED_CACHE,
+    CTL_ARENA_NMUTEXES };
+extern const char *const ctl_arena_mutex_names[CTL_ARENA_NMUTEXES];
+typedef struct ctl_arena_xsnap_s {
+	size_t small_allocated;
+	uint64_t small_nmalloc, small_ndalloc, small_nrequests, small_nfills,
+	    small_nflushes;
+	uint64_t large_nrequests, large_nfills, large_nflushes;
+	uint64_t uptime;         /* ns since the arena (0, ALL: the library)
+	                          * was made */
+	ssize_t dirty_decay_ms, muzzy_decay_ms;
+	size_t base, internal, resident, metadata_thp, extent_avail;
+	size_t tcache_bytes, abandoned_vm;
+	uint64_t muzzy_npurge, muzzy_nmadvise, muzzy_purged;
+	mp_mutex_prof_t mutexes[CTL_ARENA_NMUTEXES];
+	ctl_bin_snap_t bins[SC_NBINS];
+	ctl_lextent_snap_t lextents[SC_NLEXTENTS];
+} ctl_arena_xsnap_t;
 typedef struct ctl_arena_snap_s {
 	bool initialized;        /* the arena existed; stats are valid */
 	arena_stats_t stats;
+	ctl_arena_xsnap_t *x;    /* non-NULL when initialized */
 } ctl_arena_snap_t;
 typedef struct ctl_snapshot_s {
 	uint64_t epoch;          /* refreshes so far; 0: never taken */
@@ -162,14 +203,20 @@ typedef struct ctl_snapshot_s {
 	size_t resident;         /* active + dirty + metadata */
 	size_t mapped;           /* mapped - retained + metadata */
 	size_t retained;
+	size_t zero_reallocs;    /* realloc(non-NULL, 0) calls */
+	mp_mutex_prof_t mutex_ctl; /* ctl_mtx's counters */
 	unsigned narenas;        /* narenas_total at the refresh */
 	arena_stats_t merged;    /* sum over the arenas (index 4096) */
+	ctl_arena_xsnap_t *merged_x;
+	size_t copy_size;        /* a copy's bytes (ctl_snapshot_free) */
 	ctl_arena_snap_t arenas[ARENAS_MAX];
 } ctl_snapshot_t;
 /* A new snapshot (epoch + 1), copied out under the lock into metadata
  * memory (base_malloc) of its own: its reader holds no lock and may call
- * malloc or mallctl.  NULL if the memory cannot be had.  About 520 KiB
- * (ARENAS_MAX arenas), of which only the arenas that exist are copied. */
+ * malloc or mallctl.  NULL if the memory cannot be had.  About 600 KiB
+ * (ARENAS_MAX arenas), of which only the arenas that exist are copied,
+ * followed by their per-class tables (9 KiB an arena, and the merged
+ * one), to which the copy's x pointers point. */
 ctl_snapshot_t *ctl_snapshot_copy(void);
 void ctl_snapshot_free(ctl_snapshot_t *copy);
 

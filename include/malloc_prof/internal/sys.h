@@ -116,5 +116,8 @@ void mp_mutex_lock(mp_mutex_t *m);
 bool mp_mutex_trylock(mp_mutex_t *m);     /* true if taken */
 void mp_mutex_unlock(mp_mutex_t *m);
 void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
+/* A copy of m's profiling counters, read under m; zero them (under m). */
+void mp_mutex_prof_read(mp_mutex_t *m, mp_mutex_prof_t *out);
+void mp_mutex_prof_reset(mp_mutex_t *m);
 
 #endif /* MP_INTERNAL_SYS_H */

@@ -112,16 +112,31 @@ typedef enum {
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
 	LOCK_RANK_ARENA_ORPHANS,  /* arena->orphans_mtx: caches of dead threads */
 	LOCK_RANK_ARENA,          /* arena->mtx: extents, decay, stats */
-	LOCK_RANK_DSS,            /* dss_mtx (os.c): our sbrk calls */
 	LOCK_RANK_BASE,           /* base_mtx: metadata allocator (leaf) */
 } lock_rank_t;
+
+/* A lock's profiling counters (jemalloc's mutex_prof_data_t, read by
+ * the stats.mutexes.* and stats.arenas.<i>.mutexes.* names).  Written by
+ * the holder, so plain fields, except the count of waiters. */
+typedef struct mp_mutex_prof_s {
+	uint64_t n_lock_ops;             /* acquisitions */
+	uint64_t n_wait_times;           /* acquisitions that had to wait */
+	uint64_t n_owner_switches;       /* acquisitions by another thread
+	                                  * than the last one's */
+	uint64_t n_spin_acquired;        /* always 0: no lock spins */
+	uint64_t tot_wait_ns, max_wait_ns;
+	uint32_t max_n_thds;             /* most threads seen waiting */
+	_Atomic uint32_t n_waiting;
+	const void *prev_owner;          /* a per-thread address */
+} mp_mutex_prof_t;
 
 typedef struct mp_mutex_s {
 	pthread_mutex_t lock;
 	lock_rank_t rank;
+	mp_mutex_prof_t prof;
 } mp_mutex_t;
 
-#define MP_MUTEX_INITIALIZER(r) { PTHREAD_MUTEX_INITIALIZER, (r) }
+#define MP_MUTEX_INITIALIZER(r) { .lock = PTHREAD_MUTEX_INITIALIZER, .rank = (r) }
 
 /*
  * (The same text as include/malloc_prof.h.in's, under the same guard.)
@@ -294,6 +309,8 @@ typedef struct tcache_large_s {
 	extent_t *slots[TCACHE_LARGE_SLOTS];
 	uint32_t n;
 	uint32_t low_water;     /* min n since the last GC pass */
+	uint32_t nrequests;     /* hits not yet added to the arena's
+	                         * lextent stats (at GC and flush) */
 } tcache_large_t;
 
 /*
@@ -346,9 +363,12 @@ typedef struct arena_stats_s {
 	size_t pactive;          /* pages in slabs and large blocks */
 	size_t pdirty;
 	size_t pmuzzy;
-	uint64_t npurge;         /* purge passes */
-	uint64_t nmadvise;       /* madvise calls */
-	uint64_t purged;         /* pages purged */
+	uint64_t npurge;         /* purge passes over dirty pages */
+	uint64_t nmadvise;       /* madvise calls on dirty pages */
+	uint64_t purged;         /* dirty pages purged */
+	uint64_t muzzy_npurge;   /* the same for muzzy pages */
+	uint64_t muzzy_nmadvise;
+	uint64_t muzzy_purged;
 	size_t large_allocated;  /* bytes in large blocks handed out */
 	uint64_t large_nmalloc;
 	uint64_t large_ndalloc;
@@ -357,6 +377,35 @@ typedef struct arena_stats_s {
 	size_t cached_bytes;     /* large bytes parked in thread caches */
 	uint32_t nthreads;       /* threads attached */
 } arena_stats_t;
+
+/*
+ * Counters of one small class in one arena (stats.arenas.<i>.bins.<j>).
+ * Relaxed atomics, added to where regions move between slabs and cache
+ * bins (fills, flushes), where slabs come and go, and on the paths that
+ * use no cache bin; never per cached malloc or free.  A region counts
+ * against the arena of its slab.  curregs is nmalloc - ndalloc: regions
+ * held by the program or sitting in cache bins, as jemalloc counts them.
+ */
+typedef struct arena_bin_stats_s {
+	_Atomic uint64_t nmalloc;        /* regions taken from slabs */
+	_Atomic uint64_t ndalloc;        /* regions given back to slabs */
+	_Atomic uint64_t nfills;         /* cache-bin fills */
+	_Atomic uint64_t nflushes;       /* cache-bin flushes */
+	_Atomic uint64_t nslabs;         /* slabs taken up for the class */
+	_Atomic uint64_t nreslabs;       /* changes of a cache's current slab */
+	_Atomic uint64_t curslabs;       /* slabs held for the class */
+	_Atomic uint64_t fullslabs;      /* of which with `full` set: parked
+	                                  * full, no region freed since */
+} arena_bin_stats_t;
+
+/* Counters of one large class in one arena (stats.arenas.<i>.lextents.
+ * <j>): nmalloc / ndalloc under arena->mtx, when a block is carved or
+ * returned; nrequests also gets the thread caches' hits, added at GC. */
+typedef struct arena_lextent_stats_s {
+	_Atomic uint64_t nmalloc;
+	_Atomic uint64_t ndalloc;
+	_Atomic uint64_t nrequests;
+} arena_lextent_stats_t;
 
 /*
  * arena_t: a source of pages.  Slabs and large blocks are carved from its
@@ -393,6 +442,11 @@ struct arena_s {
 
 	unsigned ind;
 	_Atomic uint32_t nthreads;
+	uint64_t create_ns;              /* os_now_ns() when made (uptime) */
+	arena_bin_stats_t bstats[SC_NBINS];
+	arena_lextent_stats_t lstats[SC_NLEXTENTS];
+	_Atomic uint64_t large_nflushes; /* cache flushes that returned large
+	                                  * blocks here */
 
 	/* Lifecycle (arena.<i>.*): the extent hooks in use (&extent_hooks_
 	 * default: the OS directly, as before hooks existed), read under
