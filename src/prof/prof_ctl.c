@@ -84,8 +84,10 @@ static int ctl_prof_switch(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
-/* -w: write a heap profile to the given file, or (no value, or NULL) to
- * the next automatic name. */
+/* -w: prof.dump writes a heap profile to the given file, or (no value,
+ * or NULL) to the next automatic name; prof.peak.dump (node->off 1) the
+ * peak-heap profile (prof_peak), named <prefix>.<pid>.<seq>.p<n>.heap
+ * when no name is given. */
 static int ctl_prof_dump(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	const char *filename;
@@ -93,7 +95,9 @@ static int ctl_prof_dump(const ctl_node_t *node, const size_t *mib,
 	    &filename);
 	if (err != 0)
 		return err;
-	return prof_dump_file(filename) ? EFAULT : 0;
+	bool fail = node->off == 1 ? prof_peak_dump_file(filename) :
+	    prof_dump_file(filename);
+	return fail ? EFAULT : 0;
 }
 
 /* -w: write the current profile, in the current format, to an open file
@@ -182,19 +186,6 @@ static int ctl_prof_reset(const ctl_node_t *node, const size_t *mib,
 	prof_reset(lg);
 	prof_peak_reset();
 	return 0;
-}
-
-/* -w: write the peak-heap profile (prof_peak) to a file, as prof.dump
- * writes the heap of now (a const char *; none or NULL: the automatic
- * name <prefix>.<pid>.<seq>.p<n>.heap). */
-static int ctl_prof_peak_dump(const ctl_node_t *node, const size_t *mib,
-    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
-	const char *filename;
-	int err = prof_ctl_write_str(node, oldp, oldlenp, newp, newlen,
-	    &filename);
-	if (err != 0)
-		return err;
-	return prof_peak_dump_file(filename) ? EFAULT : 0;
 }
 
 /* -w, no value: the peak is the heap of now. */
@@ -416,7 +407,8 @@ static const ctl_node_t prof_ctl_thread_children[] = {
 	  .prof_hint = true }
 
 static const ctl_node_t prof_ctl_peak_children[PROF_CTL_NPEAK] = {
-	PROF_CTL_ACTION("dump", ctl_prof_peak_dump),
+	{ .name = "dump", .handler = ctl_prof_dump, .off = 1,
+	  .prof = CTL_PROF_STARTED, .prof_hint = true },
 	PROF_CTL_ACTION("reset", ctl_prof_peak_reset),
 	{ .name = "bytes", .handler = ctl_prof_peak_bytes,
 	  .prof = CTL_PROF_STARTED },
