@@ -986,15 +986,15 @@ static int ctl_stats_arena_x_read(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &buf, len);
 }
 
-/* r-: stats.arenas.<i>.dss, the sbrk precedence: opt.dss's value where
- * the options table has it (every arena follows the option), else
- * "disabled" (no sbrk is ever used). */
+/* r-: stats.arenas.<i>.dss, the arena's sbrk precedence (arena.<i>.dss);
+ * for MALLCTL_ARENAS_ALL, that of arenas made from now on. */
 static int ctl_stats_arena_dss(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	if (ctl_writes(newp, newlen))
 		return EPERM;
-	const conf_opt_t *opt = conf_opt_lookup("dss", 3);
-	const char *v = opt != NULL ? conf_opt_str(opt) : "disabled";
+	unsigned m = mib[2] == ARENAS_MAX ? arena_dss_default :
+	    extent_dss_get((unsigned)mib[2]);
+	const char *v = dss_mode_names[m < DSS_NMODES ? m : 0];
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 

@@ -645,6 +645,14 @@ static void test_dss(void **state) {
 	assert_string_equal(s, "disabled");
 	assert_int_equal(arena_ctl(a, "dss", &s, &sz, NULL, 0), 0);
 	assert_string_equal(s, "primary");
+	/* The arena's statistics name its own mode, not opt.dss's. */
+	uint64_t epoch = 1;
+	assert_int_equal(mallctl("epoch", NULL, NULL, &epoch, sizeof(epoch)),
+	    0);
+	char name[64];
+	snprintf(name, sizeof(name), "stats.arenas.%u.dss", a);
+	assert_int_equal(mallctl(name, &s, &sz, NULL, 0), 0);
+	assert_string_equal(s, "primary");
 	/* primary: the arena's new pages come from the program break. */
 	char *brk0 = sbrk(0);
 	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
