@@ -40,6 +40,7 @@ test/integration/prof_nofp test/integration/prof_callsite
 test/integration/prof_cfi test/integration/prof_cfi_dlopen
 test/integration/prof_cfi_signal test/integration/tcache_explicit
 test/integration/prof_recent test/integration/prof_peak
+test/integration/extent_hooks test/integration/xthread_rss
 test/stress/prof_getattr
 test/stress/threads test/stress/fork test/stress/first_op
 test/stress/fork_storm test/stress/thread_churn"
