@@ -68,7 +68,6 @@ static bool conf_utrace = false;
 /* The profiler options of jemalloc 5.3 that the profiler issue after
  * issue 18 implements: read-outs only until then. */
 static bool conf_prof_stats = false;
-static bool conf_prof_sys_thread_name = false;
 static unsigned conf_prof_time_resolution = 0;
 static bool conf_prof_unbias = true;
 static const char *const conf_prof_time_resolution_names[] = {
@@ -363,10 +362,9 @@ const conf_opt_t conf_opts[] = {
 	  "issue",
 	  .doc = "count sampled bytes per size class" },
 	{ .name = "prof_sys_thread_name", .type = CONF_BOOL,
-	  .var = &conf_prof_sys_thread_name, .def = "false", .prof = true,
-	  .note = "no effect yet: thread names from the system come with the "
-	  "profiler's next issue",
-	  .doc = "name profiled threads after their system names" },
+	  .var = &opt_prof_sys_thread_name, .def = "false", .prof = true,
+	  .doc = "name profiled threads after their system names "
+	  "(pthread_setname_np), read at each sample" },
 	{ .name = "prof_time_resolution", .type = CONF_ENUM,
 	  .var = &conf_prof_time_resolution, .def = "default",
 	  .names = conf_prof_time_resolution_names,

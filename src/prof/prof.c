@@ -25,6 +25,7 @@
 #include "malloc_prof/internal/internal.h"
 
 #include <math.h>
+#include <sys/prctl.h>
 
 bool opt_prof = false;
 bool opt_prof_active = true;
@@ -38,6 +39,7 @@ bool opt_prof_leak_error = false;
 bool opt_prof_accum = false;
 char opt_prof_prefix[1024] = "jeprof";
 unsigned opt_prof_bt_max = 128;
+bool opt_prof_sys_thread_name = false;
 
 _Atomic bool prof_active;
 _Atomic bool prof_thread_active_init;
@@ -296,6 +298,27 @@ static void tdata_release(prof_tdata_t *td, uint64_t n) {
 	base_free(td, sizeof(*td));
 }
 
+/* prof_sys_thread_name: the thread's OS name (at most 15 characters, as
+ * PR_GET_NAME gives it; printable ones only, as thread.prof.name takes
+ * them) into its tdata when it changed.  A syscall per sample, only with
+ * the option. */
+static void tdata_sys_name(prof_tdata_t *td) {
+	char name[16] = "";
+	if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0)
+		return;
+	name[sizeof(name) - 1] = '\0';
+	for (char *c = name; *c != '\0'; c++) {
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+			*c = '?';
+	}
+	_Static_assert(PROF_THREAD_NAME_MAX >= sizeof(name), "room");
+	if (strncmp(td->name, name, sizeof(name)) == 0)
+		return;         /* its own storage: only it writes there */
+	prof_tdatas_lock();
+	memcpy(td->name, name, sizeof(name));
+	prof_tdatas_unlock();
+}
+
 void prof_thread_exit(tsd_t *tsd) {
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL)
@@ -464,6 +487,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		goto out;
 	if (tsd->stack_hi == 0)
 		prof_sys_thread_init(tsd);
+	if (opt_prof_sys_thread_name)
+		tdata_sys_name(td);
 	/* Frame 0 is the entry point the program called: jeprof knows
 	 * malloc, calloc, realloc, ... and strips frames up to it (a
 	 * prefixed build's heap_v2 writer puts the call there instead:

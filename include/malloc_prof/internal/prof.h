@@ -127,6 +127,8 @@ extern char opt_prof_prefix[1024];
 /* prof_dump.c: named dumps write through a final symbolic link. */
 extern bool opt_prof_dump_follow_symlinks;
 extern unsigned opt_prof_bt_max;
+/* Threads' names in dumps come from the OS (PR_GET_NAME) at each sample. */
+extern bool opt_prof_sys_thread_name;
 
 extern _Atomic bool prof_active;           /* prof.active */
 extern _Atomic bool prof_thread_active_init;
