@@ -19,17 +19,17 @@
  * loads and the range and NULL tests of the tree.  Every entry written
  * after the table exists is mirrored there, by set_entries, under the
  * same locks; an entry written before (none in practice: the table is
- * made at the first update) reads as tag 0 there, which only sends its
- * free to the slow path, where the tree is read.  When the reservation is
- * refused (strict overcommit, an address-space limit) the table stays
- * absent, pagemap_tags_pages 0, and every free takes the slow path.
+ * made at start-up, pagemap_boot) reads as tag 0 there, which only sends
+ * its free to the slow path, where the tree is read.  When the
+ * reservation is not made (strict overcommit, an address-space limit:
+ * os_map_sparse) the table stays absent, pagemap_tags_pages 0, and every
+ * free takes the slow path.
  */
 #include "malloc_prof/internal/internal.h"
 
 _Atomic(pagemap_leaf_t *) pagemap_root[PAGEMAP_ROOT_LEN];
 _Atomic(uint8_t *) pagemap_tags;
 uintptr_t pagemap_tags_pages;
-static _Atomic bool tags_refused;
 
 static pagemap_leaf_t *leaf_get(uintptr_t key) {
 	_Atomic(pagemap_leaf_t *) *slot = &pagemap_root[key >>
@@ -49,27 +49,23 @@ static pagemap_leaf_t *leaf_get(uintptr_t key) {
 	return expected;
 }
 
-/* The tag table, made at its first update; NULL if it was refused. */
-static MP_NOINLINE _Atomic uint8_t *tags_create(void) {
-	if (atomic_load_explicit(&tags_refused, memory_order_relaxed))
-		return NULL;
+/*
+ * The tag table, reserved once at start-up (malloc_init_hard, under the
+ * init lock, before malloc_initialized is published): every thread's
+ * first call waits for that, so frees, which read the bound as a plain
+ * variable, are ordered after its only write.  Made at the first update
+ * instead, a thread freeing a block it got before the table existed read
+ * the bound while another thread wrote it (ThreadSanitizer: test/stress/
+ * first_op).  Refused, it stays absent (NULL, bound 0) for good.
+ */
+void pagemap_boot(void) {
+	if (atomic_load_explicit(&pagemap_tags, memory_order_relaxed) != NULL)
+		return;
 	uint8_t *fresh = os_map_sparse(PAGEMAP_TAGS_PAGES);
-	if (fresh == NULL) {
-		atomic_store_explicit(&tags_refused, true,
-		    memory_order_relaxed);
-		return NULL;
-	}
-	uint8_t *tags = NULL;
-	if (atomic_compare_exchange_strong_explicit(&pagemap_tags, &tags,
-	    fresh, memory_order_acq_rel, memory_order_acquire)) {
-		/* After the pointer: a reader that sees the bound sees the
-		 * table. */
-		__atomic_store_n(&pagemap_tags_pages, PAGEMAP_TAGS_PAGES,
-		    __ATOMIC_RELEASE);
-		return (_Atomic uint8_t *)fresh;
-	}
-	os_unmap(fresh, PAGEMAP_TAGS_PAGES);
-	return (_Atomic uint8_t *)tags;
+	if (fresh == NULL)
+		return;
+	atomic_store_explicit(&pagemap_tags, fresh, memory_order_release);
+	pagemap_tags_pages = PAGEMAP_TAGS_PAGES;
 }
 
 /* Mirror tag into the table for pages [key, end).  A 0 over a 0 is not
@@ -78,7 +74,7 @@ static MP_NOINLINE _Atomic uint8_t *tags_create(void) {
 static void tags_set(uintptr_t key, uintptr_t end, uint8_t tag) {
 	_Atomic uint8_t *t = (_Atomic uint8_t *)atomic_load_explicit(
 	    &pagemap_tags, memory_order_acquire);
-	if (unlikely(t == NULL) && (t = tags_create()) == NULL)
+	if (unlikely(t == NULL))
 		return;
 	if (end > PAGEMAP_TAGS_PAGES)
 		end = PAGEMAP_TAGS_PAGES;

@@ -51,6 +51,7 @@ static MP_COLD bool malloc_init_hard(void) {
 	init_in_progress = true;
 	bool err = base_boot();
 	if (!err) {
+		pagemap_boot();
 		conf_boot();
 		sz_boot();
 		err = prof_boot() || background_thread_boot() ||

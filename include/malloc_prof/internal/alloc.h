@@ -189,13 +189,15 @@ MP_INLINE uintptr_t pagemap_lookup_entry(const void *p) {
  * pagemap_tags_pages is 0 until the table exists (and if it was refused).
  * Hidden, so that free reads them with one instruction each.  The bound
  * is read as a plain variable, so that the compiler folds it into the
- * compare: it is written once (release, after the table pointer), in the
- * first page-map update, before any block exists that a free could name
- * (on x86-64 and AArch64 a naturally aligned word is read whole).
+ * compare: it is written once, after the table pointer, in
+ * malloc_init_hard (pagemap_boot), which every thread's first call waits
+ * for: no free can run before it.
  */
 #define PAGEMAP_TAGS_PAGES ((uintptr_t)1 << (47 - LG_PAGE))
 extern _Atomic(uint8_t *) pagemap_tags __attribute__((visibility("hidden")));
 extern uintptr_t pagemap_tags_pages __attribute__((visibility("hidden")));
+/* Reserve the table (malloc_init_hard, before any block exists). */
+void pagemap_boot(void);
 
 /* The class tag of p's page (0: none, or no table: ask the tree). */
 MP_INLINE size_t pagemap_lookup_tag(const void *p) {
