@@ -576,6 +576,10 @@ out:
  * its identity is gone for good). */
 static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
 	tsd_t *tsd = &mp_tsd;
+	/* The free's stack is walked: a thread that never sampled has no
+	 * stack bounds yet. */
+	if (tsd->stack_hi == 0)
+		prof_sys_thread_init(tsd);
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL && tsd->state == TSD_NOMINAL)
 		td = prof_tdata_get(tsd);

@@ -428,6 +428,10 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t hi = tsd->stack_hi;
 	unsigned n = 0, skipped = 0;
+	/* No bounds (prof_sys_thread_init not run on this thread): no
+	 * stack read could be checked, so none is made. */
+	if (hi == 0)
+		return 0;
 	/* The text table is loaded by its first lookup (text_contains): a
 	 * walk whose every frame has a row needs none. */
 	if (!atomic_load_explicit(&text_self_known, memory_order_acquire))

@@ -12,7 +12,8 @@
  * is not kept), thread, a trace whose first
  * program frame is in the allocating function, and for the one freed,
  * "released" and the free's thread, time and trace (in the freeing
- * function); lowering the limit drops the oldest; 0 keeps none, -1 no
+ * function), also when the freeing thread never sampled; lowering the
+ * limit drops the oldest; 0 keeps none, -1 no
  * limit; bad values and a read are refused.
  */
 #include "../test_util.h"
@@ -168,6 +169,33 @@ static void test_other_thread(void **state) {
 	    "\"dalloc_thread_name\" not in r]"), "the dump: %.2000s", out);
 }
 
+/* A thread that never sampled (its sampling off from the start) frees a
+ * recorded object: the free's trace is walked within that thread's stack
+ * bounds, found for the occasion, and still ends in the freeing
+ * function. */
+static void *quiet_free_thread(void *arg) {
+	bool off = false;
+	assert_int_equal(mallctl("thread.prof.active", NULL, NULL, &off,
+	    sizeof(off)), 0);
+	recent_free_site(arg);
+	return NULL;
+}
+
+static void test_free_by_unsampled_thread(void **state) {
+	(void)state;
+	if (!mp_have_python3())
+		MP_SKIP("python3 not found");
+	void *p = recent_site(7000);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, quiet_free_thread, p), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(dump(), 0);
+	MP_ASSERT(py_check(
+	    "[r for r in d[\"recent_alloc\"] if r[\"size\"] == 7168 and "
+	    "r[\"released\"] and inside(r[\"dalloc_trace\"], f_lo, f_hi)]"),
+	    "the dump: %.2000s", out);
+}
+
 static void test_lower_and_off(void **state) {
 	(void)state;
 	if (!mp_have_python3())
@@ -242,6 +270,7 @@ int main(void) {
 		cmocka_unit_test(test_limit_readout),
 		cmocka_unit_test(test_records),
 		cmocka_unit_test(test_other_thread),
+		cmocka_unit_test(test_free_by_unsampled_thread),
 		cmocka_unit_test(test_lower_and_off),
 		cmocka_unit_test(test_errors),
 	};
