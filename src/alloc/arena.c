@@ -459,6 +459,9 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
 /* A size class's tail past the request at least this long is kept out of
  * the resident set (see arena_large_alloc_req). */
 #define LARGE_TAIL_MIN ((size_t)64 << 10)
+/* Blocks from this size on are carved under the resident cap, zeroed or
+ * not (see arena_large_alloc_req). */
+#define LARGE_CAP_MIN ((size_t)4 << 20)
 
 /*
  * A large block of class usize for a request of `size` bytes (usize when
@@ -468,11 +471,18 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
  * resident memory: its dirty pages are purged and its clean ones left
  * alone, and it is purged again and returned clean when the block is
  * freed (clean_from), whatever the program wrote there.  Only the dirty
- * pages the request covers are cleared: clean pages read as zero.  Other
- * blocks are carved as before: with the cap, bench's large (malloc, 1-32
- * MiB, 8 live) took 2x the CPU time (0.20 -> 0.44 s) for 228 MB of peak
- * RSS instead of 282; for calloc a reused dirty page costs a memset
- * anyway, and largezero's peak went from 566 to 422 MB.
+ * pages the request covers are cleared: clean pages read as zero.
+ *
+ * A block of LARGE_CAP_MIN or more that malloc asks for is carved under
+ * the cap too, tail and all: its pages that would be faulted in take the
+ * page tables of the oldest dirty pages instead (extent.c's move_dirty,
+ * whole 2 MiB granules, which such a block spans), so the cap costs it
+ * no faults, and it keeps the free dirty runs a bigger block cannot use
+ * from adding to the peak (bench's large, 1-32 MiB, 8 live: 276 MB ->
+ * 219 MB, 70,000 -> 55,700 page faults, 1.25x -> 0.99x jemalloc's peak).
+ * Before the moves existed the cap cost that workload 2x its CPU time
+ * (purged pages faulted back in).  Smaller blocks are carved as before:
+ * a move needs two granules, and a purge for them costs a fault later.
  */
 void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
     bool zero, size_t size) {
@@ -500,8 +510,8 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 		}
 	}
 	mp_mutex_lock(&arena->mtx);
-	extent_t *e = extent_alloc_locked(arena, usize, used, zero, align,
-	    &dirty_off, &dirty_len);
+	extent_t *e = extent_alloc_locked(arena, usize, used,
+	    zero || usize >= LARGE_CAP_MIN, align, &dirty_off, &dirty_len);
 	if (e != NULL) {
 		arena->stats.pactive += usize >> LG_PAGE;
 		arena->stats.large_allocated += usize;

@@ -3,10 +3,12 @@
  * state (dirty: resident; muzzy: MADV_FREE'd; clean: purged or never used,
  * reads as zero), bucketed by page-count class.  Allocation carves from the
  * smallest fitting bucket, preferring dirty pages (no page faults), then
- * muzzy, then clean, then a new mapping; for a zeroed large block, a
- * dirty extent too small may be completed with the clean pages beside it
- * (mixed_scan), and before pages are faulted in, dirty pages past the
- * arena's resident cap are purged (resident_cap).  Freeing coalesces
+ * muzzy, then clean, then a new mapping; for a zeroed large block (and
+ * any of 4 MiB or more: arena.c asks for the cap), a dirty extent too
+ * small may be completed with the clean pages beside it (mixed_scan),
+ * pages that would be faulted in take the oldest dirty pages' page
+ * tables (move_dirty), and dirty pages past the arena's resident cap are
+ * purged (resident_cap).  Freeing coalesces
  * with free neighbours of the same state found through the page map.
  * Decay purges what has stayed dirty longer than dirty_decay_ms, and a
  * free dirty run of oversize_threshold bytes or more is purged at once.
@@ -816,7 +818,7 @@ fail:
 }
 
 /*
- * Moves of dirty pages into a zeroed block (move_dirty) take whole 2 MiB
+ * Moves of dirty pages into a block (move_dirty) take whole 2 MiB
  * granules at 2 MiB-aligned addresses: every mapping boundary a move
  * leaves (the kernel splits its areas at both ends of the source and of
  * the destination) then falls on the same lattice, so the areas a
@@ -835,7 +837,7 @@ fail:
 static bool move_refused;
 
 /*
- * Pages of a zeroed block that would be faulted in, [from, to) of the
+ * Pages of a block (zeroed, or big) that would be faulted in, [from, to) of the
  * block at `base`: instead, while the cap purges old dirty pages
  * elsewhere, move the oldest dirty pages (their page tables: no copy, no
  * fault) into the range's whole granules, and the sources become clean.
