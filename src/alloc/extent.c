@@ -973,9 +973,13 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
 			}
 			capped = true;
 			/* A block that starts on a granule can take moved
-			 * pages from its first byte (move_dirty). */
+			 * pages from its first byte (move_dirty), when there
+			 * are dirty pages to move: else the alignment would
+			 * only cost address space. */
 			if (!move_refused && align < MOVE_GRAIN &&
-			    used >= 2 * MOVE_GRAIN)
+			    used >= 2 * MOVE_GRAIN &&
+			    arena->sets[EXTENT_FREE_DIRTY].npages >=
+			    (MOVE_GRAIN >> LG_PAGE))
 				galign = MOVE_GRAIN;
 		}
 		e = set_fit(&arena->sets[kind], size, galign);
