@@ -32,6 +32,13 @@
  * that long at most.  Writes use MSG_NOSIGNAL: a client that goes away
  * gets no SIGPIPE sent to the process.
  *
+ * A route may answer later (prof_http_defer: a delta profile's window of
+ * N seconds): its connection is parked in WAIT, without a buffer, with
+ * the time to answer as its deadline, and the loop serves everyone else
+ * meanwhile; at the deadline the route is called back to answer, or to
+ * let go of its state if the client hung up.  At most PROF_HTTP_WAITS
+ * are parked, and a parked connection is never dropped to make room.
+ *
  * Like background_thread.c, the thread is started lazily, at a thread's
  * first slow-path allocation after initialisation (or the first read of
  * prof.http_port), never inside malloc_init, and with every signal

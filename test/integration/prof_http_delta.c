@@ -20,7 +20,8 @@
  * one rather than judged.  Bad N (letters, negative, zero, a fraction,
  * past the 300 s limit, on the peak profile, with debug or heap_v2) is a
  * one-line 400; a ninth delta while eight wait is 503; clients that hang
- * up cancel their windows.  The index lists the profiles in HTML and in
+ * up cancel their windows; a prof.reset inside a window is a 500 naming
+ * it (the snapshots do not compare).  The index lists the profiles in HTML and in
  * its text form (?debug=1), whose heap count matches the sampled
  * stacks; ?debug=1 on the heap is jeprof's text.
  */
@@ -403,6 +404,36 @@ static void test_window_limit(void **state) {
 	resp_free(&r);
 }
 
+/* prof.reset inside a window: the two snapshots do not compare. */
+static void test_reset_in_window(void **state) {
+	(void)state;
+	static const unsigned windows[] = {2, 5, 15, 40};
+	for (size_t i = 0; i < MP_ARRAY_SIZE(windows); i++) {
+		char url[64];
+		snprintf(url, sizeof(url), "/debug/pprof/heap?seconds=%u",
+		    windows[i]);
+		int fd = send_get(url);
+		wait_windows(1);
+		assert_int_equal(mallctl("prof.reset", NULL, NULL, NULL, 0),
+		    0);
+		bool in_time = windows_open() == 1;
+		resp_t r;
+		memset(&r, 0, sizeof(r));
+		read_response(fd, &r);
+		close(fd);
+		if (in_time) {
+			MP_ASSERT(r.status == 500 && r.body != NULL &&
+			    strstr((char *)r.body, "prof.reset") != NULL,
+			    "%d %s", r.status, r.body != NULL ?
+			    (char *)r.body : "");
+			resp_free(&r);
+			return;
+		}
+		resp_free(&r);
+	}
+	MP_FAIL("every window closed before the reset");
+}
+
 static void test_index(void **state) {
 	(void)state;
 	static const char *const names[] = {"allocs", "heap", "peak",
@@ -474,6 +505,7 @@ int main(void) {
 		cmocka_unit_test(test_allocs_delta),
 		cmocka_unit_test(test_heap_delta),
 		cmocka_unit_test(test_window_limit),
+		cmocka_unit_test(test_reset_in_window),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL) == 0 ? 0 : 1;
 }

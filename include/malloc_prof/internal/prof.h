@@ -76,7 +76,8 @@ struct prof_tdata_s {
 
 /* Counters of one (thread, backtrace).  Guarded by its gctx's shard
  * lock.  Freed when no live sample names it and it counts nothing (with
- * prof_accum it keeps counting what was freed). */
+ * prof_accum, or while a delta window is open, it keeps counting what
+ * was freed: prof_accum_hold). */
 struct prof_tctx_s {
 	prof_tdata_t *tdata;
 	prof_gctx_t *gctx;
