@@ -20,7 +20,8 @@
  * one rather than judged.  Bad N (letters, negative, zero, a fraction,
  * past the 300 s limit, on the peak profile, with debug or heap_v2) is a
  * one-line 400; a ninth delta while eight wait is 503; clients that hang
- * up cancel their windows; a prof.reset inside a window is a 500 naming
+ * up cancel their windows, and so does a forked child (which has no
+ * endpoint) for its copies; a prof.reset inside a window is a 500 naming
  * it (the snapshots do not compare).  The index lists the profiles in HTML and in
  * its text form (?debug=1), whose heap count matches the sampled
  * stacks; ?debug=1 on the heap is jeprof's text.
@@ -31,6 +32,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #define NOBJ 300
 
@@ -404,6 +406,31 @@ static void test_window_limit(void **state) {
 	resp_free(&r);
 }
 
+/* fork while a window is open: the child lets go of the window (its
+ * snapshot and its hold on freed stacks' counts: the child has no
+ * endpoint) and goes on allocating; the parent's window is unchanged. */
+static void test_fork_in_window(void **state) {
+	(void)state;
+	int fd = send_get("/debug/pprof/heap?seconds=300");
+	wait_windows(1);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		void *objs[NOBJ];
+		delta_site_b(objs, NOBJ);
+		mp_free_all(objs, NOBJ);
+		delta_site_c(NOBJ);
+		_exit(0);
+	}
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	MP_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x",
+	    st);
+	assert_int_equal(windows_open(), 1);
+	close(fd);
+	wait_windows(0);
+}
+
 /* prof.reset inside a window: the two snapshots do not compare. */
 static void test_reset_in_window(void **state) {
 	(void)state;
@@ -505,6 +532,7 @@ int main(void) {
 		cmocka_unit_test(test_allocs_delta),
 		cmocka_unit_test(test_heap_delta),
 		cmocka_unit_test(test_window_limit),
+		cmocka_unit_test(test_fork_in_window),
 		cmocka_unit_test(test_reset_in_window),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL) == 0 ? 0 : 1;
