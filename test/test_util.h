@@ -1607,6 +1607,7 @@ typedef struct {
 	mp_pp_fn_t *fns;
 	char **strs;
 	int64_t time_nanos, period;
+	int64_t duration_nanos;			/* 0: none */
 	const char *period_type, *period_unit, *default_type;
 	char err[256];
 	/* indices as read, resolved once the string table is known */
@@ -1842,6 +1843,7 @@ static inline bool mp_pprof_parse(const uint8_t *data, size_t len,
 			break;
 		}
 		case 9: pp->time_nanos = (int64_t)v; break;
+		case 10: pp->duration_nanos = (int64_t)v; break;
 		case 12: pp->period = (int64_t)v; break;
 		case 14: pp->raw_default = v; break;
 		default: break;

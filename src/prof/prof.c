@@ -416,8 +416,14 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 	return t;
 }
 
+/* Open delta windows (prof_accum_hold): read under a shard lock by
+ * cnt_empty, so a window whose first snapshot took that lock after the
+ * hold sees every tctx it copied kept to its end. */
+static _Atomic unsigned accum_holds;
+
 static bool cnt_empty(const prof_cnt_t *c) {
-	return c->curobjs == 0 && (!opt_prof_accum || c->accumobjs == 0);
+	return c->curobjs == 0 && (c->accumobjs == 0 || (!opt_prof_accum &&
+	    atomic_load_explicit(&accum_holds, memory_order_relaxed) == 0));
 }
 
 /* Free t if it counts nothing, and its gctx if that was the last tctx.
@@ -530,12 +536,12 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		t->cnt.curbytes_unbiased += bytes_u;
 		atomic_fetch_add_explicit(&prof_live_bytes, bytes_u,
 		    memory_order_relaxed);
-		if (opt_prof_accum) {
-			t->cnt.accumobjs++;
-			t->cnt.accumbytes += usize;
-			t->cnt.accumobjs_shifted_unbiased += objs_u;
-			t->cnt.accumbytes_unbiased += bytes_u;
-		}
+		/* Without prof_accum too: a delta window's allocations are
+		 * the difference of these (prof_accum_hold). */
+		t->cnt.accumobjs++;
+		t->cnt.accumbytes += usize;
+		t->cnt.accumobjs_shifted_unbiased += objs_u;
+		t->cnt.accumbytes_unbiased += bytes_u;
 	}
 	mp_mutex_unlock(&sh->mtx);
 	if (t == NULL) {
@@ -632,6 +638,37 @@ void prof_sample_free(void *p, extent_t *e) {
 		tctx_try_destroy_locked(sh, t);
 	mp_mutex_unlock(&sh->mtx);
 	base_free(s, sizeof(*s));
+}
+
+void prof_accum_hold(void) {
+	atomic_fetch_add(&accum_holds, 1);
+}
+
+/* The last window closed: free the tctxs it kept (without samples, and
+ * now empty: cnt_empty reads the holds again, so a window opened since
+ * keeps them). */
+void prof_accum_release(void) {
+	if (atomic_fetch_sub(&accum_holds, 1) != 1 || opt_prof_accum)
+		return;
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+		prof_gctx_shard_t *sh = &gctx_shards[i];
+		mp_mutex_lock(&sh->mtx);
+		for (uint32_t b = 0; b < sh->chains.n; b++) {
+			prof_gctx_t *g = sh->chains.b[b];
+			while (g != NULL) {
+				prof_gctx_t *gnext = g->next;
+				prof_tctx_t *t = g->tctxs;
+				while (t != NULL) {
+					prof_tctx_t *tnext = t->next;
+					if (t->nsamples == 0)
+						tctx_try_destroy_locked(sh, t);
+					t = tnext;
+				}
+				g = gnext;
+			}
+		}
+		mp_mutex_unlock(&sh->mtx);
+	}
 }
 
 /* prof.reset: forget what was counted; objects still live are no longer

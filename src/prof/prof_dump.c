@@ -586,6 +586,72 @@ bool prof_peak_dump_to_fd(int fd, prof_format_t format,
 	return dump_fd_common(fd, format, sample_type, true, err, errsize);
 }
 
+/* ------------------------------------------------------------- deltas */
+
+static uint64_t dump_wall_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool prof_dump_delta_take(dump_snap_t *s0, char *err, size_t errsize) {
+	const char *why = NULL;
+	/* Before the copy: what it copies is kept to the window's end. */
+	prof_accum_hold();
+	dump_enter();
+	bool fail = prof_snap_collect_accum(s0, &why);
+	dump_leave();
+	if (fail) {
+		prof_accum_release();
+		mp_snprintf(err, errsize, "cannot take the first snapshot: %s",
+		    why);
+		return true;
+	}
+	s0->time_ns = dump_wall_ns();
+	return false;
+}
+
+bool prof_dump_delta_to_fd(int fd, dump_snap_t *s0, const char *sample_type,
+    char *err, size_t errsize) {
+	char ebuf[128];
+	const char *why = NULL;
+	dump_snap_t s1, d;
+	dump_enter();
+	bool fail = prof_snap_collect_accum(&s1, &why);
+	if (!fail) {
+		s1.time_ns = dump_wall_ns();
+		if (s0->epoch == UINT64_MAX || s1.epoch != s0->epoch ||
+		    s1.lg_sample != s0->lg_sample) {
+			why = "the profile was reset (prof.reset) during the "
+			    "window";
+			fail = true;
+		} else {
+			fail = prof_snap_delta(&d, s0, &s1, &why);
+		}
+		prof_snap_release(&s1);
+	}
+	if (!fail) {
+		int e = dump_write(&d, fd, PROF_FORMAT_PPROF, sample_type,
+		    &why);
+		prof_snap_release(&d);
+		if (e != 0) {
+			fail = true;
+			if (why == NULL)
+				why = prof_dump_strerror(e, ebuf, sizeof(ebuf));
+		}
+	}
+	dump_leave();
+	if (fail)
+		mp_snprintf(err, errsize, "%s", why);
+	prof_dump_delta_drop(s0);
+	return fail;
+}
+
+void prof_dump_delta_drop(dump_snap_t *s0) {
+	prof_snap_release(s0);
+	prof_accum_release();
+}
+
 bool prof_dump_fd(int fd) {
 	char err[DUMP_ERR_MAX];
 	bool fail = prof_dump_to_fd(fd, PROF_FORMAT_CURRENT, NULL, err,

@@ -32,6 +32,13 @@
  * that long at most.  Writes use MSG_NOSIGNAL: a client that goes away
  * gets no SIGPIPE sent to the process.
  *
+ * A route may answer later (prof_http_defer: a delta profile's window of
+ * N seconds): its connection is parked in WAIT, without a buffer, with
+ * the time to answer as its deadline, and the loop serves everyone else
+ * meanwhile; at the deadline the route is called back to answer, or to
+ * let go of its state if the client hung up.  At most PROF_HTTP_WAITS
+ * are parked, and a parked connection is never dropped to make room.
+ *
  * Like background_thread.c, the thread is started lazily, at a thread's
  * first slow-path allocation after initialisation (or the first read of
  * prof.http_port), never inside malloc_init, and with every signal
@@ -93,6 +100,10 @@ static prof_http_serve_fn *http_serve;
  *   HEAD    its request line and headers arrive in buf[0..len);
  *   BODY    the head asked for a symbol POST: its body arrives in
  *           http_sym_body[0..have) (one connection at a time owns it);
+ *   WAIT    a route deferred its answer (prof_http_defer: a delta
+ *           profile's window) until deadline_ns; its state is in
+ *           wait_state, nothing more is read, and a client that hangs
+ *           up cancels it (as Go cancels the request's context);
  *   LINGER  answered and shut for writing: what the client still sends
  *           is read and dropped until it closes or deadline_ns, so that
  *           closing does not reset the connection before the client has
@@ -106,6 +117,7 @@ typedef enum {
 	HTTP_FREE,                       /* fd == -1 */
 	HTTP_HEAD,
 	HTTP_BODY,
+	HTTP_WAIT,
 	HTTP_LINGER
 } http_state_t;
 
@@ -122,6 +134,7 @@ typedef struct prof_http_conn_s {
 					  * bytes dropped */
 	size_t clen;                     /* BODY: the body's length */
 	size_t have;                     /* BODY: bytes of it received */
+	void *wait_state;                /* WAIT: the route's */
 } prof_http_conn_t;
 static prof_http_conn_t http_conns[PROF_HTTP_CONNS];
 static uint64_t http_seq;
@@ -129,6 +142,8 @@ static uint64_t http_seq;
 static char *http_spare_buf;
 /* The connection in BODY, which owns http_sym_body; NULL: none. */
 static prof_http_conn_t *http_sym_owner;
+/* Connections in WAIT (at most PROF_HTTP_WAITS). */
+static unsigned http_nwait;
 
 /* Reused to copy bodies from the memfd to the socket. */
 static char http_io_buf[65536];
@@ -374,9 +389,12 @@ static size_t http_body_len(void) {
 
 /* ---------------------------------------------------------- responses */
 
-/* The connection a route answers on: the routes hold only the handle. */
+/* The connection a route answers on: the routes hold only the handle.
+ * conn: the connection, when the route may defer its answer (not when
+ * it is being resumed, or answered in passing). */
 struct prof_http_resp_s {
 	int fd;
+	prof_http_conn_t *conn;
 };
 
 void prof_http_send_text(prof_http_resp_t *r, int status, const char *ctype,
@@ -658,7 +676,7 @@ static void http_done(prof_http_conn_t *c) {
 
 /* The symbol POST's body is all in http_sym_body: answer. */
 static void http_body_done(prof_http_conn_t *c) {
-	prof_http_resp_t r = {c->fd};
+	prof_http_resp_t r = {c->fd, NULL};
 	prof_http_req_t req = {.route = PROF_HTTP_SYMBOL_POST,
 	    .clen = c->clen};
 	http_serve(&r, &req, http_sym_body, c->have);
@@ -725,9 +743,10 @@ static void http_read_head(prof_http_conn_t *c) {
 		http_body_start(c, &req);
 		return;
 	}
-	prof_http_resp_t r = {c->fd};
+	prof_http_resp_t r = {c->fd, c};
 	http_serve(&r, &req, NULL, 0);
-	http_done(c);
+	if (c->state != HTTP_WAIT)
+		http_done(c);
 }
 
 /* BODY: clen > have. */
@@ -768,9 +787,56 @@ static void http_read(prof_http_conn_t *c) {
 	case HTTP_LINGER:
 		http_read_linger(c);
 		break;
+	case HTTP_WAIT:                  /* not polled for reading */
 	case HTTP_FREE:
 		break;
 	}
+}
+
+/* ---------------------------------------------------- deferred answers */
+
+bool prof_http_defer(prof_http_resp_t *r, uint64_t wait_ns, void *state) {
+	prof_http_conn_t *c = r->conn;
+	if (c == NULL || http_nwait >= PROF_HTTP_WAITS)
+		return true;
+	http_nwait++;
+	c->state = HTTP_WAIT;
+	c->wait_state = state;
+	c->deadline_ns = os_now_ns() + wait_ns;
+	mp_mutex_lock(&http_mtx);
+	http_buf_release_locked(c);
+	mp_mutex_unlock(&http_mtx);
+	return false;
+}
+
+unsigned prof_http_waiting(void) {
+	return http_nwait;
+}
+
+/* Take c's deferred state out of WAIT (the caller answers or closes). */
+static void *http_wait_take(prof_http_conn_t *c) {
+	void *state = c->wait_state;
+	c->wait_state = NULL;
+	c->state = HTTP_HEAD;
+	http_nwait--;
+	return state;
+}
+
+/* The route lets go of a deferred answer nobody will read. */
+static void http_wait_cancel(prof_http_conn_t *c) {
+	prof_http_req_t req = {.route = PROF_HTTP_RESUME,
+	    .resume = http_wait_take(c), .cancel = true};
+	prof_http_resp_t r = {-1, NULL};
+	http_serve(&r, &req, NULL, 0);
+}
+
+/* c's wait is over: the route answers now. */
+static void http_resume(prof_http_conn_t *c) {
+	prof_http_req_t req = {.route = PROF_HTTP_RESUME,
+	    .resume = http_wait_take(c)};
+	prof_http_resp_t r = {c->fd, NULL};
+	http_serve(&r, &req, NULL, 0);
+	http_done(c);
 }
 
 /* Connections past their deadline: a request that is still incomplete
@@ -787,10 +853,14 @@ static void http_expire(void) {
 			http_close(c);
 			continue;
 		}
+		if (c->state == HTTP_WAIT) {
+			http_resume(c);
+			continue;
+		}
 		http_read(c);
 		if (c->fd < 0 || c->state == HTTP_LINGER)
 			continue;
-		prof_http_resp_t r = {c->fd};
+		prof_http_resp_t r = {c->fd, NULL};
 		prof_http_send_error(&r, 408, "the request did not arrive "
 		    "within %u ms", opt_prof_http_timeout_ms);
 		http_done(c);
@@ -828,6 +898,10 @@ static prof_http_conn_t *http_victim(const uint8_t *key) {
 		if (c->fd < 0)
 			continue;
 		used++;
+		/* A deferred answer is never dropped to make room: there are
+		 * at most PROF_HTTP_WAITS of them. */
+		if (c->state == HTTP_WAIT)
+			continue;
 		if (c->state == HTTP_LINGER && (oldest_linger == NULL ||
 		    c->seq < oldest_linger->seq))
 			oldest_linger = c;
@@ -847,11 +921,14 @@ static prof_http_conn_t *http_victim(const uint8_t *key) {
 	unsigned best_n = 0;
 	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
 		prof_http_conn_t *c = &http_conns[i];
+		if (c->state == HTTP_WAIT)
+			continue;
 		unsigned n = 0;
 		bool oldest = true;
 		for (unsigned j = 0; j < PROF_HTTP_CONNS && oldest; j++) {
 			prof_http_conn_t *d = &http_conns[j];
-			if (memcmp(d->addr, c->addr, sizeof(c->addr)) != 0)
+			if (d->state == HTTP_WAIT ||
+			    memcmp(d->addr, c->addr, sizeof(c->addr)) != 0)
 				continue;
 			n++;
 			oldest = d->seq >= c->seq;
@@ -912,6 +989,7 @@ static void http_admit_locked(int fd, const struct sockaddr_storage *ss) {
 	c->len = 0;
 	c->clen = 0;
 	c->have = 0;
+	c->wait_state = NULL;
 }
 
 /* Accept what waits in the backlog, a batch at a time: the open
@@ -963,7 +1041,10 @@ static void *http_main(void *arg) {
 				continue;
 			if (c->deadline_ns < next)
 				next = c->deadline_ns;
-			http_pfd[n] = (struct pollfd){c->fd, POLLIN, 0};
+			/* WAIT: only a hang-up (POLLHUP, POLLERR are
+			 * always reported). */
+			http_pfd[n] = (struct pollfd){c->fd, c->state ==
+			    HTTP_WAIT ? POLLRDHUP : POLLIN, 0};
 			http_who[n++] = c;
 		}
 		uint64_t now = os_now_ns();
@@ -975,9 +1056,17 @@ static void *http_main(void *arg) {
 		/* The connections first (handling one closes no other),
 		 * then newcomers, then deadlines. */
 		for (nfds_t i = 1; r > 0 && i < n; i++) {
-			if (http_pfd[i].revents != 0 &&
-			    http_who[i]->fd == http_pfd[i].fd)
-				http_read(http_who[i]);
+			prof_http_conn_t *c = http_who[i];
+			if (http_pfd[i].revents == 0 || c->fd != http_pfd[i].fd)
+				continue;
+			if (c->state == HTTP_WAIT) {
+				/* The client hung up: nobody will read
+				 * the answer. */
+				http_wait_cancel(c);
+				http_close(c);
+			} else {
+				http_read(c);
+			}
 		}
 		if (r > 0 && http_pfd[0].revents != 0)
 			http_accept();
@@ -1107,9 +1196,15 @@ void prof_http_postfork_child(void) {
 		close(http_body_fd);
 	http_body_fd = -1;
 	for (unsigned i = 0; i < PROF_HTTP_CONNS; i++) {
+		/* A deferred answer's state (a delta's snapshot and its
+		 * hold) is the route's to let go of: the profiler's locks
+		 * are usable again here (tsd.c's fork list). */
+		if (http_conns[i].state == HTTP_WAIT)
+			http_wait_cancel(&http_conns[i]);
 		if (http_conns[i].fd >= 0)
 			http_close_locked(&http_conns[i]);
 	}
+	http_nwait = 0;
 	if (http_spare_buf != NULL)
 		base_free(http_spare_buf, PROF_HTTP_REQ_MAX);
 	http_spare_buf = NULL;

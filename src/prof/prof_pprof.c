@@ -820,6 +820,16 @@ static uint64_t pprof_round(double v) {
 static void pprof_values(uint64_t shifted, uint64_t bytes, double R,
     uint64_t *objs, uint64_t *space) {
 	uint64_t n, s;
+	/* A delta's decrease (prof_snap_delta: two's complement): the
+	 * values of its magnitude, negated, as Go's deltas print them. */
+	if ((int64_t)shifted < 0 || (int64_t)bytes < 0) {
+		bool no = (int64_t)shifted < 0, ns = (int64_t)bytes < 0;
+		pprof_values(no ? -shifted : shifted, ns ? -bytes : bytes, R,
+		    objs, space);
+		*objs = no ? -*objs : *objs;
+		*space = ns ? -*space : *space;
+		return;
+	}
 	prof_snap_unbias(shifted, bytes, R, &n, &s);
 	if (n == 0 || R <= 1.0) {
 		*objs = n;
@@ -908,7 +918,7 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
 		pprof_values(g->cnt.curobjs_shifted_unbiased,
 		    g->cnt.curbytes_unbiased, R, &v[0], &v[1]);
 		unsigned nv = 2;
-		if (opt_prof_accum) {
+		if (s->accum) {
 			pprof_values(g->cnt.accumobjs_shifted_unbiased,
 			    g->cnt.accumbytes_unbiased, R, &v[2], &v[3]);
 			nv = 4;
@@ -1011,7 +1021,7 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 		return true;
 	pprof_collect_maps(st);
 
-	unsigned ntypes = prof_snap_nsample_types();
+	unsigned ntypes = s->accum ? 4 : 2;
 	for (unsigned i = 0; i < ntypes; i++) {
 		pprof_value_type(st, 1, prof_snap_sample_types[i].type,
 		    prof_snap_sample_types[i].unit);
@@ -1024,8 +1034,10 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	pprof_pb_uint(&st->prof, 9, (uint64_t)ts.tv_sec * 1000000000u +
-	    (uint64_t)ts.tv_nsec);
+	pprof_pb_uint(&st->prof, 9, s->time_ns != 0 ? s->time_ns :
+	    (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	if (s->duration_ns != 0)
+		pprof_pb_uint(&st->prof, 10, s->duration_ns);
 	pprof_value_type(st, 11, "space", "bytes");
 	pprof_pb_uint(&st->prof, 12, (uint64_t)1 << s->lg_sample);
 	pprof_pb_uint(&st->prof, 14, str_index(st, sample_type != NULL ?

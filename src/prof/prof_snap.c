@@ -36,13 +36,15 @@ static void cnt_add(prof_cnt_t *acc, const prof_cnt_t *c) {
 }
 
 /* A backtrace or a (thread, backtrace) pair is printed if it counts a
- * live object, or (prof_accum) any object at all. */
-static bool cnt_printable(const prof_cnt_t *c) {
-	return c->curobjs != 0 || (opt_prof_accum && c->accumobjs != 0);
+ * live object, or (accum: prof_accum, a delta's snapshot) any object at
+ * all. */
+static bool cnt_printable(const prof_cnt_t *c, bool accum) {
+	return c->curobjs != 0 || (accum && c->accumobjs != 0);
 }
 
 typedef struct snap_visit_s {
 	dump_snap_t *snap;
+	bool accum;              /* records of freed objects too */
 	bool full;               /* a record did not fit: copy the shard again
 	                          * into a bigger buffer */
 	size_t need;             /* bytes the shard's records take */
@@ -56,10 +58,10 @@ static void snap_visit(prof_gctx_t *g, void *arg) {
 	memset(&sum, 0, sizeof(sum));
 	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
 		cnt_add(&sum, &t->cnt);
-		if (cnt_printable(&t->cnt))
+		if (cnt_printable(&t->cnt, v->accum))
 			ntctx++;
 	}
-	if (!cnt_printable(&sum))
+	if (!cnt_printable(&sum, v->accum))
 		return;
 	size_t size = sizeof(dump_gctx_t) + dump_frames_size(g->nframes) +
 	    ntctx * sizeof(dump_tctx_t);
@@ -82,7 +84,7 @@ static void snap_visit(prof_gctx_t *g, void *arg) {
 	dump_tctx_t *tr = (dump_tctx_t *)p;
 	uint32_t n = 0;
 	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
-		if (!cnt_printable(&t->cnt))
+		if (!cnt_printable(&t->cnt, v->accum))
 			continue;
 		/* A tdata outlives every tctx naming it: uid is safe. */
 		uint64_t uid = t->tdata->uid;
@@ -160,13 +162,26 @@ const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
  * (by what the pass counted, and a quarter more) and the shard is copied
  * again: it may have changed meanwhile.
  */
+static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool accum,
+    const char **whyp);
+
 bool prof_snap_collect(dump_snap_t *s, const char **whyp) {
-	return prof_snap_collect_reusing(s, NULL, whyp);
+	return snap_collect(s, NULL, opt_prof_accum, whyp);
+}
+
+bool prof_snap_collect_accum(dump_snap_t *s, const char **whyp) {
+	return snap_collect(s, NULL, true, whyp);
 }
 
 bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
     const char **whyp) {
+	return snap_collect(s, spare, opt_prof_accum, whyp);
+}
+
+static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool accum,
+    const char **whyp) {
 	memset(s, 0, sizeof(*s));
+	s->accum = accum;
 	if (spare != NULL) {
 		s->gbuf = spare->gbuf;
 		s->gcap = spare->gcap;
@@ -175,6 +190,7 @@ bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
 		memset(spare, 0, sizeof(*spare));
 	}
 	s->lg_sample = atomic_load(&prof_lg_sample);
+	s->epoch = atomic_load(&prof_epoch);
 	_Static_assert(PROF_GCTX_SHARDS == 64, "one bit a shard");
 	uint64_t used = atomic_load_explicit(&prof_gctx_shards_used,
 	    memory_order_relaxed);
@@ -185,7 +201,7 @@ bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
 			size_t glen = s->glen, ngctx = s->ngctx;
 			size_t ncontexts = s->ncontexts;
 			prof_cnt_t total = s->total;
-			snap_visit_t v = {s, false, 0};
+			snap_visit_t v = {s, accum, false, 0};
 			prof_shard_lock(shard);
 			prof_gctx_foreach_locked_shard(shard, snap_visit, &v);
 			prof_shard_unlock(shard);
@@ -257,6 +273,195 @@ bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
 		}
 		p += g->ntctx * sizeof(dump_tctx_t);
 	}
+	/* A prof.reset while copying: the records mix two epochs (a
+	 * delta against this snapshot would be meaningless). */
+	if (atomic_load(&prof_epoch) != s->epoch)
+		s->epoch = UINT64_MAX;
+	return false;
+}
+
+/* ------------------------------------------------------------- counts */
+
+typedef struct snap_count_s {
+	bool accum;
+	size_t n;
+} snap_count_t;
+
+static void snap_count_visit(prof_gctx_t *g, void *arg) {
+	snap_count_t *c = arg;
+	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
+		if (cnt_printable(&t->cnt, c->accum)) {
+			c->n++;
+			return;
+		}
+	}
+}
+
+size_t prof_snap_count(bool alloc) {
+	snap_count_t c = {alloc && opt_prof_accum, 0};
+	uint64_t used = atomic_load_explicit(&prof_gctx_shards_used,
+	    memory_order_relaxed);
+	for (unsigned shard = 0; shard < PROF_GCTX_SHARDS; shard++) {
+		if ((used & ((uint64_t)1 << shard)) == 0)
+			continue;
+		prof_shard_lock(shard);
+		prof_gctx_foreach_locked_shard(shard, snap_count_visit, &c);
+		prof_shard_unlock(shard);
+	}
+	return c.n;
+}
+
+/* -------------------------------------------------------------- delta */
+
+/*
+ * s0's (stack, thread) pairs in an open-addressing table, looked up by
+ * s1's: a pair is the same if its frames and thread uid are.  Records
+ * are read in place (the table holds pointers into s0's buffer).
+ */
+typedef struct delta_ent_s {
+	const dump_gctx_t *g;    /* NULL: empty slot */
+	const dump_tctx_t *t;
+	bool matched;
+} delta_ent_t;
+
+static uint64_t delta_hash(const dump_gctx_t *g, uint64_t uid) {
+	void *const *frames = (void *const *)(g + 1);
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ uid;
+	for (uint32_t i = 0; i < g->nframes; i++) {
+		h ^= (uintptr_t)frames[i];
+		h *= 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+static bool delta_same(const dump_gctx_t *a, const dump_gctx_t *b) {
+	return a->nframes == b->nframes && memcmp(a + 1, b + 1,
+	    a->nframes * sizeof(void *)) == 0;
+}
+
+static void cnt_sub(prof_cnt_t *d, const prof_cnt_t *a, const prof_cnt_t *b) {
+	d->curobjs = a->curobjs - b->curobjs;
+	d->curbytes = a->curbytes - b->curbytes;
+	d->curobjs_shifted_unbiased = a->curobjs_shifted_unbiased -
+	    b->curobjs_shifted_unbiased;
+	d->curbytes_unbiased = a->curbytes_unbiased - b->curbytes_unbiased;
+	d->accumobjs = a->accumobjs - b->accumobjs;
+	d->accumbytes = a->accumbytes - b->accumbytes;
+	d->accumobjs_shifted_unbiased = a->accumobjs_shifted_unbiased -
+	    b->accumobjs_shifted_unbiased;
+	d->accumbytes_unbiased = a->accumbytes_unbiased -
+	    b->accumbytes_unbiased;
+}
+
+static bool cnt_zero(const prof_cnt_t *c) {
+	static const prof_cnt_t zero;
+	return memcmp(c, &zero, sizeof(zero)) == 0;
+}
+
+/* Walk a snapshot's (stack, thread) pairs. */
+#define SNAP_FOREACH_PAIR(s, g, t, body) do {					const char *p_ = (s)->gbuf;						for (size_t i_ = 0; i_ < (s)->ngctx; i_++) {					const dump_gctx_t *g = (const dump_gctx_t *)p_;				p_ += sizeof(*g) + dump_frames_size(g->nframes);			const dump_tctx_t *tr_ = (const dump_tctx_t *)p_;			p_ += g->ntctx * sizeof(dump_tctx_t);					for (uint32_t k_ = 0; k_ < g->ntctx; k_++) {					const dump_tctx_t *t = &tr_[k_];					body								}								}								} while (0)
+
+/* One record of d: g's stack, t's thread, the counts *c. */
+static void delta_put(dump_snap_t *d, const dump_gctx_t *g,
+    const dump_tctx_t *t, const prof_cnt_t *c) {
+	char *p = d->gbuf + d->glen;
+	dump_gctx_t *rec = (dump_gctx_t *)p;
+	*rec = *g;
+	rec->cnt = *c;
+	rec->ntctx = 1;
+	p += sizeof(*rec);
+	memcpy(p, g + 1, g->nframes * sizeof(void *));
+	p += dump_frames_size(g->nframes);
+	dump_tctx_t *tr = (dump_tctx_t *)p;
+	*tr = *t;
+	tr->cnt = *c;
+	d->glen += sizeof(*rec) + dump_frames_size(g->nframes) + sizeof(*tr);
+	d->ngctx++;
+	if (c->curobjs != 0)
+		d->ncontexts++;
+	cnt_add(&d->total, c);
+	dump_thread_t *th = snap_thread_find(d, t->uid);
+	if (th != NULL)
+		cnt_add(&th->cnt, c);
+}
+
+bool prof_snap_delta(dump_snap_t *d, const dump_snap_t *s0,
+    const dump_snap_t *s1, const char **whyp) {
+	memset(d, 0, sizeof(*d));
+	size_t npairs = 0, cap = 0;
+	SNAP_FOREACH_PAIR(s0, g, t, {
+		(void)t;
+		npairs++;
+		cap += sizeof(*g) + dump_frames_size(g->nframes) +
+		    sizeof(dump_tctx_t);
+	});
+	SNAP_FOREACH_PAIR(s1, g, t, {
+		(void)t;
+		cap += sizeof(*g) + dump_frames_size(g->nframes) +
+		    sizeof(dump_tctx_t);
+	});
+	size_t tn = 16;
+	while (tn < 2 * npairs)
+		tn *= 2;
+	delta_ent_t *tab = base_malloc(tn * sizeof(*tab));
+	d->gcap = cap > 0 ? cap : 8;
+	d->gbuf = base_malloc(d->gcap);
+	d->tcap = s1->nthreads > 0 ? s1->nthreads : 1;
+	d->threads = base_malloc(d->tcap * sizeof(dump_thread_t));
+	if (tab == NULL || d->gbuf == NULL || d->threads == NULL) {
+		if (tab != NULL)
+			base_free(tab, tn * sizeof(*tab));
+		prof_snap_release(d);
+		*whyp = "out of memory for the delta profile";
+		return true;
+	}
+	memset(tab, 0, tn * sizeof(*tab));
+	for (size_t i = 0; i < s1->nthreads; i++) {
+		d->threads[i] = s1->threads[i];
+		memset(&d->threads[i].cnt, 0, sizeof(prof_cnt_t));
+	}
+	d->nthreads = s1->nthreads;
+	d->lg_sample = s1->lg_sample;
+	d->accum = true;
+	d->epoch = s1->epoch;
+	d->time_ns = s1->time_ns;
+	d->duration_ns = s1->time_ns > s0->time_ns ?
+	    s1->time_ns - s0->time_ns : 0;
+
+	SNAP_FOREACH_PAIR(s0, g, t, {
+		size_t j = delta_hash(g, t->uid) & (tn - 1);
+		while (tab[j].g != NULL)
+			j = (j + 1) & (tn - 1);
+		tab[j].g = g;
+		tab[j].t = t;
+	});
+	static const prof_cnt_t zero;
+	prof_cnt_t c;
+	SNAP_FOREACH_PAIR(s1, g, t, {
+		size_t j = delta_hash(g, t->uid) & (tn - 1);
+		while (tab[j].g != NULL && (tab[j].t->uid != t->uid ||
+		    !delta_same(tab[j].g, g)))
+			j = (j + 1) & (tn - 1);
+		const prof_cnt_t *before = &zero;
+		if (tab[j].g != NULL) {
+			tab[j].matched = true;
+			before = &tab[j].t->cnt;
+		}
+		cnt_sub(&c, &t->cnt, before);
+		if (!cnt_zero(&c))
+			delta_put(d, g, t, &c);
+	});
+	/* Pairs gone since s0 (only a prof.reset empties a pair in a
+	 * window, and the caller refuses those): minus what they held. */
+	for (size_t j = 0; j < tn; j++) {
+		if (tab[j].g == NULL || tab[j].matched)
+			continue;
+		cnt_sub(&c, &zero, &tab[j].t->cnt);
+		if (!cnt_zero(&c))
+			delta_put(d, tab[j].g, tab[j].t, &c);
+	}
+	base_free(tab, tn * sizeof(*tab));
 	return false;
 }
 

@@ -45,10 +45,17 @@ static void check(const char *buf, size_t len, const prof_http_req_t *r) {
 		/* fall through */
 	case PROF_HTTP_HEAP:
 	case PROF_HTTP_ALLOCS:
+		/* A delta's window: 1 to 300 s, pprof only. */
+		if (r->seconds > 300 || (r->seconds != 0 && (r->debug ||
+		    r->heap_v2)))
+			abort();
+		/* fall through */
 	case PROF_HTTP_PEAK:
 	case PROF_HTTP_STATS:
 	case PROF_HTTP_SYMBOL_GET:
-		if (r->head_len == 0)
+	case PROF_HTTP_INDEX:
+		if (r->head_len == 0 || (r->route != PROF_HTTP_HEAP &&
+		    r->route != PROF_HTTP_ALLOCS && r->seconds != 0))
 			abort();
 		break;
 	default:
@@ -65,7 +72,8 @@ static bool same(const prof_http_req_t *a, const prof_http_req_t *b) {
 	return a->route == b->route && a->status == b->status &&
 	    a->allow == b->allow && strcmp(a->why, b->why) == 0 &&
 	    (a->route == PROF_HTTP_ERROR || a->head_len == b->head_len) &&
-	    a->heap_v2 == b->heap_v2 && a->clen == b->clen;
+	    a->heap_v2 == b->heap_v2 && a->clen == b->clen &&
+	    a->debug == b->debug && a->seconds == b->seconds;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

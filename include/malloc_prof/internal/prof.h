@@ -76,7 +76,8 @@ struct prof_tdata_s {
 
 /* Counters of one (thread, backtrace).  Guarded by its gctx's shard
  * lock.  Freed when no live sample names it and it counts nothing (with
- * prof_accum it keeps counting what was freed). */
+ * prof_accum, or while a delta window is open, it keeps counting what
+ * was freed: prof_accum_hold). */
 struct prof_tctx_s {
 	prof_tdata_t *tdata;
 	prof_gctx_t *gctx;
@@ -170,6 +171,17 @@ void prof_thread_exit(tsd_t *tsd);
 prof_tdata_t *prof_tdata_get(tsd_t *tsd);
 /* prof.reset: drop every counter of freed objects and set lg_sample. */
 void prof_reset(size_t lg_sample);
+/*
+ * Delta windows (the endpoint's ?seconds=N).  Samples always add to
+ * their tctx's accumulated counters (four adds on the sampling path);
+ * without prof_accum those are printed only by deltas.  While a window
+ * holds (prof_accum_hold), a tctx whose last sample is freed is kept
+ * with its counts, so that the window's second snapshot still sees what
+ * was allocated and freed inside it; the last release frees the tctxs
+ * kept that way (prof_accum off).  hold before the first snapshot.
+ */
+void prof_accum_hold(void);
+void prof_accum_release(void);
 /* Samples dropped because profiler memory ran out (prof.dropped_samples). */
 extern _Atomic uint64_t prof_dropped;
 
@@ -390,6 +402,16 @@ typedef struct dump_snap_s {
 	dump_thread_t *threads;  /* by uid, base_malloc'd */
 	size_t nthreads, tcap;
 	size_t lg_sample;        /* in effect when the dump started */
+	/* Whether the accumulated pair (alloc_*) is printed: prof_accum,
+	 * or a delta (prof_snap_delta), which counts the window's
+	 * allocations without it. */
+	bool accum;
+	uint64_t epoch;          /* prof_epoch when taken */
+	/* pprof's time_nanos and duration_nanos (wall clock): 0, 0 for a
+	 * dump of now (the writer reads the clock); a delta's are its
+	 * second snapshot's time and the window's length, as Go sets
+	 * them. */
+	uint64_t time_ns, duration_ns;
 } dump_snap_t;
 
 
@@ -416,6 +438,24 @@ bool prof_snap_collect(dump_snap_t *s, const char **whyp);
 bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
     const char **whyp);
 void prof_snap_release(dump_snap_t *s);
+/* The delta profile of a window (the endpoint's ?seconds=N, Go's
+ * semantics): per (stack, thread), s1's counters minus s0's, one record
+ * per pair (ntctx 1), pairs whose difference is zero left out.  The live
+ * pair may be negative (a heap that shrank: two's complement in the
+ * uint64 counters, which the pprof writer prints as negative values); the
+ * accumulated pair is the window's allocations, from the counts kept
+ * while a window is open (prof_accum_hold), prof_accum or not.  s0 and
+ * s1 were collected with accum (prof_snap_collect_accum).  true on error
+ * (out of memory) with *whyp set and d empty. */
+bool prof_snap_delta(dump_snap_t *d, const dump_snap_t *s0,
+    const dump_snap_t *s1, const char **whyp);
+/* prof_snap_collect that also copies the records that count only freed
+ * objects (accumulated counts), as a delta's two snapshots need. */
+bool prof_snap_collect_accum(dump_snap_t *s, const char **whyp);
+/* The backtraces a profile of now would print: with live objects, or
+ * (alloc) with any accumulated count (the endpoint's index).  Takes the
+ * gctx shard locks one at a time; no other lock needed. */
+size_t prof_snap_count(bool alloc);
 /* The snapshot's thread of this uid, or NULL. */
 const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
     uint64_t uid);
@@ -547,6 +587,18 @@ bool prof_peak_dump_file(const char *filename);
  * now (the endpoint's /debug/pprof/peak). */
 bool prof_peak_dump_to_fd(int fd, prof_format_t format,
     const char *sample_type, char *err, size_t errsize);
+/* A delta profile's two ends (the endpoint's ?seconds=N), under
+ * prof_dump_mtx: take copies the tables into *s0 (prof_snap_collect_accum;
+ * its wall-clock time in s0->time_ns) with a hold on the accumulated
+ * counts (prof_accum_hold); delta_to_fd takes the second copy, writes
+ * the difference as pprof (sample_type: its default, NULL inuse_space)
+ * and releases both the hold and *s0.  drop: the window is abandoned
+ * (hold and *s0 released).  true on error with err[] (take: nothing is
+ * held then). */
+bool prof_dump_delta_take(dump_snap_t *s0, char *err, size_t errsize);
+bool prof_dump_delta_to_fd(int fd, dump_snap_t *s0, const char *sample_type,
+    char *err, size_t errsize);
+void prof_dump_delta_drop(dump_snap_t *s0);
 /* prof.prefix: the prefix of automatic dump names from now on (initially
  * opt_prof_prefix); true if it is too long (>= sizeof(opt_prof_prefix)). */
 bool prof_dump_prefix_set(const char *prefix);
@@ -615,7 +667,10 @@ typedef enum {
 	PROF_HTTP_PEAK,         /* GET /debug/pprof/peak */
 	PROF_HTTP_STATS,        /* GET /debug/malloc/stats */
 	PROF_HTTP_SYMBOL_GET,   /* GET /debug/pprof/symbol */
-	PROF_HTTP_SYMBOL_POST   /* POST /debug/pprof/symbol, clen bytes */
+	PROF_HTTP_SYMBOL_POST,  /* POST /debug/pprof/symbol, clen bytes */
+	PROF_HTTP_INDEX,        /* GET /debug/pprof/ (and without the /) */
+	PROF_HTTP_RESUME        /* not parsed: the server's call back for a
+				 * request deferred by prof_http_defer */
 } prof_http_route_t;
 
 typedef struct {
@@ -626,7 +681,12 @@ typedef struct {
 	size_t head_len;        /* the head through its empty line; 0: the
 				 * head is not complete */
 	bool heap_v2;           /* HEAP, ALLOCS: ?format=heap_v2 */
+	bool debug;             /* ?debug=N, N > 0: the text form */
+	unsigned seconds;       /* HEAP, ALLOCS: ?seconds=N (0: none) */
 	size_t clen;            /* SYMBOL_POST: Content-Length */
+	void *resume;           /* RESUME: prof_http_defer's state */
+	bool cancel;            /* RESUME: the connection is gone (or the
+				 * process forked): release resume only */
 } prof_http_req_t;
 
 /* What a framed request asks for (prof_http_route_match, whose comment
@@ -662,6 +722,15 @@ void prof_http_send_text(prof_http_resp_t *r, int status, const char *ctype,
     const char *extra, const char *text);
 void prof_http_send_error(prof_http_resp_t *r, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Answer r later: after wait_ns, the server calls the serve function
+ * again with a PROF_HTTP_RESUME request carrying state (or cancel, if the
+ * connection was dropped meanwhile), and serves every other connection
+ * in between.  true if it cannot (PROF_HTTP_WAITS requests already
+ * wait): answer r now and keep state. */
+#define PROF_HTTP_WAITS 8
+bool prof_http_defer(prof_http_resp_t *r, uint64_t wait_ns, void *state);
+/* Requests deferred now (the endpoint's thread only). */
+unsigned prof_http_waiting(void);
 /* How the server has a complete request answered (prof_http_route_serve,
  * whose comment says more). */
 typedef void prof_http_serve_fn(prof_http_resp_t *r,
