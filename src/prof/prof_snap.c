@@ -164,8 +164,10 @@ bool prof_snap_collect(dump_snap_t *s, const char **whyp) {
 	return prof_snap_collect_reusing(s, NULL, whyp);
 }
 
-bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
-    const char **whyp) {
+/* fixed: never grow spare's buffers (the dump at an allocation failure,
+ * prof_dump.c); what does not fit is left out, *truncated says so. */
+static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool fixed,
+    bool *truncated, const char **whyp) {
 	memset(s, 0, sizeof(*s));
 	if (spare != NULL) {
 		s->gbuf = spare->gbuf;
@@ -191,6 +193,11 @@ bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
 			prof_shard_unlock(shard);
 			if (!v.full)
 				break;
+			if (fixed) {
+				/* Keep the records that fit: each is whole. */
+				*truncated = true;
+				break;
+			}
 			s->glen = glen;
 			s->ngctx = ngctx;
 			s->ncontexts = ncontexts;
@@ -209,9 +216,13 @@ bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
 		for (prof_tdata_t *td = prof_tdatas_head; td != NULL;
 		    td = td->next)
 			n++;
+		if (fixed && n > s->tcap) {
+			*truncated = true;
+			n = s->tcap;
+		}
 		if (n <= s->tcap) {
-			for (prof_tdata_t *td = prof_tdatas_head; td != NULL;
-			    td = td->next) {
+			for (prof_tdata_t *td = prof_tdatas_head; td != NULL &&
+			    s->nthreads < n; td = td->next) {
 				dump_thread_t *t = &s->threads[s->nthreads++];
 				memset(t, 0, sizeof(*t));
 				t->uid = td->uid;
@@ -258,6 +269,18 @@ bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
 		p += g->ntctx * sizeof(dump_tctx_t);
 	}
 	return false;
+}
+
+bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
+    const char **whyp) {
+	return snap_collect(s, spare, false, NULL, whyp);
+}
+
+bool prof_snap_collect_fixed(dump_snap_t *s, dump_snap_t *spare,
+    bool *truncated) {
+	const char *why;
+	*truncated = false;
+	return snap_collect(s, spare, true, truncated, &why);
 }
 
 /* ------------------------------------------------------------ numbers */

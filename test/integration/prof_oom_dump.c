@@ -1,0 +1,225 @@
+/*
+ * test/integration/prof_oom_dump.c - prof_oom_dump: the profile of the
+ * moment an allocation fails for want of memory.
+ *
+ * A child (this program again, --child) lowers its RLIMIT_AS to 96 MiB
+ * above what it maps, then allocates 256 KiB blocks from oom_site until
+ * malloc returns NULL, keeping them all.  With prof_oom_dump:true (and
+ * lg_prof_sample:16, so that nearly every block is sampled) it must
+ * leave <prefix>.<pid>.0.o0.heap and <prefix>.<pid>.1.p0.heap, both
+ * heap_v2, both naming oom_site with the bytes the child held when it
+ * ran out (within 15%, unbiased as jeprof does), and say so in one line
+ * each on stderr; malloc keeps failing cleanly afterwards (no second
+ * dump).  With prof_oom_dump:false nothing is written.  The child prints
+ * where its oom_site is and how much it held: its addresses are its own
+ * (ASLR), so the parent shifts its own oom_site by the difference.
+ */
+#include "../test_util.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#define BLOCK ((size_t)256 << 10)
+#define HEADROOM ((size_t)96 << 20)
+#define MAXBLOCKS 4096
+
+void *oom_site(size_t size);
+
+MP_SITE void *oom_site(size_t size) {
+	void *p = malloc(size);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+static char tmpdir[256];
+static void *blocks[MAXBLOCKS];
+
+/* The child: run out, then report on stdout with write(2) (stdio would
+ * allocate its buffer, which may fail now). */
+static int child_main(void) {
+	free(malloc(16));       /* the options, the first sample */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) != 0)
+		return 2;
+	rl.rlim_cur = mp_vm_bytes() + HEADROOM;
+	if (setrlimit(RLIMIT_AS, &rl) != 0)
+		return 2;
+	size_t n = 0, held = 0;
+	while (n < MAXBLOCKS) {
+		void *p = oom_site(BLOCK);
+		if (p == NULL)
+			break;
+		memset(p, 0x5a, 4096);
+		held += malloc_usable_size(p);
+		blocks[n++] = p;
+	}
+	if (n == MAXBLOCKS)
+		return 3;       /* never ran out */
+	int e = errno;
+	/* Once more: still NULL, and no second dump. */
+	void *again = oom_site(BLOCK);
+	char line[128];
+	int len = snprintf(line, sizeof(line), "%p %zu %d %d\n",
+	    (void *)oom_site, held, e == ENOMEM, again == NULL);
+	if (write(STDOUT_FILENO, line, (size_t)len) != len)
+		return 4;
+	free(again);
+	for (size_t i = 0; i < n; i++)
+		free(blocks[i]);
+	return 0;
+}
+
+/* How many files of tmpdir start with prefix. */
+static unsigned count_files(const char *prefix) {
+	DIR *d = opendir(tmpdir);
+	unsigned n = 0;
+	if (d == NULL)
+		return 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* The unbiased bytes of the stack whose frames hold a return address
+ * into oom_site shifted by delta (the child's ASLR), in path. */
+static double site_bytes(const char *path, intptr_t delta, char *err,
+    size_t errsize) {
+	mp_heap_t h;
+	if (!mp_heap_parse(path, &h)) {
+		snprintf(err, errsize, "%s: %s", path, h.err);
+		return -1;
+	}
+	uintptr_t lo, hi;
+	mp_fn_range((const void *)oom_site, &lo, &hi);
+	lo += (uintptr_t)delta;
+	hi += (uintptr_t)delta;
+	double best = 0;
+	for (size_t i = 0; i < h.nstacks; i++) {
+		const mp_heap_stack_t *s = &h.stacks[i];
+		for (size_t k = 1; k < s->nframes && k < 4; k++) {
+			if (mp_ra_in(s->frames[k], lo, hi)) {
+				double n, b;
+				mp_heap_unbias(s->total.co, s->total.cb, h.rate,
+				    &n, &b);
+				best += b;
+				break;
+			}
+		}
+	}
+	mp_heap_free(&h);
+	return best;
+}
+
+/* The file's first line starts with "heap_v2/". */
+static bool is_heap_v2(const char *path) {
+	char buf[16] = {0};
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return false;
+	size_t n = fread(buf, 1, 8, f);
+	fclose(f);
+	return n == 8 && memcmp(buf, "heap_v2/", 8) == 0;
+}
+
+static void run_child(bool on, char *err, size_t errsize, char *out,
+    size_t outsize, pid_t *pid) {
+	char conf[512];
+	snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:16,"
+	    "prof_oom_dump:%s,prof_prefix:%s/oom", on ? "true" : "false",
+	    tmpdir);
+	int st = mp_run_child_conf("oom", conf, err, errsize, out, outsize,
+	    pid);
+	MP_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %#x, "
+	    "stderr: %s", st, err);
+}
+
+static void test_oom_dump(void **state) {
+	(void)state;
+	char err[8192], out[256], path[512], why[1024], prefix[64];
+	pid_t pid;
+	run_child(true, err, sizeof(err), out, sizeof(out), &pid);
+	void *child_site = NULL;
+	size_t held = 0;
+	int enomem = 0, again_null = 0;
+	MP_ASSERT(sscanf(out, "%p %zu %d %d", &child_site, &held, &enomem,
+	    &again_null) == 4, "child's stdout: %s", out);
+	MP_ASSERT(enomem && again_null, "child: errno ENOMEM %d, NULL again "
+	    "%d", enomem, again_null);
+	intptr_t delta = (intptr_t)((uintptr_t)child_site -
+	    (uintptr_t)(void *)oom_site);
+	snprintf(prefix, sizeof(prefix), "oom.%ld.", (long)pid);
+	/* Exactly the two files: once per process. */
+	assert_int_equal(count_files(prefix), 2);
+	const char *kinds[2] = {"0.o0", "1.p0"};
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/oom.%ld.%s.heap", tmpdir,
+		    (long)pid, kinds[i]);
+		MP_ASSERT(is_heap_v2(path), "%s: not a heap_v2 file (stderr: "
+		    "%s)", path, err);
+		why[0] = '\0';
+		double b = site_bytes(path, delta, why, sizeof(why));
+		MP_ASSERT(b >= 0, "%s", why);
+		MP_ASSERT(b >= (double)held * 0.85 && b <= (double)held * 1.15,
+		    "%s: oom_site holds %.0f bytes, the child held %zu", path,
+		    b, held);
+	}
+	MP_ASSERT(strstr(err, "<malloc_prof>: out of memory: profile written "
+	    "to") != NULL && strstr(err, "<malloc_prof>: out of memory: peak "
+	    "profile written to") != NULL, "stderr: %s", err);
+}
+
+static void test_oom_dump_off(void **state) {
+	(void)state;
+	char err[8192], out[256], prefix[64];
+	pid_t pid;
+	run_child(false, err, sizeof(err), out, sizeof(out), &pid);
+	snprintf(prefix, sizeof(prefix), "oom.%ld.", (long)pid);
+	assert_int_equal(count_files(prefix), 0);
+	MP_ASSERT(strstr(err, "out of memory") == NULL, "stderr: %s", err);
+}
+
+static void test_option(void **state) {
+	(void)state;
+	bool v = true;
+	size_t len = sizeof(v);
+	assert_int_equal(mallctl("opt.prof_oom_dump", &v, &len, NULL, 0), 0);
+	assert_false(v);
+}
+
+static void test_no_profiler(void **state) {
+	(void)state;
+	bool v;
+	size_t len = sizeof(v);
+	int r = mallctl("opt.prof_oom_dump", &v, &len, NULL, 0);
+	assert_true(r == 0 || r == ENOENT);
+}
+
+int main(int argc, char **argv) {
+	if (argc == 3 && strcmp(argv[1], "--child") == 0)
+		return child_main();
+	mp_test_init(300);
+	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_oom")) {
+		printf("Bail out! mkdtemp: %s\n", strerror(errno));
+		return 99;
+	}
+	int r;
+	if (!MALLOC_PROF_CONFIG_PROF) {
+		const struct CMUnitTest tests[] = {
+			cmocka_unit_test(test_no_profiler),
+		};
+		r = mp_run_tests(tests);
+	} else {
+		const struct CMUnitTest tests[] = {
+			cmocka_unit_test(test_option),
+			cmocka_unit_test(test_oom_dump),
+			cmocka_unit_test(test_oom_dump_off),
+		};
+		r = mp_run_tests(tests);
+	}
+	mp_tmpdir_remove(tmpdir);
+	return r;
+}
