@@ -10,7 +10,8 @@
  * heap_v2, both naming oom_site with the bytes the child held when it
  * ran out (within 15%, unbiased as jeprof does), and say so in one line
  * each on stderr; malloc keeps failing cleanly afterwards (no second
- * dump).  With prof_oom_dump:false nothing is written.  The child prints
+ * dump).  The child then gives the room back (a sanitizer's runtime
+ * needs some to exit).  With prof_oom_dump:false nothing is written.  The child prints
  * where its oom_site is and how much it held: its addresses are its own
  * (ASLR), so the parent shifts its own oom_site by the difference.
  */
@@ -42,6 +43,7 @@ static int child_main(void) {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_AS, &rl) != 0)
 		return 2;
+	rlim_t old = rl.rlim_cur;
 	rl.rlim_cur = mp_vm_bytes() + HEADROOM;
 	if (setrlimit(RLIMIT_AS, &rl) != 0)
 		return 2;
@@ -59,6 +61,10 @@ static int child_main(void) {
 	int e = errno;
 	/* Once more: still NULL, and no second dump. */
 	void *again = oom_site(BLOCK);
+	/* The room back: a sanitizer's runtime needs some to go on. */
+	rl.rlim_cur = old;
+	if (setrlimit(RLIMIT_AS, &rl) != 0)
+		return 2;
 	char line[128];
 	int len = snprintf(line, sizeof(line), "%p %zu %d %d\n",
 	    (void *)oom_site, held, e == ENOMEM, again == NULL);
