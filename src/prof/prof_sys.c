@@ -441,12 +441,14 @@ static void objs_segments(objs_ent_t *e, uintptr_t lo, uintptr_t hi) {
 	}
 }
 
-/* Add the object d names, unless another thread just did. */
+/* Add the object d names, unless another thread just did.  Skipped
+ * while another add runs (the next walk through it adds it): a walk in a
+ * signal handler must not wait for the add it interrupted. */
 static void objs_add(const struct dl_find_object *d) {
 	uintptr_t lo = (uintptr_t)d->dlfo_map_start;
-	while (atomic_flag_test_and_set_explicit(&objs_lock,
+	if (atomic_flag_test_and_set_explicit(&objs_lock,
 	    memory_order_acquire))
-		sched_yield();
+		return;
 	unsigned n = atomic_load_explicit(&objs_n, memory_order_relaxed);
 	if (n < OBJS_MAX && objs_find(n, lo, d->dlfo_link_map) == NULL) {
 		objs_ent_t *e = &objs[n];
