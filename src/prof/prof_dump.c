@@ -753,8 +753,11 @@ void prof_peak_maybe(void) {
 		mp_mutex_unlock(&prof_dump_mtx);
 	}
 	if (!opt_prof_peak) {
-		/* Off: the mark starts at 0; no sample comes here again. */
-		atomic_store(&prof_peak_next, UINT64_MAX);
+		/* Off: the mark starts at 0; no sample comes here again (once
+		 * the reserve is taken: a dump may have held the lock). */
+		if (!opt_prof_oom_dump || atomic_load_explicit(&oom_reserved,
+		    memory_order_relaxed))
+			atomic_store(&prof_peak_next, UINT64_MAX);
 		return;
 	}
 	if (!mp_mutex_trylock(&prof_dump_mtx))

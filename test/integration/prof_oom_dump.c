@@ -10,8 +10,11 @@
  * heap_v2, both naming oom_site with the bytes the child held when it
  * ran out (within 15%, unbiased as jeprof does), and say so in one line
  * each on stderr; malloc keeps failing cleanly afterwards (no second
- * dump).  The child then gives the room back (a sanitizer's runtime
- * needs some to exit).  With prof_oom_dump:false nothing is written.  The child prints
+ * dump), and the child then gives the room back (a sanitizer's runtime
+ * needs some to exit).  With prof_peak:false only the .o0 file is
+ * written; with prof_oom_dump:false nothing is.  A child with 8192
+ * stacks (more than the reserve holds) gets a dump of those that fit,
+ * and a message that says so.  The child prints
  * where its oom_site is and how much it held: its addresses are its own
  * (ASLR), so the parent shifts its own oom_site by the difference.
  */
@@ -33,13 +36,49 @@ MP_SITE void *oom_site(size_t size) {
 	return p;
 }
 
+/* The "many" child's 2^TREE_DEPTH stacks: tree recurses through
+ * tree_left or tree_right by the bits of `path`, so that each path is a
+ * distinct chain of return addresses. */
+#define TREE_DEPTH 13
+void *tree(int depth, unsigned path);
+void *tree_left(int depth, unsigned path);
+void *tree_right(int depth, unsigned path);
+
+MP_SITE void *tree_left(int depth, unsigned path) {
+	void *p = tree(depth, path);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+MP_SITE void *tree_right(int depth, unsigned path) {
+	void *p = tree(depth, path);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+MP_SITE void *tree(int depth, unsigned path) {
+	if (depth == 0)
+		return malloc(256);
+	void *p = (path & 1) != 0 ? tree_left(depth - 1, path >> 1) :
+	    tree_right(depth - 1, path >> 1);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
 static char tmpdir[256];
 static void *blocks[MAXBLOCKS];
 
 /* The child: run out, then report on stdout with write(2) (stdio would
  * allocate its buffer, which may fail now). */
-static int child_main(void) {
+static int child_main(const char *mode) {
 	free(malloc(16));       /* the options, the first sample */
+	/* "many": more stacks than the reserve holds (lg_prof_sample:0:
+	 * each is sampled). */
+	for (unsigned i = 0; strcmp(mode, "many") == 0 &&
+	    i < (1u << TREE_DEPTH); i++) {
+		if (tree(TREE_DEPTH, i) == NULL)
+			return 5;
+	}
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_AS, &rl) != 0)
 		return 2;
@@ -131,23 +170,28 @@ static bool is_heap_v2(const char *path) {
 	return n == 8 && memcmp(buf, "heap_v2/", 8) == 0;
 }
 
-static void run_child(bool on, char *err, size_t errsize, char *out,
-    size_t outsize, pid_t *pid) {
+static void run_child_mode(const char *mode, const char *opts, char *err,
+    size_t errsize, char *out, size_t outsize, pid_t *pid) {
 	char conf[512];
-	snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:16,"
-	    "prof_oom_dump:%s,prof_prefix:%s/oom", on ? "true" : "false",
-	    tmpdir);
-	int st = mp_run_child_conf("oom", conf, err, errsize, out, outsize,
+	snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:16,%s,"
+	    "prof_prefix:%s/oom", opts, tmpdir);
+	int st = mp_run_child_conf(mode, conf, err, errsize, out, outsize,
 	    pid);
 	MP_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %#x, "
 	    "stderr: %s", st, err);
+}
+
+static void run_child(const char *opts, char *err, size_t errsize,
+    char *out, size_t outsize, pid_t *pid) {
+	run_child_mode("oom", opts, err, errsize, out, outsize, pid);
 }
 
 static void test_oom_dump(void **state) {
 	(void)state;
 	char err[8192], out[256], path[512], why[1024], prefix[64];
 	pid_t pid;
-	run_child(true, err, sizeof(err), out, sizeof(out), &pid);
+	run_child("prof_oom_dump:true", err, sizeof(err), out, sizeof(out),
+	    &pid);
 	void *child_site = NULL;
 	size_t held = 0;
 	int enomem = 0, again_null = 0;
@@ -182,10 +226,51 @@ static void test_oom_dump_off(void **state) {
 	(void)state;
 	char err[8192], out[256], prefix[64];
 	pid_t pid;
-	run_child(false, err, sizeof(err), out, sizeof(out), &pid);
+	run_child("prof_oom_dump:false", err, sizeof(err), out, sizeof(out),
+	    &pid);
 	snprintf(prefix, sizeof(prefix), "oom.%ld.", (long)pid);
 	assert_int_equal(count_files(prefix), 0);
 	MP_ASSERT(strstr(err, "out of memory") == NULL, "stderr: %s", err);
+}
+
+/* prof_peak:false: the profile of the moment only (and the reserve is
+ * still taken, at the first sample). */
+static void test_oom_dump_no_peak(void **state) {
+	(void)state;
+	char err[8192], out[256], prefix[64], path[512];
+	pid_t pid;
+	run_child("prof_oom_dump:true,prof_peak:false", err, sizeof(err), out,
+	    sizeof(out), &pid);
+	snprintf(prefix, sizeof(prefix), "oom.%ld.", (long)pid);
+	assert_int_equal(count_files(prefix), 1);
+	snprintf(path, sizeof(path), "%s/oom.%ld.0.o0.heap", tmpdir,
+	    (long)pid);
+	MP_ASSERT(is_heap_v2(path), "%s: not a heap_v2 file (stderr: %s)",
+	    path, err);
+}
+
+/* More stacks than the reserve (1 MiB of records: prof_peak:false
+ * never grows it) holds: the dump is written with what fits, parses,
+ * and the message says it is not all. */
+static void test_oom_dump_bounded(void **state) {
+	(void)state;
+	char err[8192], out[256], prefix[64], path[512];
+	pid_t pid;
+	run_child_mode("many", "prof_oom_dump:true,prof_peak:false,"
+	    "lg_prof_sample:0", err, sizeof(err), out, sizeof(out), &pid);
+	snprintf(prefix, sizeof(prefix), "oom.%ld.", (long)pid);
+	assert_int_equal(count_files(prefix), 1);
+	snprintf(path, sizeof(path), "%s/oom.%ld.0.o0.heap", tmpdir,
+	    (long)pid);
+	mp_heap_t h;
+	MP_ASSERT(mp_heap_parse(path, &h), "%s: %s", path, h.err);
+	size_t n = h.nstacks;
+	mp_heap_free(&h);
+	MP_ASSERT(n > 1000 && n < ((size_t)1 << TREE_DEPTH), "%zu stacks "
+	    "(the child had %u and more)", n, 1u << TREE_DEPTH);
+	MP_ASSERT(strstr(err, "(not all of it: the stacks or threads of the "
+	    "moment did not fit the memory reserved for it)") != NULL,
+	    "stderr: %s", err);
 }
 
 static void test_option(void **state) {
@@ -206,7 +291,7 @@ static void test_no_profiler(void **state) {
 
 int main(int argc, char **argv) {
 	if (argc == 3 && strcmp(argv[1], "--child") == 0)
-		return child_main();
+		return child_main(argv[2]);
 	mp_test_init(300);
 	if (!mp_tmpdir_make(tmpdir, sizeof(tmpdir), "mp_prof_oom")) {
 		printf("Bail out! mkdtemp: %s\n", strerror(errno));
@@ -223,6 +308,8 @@ int main(int argc, char **argv) {
 			cmocka_unit_test(test_option),
 			cmocka_unit_test(test_oom_dump),
 			cmocka_unit_test(test_oom_dump_off),
+			cmocka_unit_test(test_oom_dump_no_peak),
+			cmocka_unit_test(test_oom_dump_bounded),
 		};
 		r = mp_run_tests(tests);
 	}
