@@ -14,7 +14,8 @@
  * needs some to exit).  With prof_peak:false only the .o0 file is
  * written; with prof_oom_dump:false nothing is.  A child with 8192
  * stacks (more than the reserve holds) gets a dump of those that fit,
- * and a message that says so.  The child prints
+ * and a message that says so; in a debug build, an injected mapping
+ * failure (debug.mmap_fail) dumps too.  The child prints
  * where its oom_site is and how much it held: its addresses are its own
  * (ASLR), so the parent shifts its own oom_site by the difference.
  */
@@ -72,6 +73,20 @@ static void *blocks[MAXBLOCKS];
  * allocate its buffer, which may fail now). */
 static int child_main(const char *mode) {
 	free(malloc(16));       /* the options, the first sample */
+	if (strcmp(mode, "inject") == 0) {
+		/* debug.mmap_fail: the next OS mapping fails (ENOMEM). */
+		size_t one = 1;
+		void *keep = oom_site(BLOCK);
+		if (keep == NULL || mallctl("debug.mmap_fail", NULL, NULL,
+		    &one, sizeof(one)) != 0)
+			return 6;
+		void *p = oom_site((size_t)64 << 20);
+		size_t zero = 0;
+		(void)mallctl("debug.mmap_fail", NULL, NULL, &zero,
+		    sizeof(zero));
+		free(keep);
+		return p == NULL ? 0 : 7;
+	}
 	/* "many": more stacks than the reserve holds (lg_prof_sample:0:
 	 * each is sampled). */
 	for (unsigned i = 0; strcmp(mode, "many") == 0 &&
@@ -273,6 +288,19 @@ static void test_oom_dump_bounded(void **state) {
 	    "stderr: %s", err);
 }
 
+/* A debug build's injected mapping failure counts as the OS's refusal. */
+static void test_oom_dump_injected(void **state) {
+	(void)state;
+	if (!MALLOC_PROF_CONFIG_DEBUG)
+		MP_SKIP("debug.mmap_fail exists only in --enable-debug builds");
+	char err[8192], out[256], prefix[64];
+	pid_t pid;
+	run_child_mode("inject", "prof_oom_dump:true", err, sizeof(err), out,
+	    sizeof(out), &pid);
+	snprintf(prefix, sizeof(prefix), "oom.%ld.", (long)pid);
+	assert_int_equal(count_files(prefix), 2);
+}
+
 static void test_option(void **state) {
 	(void)state;
 	bool v = true;
@@ -310,6 +338,7 @@ int main(int argc, char **argv) {
 			cmocka_unit_test(test_oom_dump_off),
 			cmocka_unit_test(test_oom_dump_no_peak),
 			cmocka_unit_test(test_oom_dump_bounded),
+			cmocka_unit_test(test_oom_dump_injected),
 		};
 		r = mp_run_tests(tests);
 	}
