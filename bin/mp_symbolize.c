@@ -75,6 +75,7 @@ struct mp_symbolizer {
 	size_t nelves, cap;
 	mp_elf_t *last;		/* the file of the previous lookup */
 	bool warned_deleted_any;
+	bool warned_unmapped;	/* an address outside the profile's map */
 	char buf[4096];
 };
 
@@ -611,6 +612,16 @@ const char *mp_sym_frame_line(mp_symbolizer_t *sym, const mp_profile_t *prof,
 			    m->path, addr - m->start);
 		else
 			snprintf(sym->buf, sizeof(sym->buf), "0x%" PRIx64, addr);
+		if (m == NULL && prof->have_maps && pc != 0 &&
+		    !sym->warned_unmapped) {
+			sym->warned_unmapped = true;
+			mp_warn("warning: frame address 0x%" PRIx64 " (and maybe "
+			    "others) lies outside every mapping of the "
+			    "profile's memory map: its code was unmapped before "
+			    "the dump (a library unloaded with dlclose, by a "
+			    "profiler that does not keep such mappings), so "
+			    "such frames are shown as bare addresses", addr);
+		}
 		return sym->buf;
 	}
 	const char *base = mp_basename(m->path);

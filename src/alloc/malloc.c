@@ -196,6 +196,14 @@ static void prof_sample_check(tsd_t *tsd, void *p, size_t usize,
  */
 #define LARGE_EVENT_BYTES ((uint64_t)PAGE)
 
+/* alloc_impl's failure: the one place where running out of memory is
+ * seen with no allocator lock held (prof_oom_dump). */
+static MP_COLD MP_NOINLINE void *alloc_fail(void) {
+	if (config_prof && opt_prof_oom_dump)
+		prof_oom_dump();
+	return NULL;
+}
+
 /* Every allocation that misses the fast path ends here. */
 static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
@@ -265,7 +273,7 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			mp_mutex_unlock(&arena->shared_mtx);
 		}
 		if (p == NULL)
-			return NULL;
+			return alloc_fail();
 		if (zero)
 			memset(p, 0, usize);
 		else if (opt_junk_alloc)
@@ -283,7 +291,7 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			p = arena_large_alloc_req(arena, usize, align, zero,
 			    o->size != 0 ? o->size : usize);
 			if (p == NULL)
-				return NULL;
+				return alloc_fail();
 		}
 		if (!zero && opt_junk_alloc)
 			memset(p, JUNK_ALLOC_BYTE, usize);

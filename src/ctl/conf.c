@@ -439,6 +439,10 @@ const conf_opt_t conf_opts[] = {
 	  .check = prof_peak_growth_conf_check,
 	  .doc = "a new peak profile when the live heap passes the last peak "
 	  "by this factor" },
+	{ .name = "prof_oom_dump", .type = CONF_BOOL,
+	  .var = &opt_prof_oom_dump, .def = "false", .prof = true,
+	  .doc = "when the OS refuses memory, dump the current and the peak "
+	  "profile once: .o<n>.heap, .p<n>.heap" },
 	{ .name = "prof_leak", .type = CONF_BOOL, .var = &opt_prof_leak,
 	  .def = "false", .prof = true,
 	  .doc = "at exit, summarise objects never freed (implies prof and "

@@ -46,6 +46,10 @@ static char dump_prefix[sizeof(opt_prof_prefix)];
 static bool dump_prefix_set;
 /* File name sequence numbers: one shared, one per kind. */
 static uint64_t dump_seq, dump_mseq, dump_iseq, dump_useq, dump_pseq;
+static uint64_t dump_oseq;
+/* Every dump is heap_v2 whatever prof.format says (the dump at an
+ * allocation failure: pprof's encoder needs memory). */
+static bool dump_heap_v2_only;
 /* Rate limit of the failures of automatic (i, u) dumps. */
 static uint64_t dump_fail_count;
 static uint64_t dump_fail_suppressed;
@@ -62,6 +66,7 @@ typedef enum {
 	DUMP_U,              /* prof.gdump */
 	DUMP_F,              /* prof_final */
 	DUMP_P,              /* the peak: prof.peak.dump, prof_final */
+	DUMP_O,              /* prof_oom_dump */
 } dump_kind_t;
 
 /* ------------------------------------------------------------ writing */
@@ -291,6 +296,8 @@ static prof_format_t dump_format;
 static bool dump_format_set;
 
 static prof_format_t dump_format_locked(void) {
+	if (dump_heap_v2_only)
+		return PROF_FORMAT_HEAP_V2;
 	return dump_format_set ? dump_format : (prof_format_t)opt_prof_format;
 }
 
@@ -332,6 +339,10 @@ static bool dump_name_locked(dump_kind_t kind, char *path, size_t size) {
 	case DUMP_P:
 		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".p%" PRIu64
 		    ".%s", prefix, pid, seq, dump_pseq++, sfx);
+		break;
+	case DUMP_O:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".o%" PRIu64
+		    ".%s", prefix, pid, seq, dump_oseq++, sfx);
 		break;
 	case DUMP_NAMED:
 		mp_not_reached();
@@ -768,6 +779,10 @@ static uint64_t peak_next_after(uint64_t peak) {
 	return next > peak ? next : peak + 1;
 }
 
+static void oom_reserve_fit_locked(const dump_snap_t *s);
+/* prof_oom_dump's reserve was taken (or tried), at the first sample. */
+static _Atomic bool oom_reserved;
+
 /* Copy the tables as the new peak (prof_dump_mtx held).  Out of memory,
  * the peak kept stays, and the next try waits for a higher heap. */
 static void peak_take_locked(void) {
@@ -786,6 +801,7 @@ static void peak_take_locked(void) {
 	}
 	peak_snap = s;
 	peak_kept = true;
+	oom_reserve_fit_locked(&s);
 	uint64_t bytes = s.total.curbytes_unbiased;
 	atomic_store(&peak_bytes, bytes);
 	atomic_store(&prof_peak_next, peak_next_after(bytes > live ? bytes :
@@ -793,9 +809,21 @@ static void peak_take_locked(void) {
 }
 
 void prof_peak_maybe(void) {
+	/* The first sample comes here whatever the options: the reserve of
+	 * prof_oom_dump is taken then. */
+	if (opt_prof_oom_dump && !atomic_load_explicit(&oom_reserved,
+	    memory_order_relaxed) && mp_mutex_trylock(&prof_dump_mtx)) {
+		mp_tsd.reentrancy++;
+		oom_reserve_fit_locked(NULL);
+		mp_tsd.reentrancy--;
+		mp_mutex_unlock(&prof_dump_mtx);
+	}
 	if (!opt_prof_peak) {
-		/* Off: the mark starts at 0; no sample comes here again. */
-		atomic_store(&prof_peak_next, UINT64_MAX);
+		/* Off: the mark starts at 0; no sample comes here again (once
+		 * the reserve is taken: a dump may have held the lock). */
+		if (!opt_prof_oom_dump || atomic_load_explicit(&oom_reserved,
+		    memory_order_relaxed))
+			atomic_store(&prof_peak_next, UINT64_MAX);
 		return;
 	}
 	if (!mp_mutex_trylock(&prof_dump_mtx))
@@ -847,6 +875,151 @@ uint64_t prof_peak_bytes(void) {
 
 bool prof_peak_dump_file(const char *filename) {
 	return dump_file_cmd("prof.peak.dump", filename, true);
+}
+
+/* ------------------------------------------------------------------ oom */
+
+/*
+ * prof_oom_dump: when an allocation is about to fail because the OS
+ * refused a mapping (os_map_refusals: ENOMEM from mmap, under RLIMIT_AS
+ * or overcommit), write the current profile (.o<n>.heap) and the peak
+ * (the next .p<n>.heap), once per process.  malloc.c calls in just before
+ * returning NULL, where the call holds no allocator lock; a call from
+ * inside the profiler (reentrancy) never dumps, so no profiler lock is
+ * held either.
+ *
+ * Nothing is allocated on the way: the snapshot goes into buffers
+ * reserved beforehand (oom_reserve: what does not fit is left out, and
+ * the message says so), the file is written through a static buffer, in
+ * heap_v2 whatever prof.format says (pprof's encoder needs memory), and
+ * the peak is the copy kept already (or the current profile, if that is
+ * higher).  The reserve is taken at the first sample and grown with the
+ * peak copies (prof_peak) to twice the biggest copy's records and
+ * threads: address space, whose pages are touched only by the dump
+ * itself, and under RLIMIT_AS the process runs out that much earlier.
+ * An allocation made while the dump runs (a malloc_message hook) finds
+ * the flag taken and fails without dumping again.
+ */
+bool opt_prof_oom_dump = false;
+#define OOM_RESERVE_MIN ((size_t)1 << 20)
+#define OOM_RESERVE_THREADS_MIN ((size_t)64)
+#define OOM_WBUF_SIZE ((size_t)64 << 10)
+static dump_snap_t oom_reserve;          /* prof_dump_mtx */
+static _Atomic bool oom_done;
+static char oom_wbuf[OOM_WBUF_SIZE];     /* prof_dump_mtx */
+
+/* Grow the reserve to fit twice s's records and threads (NULL: the
+ * minimum), prof_dump_mtx held; a failure keeps the reserve there is. */
+static void oom_reserve_fit_locked(const dump_snap_t *s) {
+	if (!opt_prof_oom_dump)
+		return;
+	atomic_store_explicit(&oom_reserved, true, memory_order_relaxed);
+	size_t g = s != NULL && s->glen > OOM_RESERVE_MIN / 2 ? 2 * s->glen :
+	    OOM_RESERVE_MIN;
+	size_t t = s != NULL && s->nthreads > OOM_RESERVE_THREADS_MIN / 2 ?
+	    2 * s->nthreads : OOM_RESERVE_THREADS_MIN;
+	if (oom_reserve.gcap < g) {
+		char *b = base_malloc(g);
+		if (b != NULL) {
+			base_free(oom_reserve.gbuf, oom_reserve.gcap);
+			oom_reserve.gbuf = b;
+			oom_reserve.gcap = g;
+		}
+	}
+	if (oom_reserve.tcap < t) {
+		dump_thread_t *th = base_malloc(t * sizeof(*th));
+		if (th != NULL) {
+			base_free(oom_reserve.threads, oom_reserve.tcap *
+			    sizeof(*th));
+			oom_reserve.threads = th;
+			oom_reserve.tcap = t;
+		}
+	}
+}
+
+/* One OOM dump file of kind (O or P) from s, prof_dump_mtx held.  true
+ * with r->err filled on failure; r->off when automatic dumps are off. */
+static bool oom_write_locked(dump_kind_t kind, const dump_snap_t *s,
+    dump_result_t *r) {
+	char ebuf[128];
+	dump_file_t f;
+	dump_result_init(r);
+	if (dump_open_auto(&f, kind, r) || r->off)
+		return !r->off;
+	int werr = prof_heap_v2_write_buf(s, f.fd, oom_wbuf,
+	    sizeof(oom_wbuf));
+	if (close(f.fd) != 0 && errno != EINTR && werr == 0)
+		werr = errno;
+	if (werr == 0)
+		return false;
+	unlink(f.path);
+	mp_snprintf(r->err, sizeof(r->err), "cannot write \"%s\": %s",
+	    f.path, prof_dump_strerror(werr, ebuf, sizeof(ebuf)));
+	return true;
+}
+
+void prof_oom_dump(void) {
+	if (!config_prof || !opt_prof || !opt_prof_oom_dump ||
+	    mp_tsd.reentrancy != 0 || mp_tsd.state != TSD_NOMINAL ||
+	    os_map_refusals() == 0 ||
+	    atomic_load_explicit(&oom_done, memory_order_relaxed) ||
+	    atomic_exchange_explicit(&oom_done, true, memory_order_relaxed))
+		return;
+	int saved = errno;
+	dump_result_t r, pr;
+	dump_snap_t s;
+	bool have = false, truncated = false, failed = false, pfailed = false;
+	bool peak_is_now = false;
+	const char *why = NULL;
+	dump_enter();
+	dump_heap_v2_only = true;
+	dump_result_init(&r);
+	dump_result_init(&pr);
+	if (oom_reserve.gbuf == NULL) {
+		why = "no memory was reserved for it (prof_oom_dump takes its "
+		    "reserve at the first sample)";
+	} else {
+		(void)prof_snap_collect_fixed(&s, &oom_reserve, &truncated);
+		have = true;
+		failed = oom_write_locked(DUMP_O, &s, &r);
+	}
+	if (opt_prof_peak && !r.off) {
+		const dump_snap_t *peak = NULL;
+		if (peak_kept && (!have || atomic_load(&peak_bytes) >=
+		    s.total.curbytes_unbiased))
+			peak = &peak_snap;
+		else if (have)
+			peak = &s;
+		peak_is_now = peak != NULL && peak == &s;
+		if (peak != NULL)
+			pfailed = oom_write_locked(DUMP_P, peak, &pr);
+	}
+	if (have)
+		oom_reserve = s;        /* the buffers, for good */
+	dump_heap_v2_only = false;
+	dump_leave();
+
+	if (why != NULL) {
+		mp_error("out of memory: no profile written (prof_oom_dump): "
+		    "%s", why);
+	} else if (!r.off) {
+		if (failed)
+			mp_error("out of memory: profile (prof_oom_dump): %s",
+			    r.err);
+		else
+			mp_error("out of memory: profile written to \"%s\"%s",
+			    r.path, truncated ? " (not all of it: the stacks "
+			    "or threads of the moment did not fit the memory "
+			    "reserved for it)" : "");
+	}
+	if (pfailed)
+		mp_error("out of memory: peak profile (prof_oom_dump): %s",
+		    pr.err);
+	else if (pr.path != NULL)
+		mp_error("out of memory: peak profile written to \"%s\"%s",
+		    pr.path, peak_is_now ? " (the heap of now is the peak)" :
+		    "");
+	errno = saved;
 }
 
 /* ------------------------------------------------------------- triggers */

@@ -48,15 +48,26 @@ static void w_cnts(mp_buf_t *w, const prof_cnt_t *c, double R) {
 	    cn, cs, an, as);
 }
 
-/* Append /proc/self/maps verbatim; nothing if it cannot be opened. */
-static void w_maps(mp_buf_t *w) {
+/*
+ * Append /proc/self/maps verbatim, then the executable segments of the
+ * objects unloaded since (dlclose) that frames of s point into
+ * (prof_sys_unloaded), after a comment line that marks them: maps
+ * lines of their own, with device 00:00 and inode 0, which jeprof,
+ * malloc-prof and pprof's legacy parser read as any other (and skip the
+ * comment).  Nothing if neither is there.
+ */
+static void w_maps(mp_buf_t *w, const dump_snap_t *s) {
+	prof_sys_unloaded_t u[PROF_SYS_UNLOADED_MAX];
+	size_t nu = prof_sys_unloaded(s, u, PROF_SYS_UNLOADED_MAX);
 	int fd;
 	do {
 		fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	} while (fd < 0 && errno == EINTR);
-	if (fd < 0)
+	if (fd < 0 && nu == 0)
 		return;
 	mp_buf_puts(w, "\nMAPPED_LIBRARIES:\n");
+	if (fd < 0)
+		goto unloaded;
 	/* Read straight into the buffer's free room (its last byte is
 	 * mp_buf's). */
 	while (!w->err) {
@@ -70,6 +81,19 @@ static void w_maps(mp_buf_t *w) {
 		w->len += (size_t)n;
 	}
 	close(fd);
+unloaded:
+	if (nu == 0)
+		return;
+	/* The file ends with a newline; a read cut short may not. */
+	if (w->len > 0 && w->p[w->len - 1] != '\n')
+		mp_buf_putc(w, '\n');
+	mp_buf_puts(w, "# unloaded (dlclose): objects that frames of this "
+	    "profile point into\n");
+	for (size_t i = 0; i < nu; i++) {
+		mp_buf_printf(w, "%lx-%lx r-xp %08lx 00:00 0 %s\n",
+		    (unsigned long)u[i].lo, (unsigned long)u[i].hi,
+		    (unsigned long)u[i].offset, u[i].name);
+	}
 }
 
 static void w_profile(mp_buf_t *w, const dump_snap_t *s) {
@@ -113,8 +137,17 @@ static void w_profile(mp_buf_t *w, const dump_snap_t *s) {
 		}
 		p += g->ntctx * sizeof(dump_tctx_t);
 	}
-	w_maps(w);
+	w_maps(w, s);
 	mp_buf_flush(w);
+}
+
+int prof_heap_v2_write_buf(const dump_snap_t *s, int fd, char *buf,
+    size_t size) {
+	mp_buf_fd_t out = {fd, 0};
+	mp_buf_t w;
+	mp_buf_init(&w, buf, size, mp_buf_fd_sink, &out);
+	w_profile(&w, s);
+	return out.err;
 }
 
 int prof_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp) {
@@ -123,11 +156,8 @@ int prof_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp) {
 		*whyp = "out of memory for the dump buffer";
 		return ENOMEM;
 	}
-	mp_buf_fd_t out = {fd, 0};
-	mp_buf_t w;
-	mp_buf_init(&w, buf, HEAP_V2_WBUF_SIZE, mp_buf_fd_sink, &out);
-	w_profile(&w, s);
+	int err = prof_heap_v2_write_buf(s, fd, buf, HEAP_V2_WBUF_SIZE);
 	base_free(buf, HEAP_V2_WBUF_SIZE);
-	return out.err;
+	return err;
 }
 

@@ -560,7 +560,42 @@ static const char *pprof_skip_field(const char *p, const char *end) {
  * mapping as the main binary); the file holding this code is marked
  * `self`.  A process whose maps cannot be read gets no mappings.
  */
-static void pprof_collect_maps(pprof_state_t *st) {
+static pprof_map_t *pprof_find_map(const pprof_state_t *st,
+    uintptr_t addr);
+
+/* The executable segments of objects unloaded since samples were taken
+ * in them (dlclose: /proc/self/maps lists them no more) that frames of s
+ * point into, as mappings of their own, kept in start order; none that
+ * overlaps a mapping of the file. */
+static void pprof_add_unloaded(pprof_state_t *st, const dump_snap_t *s) {
+	prof_sys_unloaded_t u[PROF_SYS_UNLOADED_MAX];
+	size_t nu = prof_sys_unloaded(s, u, PROF_SYS_UNLOADED_MAX);
+	char hex[256];
+	for (size_t i = 0; i < nu; i++) {
+		if (st->maps.len / sizeof(pprof_map_t) >= PPROF_MAPS_MAX ||
+		    pprof_find_map(st, u[i].lo) != NULL ||
+		    pprof_find_map(st, u[i].hi - 1) != NULL)
+			continue;
+		pprof_map_t m;
+		memset(&m, 0, sizeof(m));
+		m.start = u[i].lo;
+		m.limit = u[i].hi;
+		m.offset = u[i].offset;
+		m.name = str_index(st, u[i].name);
+		pprof_build_id(u[i].name, hex, sizeof(hex));
+		m.build_id = hex[0] != '\0' ? str_index(st, hex) : 0;
+		pprof_buf_put(&st->maps, &m, sizeof(m));
+		if (st->maps.oom)
+			return;
+		pprof_map_t *maps = (pprof_map_t *)st->maps.p;
+		size_t j = st->maps.len / sizeof(pprof_map_t) - 1;
+		for (; j > 0 && maps[j - 1].start > m.start; j--)
+			maps[j] = maps[j - 1];
+		maps[j] = m;
+	}
+}
+
+static void pprof_collect_maps(pprof_state_t *st, const dump_snap_t *s) {
 	char exe[PPROF_PATH_MAX];
 	ssize_t elen = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[elen > 0 ? elen : 0] = '\0';
@@ -613,6 +648,7 @@ static void pprof_collect_maps(pprof_state_t *st) {
 		pprof_buf_put(&st->maps, &m, sizeof(m));
 		n++;
 	}
+	pprof_add_unloaded(st, s);
 	/* Ids: the main program first, then the others in address order. */
 	pprof_map_t *maps = (pprof_map_t *)st->maps.p;
 	n = st->maps.len / sizeof(pprof_map_t);
@@ -1019,7 +1055,7 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 	}
 	if (loc_table_init(st, nframes))
 		return true;
-	pprof_collect_maps(st);
+	pprof_collect_maps(st, s);
 
 	unsigned ntypes = s->accum ? 4 : 2;
 	for (unsigned i = 0; i < ntypes; i++) {

@@ -155,31 +155,42 @@ const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
  * atomic picture (a thread may start or a backtrace change in between),
  * but each record is consistent in itself and the sums printed are sums
  * of the records printed.
- */
-/*
+ *
  * A shard's records are copied in one pass under its lock; if they do not
  * fit, what was copied of it is dropped, the buffer grows outside the lock
  * (by what the pass counted, and a quarter more) and the shard is copied
  * again: it may have changed meanwhile.
+ *
+ * accum: copy the accumulated counts too (a delta window asks for them
+ * without prof_accum).  fixed: never grow spare's buffers (the dump at an
+ * allocation failure, prof_dump.c); what does not fit is left out and
+ * *truncated says so.
  */
 static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool accum,
-    const char **whyp);
+    bool fixed, bool *truncated, const char **whyp);
 
 bool prof_snap_collect(dump_snap_t *s, const char **whyp) {
-	return snap_collect(s, NULL, opt_prof_accum, whyp);
+	return snap_collect(s, NULL, opt_prof_accum, false, NULL, whyp);
 }
 
 bool prof_snap_collect_accum(dump_snap_t *s, const char **whyp) {
-	return snap_collect(s, NULL, true, whyp);
+	return snap_collect(s, NULL, true, false, NULL, whyp);
 }
 
 bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
     const char **whyp) {
-	return snap_collect(s, spare, opt_prof_accum, whyp);
+	return snap_collect(s, spare, opt_prof_accum, false, NULL, whyp);
+}
+
+bool prof_snap_collect_fixed(dump_snap_t *s, dump_snap_t *spare,
+    bool *truncated) {
+	const char *why;
+	*truncated = false;
+	return snap_collect(s, spare, opt_prof_accum, true, truncated, &why);
 }
 
 static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool accum,
-    const char **whyp) {
+    bool fixed, bool *truncated, const char **whyp) {
 	memset(s, 0, sizeof(*s));
 	s->accum = accum;
 	if (spare != NULL) {
@@ -207,6 +218,11 @@ static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool accum,
 			prof_shard_unlock(shard);
 			if (!v.full)
 				break;
+			if (fixed) {
+				/* Keep the records that fit: each is whole. */
+				*truncated = true;
+				break;
+			}
 			s->glen = glen;
 			s->ngctx = ngctx;
 			s->ncontexts = ncontexts;
@@ -225,9 +241,13 @@ static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool accum,
 		for (prof_tdata_t *td = prof_tdatas_head; td != NULL;
 		    td = td->next)
 			n++;
+		if (fixed && n > s->tcap) {
+			*truncated = true;
+			n = s->tcap;
+		}
 		if (n <= s->tcap) {
-			for (prof_tdata_t *td = prof_tdatas_head; td != NULL;
-			    td = td->next) {
+			for (prof_tdata_t *td = prof_tdatas_head; td != NULL &&
+			    s->nthreads < n; td = td->next) {
 				dump_thread_t *t = &s->threads[s->nthreads++];
 				memset(t, 0, sizeof(*t));
 				t->uid = td->uid;
@@ -464,6 +484,7 @@ bool prof_snap_delta(dump_snap_t *d, const dump_snap_t *s0,
 	base_free(tab, tn * sizeof(*tab));
 	return false;
 }
+
 
 /* ------------------------------------------------------------ numbers */
 

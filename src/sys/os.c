@@ -61,6 +61,21 @@ static bool mmap_fail_now(void) {
 
 /* ---- pages ---- */
 
+/* Heap mappings the OS refused (ENOMEM: RLIMIT_AS, overcommit, or the
+ * fault injection): prof_oom_dump dumps only after one. */
+static _Atomic uint64_t os_map_refused;
+
+uint64_t os_map_refusals(void) {
+	return atomic_load_explicit(&os_map_refused, memory_order_relaxed);
+}
+
+static void *os_map_fail(void) {
+	if (errno == ENOMEM)
+		atomic_fetch_add_explicit(&os_map_refused, 1,
+		    memory_order_relaxed);
+	return NULL;
+}
+
 /*
  * Map `size` bytes aligned to `align`.  Over-map and trim when the kernel's
  * address is not aligned: the result is always exactly [ret, ret + size).
@@ -70,11 +85,11 @@ static bool mmap_fail_now(void) {
 void *os_map(size_t size, size_t align) {
 	mp_assert(size % PAGE == 0 && align % PAGE == 0);
 	if (mmap_fail_now())
-		return NULL;
+		return os_map_fail();
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
-		return NULL;
+		return os_map_fail();
 	if (((uintptr_t)p & (align - 1)) == 0)
 		return p;
 	munmap(p, size);
@@ -84,7 +99,7 @@ void *os_map(size_t size, size_t align) {
 	p = mmap(NULL, over, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
-		return NULL;
+		return os_map_fail();
 	uintptr_t start = ALIGNMENT_CEILING((uintptr_t)p, align);
 	size_t lead = start - (uintptr_t)p;
 	size_t trail = over - lead - size;
@@ -181,13 +196,13 @@ bool os_purge_lazy(void *addr, size_t size) {
 void *os_map_at(void *addr, size_t size) {
 	mp_assert(size % PAGE == 0 && (uintptr_t)addr % PAGE == 0);
 	if (mmap_fail_now())
-		return NULL;
+		return os_map_fail();
 	/* A hint, not MAP_FIXED: an address already in use must fail, not
 	 * be replaced. */
 	void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
-		return NULL;
+		return os_map_fail();
 	if (p != addr) {
 		munmap(p, size);
 		return NULL;

@@ -244,6 +244,18 @@ void prof_sys_postfork_parent(void);
 void prof_sys_postfork_child(void);
 /* Frame-pointer walk bounds for the calling thread (lazily computed). */
 void prof_sys_thread_init(tsd_t *tsd);
+/* An executable segment of an object the loader unloaded (dlclose)
+ * after samples were taken in it, for the dump writers. */
+typedef struct prof_sys_unloaded_s {
+	uintptr_t lo, hi, offset;        /* as a /proc/self/maps line */
+	const char *name;                /* the file, kept for good */
+} prof_sys_unloaded_t;
+#define PROF_SYS_UNLOADED_MAX 64
+/* Up to max segments of unloaded objects that frames of s point into;
+ * their number.  No lock, no allocation. */
+struct dump_snap_s;
+size_t prof_sys_unloaded(const struct dump_snap_s *s,
+    prof_sys_unloaded_t *out, size_t max);
 
 /* -------------------------------------------------------- prof_cfi.c */
 /* One object's call-frame tables where they are mapped: .eh_frame_hdr
@@ -437,6 +449,11 @@ bool prof_snap_collect(dump_snap_t *s, const char **whyp);
  * nothing new. */
 bool prof_snap_collect_reusing(dump_snap_t *s, dump_snap_t *spare,
     const char **whyp);
+/* The same into spare's buffers only (no allocation; prof_oom_dump):
+ * records or threads that do not fit are left out and *truncated set.
+ * Never fails (false). */
+bool prof_snap_collect_fixed(dump_snap_t *s, dump_snap_t *spare,
+    bool *truncated);
 void prof_snap_release(dump_snap_t *s);
 /* The delta profile of a window (the endpoint's ?seconds=N, Go's
  * semantics): per (stack, thread), s1's counters minus s0's, one record
@@ -482,6 +499,9 @@ bool prof_snap_sample_type_ok(const char *name);
 /* s to fd as heap_v2 (prof_dump_mtx held): 0, or the errno of the
  * failure (ENOMEM, with *whyp naming what ran out). */
 int prof_heap_v2_write(const dump_snap_t *s, int fd, const char **whyp);
+/* The same through the caller's buffer (no allocation: prof_oom_dump). */
+int prof_heap_v2_write_buf(const dump_snap_t *s, int fd, char *buf,
+    size_t size);
 
 /* ----------------------------------------------------- prof_recent.c */
 /* jemalloc's record of the last sampled allocations (see the file). */
@@ -575,6 +595,11 @@ extern _Atomic uint64_t prof_peak_next;
 bool prof_peak_growth_conf_check(const char *v, size_t vlen, char *why,
     size_t whysize);
 void prof_peak_maybe(void);
+/* prof_oom_dump: the current and the peak profile, once, at the first
+ * allocation that fails because the OS refused a mapping; malloc.c's
+ * call just before returning NULL (no allocator lock held). */
+extern bool opt_prof_oom_dump;
+void prof_oom_dump(void);
 /* prof.peak.reset (and prof.reset): the peak is the heap of now. */
 void prof_peak_reset(void);
 /* prof.peak.bytes: the estimated live bytes at the peak kept (0: none). */

@@ -56,6 +56,8 @@ void mp_buf_puts(mp_buf_t *b, const char *s);
 /* -------------------------------------------------------------------- os.c */
 /* The OS layer.  Mappings are page aligned; all return NULL/true on error. */
 void *os_map(size_t size, size_t align);
+/* How many heap mappings the OS refused with ENOMEM so far. */
+uint64_t os_map_refusals(void);
 void os_unmap(void *addr, size_t size);
 /* A sparse, zeroed table that takes memory only where written (no
  * fault injection); NULL when refused. */
