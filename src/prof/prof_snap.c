@@ -92,6 +92,7 @@ static void snap_visit(prof_gctx_t *g, void *arg) {
 			j--;
 		}
 		tr[j].uid = uid;
+		tr[j].labels = t->labels;        /* interned: never freed */
 		tr[j].cnt = t->cnt;
 	}
 	s->glen += size;
