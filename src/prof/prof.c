@@ -397,6 +397,23 @@ static bool label_value_char(unsigned char c) {
 	return c >= 0x20 && c < 0x7f && c != ',';
 }
 
+/* s[0..n) as a message may show it: at most 32 characters, each control
+ * or non-ASCII one as '?', "..." after a cut (one line, whatever the
+ * program passed). */
+static const char *label_show(char *buf, size_t size, const char *s,
+    size_t n) {
+	size_t k = 0;
+	for (; k < n && k < 32 && k + 4 < size; k++)
+		buf[k] = (unsigned char)s[k] >= 0x20 &&
+		    (unsigned char)s[k] < 0x7f ? s[k] : '?';
+	if (k < n && k + 4 <= size) {
+		memcpy(buf + k, "...", 3);
+		k += 3;
+	}
+	buf[k] = '\0';
+	return buf;
+}
+
 /* The record of canonical string str[0..len), made if new (tdatas_mtx
  * held); NULL if the table is full or out of memory. */
 static const prof_labels_t *labels_intern_locked(const char *str, size_t len,
@@ -452,46 +469,46 @@ int prof_labels_apply(tsd_t *tsd, const char *spec, char *why,
 			stop = p + strlen(p);
 		const char *eq = memchr(p, '=', (size_t)(stop - p));
 		size_t klen = eq != NULL ? (size_t)(eq - p) : (size_t)(stop - p);
+		char key[40];
+		label_show(key, sizeof(key), p, klen);
 		if (eq == NULL || klen == 0) {
-			mp_snprintf(why, whysize, "\"%.*s\" is not key=value",
-			    (int)(stop - p), p);
+			mp_snprintf(why, whysize, "\"%s\" is not key=value",
+			    label_show(key, sizeof(key), p, (size_t)(stop - p)));
 			return EINVAL;
 		}
 		if (klen > PROF_LABEL_KEY_MAX) {
-			mp_snprintf(why, whysize, "key \"%.*s...\" is longer "
-			    "than %d characters", 16, p, PROF_LABEL_KEY_MAX);
+			mp_snprintf(why, whysize, "key \"%s\" is longer than "
+			    "%d characters", key, PROF_LABEL_KEY_MAX);
 			return EINVAL;
 		}
 		for (size_t i = 0; i < klen; i++) {
 			if (!label_key_char((unsigned char)p[i])) {
-				mp_snprintf(why, whysize, "key \"%.*s\": character "
+				mp_snprintf(why, whysize, "key \"%s\": character "
 				    "%#x is not allowed (printable, no space, "
-				    "'=' or ',')", (int)klen, p,
-				    (unsigned char)p[i]);
+				    "'=' or ',')", key, (unsigned char)p[i]);
 				return EINVAL;
 			}
 		}
 		/* The pprof writer's own labels. */
 		if ((klen == 9 && memcmp(p, "thread_id", 9) == 0) ||
 		    (klen == 11 && memcmp(p, "thread_name", 11) == 0)) {
-			mp_snprintf(why, whysize, "key \"%.*s\" is reserved "
-			    "(every sample has it)", (int)klen, p);
+			mp_snprintf(why, whysize, "key \"%s\" is reserved "
+			    "(every sample has it)", key);
 			return EINVAL;
 		}
 		const char *v = eq + 1;
 		size_t vlen = (size_t)(stop - v);
 		if (vlen > PROF_LABEL_VALUE_MAX) {
-			mp_snprintf(why, whysize, "the value of \"%.*s\" is "
-			    "longer than %d characters", (int)klen, p,
+			mp_snprintf(why, whysize, "the value of \"%s\" is "
+			    "longer than %d characters", key,
 			    PROF_LABEL_VALUE_MAX);
 			return EINVAL;
 		}
 		for (size_t i = 0; i < vlen; i++) {
 			if (!label_value_char((unsigned char)v[i])) {
-				mp_snprintf(why, whysize, "the value of \"%.*s\": "
+				mp_snprintf(why, whysize, "the value of \"%s\": "
 				    "character %#x is not allowed (printable or "
-				    "space, no ',')", (int)klen, p,
-				    (unsigned char)v[i]);
+				    "space, no ',')", key, (unsigned char)v[i]);
 				return EINVAL;
 			}
 		}
@@ -518,8 +535,8 @@ int prof_labels_apply(tsd_t *tsd, const char *spec, char *why,
 			}
 		} else if (vlen != 0) {
 			if (n == PROF_LABEL_PAIRS_MAX) {
-				mp_snprintf(why, whysize, "\"%.*s\" would make "
-				    "more than %d labels", (int)klen, p,
+				mp_snprintf(why, whysize, "\"%s\" would make "
+				    "more than %d labels", key,
 				    PROF_LABEL_PAIRS_MAX);
 				return EINVAL;
 			}

@@ -107,6 +107,8 @@ static void test_einval(void **state) {
 		"a=1,b=1,c=1,d=1,e=1,f=1,g=1,h=1,i=1",  /* nine */
 		key33,                  /* filled in below */
 		val65,
+		"a\nb=1",               /* the message stays one line */
+		"no\nvalue",
 	};
 	snprintf(buf, sizeof(buf), "%s=1", key33);
 	bad[10] = buf;
