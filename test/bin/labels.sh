@@ -61,6 +61,15 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mp-labels.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
+# MALLOC_PROF_TOOL_WRAPPER (as in malloc_prof.sh): every malloc-prof run
+# goes through it, e.g. valgrind memcheck with an error exit status.
+if [ -n "${MALLOC_PROF_TOOL_WRAPPER-}" ]; then
+	case $mp in /*) ;; *) mp=$(pwd)/$mp;; esac
+	printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$MALLOC_PROF_TOOL_WRAPPER" \
+	    "$mp" >"$tmp/malloc-prof"
+	chmod +x "$tmp/malloc-prof"
+	mp=$tmp/malloc-prof
+fi
 unset MALLOC_CONF MP_MALLOC_CONF 2>/dev/null || :
 pb=$tmp/l.pb.gz
 heap=$tmp/l.heap
