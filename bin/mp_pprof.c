@@ -1392,6 +1392,17 @@ void mp_pprof_out_sample(mp_pprof_out_t *pp, const mp_profile_t *prof,
 		pprof_pb_raw_varint(&pp->packed,
 		    (uint64_t)(sign * (int64_t)llround(val[k])));
 	pprof_pb_bytes(b, 2, pp->packed.p, pp->packed.len);
+	/* Its labels, kept (as strings: a number label's too). */
+	for (uint32_t k = 0; k < s->nlabels; k++) {
+		uint8_t lab[24];
+		size_t n = 0;
+		lab[n++] = (1 << 3) | 0;
+		n += pprof_pb_varint(lab + n, mp_pp_str(pp, s->labels[k].key));
+		lab[n++] = (2 << 3) | 0;
+		n += pprof_pb_varint(lab + n,
+		    mp_pp_str(pp, s->labels[k].value));
+		pprof_pb_bytes(b, 3, lab, n);
+	}
 	pprof_pb_bytes(&pp->samples, 2, b->p, b->len);
 }
 

@@ -19,7 +19,9 @@
 #        installed);
 #   10.  jeprof --text reads the heap_v2 dump (the label sets of one
 #        thread summed into one line) with malloc-prof's total (jeprof
-#        installed).
+#        installed);
+#   11.  malloc-prof pprof keeps the labels: top --tag tenant of its
+#        output is that of the dump.
 # Skipped in a --disable-prof build.
 set -u
 
@@ -31,7 +33,7 @@ case $prog in
 /*) ;;
 *) prog=$(pwd)/$prog;;
 esac
-ntests=10
+ntests=11
 
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -160,3 +162,9 @@ else
 		/labels_site$/ && !seen { seen = 1; first = (NR == 4) }
 		END { exit !(t && first) }' "$tmp/t10"
 fi
+
+# 11. The pprof command writes the samples' labels back.
+"$mp" pprof -o "$tmp/conv.pb.gz" "$pb" >"$tmp/t11.err" 2>&1 &&
+    "$mp" top --tag tenant "$tmp/conv.pb.gz" >"$tmp/t11" 2>&1
+check "malloc-prof pprof keeps the labels (top --tag tenant agrees)" \
+    "$tmp/t11" cmp -s "$tmp/t1" "$tmp/t11"
