@@ -13,10 +13,14 @@
  * jeprof and the strict reader of test_util.h expect.  The API: keys
  * replace, "key=" removes, NULL clears, the read-out is sorted; bad
  * strings are EINVAL with one `<malloc_prof>: thread.prof.label: ` line
- * and leave the set as it was.  opt.prof_time_resolution reads what was
- * set, without the "no effect" line it once had.
+ * and leave the set as it was.  Four threads changing their labels
+ * while pprof dumps are taken give whole labels in every dump (run under
+ * ThreadSanitizer too).  opt.prof_time_resolution reads what was set,
+ * without the "no effect" line it once had.
  */
 #include "../test_util.h"
+
+#include <sys/mman.h>
 
 #define NOBJ 40
 #define OBJ_SIZE 1000           /* usize 1024 */
@@ -288,6 +292,85 @@ static void test_split(void **state) {
 	}
 }
 
+/* ---- threads changing labels while pprof dumps are taken */
+
+#define CONC_THREADS 4
+static _Atomic int conc_stop;
+static _Atomic unsigned conc_rounds;
+
+static void *conc_worker(void *arg) {
+	unsigned id = (unsigned)(uintptr_t)arg;
+	static const char *const specs[] = {"tenant=t0", "tenant=t1",
+	    "tenant=t2", "req=x", "req=", NULL};
+	void *keep[8] = {NULL};
+	/* Until the dumps are done: some labeled objects are live in each. */
+	for (unsigned r = 0; !atomic_load(&conc_stop); r++) {
+		const char *spec = specs[(r + id) % MP_ARRAY_SIZE(specs)];
+		if (label_set(spec) != 0)
+			return (void *)1;
+		unsigned k = (r * 7 + id) % 8;
+		free(keep[k]);
+		keep[k] = malloc(opaque_size(64 + 64 * k));
+		atomic_fetch_add(&conc_rounds, 1);
+	}
+	for (unsigned k = 0; k < 8; k++)
+		free(keep[k]);
+	return NULL;
+}
+
+/* Dumps read what the samplers write: every sample's labels come out
+ * whole (a tenant among t0..t2, a req of x) in every dump. */
+static void test_concurrent(void **state) {
+	(void)state;
+	pthread_t t[CONC_THREADS];
+	atomic_store(&conc_stop, 0);
+	atomic_store(&conc_rounds, 0);
+	for (unsigned i = 0; i < CONC_THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, conc_worker,
+		    (void *)(uintptr_t)i), 0);
+	/* Each live object of the last 8 rounds of a thread: at most 2 of
+	 * them unlabeled (specs cycle through 6, one of them NULL). */
+	uint64_t t0 = mp_now_ns();
+	while (atomic_load(&conc_rounds) < 16 * CONC_THREADS) {
+		MP_ASSERT(!mp_waited_too_long(t0), "the threads do not run");
+		mp_sleep_ms(1);
+	}
+	assert_int_equal(format_set("pprof"), 0);
+	unsigned labeled = 0;
+	for (int d = 0; d < 5; d++) {
+		int fd = memfd_create("mp_label", MFD_CLOEXEC);
+		assert_true(fd >= 0);
+		assert_int_equal(mallctl("prof.dump_fd", NULL, NULL, (void *)&fd,
+		    sizeof(fd)), 0);
+		assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+		size_t n;
+		uint8_t *b = mp_read_fd_all(fd, &n);
+		close(fd);
+		mp_pprof_t pp;
+		bool ok = mp_pprof_decode(b, n, &pp);
+		free(b);
+		MP_ASSERT(ok, "dump %d: %s", d, pp.err);
+		for (size_t i = 0; i < pp.nsamples; i++) {
+			const char *tn = sample_label(&pp.samples[i], "tenant");
+			const char *rq = sample_label(&pp.samples[i], "req");
+			MP_ASSERT(tn == NULL || (strlen(tn) == 2 && tn[0] == 't'
+			    && tn[1] >= '0' && tn[1] <= '2'), "tenant=%s", tn);
+			MP_ASSERT(rq == NULL || strcmp(rq, "x") == 0, "req=%s",
+			    rq);
+			labeled += tn != NULL || rq != NULL;
+		}
+		mp_pprof_free(&pp);
+	}
+	atomic_store(&conc_stop, 1);
+	assert_int_equal(format_set("heap_v2"), 0);
+	MP_ASSERT(labeled > 0, "no labeled sample in 5 dumps");
+	for (unsigned i = 0; i < CONC_THREADS; i++) {
+		void *r;
+		assert_int_equal(pthread_join(t[i], &r), 0);
+		assert_null(r);
+	}
+}
+
 /* ---- prof_time_resolution */
 
 static void test_time_resolution(void **state) {
@@ -335,6 +418,7 @@ int main(int argc, char **argv) {
 		cmocka_unit_test(test_api),
 		cmocka_unit_test(test_einval),
 		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_time_resolution),
 	};
 	return mp_prof_test_main("mp_prof_label", test_no_profiler, tests);
