@@ -415,9 +415,9 @@ static const char *label_show(char *buf, size_t size, const char *s,
 }
 
 /* The record of canonical string str[0..len), made if new (tdatas_mtx
- * held); NULL if the table is full or out of memory. */
+ * held); NULL if the table is full (*full set) or out of memory. */
 static const prof_labels_t *labels_intern_locked(const char *str, size_t len,
-    unsigned npairs) {
+    unsigned npairs, bool *full) {
 	uint64_t h = labels_hash(str, len);
 	prof_labels_t **bucket = &labels_table[h % LABELS_BUCKETS];
 	for (prof_labels_t *l = *bucket; l != NULL; l = l->next) {
@@ -425,7 +425,8 @@ static const prof_labels_t *labels_intern_locked(const char *str, size_t len,
 		    memcmp(l->str, str, len) == 0)
 			return l;
 	}
-	if (labels_count >= PROF_LABEL_SETS_MAX)
+	*full = labels_count >= PROF_LABEL_SETS_MAX;
+	if (*full)
 		return NULL;
 	prof_labels_t *l = base_malloc(sizeof(*l) + len + 1);
 	if (l == NULL)
@@ -564,11 +565,12 @@ int prof_labels_apply(tsd_t *tsd, const char *spec, char *why,
 		memcpy(str + len, pairs[i].v, pairs[i].vlen);
 		len += pairs[i].vlen;
 	}
+	bool full = false;
 	prof_tdatas_lock();
-	const prof_labels_t *l = labels_intern_locked(str, len, n);
+	const prof_labels_t *l = labels_intern_locked(str, len, n, &full);
 	prof_tdatas_unlock();
 	if (l == NULL) {
-		if (labels_count >= PROF_LABEL_SETS_MAX)
+		if (full)
 			mp_snprintf(why, whysize, "%d distinct label sets "
 			    "already (labels are for a few values, such as "
 			    "request types, not one per request)",
