@@ -253,7 +253,9 @@ static void test_split(void **state) {
 	MP_ASSERT(strcmp(tid[0], tid[2]) != 0 && strcmp(tid[0], tid[3]) != 0 &&
 	    strcmp(tid[2], tid[3]) != 0, "thread ids %s %s %s", tid[0],
 	    tid[2], tid[3]);
-	mp_pprof_free(&pp);
+	char alpha_tid[24];
+	snprintf(alpha_tid, sizeof(alpha_tid), "%s", tid[0]);
+	mp_pprof_free(&pp);             /* tid[] pointed into it */
 
 	/* heap_v2: the alpha thread's two sets (one stack) in one line. */
 	mp_heap_t h;
@@ -272,7 +274,7 @@ static void test_split(void **state) {
 				    s->thr[t].uid);
 			char id[24];
 			snprintf(id, sizeof(id), "%" PRIu64, s->thr[t].uid);
-			if (strcmp(id, tid[0]) == 0) {
+			if (strcmp(id, alpha_tid) == 0) {
 				assert_int_equal(s->thr[t].c.co,
 				    2 * NOBJ);
 				assert_int_equal(s->thr[t].c.cb,
@@ -282,7 +284,7 @@ static void test_split(void **state) {
 		}
 	}
 	MP_ASSERT(seen == 1, "%u heap_v2 lines for the alpha thread t%s",
-	    seen, tid[0]);
+	    seen, alpha_tid);
 	mp_heap_free(&h);
 	for (int i = 0; i < NOBJ; i++) {
 		free(objs_alpha[0][i]);
