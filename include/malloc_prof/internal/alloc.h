@@ -418,6 +418,9 @@ MP_INLINE unsigned tcache_bin_cap(const tcache_t *tc, unsigned ind) {
 	return ((uint32_t)(uintptr_t)tc->cb_empty[ind] - tc->cb_full[ind]) /
 	    sizeof(void *);
 }
+/* Cache bin ind of tc is full and a region is coming: make room (grow
+ * the bin, or give its older half back to the slabs). */
+void tcache_bin_overflow(tcache_t *tc, unsigned ind);
 /* Cache bin ind of tc ran dry: fill half of it from the slabs and return
  * one region (NULL on OOM). */
 void *tcache_bin_fill(tcache_t *tc, unsigned ind);
