@@ -375,7 +375,7 @@ void tcache_gc_step(tcache_t *tc) {
 		tcache_bin_flush(tc, i, tcache_bin_count(tc, i) / 2);
 		bin_gc(tc, i);
 	}
-	slab_bin_flush(tc, i);
+	slab_bin_gc(tc, i);
 	/* Its own modulus: there are more large classes than bins. */
 	unsigned li = step % TCACHE_NLARGE;
 	tcache_large_t *c = &tc->large[li];

@@ -503,6 +503,9 @@ void slab_inbox_drain(tcache_t *tc);
  * ones / give all but `keep` of the empty slabs back to the arena. */
 void slab_bin_flush(tcache_t *tc, unsigned ind);
 void slab_empty_flush(tcache_t *tc, uint32_t keep);
+/* The GC's visit of bin ind: slab_bin_flush if another thread freed into
+ * the bin's slabs since the last visit. */
+void slab_bin_gc(tcache_t *tc, unsigned ind);
 
 /* ------------------------------------------------------------------- tsd.c */
 extern __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));

@@ -265,6 +265,10 @@ struct extent_s {
 	char *addr;                      /* first byte */
 	size_t size;                     /* bytes (page multiple) */
 	arena_t *arena;                  /* the arena the pages belong to */
+	/* On the first line with kind, addr, size and szind: a free of a
+	 * large block reads them all (bench's midsize: a second line here
+	 * was a sixth of free_slow's time). */
+	void *prof;                      /* large: its sample record, if any */
 	extent_t *prev, *next;           /* cache bin lists / arena sets */
 	extent_t *lru_prev, *lru_next;   /* arena decay list (free extents) */
 	uint64_t free_ns;                /* free: when it entered this state */
@@ -273,7 +277,6 @@ struct extent_s {
 	size_t clean_from;               /* large: offset past which its pages
 	                                  * are to go back clean (see
 	                                  * arena_large_alloc_req); 0: none */
-	void *prof;                      /* large: its sample record, if any */
 	_Atomic uint32_t nsampled;       /* slab: live sampled regions (only
 	                                  * slabs of arena 0's prof_cache) */
 
@@ -361,6 +364,11 @@ struct tcache_s {
 	uint8_t cb_move[SC_NBINS];
 	uint8_t cb_swings[SC_NBINS];
 	bool cb_idle[SC_NBINS];
+	/* Bit ind: another thread freed into a slab of class ind since the
+	 * class's last GC visit, which looks at its slabs only then (slab.c:
+	 * walking them for nothing was a tenth of the allocator's time in
+	 * bench's midsize).  Other threads set it: a line of its own. */
+	_Alignas(CACHELINE) _Atomic uint64_t remote_classes;
 	bool shared;
 	bool small_slabs;                /* sz_prof_slab_size (prof_cache) */
 };
