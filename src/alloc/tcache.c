@@ -372,7 +372,8 @@ void tcache_gc_step(tcache_t *tc) {
 	uint32_t step = tc->gc_bin++;
 	unsigned i = step % SC_NBINS;
 	if (tc->cb_cur != NULL) {
-		tcache_bin_flush(tc, i, tcache_bin_count(tc, i) / 2);
+		if (tc->cb_idle[i])
+			tcache_bin_flush(tc, i, tcache_bin_count(tc, i) / 2);
 		bin_gc(tc, i);
 	}
 	slab_bin_gc(tc, i);
