@@ -544,13 +544,8 @@ static MP_NOINLINE void free_slow(void *p) {
 	unsigned ind = (unsigned)(entry & PAGEMAP_TAG_MASK) - 1;
 	if (ind < SC_NBINS && tsd_cache_bins(tsd)) {
 		if ((uint32_t)(uintptr_t)tsd->bin_cur[ind + 1] ==
-		    tsd->bin_full[ind + 1]) {
-			/* The bin is full: its older part (half by default:
-			 * lg_tcache_flush_small_div) goes back to the slabs. */
-			tcache_bin_flush(tsd->tcache, ind,
-			    tcache_bin_cap(tsd->tcache, ind) >>
-			    opt_lg_tcache_flush_small_div);
-		}
+		    tsd->bin_full[ind + 1])
+			tcache_bin_overflow(tsd->tcache, ind);
 		*--tsd->bin_cur[ind + 1] = p;
 		tsd->deallocated += sz_index2size_tab[ind];
 		return;

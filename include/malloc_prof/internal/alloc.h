@@ -418,6 +418,9 @@ MP_INLINE unsigned tcache_bin_cap(const tcache_t *tc, unsigned ind) {
 	return ((uint32_t)(uintptr_t)tc->cb_empty[ind] - tc->cb_full[ind]) /
 	    sizeof(void *);
 }
+/* Cache bin ind of tc is full and a region is coming: make room (grow
+ * the bin, or give its older half back to the slabs). */
+void tcache_bin_overflow(tcache_t *tc, unsigned ind);
 /* Cache bin ind of tc ran dry: fill half of it from the slabs and return
  * one region (NULL on OOM). */
 void *tcache_bin_fill(tcache_t *tc, unsigned ind);
@@ -500,6 +503,9 @@ void slab_inbox_drain(tcache_t *tc);
  * ones / give all but `keep` of the empty slabs back to the arena. */
 void slab_bin_flush(tcache_t *tc, unsigned ind);
 void slab_empty_flush(tcache_t *tc, uint32_t keep);
+/* The GC's visit of bin ind: slab_bin_flush if another thread freed into
+ * the bin's slabs since the last visit. */
+void slab_bin_gc(tcache_t *tc, unsigned ind);
 
 /* ------------------------------------------------------------------- tsd.c */
 extern __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
