@@ -129,6 +129,9 @@ void base_stash_flush(tsd_t *tsd);
 extent_t *base_extent_alloc(void);                /* zeroed */
 void base_extent_free(extent_t *e);
 size_t base_mapped_bytes(void);
+/* The metadata allocator's lock, for its counters (stats.arenas.0.
+ * mutexes.base). */
+mp_mutex_t *base_mutex(void);
 /* stats.metadata_thp: huge pages' worth of the advised chunks in use. */
 size_t base_metadata_thp(void);
 /* opt.thp / opt.metadata_thp once the options are read (arena_boot):
@@ -385,6 +388,9 @@ bool background_thread_set(bool enable, bool *was);
 bool background_thread_enabled(void);
 /* Pages were freed: wake the thread if it waits with nothing to purge. */
 void background_thread_notify(void);
+/* The background thread's lock, for its counters
+ * (stats.mutexes.background_thread). */
+mp_mutex_t *background_thread_mutex(void);
 void background_thread_stats(size_t *nthreads, uint64_t *nruns,
     uint64_t *run_interval_ns);
 void background_thread_prefork(void);

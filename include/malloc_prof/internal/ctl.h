@@ -144,6 +144,11 @@ bool ctl_reads(void *oldp, size_t *oldlenp);
  * node. */
 bool ctl_register(const char *path, const ctl_node_t *children,
     unsigned nchildren);
+/* Count lock m under stats.mutexes.<name> (one of jemalloc's global
+ * names: "prof", "prof_thds_data", "prof_dump"); several locks under one
+ * name are summed.  How src/prof/ shows its locks without ctl.c calling
+ * it.  At boot; true for an unknown name or no room. */
+bool ctl_mutex_register(const char *name, mp_mutex_t *m);
 
 /* The statistics snapshot served by stats.* and mallinfo2.  ctl.c keeps
  * it in static storage and changes it only under its lock, when "epoch"
