@@ -155,7 +155,6 @@ bool prof_boot(void) {
 		ctl_mutex_register("prof", &gctx_shards[i].mtx);
 	}
 	ctl_mutex_register("prof_thds_data", &tdatas_mtx);
-	prof_dump_mutex_register();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
 		mp_mutex_init(&sample_shards[i].mtx, LOCK_RANK_PROF_SAMPLES);
 		buckets_init(&sample_shards[i].chains);
