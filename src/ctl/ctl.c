@@ -871,6 +871,10 @@ static int ctl_arenas_create(const ctl_node_t *node, const size_t *mib,
 	}
 	if (ctl_oldlen_bad(oldp, oldlenp, sizeof(unsigned)))
 		return EINVAL;
+	/* Custom hooks are called through hook.c's wrapper, so that they
+	 * may allocate. */
+	if (hooks != NULL && (hooks = hook_extent_wrap(hooks)) == NULL)
+		return EAGAIN;
 	unsigned ind;
 	if (arena_create_hooked(&ind, hooks))
 		return EAGAIN;
@@ -960,22 +964,31 @@ static arena_t *ctl_lifecycle_arena(const size_t *mib) {
 }
 
 /* rw: the arena's extent_hooks_t *; a write installs new ones (NULL:
- * EINVAL) and reads back the old. */
+ * EINVAL) and reads back the old.  Custom hooks are stored as hook.c's
+ * wrapper of them (so that they may allocate) and read back as given.
+ * The hook arena, which serves those allocations, keeps the defaults
+ * (EFAULT). */
 static int ctl_arena_extent_hooks(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	arena_t *arena = ctl_lifecycle_arena(mib);
 	if (arena == NULL)
 		return EFAULT;
-	extent_hooks_t *old = atomic_load(&arena->hooks);
+	extent_hooks_t *old = hook_extent_unwrap(atomic_load(&arena->hooks));
 	if (newp != NULL) {
 		if (newlen != sizeof(extent_hooks_t *) ||
 		    *(extent_hooks_t *const *)newp == NULL)
 			return EINVAL;
 		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
 			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		if (arena == atomic_load(&hook_extent_arena))
+			return EFAULT;
+		extent_hooks_t *h = hook_extent_wrap(
+		    *(extent_hooks_t *const *)newp);
+		if (h == NULL)
+			return EAGAIN;
 		mp_mutex_lock(&arena->mtx);
-		old = atomic_load(&arena->hooks);
-		atomic_store(&arena->hooks, *(extent_hooks_t *const *)newp);
+		old = hook_extent_unwrap(atomic_load(&arena->hooks));
+		atomic_store(&arena->hooks, h);
 		mp_mutex_unlock(&arena->mtx);
 	}
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
@@ -991,7 +1004,8 @@ static int ctl_arena_reset_destroy(const ctl_node_t *node,
 		return EPERM;
 	arena_t *arena = mib[1] == ARENAS_MAX ? NULL :
 	    arena_get((unsigned)mib[1], false);
-	if (arena == NULL || !arena->manual)
+	if (arena == NULL || !arena->manual ||
+	    arena == atomic_load(&hook_extent_arena))
 		return EFAULT;
 	if (node->off != 0 && atomic_load(&arena->nthreads) != 0)
 		return EFAULT;
