@@ -290,8 +290,11 @@ static void hook_extent_out(void) {
 static void *hook_tr_alloc(extent_hooks_t *h, void *new_addr, size_t size,
     size_t align, bool *zero, bool *commit, unsigned ind) {
 	extent_hooks_t *u = hook_extent_user(h);
+	extent_alloc_t *fn = u->alloc;
+	if (fn == NULL)
+		return NULL;
 	hook_extent_in();
-	void *p = u->alloc(u, new_addr, size, align, zero, commit, ind);
+	void *p = fn(u, new_addr, size, align, zero, commit, ind);
 	hook_extent_out();
 	return p;
 }
@@ -299,8 +302,11 @@ static void *hook_tr_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 static bool hook_tr_dalloc(extent_hooks_t *h, void *addr, size_t size,
     bool committed, unsigned ind) {
 	extent_hooks_t *u = hook_extent_user(h);
+	extent_dalloc_t *fn = u->dalloc;
+	if (fn == NULL)
+		return true;
 	hook_extent_in();
-	bool r = u->dalloc(u, addr, size, committed, ind);
+	bool r = fn(u, addr, size, committed, ind);
 	hook_extent_out();
 	return r;
 }
@@ -308,8 +314,11 @@ static bool hook_tr_dalloc(extent_hooks_t *h, void *addr, size_t size,
 static void hook_tr_destroy(extent_hooks_t *h, void *addr, size_t size,
     bool committed, unsigned ind) {
 	extent_hooks_t *u = hook_extent_user(h);
+	extent_destroy_t *fn = u->destroy;
+	if (fn == NULL)
+		return;
 	hook_extent_in();
-	u->destroy(u, addr, size, committed, ind);
+	fn(u, addr, size, committed, ind);
 	hook_extent_out();
 }
 
@@ -318,6 +327,8 @@ typedef bool hook_range_fn(extent_hooks_t *, void *, size_t, size_t,
     size_t, unsigned);
 static bool hook_tr_range(hook_range_fn *fn, extent_hooks_t *u, void *addr,
     size_t size, size_t off, size_t len, unsigned ind) {
+	if (fn == NULL)
+		return true;
 	hook_extent_in();
 	bool r = fn(u, addr, size, off, len, ind);
 	hook_extent_out();
@@ -351,8 +362,11 @@ static bool hook_tr_purge_forced(extent_hooks_t *h, void *addr, size_t size,
 static bool hook_tr_split(extent_hooks_t *h, void *addr, size_t size,
     size_t size_a, size_t size_b, bool committed, unsigned ind) {
 	extent_hooks_t *u = hook_extent_user(h);
+	extent_split_t *fn = u->split;
+	if (fn == NULL)
+		return true;
 	hook_extent_in();
-	bool r = u->split(u, addr, size, size_a, size_b, committed, ind);
+	bool r = fn(u, addr, size, size_a, size_b, committed, ind);
 	hook_extent_out();
 	return r;
 }
@@ -360,8 +374,11 @@ static bool hook_tr_split(extent_hooks_t *h, void *addr, size_t size,
 static bool hook_tr_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
     void *addr_b, size_t size_b, bool committed, unsigned ind) {
 	extent_hooks_t *u = hook_extent_user(h);
+	extent_merge_t *fn = u->merge;
+	if (fn == NULL)
+		return true;
 	hook_extent_in();
-	bool r = u->merge(u, addr_a, size_a, addr_b, size_b, committed, ind);
+	bool r = fn(u, addr_a, size_a, addr_b, size_b, committed, ind);
 	hook_extent_out();
 	return r;
 }
@@ -399,14 +416,20 @@ static bool hook_extent_arena_make(void) {
 	return failed;
 }
 
+static void hook_extent_fill(hook_extent_wrapper_t *w);
+
 extent_hooks_t *hook_extent_wrap(extent_hooks_t *user) {
 	if (user == NULL || user == &extent_hooks_default)
 		return user;
 	for (hook_extent_wrapper_t *w = atomic_load_explicit(
 	    &hook_extent_wrappers, memory_order_acquire); w != NULL;
 	    w = w->next) {
-		if (w->user == user || &w->tramp == user)
+		if (&w->tramp == user)
+			return user;
+		if (w->user == user) {
+			hook_extent_fill(w);
 			return &w->tramp;
+		}
 	}
 	if (hook_extent_arena_make())
 		return NULL;
@@ -414,7 +437,24 @@ extent_hooks_t *hook_extent_wrap(extent_hooks_t *user) {
 	if (w == NULL)
 		return NULL;
 	w->user = user;
-	/* A NULL member stays NULL: "cannot", as the program said. */
+	hook_extent_fill(w);
+	hook_extent_wrapper_t *head = atomic_load(&hook_extent_wrappers);
+	do {
+		w->next = head;
+	} while (!atomic_compare_exchange_weak(&hook_extent_wrappers, &head,
+	    w));
+	return &w->tramp;
+}
+
+/*
+ * The wrapper's members follow the program's at each install (a NULL
+ * member stays NULL: "cannot", which the extent code may act on before
+ * calling, as for split).  The program may change its structure after;
+ * the trampolines read its members at each call, and one it set to NULL
+ * since answers "cannot", which is what the extent code does for NULL.
+ */
+static void hook_extent_fill(hook_extent_wrapper_t *w) {
+	extent_hooks_t *user = w->user;
 	w->tramp.alloc = user->alloc != NULL ? hook_tr_alloc : NULL;
 	w->tramp.dalloc = user->dalloc != NULL ? hook_tr_dalloc : NULL;
 	w->tramp.destroy = user->destroy != NULL ? hook_tr_destroy : NULL;
@@ -426,12 +466,6 @@ extent_hooks_t *hook_extent_wrap(extent_hooks_t *user) {
 	    hook_tr_purge_forced : NULL;
 	w->tramp.split = user->split != NULL ? hook_tr_split : NULL;
 	w->tramp.merge = user->merge != NULL ? hook_tr_merge : NULL;
-	hook_extent_wrapper_t *head = atomic_load(&hook_extent_wrappers);
-	do {
-		w->next = head;
-	} while (!atomic_compare_exchange_weak(&hook_extent_wrappers, &head,
-	    w));
-	return &w->tramp;
 }
 
 extent_hooks_t *hook_extent_unwrap(extent_hooks_t *h) {
