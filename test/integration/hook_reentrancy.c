@@ -10,7 +10,8 @@
  *     blocks at every call, with the calling thread itself moved onto
  *     that arena (the worst case: its cache refills from there);
  *   - the same hooks on arena 0, the main thread's;
- *   - several threads at once;
+ *   - several threads at once, and a fork while one of them is inside
+ *     the hooks;
  *   - the large blocks a hook allocates come from the hook arena, never
  *     from the arena whose lock it holds;
  *   - an experimental.hooks alloc hook that allocates is not called for
@@ -234,6 +235,50 @@ static void test_threads(void **state) {
 	assert_int_equal(atomic_load(&mp_failures), 0);
 }
 
+/* fork while another thread runs inside the hooks: the child gets
+ * every arena lock free (the hook arena's are taken last at fork, after
+ * every arena's mtx, which the hook's thread holds while it takes
+ * them), allocates and exits. */
+static _Atomic bool fork_stop;
+
+static void *thread_churn_until(void *arg) {
+	(void)arg;
+	while (!atomic_load(&fork_stop))
+		churn(shared_arena, 2);
+	return NULL;
+}
+
+static void test_fork(void **state) {
+	(void)state;
+	prep();
+	extent_hooks_t *h = &r_hooks;
+	size_t len = sizeof(shared_arena);
+	assert_int_equal(mallctl("arenas.create", &shared_arena, &len, &h,
+	    sizeof(h)), 0);
+	atomic_store(&fork_stop, false);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, thread_churn_until, NULL),
+	    0);
+	for (int i = 0; i < 20; i++) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			void *p = mallocx(3 * MP_MiB, MALLOCX_TCACHE_NONE);
+			free(malloc(64));
+			_exit(p != NULL ? 0 : 1);
+		}
+		int status = 0;
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		    "child %d: status 0x%x", i, status);
+	}
+	atomic_store(&fork_stop, true);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(atomic_load(&hook_null), 0);
+	check_kept(shared_arena);
+	assert_int_equal(atomic_load(&mp_failures), 0);
+}
+
 /* experimental.hooks: an alloc hook that allocates is called once per
  * program allocation, not for its own.  jemalloc's hooks_t, which
  * programs declare themselves (its header keeps it internal). */
@@ -281,6 +326,7 @@ int main(void) {
 		cmocka_unit_test(test_manual_arena),
 		cmocka_unit_test(test_arena0),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_experimental_hook),
 	};
 	return mp_run_tests(tests);
