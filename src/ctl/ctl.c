@@ -133,9 +133,7 @@ static void ctl_mutex_prof_merge(mp_mutex_prof_t *acc,
  * thread's are known here; the profiler registers its own
  * (ctl_mutex_register: ctl calls no prof function), summed per name (its
  * backtrace table is sharded). */
-enum { CTL_GMUTEX_CTL, CTL_GMUTEX_BG, CTL_GMUTEX_PROF, CTL_GMUTEX_PROF_THDS,
-    CTL_GMUTEX_PROF_DUMP, CTL_NGMUTEXES };
-static const char *const ctl_gmutex_names[CTL_NGMUTEXES] = {
+const char *const ctl_gmutex_names[CTL_NGMUTEXES] = {
 	"ctl", "background_thread", "prof", "prof_thds_data", "prof_dump",
 };
 #define CTL_GMUTEX_REG_MAX 96
@@ -144,7 +142,6 @@ static struct {
 	mp_mutex_t *m;
 } ctl_gmutex_reg[CTL_GMUTEX_REG_MAX];    /* written at boot only */
 static _Atomic unsigned ctl_gmutex_nreg;
-static mp_mutex_prof_t ctl_gmutex_snap[CTL_NGMUTEXES];   /* ctl_mtx */
 /* base.c's lock: the library's metadata, which arena 0 (and so the
  * merged arena) carries, as its base statistics (ctl_mtx). */
 static mp_mutex_prof_t ctl_base_mutex_snap;
@@ -166,15 +163,15 @@ bool ctl_mutex_register(const char *name, mp_mutex_t *m) {
 
 /* Each read takes the lock once, as in ctl_xsnap_read. */
 static void ctl_gmutex_refresh_locked(void) {
-	memset(ctl_gmutex_snap, 0, sizeof(ctl_gmutex_snap));
-	ctl_gmutex_snap[CTL_GMUTEX_CTL] = ctl_mtx.prof;   /* we hold it */
+	memset(ctl_snap.gmutexes, 0, sizeof(ctl_snap.gmutexes));
+	ctl_snap.gmutexes[CTL_GMUTEX_CTL] = ctl_mtx.prof;   /* we hold it */
 	mp_mutex_prof_read(background_thread_mutex(),
-	    &ctl_gmutex_snap[CTL_GMUTEX_BG]);
+	    &ctl_snap.gmutexes[CTL_GMUTEX_BG]);
 	unsigned n = atomic_load(&ctl_gmutex_nreg);
 	for (unsigned i = 0; i < n; i++) {
 		mp_mutex_prof_t m;
 		mp_mutex_prof_read(ctl_gmutex_reg[i].m, &m);
-		ctl_mutex_prof_merge(&ctl_gmutex_snap[ctl_gmutex_reg[i].which],
+		ctl_mutex_prof_merge(&ctl_snap.gmutexes[ctl_gmutex_reg[i].which],
 		    &m);
 	}
 	mp_mutex_prof_read(base_mutex(), &ctl_base_mutex_snap);
@@ -391,6 +388,8 @@ static void ctl_refresh_locked(void) {
 	    memory_order_relaxed);
 	ctl_snap.mutex_ctl = ctl_mtx.prof;       /* we hold it */
 	ctl_gmutex_refresh_locked();
+	ctl_snap.destroyed = ctl_destroyed;
+	ctl_snap.destroyed_x = ctl_destroyed_init ? &ctl_destroyed_x : NULL;
 	uint64_t allocated, deallocated;
 	tsd_totals(&allocated, &deallocated);
 	/* Another thread's free can be counted before its malloc is: the
@@ -425,8 +424,8 @@ ctl_snapshot_t *ctl_snapshot_copy(void) {
 	mp_mutex_lock(&ctl_mtx);
 	ctl_refresh_locked();
 	/* The tables follow the snapshot: slot i for arena i, then the
-	 * merged one. */
-	size_t size = sizeof(ctl_snapshot_t) + ((size_t)ctl_snap.narenas + 1) *
+	 * merged one, then the destroyed arenas' sum (if any). */
+	size_t size = sizeof(ctl_snapshot_t) + ((size_t)ctl_snap.narenas + 2) *
 	    sizeof(ctl_arena_xsnap_t);
 	ctl_snapshot_t *copy = base_malloc(size);
 	if (copy != NULL) {
@@ -443,6 +442,10 @@ ctl_snapshot_t *ctl_snapshot_copy(void) {
 		}
 		xs[ctl_snap.narenas] = *ctl_snap.merged_x;
 		copy->merged_x = &xs[ctl_snap.narenas];
+		if (ctl_snap.destroyed_x != NULL) {
+			xs[ctl_snap.narenas + 1] = *ctl_snap.destroyed_x;
+			copy->destroyed_x = &xs[ctl_snap.narenas + 1];
+		}
 	}
 	mp_mutex_unlock(&ctl_mtx);
 	return copy;
@@ -1205,7 +1208,7 @@ static int ctl_stats_mutex_read(const ctl_node_t *node, const size_t *mib,
 	mp_mutex_lock(&ctl_mtx);
 	ctl_snapshot_ensure_locked();
 	static const mp_mutex_prof_t none;
-	const mp_mutex_prof_t *m = &ctl_gmutex_snap[mib[2] - 1];
+	const mp_mutex_prof_t *m = &ctl_snap.gmutexes[mib[2] - 1];
 	if (miblen == 6) {
 		const ctl_arena_xsnap_t *x = ctl_x_at(mib[2]);
 		if (x == NULL) {

@@ -670,6 +670,26 @@ static unsigned ns_arena_life(unsigned n, unsigned nlarge,
 	return a;
 }
 
+/* malloc_stats_print's report, into a static buffer. */
+static char ns_report[1 << 20];
+static size_t ns_report_len;
+
+static void ns_report_cb(void *opaque, const char *s) {
+	(void)opaque;
+	size_t n = strlen(s);
+	if (ns_report_len + n < sizeof(ns_report)) {
+		memcpy(ns_report + ns_report_len, s, n + 1);
+		ns_report_len += n;
+	}
+}
+
+static const char *ns_print(const char *opts) {
+	ns_report_len = 0;
+	ns_report[0] = '\0';
+	malloc_stats_print(ns_report_cb, NULL, opts);
+	return ns_report;
+}
+
 /*
  * MALLCTL_ARENAS_DESTROYED (4097): absent until an arena is destroyed
  * (this test runs first), then the sum of the destroyed arenas'
@@ -684,6 +704,7 @@ static void test_destroyed(void **state) {
 	size_t len = sizeof(v);
 	assert_int_equal(mallctl_fmt(&v, &len, NULL, 0,
 	    "stats.arenas.%u.small.nmalloc", D), ENOENT);
+	assert_null(strstr(ns_print(""), "Destroyed arenas stats:"));
 	uint64_t sm1, lm1, sm2, lm2;
 	unsigned a1 = ns_arena_life(100, 3, &sm1, &lm1);
 	assert_true(ns_initialized(D));
@@ -707,6 +728,15 @@ static void test_destroyed(void **state) {
 	assert_int_equal(ns_u64("stats.arenas.%u.large.nmalloc", D),
 	    lm1 + lm2);
 	(void)ns_u64("stats.arenas.%u.mutexes.large.num_ops", D);
+	/* malloc_stats_print shows the sum after the merged arena (text and
+	 * JSON), unless d; and every global lock's row. */
+	const char *r = ns_print("");
+	assert_non_null(strstr(r, "Destroyed arenas stats:"));
+	assert_non_null(strstr(r, "prof_thds_data"));
+	assert_non_null(strstr(r, "background_thread"));
+	assert_null(strstr(ns_print("d"), "Destroyed arenas stats:"));
+	assert_non_null(strstr(ns_print("J"), "\"destroyed\": {"));
+	assert_null(strstr(ns_print("Jd"), "\"destroyed\""));
 	/* Other arena.4097 names find no arena. */
 	ssize_t ms;
 	len = sizeof(ms);
