@@ -768,6 +768,10 @@ static unsigned arenas_initialized(arena_t **out) {
 	return k;
 }
 
+/* The hook arena (hook.c makes it; defined here, where fork orders its
+ * locks, so that arena.c does not depend on hook.c). */
+_Atomic(arena_t *) hook_extent_arena;
+
 static arena_t *fork_arenas[ARENAS_MAX];
 static unsigned fork_narenas;
 

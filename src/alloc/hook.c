@@ -263,7 +263,7 @@ void hook_activity_event(tsd_t *tsd) {
  * mallctl.
  */
 __thread unsigned hook_extent_depth __attribute__((tls_model("initial-exec")));
-_Atomic(arena_t *) hook_extent_arena;
+/* hook_extent_arena is arena.c's (its fork handler reads it), set here. */
 
 typedef struct hook_extent_wrapper_s {
 	extent_hooks_t tramp;    /* first: what the arena holds */
