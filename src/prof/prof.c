@@ -163,7 +163,10 @@ bool prof_boot(void) {
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		mp_mutex_init(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
 		buckets_init(&gctx_shards[i].chains);
+		/* jemalloc's "prof" lock guards its backtrace table. */
+		ctl_mutex_register("prof", &gctx_shards[i].mtx);
 	}
+	ctl_mutex_register("prof_thds_data", &tdatas_mtx);
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
 		mp_mutex_init(&sample_shards[i].mtx, LOCK_RANK_PROF_SAMPLES);
 		buckets_init(&sample_shards[i].chains);

@@ -473,6 +473,7 @@ static const ctl_node_t prof_ctl_children[] = {
 };
 
 bool prof_ctl_boot(void) {
+	prof_dump_mutex_register();
 	return ctl_register("prof", prof_ctl_children,
 	    (unsigned)(sizeof(prof_ctl_children) /
 	    sizeof(prof_ctl_children[0]))) ||

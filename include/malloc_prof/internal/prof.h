@@ -705,6 +705,7 @@ bool prof_dump_prefix_set(const char *prefix);
 /* prof_dump_mtx around fork: tsd.c's fork list calls prefork before
  * prof_sys_prefork and prof_prefork (it ranks before the shard locks), the
  * postfork ones after theirs. */
+void prof_dump_mutex_register(void);   /* at prof_ctl_boot */
 void prof_dump_prefork(void);
 void prof_dump_postfork_parent(void);
 void prof_dump_postfork_child(void);

@@ -118,6 +118,12 @@ typedef enum {
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
 	LOCK_RANK_ARENA_ORPHANS,  /* arena->orphans_mtx: caches of dead threads */
 	LOCK_RANK_ARENA,          /* arena->mtx: extents, decay, stats */
+	/* The hook arena's three locks (hook.c): a custom extent hook runs
+	 * with its arena's mtx held, and what it allocates comes from
+	 * there, so they rank above every other arena's. */
+	LOCK_RANK_HOOK_ARENA_SHARED,
+	LOCK_RANK_HOOK_ARENA_ORPHANS,
+	LOCK_RANK_HOOK_ARENA,
 	LOCK_RANK_BASE,           /* base_mtx: metadata allocator (leaf) */
 } lock_rank_t;
 
