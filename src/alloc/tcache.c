@@ -67,8 +67,9 @@ static unsigned cache_bin_slots(unsigned ind) {
  * and CACHE_BIN_GROW_BYTES of regions, for classes up to
  * CACHE_BIN_GROW_USIZE.  The larger ones hold much memory in few regions
  * (8 at the base size from 4 KiB up): they grow to CACHE_BIN_GROW_MID_MUL
- * times that, and only when busy (bin_gc).  A tcache_nslots_small_max set
- * by the program is a bound it chose: no growth then.
+ * times that, by the same swings or when busy with remote frees (bin_gc).
+ * A tcache_nslots_small_max set by the program is a bound it chose: no
+ * growth then.
  */
 static unsigned cache_bin_slots_max(unsigned ind) {
 	unsigned base = cache_bin_slots(ind);
