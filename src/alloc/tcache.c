@@ -65,18 +65,21 @@ static unsigned cache_bin_slots(unsigned ind) {
  * the way out and again on the way in, which in bench's simple was a
  * quarter of the time.  Such a bin doubles, up to CACHE_BIN_GROW_SLOTS
  * and CACHE_BIN_GROW_BYTES of regions, for classes up to
- * CACHE_BIN_GROW_USIZE only: the larger ones hold much memory in few
- * regions, where a random walk (bench's xthread, midsize) would grow them
- * for little.  A tcache_nslots_small_max set by the program is a bound it
- * chose: no growth then.
+ * CACHE_BIN_GROW_USIZE.  The larger ones hold much memory in few regions
+ * (8 at the base size from 4 KiB up): they grow to CACHE_BIN_GROW_MID_MUL
+ * times that, by the same swings or when busy with remote frees (bin_gc).
+ * A tcache_nslots_small_max set by the program is a bound it chose: no
+ * growth then.
  */
 static unsigned cache_bin_slots_max(unsigned ind) {
 	unsigned base = cache_bin_slots(ind);
 	size_t usize = sz_index2size(ind);
-	if (usize > CACHE_BIN_GROW_USIZE ||
-	    opt_tcache_nslots_small_max != CACHE_BIN_MAX)
+	if (opt_tcache_nslots_small_max != CACHE_BIN_MAX)
 		return base;
-	size_t n = CACHE_BIN_GROW_BYTES / usize;
+	size_t n = usize > CACHE_BIN_GROW_USIZE ?
+	    (size_t)base * CACHE_BIN_GROW_MID_MUL : CACHE_BIN_GROW_BYTES / usize;
+	if (n > CACHE_BIN_GROW_BYTES / usize)
+		n = CACHE_BIN_GROW_BYTES / usize;
 	if (n > CACHE_BIN_GROW_SLOTS)
 		n = CACHE_BIN_GROW_SLOTS;
 	return n > base ? (unsigned)n : base;
@@ -99,10 +102,7 @@ static void bin_set_cap(tcache_t *tc, unsigned ind, unsigned cap) {
  * alloctest, 8 threads: +0.7 MB).
  */
 static void **bin_grow_end(tcache_t *tc, unsigned ind) {
-	void **slot = tc->cb_grow_slots;
-	for (unsigned i = 0; i < ind; i++)
-		slot += cache_bin_slots_max(i) + 1;
-	return slot + cache_bin_slots_max(ind);
+	return tc->cb_grow_slots + tc->cb_grow_end[ind];
 }
 
 /* Move bin ind's regions to the slots ending at `empty`, cap of them. */
@@ -129,9 +129,14 @@ static bool bin_resize(tcache_t *tc, unsigned ind, unsigned cap) {
 		return true;
 	}
 	if (tc->cb_grow_slots == NULL) {
-		size_t total = 0;
-		for (unsigned i = 0; i < SC_NBINS; i++)
-			total += cache_bin_slots_max(i) + 1;
+		/* Where each bin's sentinel is, kept: summed at each resize,
+		 * it was most of a resize's cost once the mid-size bins grew
+		 * and shrank at GC visits. */
+		uint32_t total = 0;
+		for (unsigned i = 0; i < SC_NBINS; i++) {
+			tc->cb_grow_end[i] = total + cache_bin_slots_max(i);
+			total = tc->cb_grow_end[i] + 1;
+		}
 		tc->cb_grow_slots = base_alloc(total * sizeof(void *));
 		if (tc->cb_grow_slots == NULL)
 			return false;
@@ -157,6 +162,8 @@ static bool bin_move(tcache_t *tc, unsigned ind, uint8_t kind) {
 	unsigned cap = tcache_bin_cap(tc, ind);
 	uint8_t last = tc->cb_move[ind];
 	tc->cb_idle[ind] = false;
+	if (tc->cb_moves[ind] != UINT8_MAX)
+		tc->cb_moves[ind]++;
 	if (last != kind) {
 		bool quick = last != BIN_MOVE_NONE && now -
 		    tc->cb_move_at[ind] < (uint64_t)2 * cap *
@@ -175,8 +182,21 @@ static bool bin_move(tcache_t *tc, unsigned ind, uint8_t kind) {
 	return bin_resize(tc, ind, cap * 2 < max ? cap * 2 : max);
 }
 
-/* At the bin's GC visit: one that neither ran dry nor overflowed since
- * the last visit halves back towards its base size. */
+/*
+ * At the bin's GC visit: one that neither ran dry nor overflowed since
+ * the last visit halves back towards its base size.  A bin above
+ * CACHE_BIN_GROW_USIZE that did so CACHE_BIN_BUSY_MOVES times or more,
+ * in a class other threads free into, doubles.  bin_move's swings, timed
+ * by the thread's traffic in every class, never look quick for a class
+ * that is one of many: in bench's xthread (sizes 8 B to 16 KB, half the
+ * frees remote) the 8-slot bins of 4-14 KiB were filled and flushed
+ * several times a loop, and moving regions between the bins and the
+ * slabs was two thirds of the allocator's instructions.  Only with remote
+ * frees: in a single-thread random walk (midsize, realloc) or same-thread
+ * traffic (alloctest) growth saved under 2% of the instructions and cost
+ * 0.4-0.9 MB of peak RSS.  The bit is only read here; slab_bin_gc, right
+ * after, clears it.
+ */
 static void bin_gc(tcache_t *tc, unsigned ind) {
 	unsigned cap = tcache_bin_cap(tc, ind);
 	unsigned base = cache_bin_slots(ind);
@@ -184,8 +204,16 @@ static void bin_gc(tcache_t *tc, unsigned ind) {
 		unsigned ncap = cap / 2 > base ? cap / 2 : base;
 		tcache_bin_flush(tc, ind, ncap);
 		bin_resize(tc, ind, ncap);
+	} else if (tc->cb_moves[ind] >= CACHE_BIN_BUSY_MOVES &&
+	    sz_index2size(ind) > CACHE_BIN_GROW_USIZE &&
+	    (atomic_load_explicit(&tc->remote_classes, memory_order_relaxed) &
+	    ((uint64_t)1 << ind)) != 0) {
+		unsigned max = cache_bin_slots_max(ind);
+		if (cap < max)
+			bin_resize(tc, ind, cap * 2 < max ? cap * 2 : max);
 	}
 	tc->cb_idle[ind] = true;
+	tc->cb_moves[ind] = 0;
 }
 
 void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
@@ -256,6 +284,7 @@ static bool bins_attach(tcache_t *tc, void ***cur, uint32_t *full) {
 		tc->cb_move[i] = BIN_MOVE_NONE;
 		tc->cb_swings[i] = 0;
 		tc->cb_idle[i] = false;
+		tc->cb_moves[i] = 0;
 		slot++;
 	}
 	tc->cb_cur = cur;
@@ -351,6 +380,7 @@ void tcache_flush(tcache_t *tc) {
 			bin_resize(tc, i, cache_bin_slots(i));
 			tc->cb_move[i] = BIN_MOVE_NONE;
 			tc->cb_swings[i] = 0;
+			tc->cb_moves[i] = 0;
 		}
 	}
 	slab_inbox_drain(tc);

@@ -88,6 +88,12 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define CACHE_BIN_GROW_SLOTS 2048
 #define CACHE_BIN_GROW_BYTES ((size_t)512 << 10)
 #define CACHE_BIN_GROW_USIZE ((size_t)1024)
+/* The classes above CACHE_BIN_GROW_USIZE grow to this many times their
+ * base slots (within CACHE_BIN_GROW_BYTES), and only when their bin was
+ * filled or flushed CACHE_BIN_BUSY_MOVES times between two GC visits and
+ * other threads freed into the class's slabs (tcache.c, bin_gc). */
+#define CACHE_BIN_GROW_MID_MUL 4
+#define CACHE_BIN_BUSY_MOVES 4
 /* Bytes between two thread events (cache GC step, decay tick):
  * tcache_gc_incr_bytes, 128 KiB by default (alloc.h, conf.c). */
 #define TSD_EVENT_INTERVAL ((uint64_t)opt_tcache_gc_incr_bytes)
@@ -366,10 +372,13 @@ struct tcache_s {
 	void **cb_home[SC_NBINS];        /* each bin's sentinel in cb_slots */
 	void **cb_grow_slots;            /* where grown bins live (made at
 	                                  * the first growth) */
+	uint32_t cb_grow_end[SC_NBINS];  /* each bin's sentinel there */
 	uint64_t cb_move_at[SC_NBINS];
 	uint8_t cb_move[SC_NBINS];
 	uint8_t cb_swings[SC_NBINS];
 	bool cb_idle[SC_NBINS];
+	uint8_t cb_moves[SC_NBINS];      /* fills and overflows since the
+	                                  * bin's last GC visit (to 255) */
 	/* Bit ind: another thread freed into a slab of class ind since the
 	 * class's last GC visit, which looks at its slabs only then (slab.c:
 	 * walking them for nothing was a tenth of the allocator's time in
