@@ -312,12 +312,14 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 	return false;
 }
 
+/* Raw locks, as prof_prefork takes the others: held across fork, not
+ * counted as held by the rank checks. */
 void prof_lifetime_prefork(void) {
-	mp_mutex_lock(&life_mtx);
+	pthread_mutex_lock(&life_mtx.lock);
 }
 
 void prof_lifetime_postfork_parent(void) {
-	mp_mutex_unlock(&life_mtx);
+	pthread_mutex_unlock(&life_mtx.lock);
 }
 
 void prof_lifetime_postfork_child(void) {

@@ -10,11 +10,15 @@
  * "at once" may take longer than 1 ms on a loaded machine, so short_site
  * must have >= 90% of its objects in the buckets up to 100 ms, and
  * long_site all of its freed objects in ">1s" (they lived through the
- * sleep, whatever the load) and the kept ones in "live".
+ * sleep, whatever the load) and the kept ones in "live".  prof.reset
+ * starts the counts over; threads churning while dumps are taken are
+ * all counted; NULL dumps to an automatic .l0.pb.gz name; the
+ * endpoint serves the profile.
  */
 #include "../test_util.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -141,6 +145,76 @@ static void test_buckets(void **state) {
 		free(kept[i]);
 }
 
+/* prof.reset starts the counts over: short_site's earlier frees are
+ * gone, and an object sampled before the reset and freed after it is not
+ * counted (its counts belong to the old epoch). */
+static void test_reset(void **state) {
+	(void)state;
+	void *old = long_site();
+	assert_int_equal(mallctl("prof.reset", NULL, NULL, NULL, 0), 0);
+	free(old);
+	for (int i = 0; i < 100; i++)
+		short_site();
+	char path[512];
+	snprintf(path, sizeof(path), "%s/reset.pb.gz", tmpdir);
+	const char *name = path;
+	assert_int_equal(mallctl("prof.lifetimes.dump", NULL, NULL,
+	    (void *)&name, sizeof(name)), 0);
+	mp_pprof_t pp;
+	MP_PPROF_LOAD(path, &pp);
+	int64_t sb[NB], lb[NB], n = 0;
+	site_buckets(&pp, (const void *)short_site, sb);
+	site_buckets(&pp, (const void *)long_site, lb);
+	for (int k = 0; k < NB; k++) {
+		n += sb[k];
+		MP_ASSERT(lb[k] == 0, "long_site: %lld in %s after the reset",
+		    (long long)lb[k], buckets[k]);
+	}
+	MP_ASSERT(n == 100, "short_site: %lld objects since the reset, "
+	    "expected 100", (long long)n);
+	mp_pprof_free(&pp);
+}
+
+/* Four threads churn at short_site while the main thread dumps: every
+ * free is counted once (the table's lock), and the dumps are whole. */
+#define CHURN_THREADS 4
+#define CHURN_N 1000
+
+static void *churn(void *arg) {
+	(void)arg;
+	for (int i = 0; i < CHURN_N; i++)
+		short_site();
+	return NULL;
+}
+
+static void test_threads(void **state) {
+	(void)state;
+	assert_int_equal(mallctl("prof.reset", NULL, NULL, NULL, 0), 0);
+	pthread_t t[CHURN_THREADS];
+	for (int i = 0; i < CHURN_THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, churn, NULL), 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/during.pb.gz", tmpdir);
+	const char *name = path;
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(mallctl("prof.lifetimes.dump", NULL, NULL,
+		    (void *)&name, sizeof(name)), 0);
+	for (int i = 0; i < CHURN_THREADS; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	snprintf(path, sizeof(path), "%s/threads.pb.gz", tmpdir);
+	assert_int_equal(mallctl("prof.lifetimes.dump", NULL, NULL,
+	    (void *)&name, sizeof(name)), 0);
+	mp_pprof_t pp;
+	MP_PPROF_LOAD(path, &pp);
+	int64_t sb[NB], n = 0;
+	site_buckets(&pp, (const void *)short_site, sb);
+	for (int k = 0; k < NB; k++)
+		n += sb[k];
+	MP_ASSERT(n == CHURN_THREADS * CHURN_N, "short_site: %lld objects, "
+	    "expected %d", (long long)n, CHURN_THREADS * CHURN_N);
+	mp_pprof_free(&pp);
+}
+
 /* NULL: an automatic name, <prefix>.<pid>.<seq>.l0.pb.gz. */
 static void test_auto_name(void **state) {
 	(void)state;
@@ -217,6 +291,8 @@ int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_buckets),
+		cmocka_unit_test(test_reset),
+		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_auto_name),
 		cmocka_unit_test(test_endpoint),
 	};
