@@ -478,6 +478,9 @@ static const http_index_row_t http_index_rows[] = {
 	{"peak", "/debug/pprof/peak", "/debug/pprof/peak?debug=1",
 	    "The live objects sampled when the heap was highest (needs "
 	    "prof_peak:true)"},
+	{"lifetimes", "/debug/pprof/lifetimes", "/debug/pprof/lifetimes",
+	    "The sampled allocations of each stack by how long they lived "
+	    "(label lifetime; pprof only: no text form)"},
 	{"symbol", "/debug/pprof/symbol", "/debug/pprof/symbol",
 	    "Function names of addresses, for go tool pprof (POST them "
 	    "joined by +)"},

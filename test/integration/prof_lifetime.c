@@ -244,9 +244,8 @@ static void test_auto_name(void **state) {
 	mp_pprof_free(&pp);
 }
 
-/* GET /debug/pprof/lifetimes: 200 with a pprof body. */
-static void test_endpoint(void **state) {
-	(void)state;
+/* GET path on the endpoint: the whole response, malloc'd, *n its size. */
+static uint8_t *http_get(const char *path, size_t *n) {
 	unsigned port = 0;
 	size_t sz = sizeof(port);
 	assert_int_equal(mallctl("prof.http_port", &port, &sz, NULL, 0), 0);
@@ -257,12 +256,20 @@ static void test_endpoint(void **state) {
 	    .sin_port = htons((uint16_t)port)};
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	const char req[] = "GET /debug/pprof/lifetimes HTTP/1.0\r\n\r\n";
-	assert_int_equal(write(fd, req, sizeof(req) - 1),
-	    (ssize_t)sizeof(req) - 1);
-	size_t n;
-	uint8_t *b = mp_read_fd_all(fd, &n);
+	char req[256];
+	int len = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path);
+	assert_int_equal(write(fd, req, (size_t)len), len);
+	uint8_t *b = mp_read_fd_all(fd, n);
 	close(fd);
+	return b;
+}
+
+/* GET /debug/pprof/lifetimes: 200 with a pprof body; the index lists
+ * it; a query is refused. */
+static void test_endpoint(void **state) {
+	(void)state;
+	size_t n;
+	uint8_t *b = http_get("/debug/pprof/lifetimes", &n);
 	MP_ASSERT(n > 12 && memcmp(b, "HTTP/1.1 200", 12) == 0,
 	    "status: %.40s", (const char *)b);
 	uint8_t *body = NULL;
@@ -278,6 +285,19 @@ static void test_endpoint(void **state) {
 	MP_ASSERT(ok, "body: %s", pp.err);
 	assert_true(mp_pprof_type(&pp, "alloc_objects") >= 0);
 	mp_pprof_free(&pp);
+	free(b);
+
+	b = http_get("/debug/pprof/?debug=1", &n);
+	b = realloc(b, n + 1);
+	assert_non_null(b);
+	b[n] = '\0';
+	MP_ASSERT(strstr((char *)b, "\nlifetimes\t-\t/debug/pprof/lifetimes\t")
+	    != NULL, "the index has no lifetimes row: %.300s", (char *)b);
+	free(b);
+
+	b = http_get("/debug/pprof/lifetimes?debug=1", &n);
+	MP_ASSERT(n > 12 && memcmp(b, "HTTP/1.1 400", 12) == 0,
+	    "with a query: %.40s", (const char *)b);
 	free(b);
 }
 
