@@ -654,12 +654,14 @@ static int mp_pprof_write_file(const mp_opts_t *o, mp_pprof_out_t *pp,
 static const char *const mp_life_buckets[] = {
 	"<1ms", "1-10ms", "10-100ms", "100ms-1s", ">1s", "live" };
 #define MP_LIFE_NB 6
+#define MP_LIFE_FRAMES 4
 
 typedef struct {
 	const mp_stack_t *s;	/* the first of its samples */
 	double objs[MP_LIFE_NB], bytes[MP_LIFE_NB];
 	double all_objs, short_objs, short_bytes;
 	const char *mean;	/* lifetime_mean in ns (decimal), or NULL */
+	uint32_t ids[MP_LIFE_FRAMES], nids;	/* names (shown rows) */
 } mp_life_row_t;
 
 static int mp_stack_cmp(const void *a, const void *b) {
@@ -682,23 +684,17 @@ static int mp_life_row_cmp(const void *a, const void *b) {
 	return 0;
 }
 
-/* "f < caller < ..." : the stack's first frames, innermost first. */
-static void mp_life_frames(mp_symbolizer_t *sym, const mp_profile_t *prof,
-    const mp_stack_t *s, char *buf, size_t size) {
-	size_t len = 0;
-	buf[0] = '\0';
-	for (uint32_t k = 0; k < s->npcs && k < 4 && len + 1 < size; k++) {
-		const char *name = s->fn != NULL && s->fn[k] != UINT32_MAX ?
-		    prof->fnames[s->fn[k]].name : mp_sym_frame(sym, prof,
-		    s->pcs[k], k == 0 || prof->exact_pcs);
-		int n = snprintf(buf + len, size - len, "%s%s",
-		    k > 0 ? " < " : "", name);
-		if (n < 0)
-			break;
-		len += (size_t)n < size - len ? (size_t)n : size - len - 1;
-	}
-	if (s->npcs > 4 && len + 6 < size)
-		snprintf(buf + len, size - len, " < ...");
+/* The names of the stack's first MP_LIFE_FRAMES frames, innermost
+ * first, interned in REP (so that they are demangled together). */
+static uint32_t mp_life_names(mp_symbolizer_t *sym, const mp_profile_t *prof,
+    const mp_stack_t *s, mp_report_t *rep, uint32_t *ids) {
+	uint32_t n = 0;
+	for (; n < s->npcs && n < MP_LIFE_FRAMES; n++)
+		ids[n] = mp_report_intern(rep, s->fn != NULL &&
+		    s->fn[n] != UINT32_MAX ? prof->fnames[s->fn[n]].name :
+		    mp_sym_frame(sym, prof, s->pcs[n], n == 0 ||
+		    prof->exact_pcs));
+	return n;
 }
 
 static int mp_cmd_temporary(const mp_opts_t *o, mp_symbolizer_t *sym,
@@ -753,8 +749,19 @@ static int mp_cmd_temporary(const mp_opts_t *o, mp_symbolizer_t *sym,
 		all_short += rows[i].short_objs;
 	}
 	qsort(rows, nrows, sizeof(*rows), mp_life_row_cmp);
+	size_t nshow = 0;
+	while (nshow < nrows && rows[nshow].short_objs > 0 &&
+	    (o->limit < 0 || nshow < (size_t)o->limit))
+		nshow++;
+	mp_report_t *names = mp_report_new();
+	for (size_t i = 0; i < nshow; i++)
+		rows[i].nids = mp_life_names(sym, prof, rows[i].s, names,
+		    rows[i].ids);
+	if (o->demangle)
+		mp_demangle(names);
 	FILE *f = mp_open_output(o->output);
 	if (f == NULL) {
+		mp_report_free(names);
 		free(rows);
 		free(ord);
 		return MP_EXIT_USAGE;
@@ -767,31 +774,32 @@ static int mp_cmd_temporary(const mp_opts_t *o, mp_symbolizer_t *sym,
 	fprintf(f, "%12s %7s %14s %12s %11s  %s\n", "temporary", "of site",
 	    "temp bytes", "allocations", "mean life", "stack (innermost "
 	    "first)");
-	long shown = 0;
-	char frames[1024];
-	for (size_t i = 0; i < nrows; i++) {
+	for (size_t i = 0; i < nshow; i++) {
 		const mp_life_row_t *r = &rows[i];
-		if (r->short_objs <= 0 || (o->limit >= 0 && shown >= o->limit))
-			break;
 		char mean[32] = "-";
 		if (r->mean != NULL) {
 			double ns = strtod(r->mean, NULL);
-			if (ns < 1e6)
+			if (ns < 1e3)
+				snprintf(mean, sizeof(mean), "%.0fns", ns);
+			else if (ns < 1e6)
 				snprintf(mean, sizeof(mean), "%.1fus", ns / 1e3);
 			else if (ns < 1e9)
 				snprintf(mean, sizeof(mean), "%.1fms", ns / 1e6);
 			else
 				snprintf(mean, sizeof(mean), "%.2fs", ns / 1e9);
 		}
-		mp_life_frames(sym, prof, r->s, frames, sizeof(frames));
-		fprintf(f, "%12.0f %6.1f%% %14.0f %12.0f %11s  %s\n",
+		fprintf(f, "%12.0f %6.1f%% %14.0f %12.0f %11s ",
 		    r->short_objs, 100.0 * r->short_objs / r->all_objs,
-		    r->short_bytes, r->all_objs, mean, frames);
-		shown++;
+		    r->short_bytes, r->all_objs, mean);
+		for (uint32_t k = 0; k < r->nids; k++)
+			fprintf(f, "%s%s", k > 0 ? " < " : " ",
+			    mp_report_name(names, r->ids[k]));
+		fprintf(f, "%s\n", r->s->npcs > r->nids ? " < ..." : "");
 	}
-	if (shown == 0)
+	if (nshow == 0 && (o->limit != 0 || nrows == 0))
 		fprintf(f, "no sampled allocation was freed within %s\n",
 		    within);
+	mp_report_free(names);
 	free(rows);
 	free(ord);
 	return mp_close_output(f, o->output) ? MP_EXIT_OK : MP_EXIT_USAGE;
