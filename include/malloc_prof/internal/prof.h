@@ -4,7 +4,7 @@
  * backtraces by frame pointers, then by prof_cfi.c's .eh_frame reader;
  * prof_snap.c: the snapshot dumps are written from; prof_heap_v2.c and
  * prof_pprof.c: its two writers; prof_dump.c: dump files and their
- * triggers).
+ * triggers; prof_lifetime.c: the lifetimes of freed samples).
  *
  * What is counted: each sampled object adds to the counters of the
  * (thread, backtrace) pair that allocated it, a tctx; freeing it, from any
