@@ -225,6 +225,11 @@ static void test_auto_name(void **state) {
 	    sizeof(p)), 0);
 	assert_int_equal(mallctl("prof.lifetimes.dump", NULL, NULL, NULL, 0),
 	    0);
+	/* Write-only, as prof.dump. */
+	const char *v;
+	size_t len = sizeof(v);
+	assert_int_equal(mallctl("prof.lifetimes.dump", (void *)&v, &len,
+	    NULL, 0), EPERM);
 	DIR *d = opendir(tmpdir);
 	assert_non_null(d);
 	struct dirent *e;
