@@ -48,6 +48,9 @@ static const struct {
 	[CMD_PPROF] = { "pprof", "-o FILE.pb.gz [PROGRAM] PROFILE...",
 	    "a symbolized, gzipped profile.proto for pprof tools (all four "
 	    "sample types)" },
+	[CMD_TEMPORARY] = { "temporary", "[--within T] [PROGRAM] PROFILE",
+	    "the stacks that churn short-lived memory (a lifetime profile: "
+	    "prof.lifetimes.dump)" },
 };
 #define MP_NCMDS (sizeof(mp_cmds) / sizeof(mp_cmds[0]))
 
@@ -80,7 +83,12 @@ static void mp_cmd_help(mp_cmd_t cmd) {
 		printf("  --thread N        only what thread tN allocated\n"
 		    "  --base BASE       subtract the profile BASE (its "
 		    "samples, negated)\n");
-	if (cmd != CMD_INFO && cmd != CMD_PPROF) {
+	if (cmd == CMD_TEMPORARY)
+		printf("  --within T        short-lived: freed within T, one of "
+		    "1ms, 10ms (default),\n"
+		    "                    100ms, 1s (the profile's buckets)\n"
+		    "  -n, --nodecount N show at most N stacks\n");
+	if (cmd != CMD_INFO && cmd != CMD_PPROF && cmd != CMD_TEMPORARY) {
 		printf("  -n, --nodecount N show at most N rows (top, diff), "
 		    "stacks (leaks) or\n"
 		    "                    functions (dot, svg)\n"
@@ -154,7 +162,7 @@ enum {
 	OPT_INUSE_SPACE = 256, OPT_INUSE_OBJECTS, OPT_ALLOC_SPACE,
 	OPT_ALLOC_OBJECTS, OPT_FOCUS, OPT_IGNORE, OPT_BASE, OPT_MAX_BYTES,
 	OPT_DEBUG_DIR, OPT_TITLE, OPT_LINES, OPT_FUNCTIONS, OPT_NO_DEMANGLE,
-	OPT_THREAD, OPT_TAG
+	OPT_THREAD, OPT_TAG, OPT_WITHIN
 };
 
 static const struct option mp_long_opts[] = {
@@ -180,6 +188,7 @@ static const struct option mp_long_opts[] = {
 	{ "tag", required_argument, NULL, OPT_TAG },
 	{ "functions", no_argument, NULL, OPT_FUNCTIONS },
 	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
+	{ "within", required_argument, NULL, OPT_WITHIN },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -190,6 +199,7 @@ static int mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 	o->debug_dir = "/usr/lib/debug";
 	o->demangle = true;
 	o->thread = -1;
+	o->within = 10;
 	optind = 1;
 	opterr = 0;
 	int c;
@@ -233,6 +243,18 @@ static int mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 				    "KEY=VALUE, got \"%s\"", optarg);
 			o->tag = optarg;
 			break;
+		case OPT_WITHIN:
+			o->within = strcmp(optarg, "1ms") == 0 ? 1 :
+			    strcmp(optarg, "10ms") == 0 ? 10 :
+			    strcmp(optarg, "100ms") == 0 ? 100 :
+			    strcmp(optarg, "1s") == 0 ? 1000 : -1;
+			if (o->cmd != CMD_TEMPORARY || o->within < 0)
+				return mp_usage_error(o, o->cmd != CMD_TEMPORARY ?
+				    "--within applies to temporary only" :
+				    "--within needs 1ms, 10ms, 100ms or 1s (the "
+				    "lifetime profile's buckets), got \"%s\"",
+				    optarg);
+			break;
 		case OPT_MAX_BYTES:
 			if (!mp_parse_count(optarg, &o->max_bytes))
 				return mp_usage_error(o, "--max-bytes needs a "
@@ -260,6 +282,12 @@ static int mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 	if ((o->cmd == CMD_PPROF || o->cmd == CMD_INFO) && o->tag != NULL)
 		return mp_usage_error(o, "--tag does not apply to %s",
 		    mp_cmds[o->cmd].name);
+	if (o->cmd == CMD_TEMPORARY && (o->focus != NULL || o->ignore != NULL ||
+	    o->tag != NULL || o->base != NULL || o->thread >= 0 ||
+	    o->which != MP_INUSE_SPACE))
+		return mp_usage_error(o, "temporary reads a lifetime profile "
+		    "as a whole: --focus, --ignore, --tag, --base, --thread and "
+		    "the sample types do not apply");
 	if (o->cmd == CMD_DIFF && o->base != NULL)
 		return mp_usage_error(o, "diff takes its base as the first "
 		    "profile, not --base");
@@ -271,6 +299,9 @@ static int mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 	o->nprofiles = argc - i;
 	if (o->nprofiles == 0)
 		return mp_usage_error(o, "no profile given");
+	if (o->cmd == CMD_TEMPORARY && o->nprofiles != 1)
+		return mp_usage_error(o, "temporary reads one lifetime profile "
+		    "(got %d)", o->nprofiles);
 	if (o->cmd == CMD_DIFF) {
 		if (o->nprofiles != 2)
 			return mp_usage_error(o, "diff needs two profiles, "

@@ -135,7 +135,8 @@ void mp_printable(char *s);
 /* ---- mp_cmd.c: running a command (main parses the command line) */
 typedef enum {
 	CMD_TOP, CMD_DIFF, CMD_COLLAPSED, CMD_FLAMEGRAPH, CMD_DOT, CMD_SVG,
-	CMD_LEAKS, CMD_INFO, CMD_PPROF
+	CMD_LEAKS, CMD_INFO, CMD_PPROF,
+	CMD_TEMPORARY
 } mp_cmd_t;
 
 typedef struct {
@@ -149,6 +150,7 @@ typedef struct {
 	const char *tag;	/* --tag KEY (group) or KEY=VALUE (filter) */
 	bool demangle;		/* c++filt, unless --no-demangle */
 	uint64_t max_bytes;
+	int within;		/* temporary: freed within 1, 10, 100 or 1000 ms */
 	const char *program;
 	const char **profiles;
 	int nprofiles;

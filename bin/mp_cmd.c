@@ -645,6 +645,166 @@ static int mp_pprof_write_file(const mp_opts_t *o, mp_pprof_out_t *pp,
 	return ok ? MP_EXIT_OK : MP_EXIT_USAGE;
 }
 
+/* ---- temporary: heaptrack's "temporary allocations" from a lifetime
+ * profile (prof.lifetimes.dump, GET /debug/pprof/lifetimes), whose
+ * samples are (stack, bucket) pairs: alloc_objects and alloc_space split
+ * by the string label lifetime, with the stack's mean lifetime of freed
+ * samples as the number label lifetime_mean (ns). */
+
+static const char *const mp_life_buckets[] = {
+	"<1ms", "1-10ms", "10-100ms", "100ms-1s", ">1s", "live" };
+#define MP_LIFE_NB 6
+#define MP_LIFE_FRAMES 4
+
+typedef struct {
+	const mp_stack_t *s;	/* the first of its samples */
+	double objs[MP_LIFE_NB], bytes[MP_LIFE_NB];
+	double all_objs, short_objs, short_bytes;
+	const char *mean;	/* lifetime_mean in ns (decimal), or NULL */
+	uint32_t ids[MP_LIFE_FRAMES], nids;	/* names (shown rows) */
+} mp_life_row_t;
+
+static int mp_stack_cmp(const void *a, const void *b) {
+	const mp_stack_t *x = *(const mp_stack_t *const *)a;
+	const mp_stack_t *y = *(const mp_stack_t *const *)b;
+	if (x->npcs != y->npcs)
+		return x->npcs < y->npcs ? -1 : 1;
+	for (uint32_t k = 0; k < x->npcs; k++)
+		if (x->pcs[k] != y->pcs[k])
+			return x->pcs[k] < y->pcs[k] ? -1 : 1;
+	return 0;
+}
+
+static int mp_life_row_cmp(const void *a, const void *b) {
+	const mp_life_row_t *x = a, *y = b;
+	if (x->short_objs != y->short_objs)
+		return x->short_objs > y->short_objs ? -1 : 1;
+	if (x->short_bytes != y->short_bytes)
+		return x->short_bytes > y->short_bytes ? -1 : 1;
+	return 0;
+}
+
+/* The names of the stack's first MP_LIFE_FRAMES frames, innermost
+ * first, interned in REP (so that they are demangled together). */
+static uint32_t mp_life_names(mp_symbolizer_t *sym, const mp_profile_t *prof,
+    const mp_stack_t *s, mp_report_t *rep, uint32_t *ids) {
+	uint32_t n = 0;
+	for (; n < s->npcs && n < MP_LIFE_FRAMES; n++)
+		ids[n] = mp_report_intern(rep, s->fn != NULL &&
+		    s->fn[n] != UINT32_MAX ? prof->fnames[s->fn[n]].name :
+		    mp_sym_frame(sym, prof, s->pcs[n], n == 0 ||
+		    prof->exact_pcs));
+	return n;
+}
+
+static int mp_cmd_temporary(const mp_opts_t *o, mp_symbolizer_t *sym,
+    const mp_profile_t *prof) {
+	size_t nlife = 0;
+	for (size_t i = 0; i < prof->nstacks; i++)
+		nlife += mp_stack_label(&prof->stacks[i], "lifetime", 8) !=
+		    NULL;
+	if (nlife == 0) {
+		mp_err("\"%s\" is not a lifetime profile (a %s profile%s%s%s "
+		    "whose samples have no lifetime label): temporary reads "
+		    "the profiles of prof.lifetimes.dump or GET "
+		    "/debug/pprof/lifetimes", prof->file, prof->format,
+		    prof->sample_types != NULL ? " of " : "",
+		    prof->sample_types != NULL ? prof->sample_types : "",
+		    prof->nstacks == 0 ? ", empty," : "");
+		return MP_EXIT_USAGE;
+	}
+	int nshort = o->within == 1 ? 1 : o->within == 10 ? 2 :
+	    o->within == 100 ? 3 : 4;
+	const mp_stack_t **ord = mp_xcalloc(prof->nstacks, sizeof(*ord));
+	for (size_t i = 0; i < prof->nstacks; i++)
+		ord[i] = &prof->stacks[i];
+	qsort(ord, prof->nstacks, sizeof(*ord), mp_stack_cmp);
+	mp_life_row_t *rows = mp_xcalloc(prof->nstacks, sizeof(*rows));
+	size_t nrows = 0;
+	double all = 0, all_short = 0;
+	for (size_t i = 0; i < prof->nstacks; i++) {
+		const mp_stack_t *s = ord[i];
+		if (nrows == 0 || mp_stack_cmp(&ord[i], &rows[nrows - 1].s) != 0)
+			rows[nrows++].s = s;
+		mp_life_row_t *r = &rows[nrows - 1];
+		const char *b = mp_stack_label(s, "lifetime", 8);
+		int k = 0;
+		while (b != NULL && k < MP_LIFE_NB &&
+		    strcmp(b, mp_life_buckets[k]) != 0)
+			k++;
+		if (b == NULL || k == MP_LIFE_NB)
+			continue;	/* not ours: counted nowhere */
+		r->objs[k] += s->val[MP_ALLOC_OBJECTS];
+		r->bytes[k] += s->val[MP_ALLOC_SPACE];
+		r->all_objs += s->val[MP_ALLOC_OBJECTS];
+		if (k < nshort) {
+			r->short_objs += s->val[MP_ALLOC_OBJECTS];
+			r->short_bytes += s->val[MP_ALLOC_SPACE];
+		}
+		if (r->mean == NULL)
+			r->mean = mp_stack_label(s, "lifetime_mean", 13);
+	}
+	for (size_t i = 0; i < nrows; i++) {
+		all += rows[i].all_objs;
+		all_short += rows[i].short_objs;
+	}
+	qsort(rows, nrows, sizeof(*rows), mp_life_row_cmp);
+	size_t nshow = 0;
+	while (nshow < nrows && rows[nshow].short_objs > 0 &&
+	    (o->limit < 0 || nshow < (size_t)o->limit))
+		nshow++;
+	mp_report_t *names = mp_report_new();
+	for (size_t i = 0; i < nshow; i++)
+		rows[i].nids = mp_life_names(sym, prof, rows[i].s, names,
+		    rows[i].ids);
+	if (o->demangle)
+		mp_demangle(names);
+	FILE *f = mp_open_output(o->output);
+	if (f == NULL) {
+		mp_report_free(names);
+		free(rows);
+		free(ord);
+		return MP_EXIT_USAGE;
+	}
+	const char *within = o->within == 1000 ? "1s" : o->within == 100 ?
+	    "100ms" : o->within == 10 ? "10ms" : "1ms";
+	fprintf(f, "%s: %.0f allocations (estimated from the samples), "
+	    "%.0f (%.1f%%) freed within %s\n", prof->file, all, all_short,
+	    all > 0 ? 100.0 * all_short / all : 0.0, within);
+	fprintf(f, "%12s %7s %14s %12s %11s  %s\n", "temporary", "of site",
+	    "temp bytes", "allocations", "mean life", "stack (innermost "
+	    "first)");
+	for (size_t i = 0; i < nshow; i++) {
+		const mp_life_row_t *r = &rows[i];
+		char mean[32] = "-";
+		if (r->mean != NULL) {
+			double ns = strtod(r->mean, NULL);
+			if (ns < 1e3)
+				snprintf(mean, sizeof(mean), "%.0fns", ns);
+			else if (ns < 1e6)
+				snprintf(mean, sizeof(mean), "%.1fus", ns / 1e3);
+			else if (ns < 1e9)
+				snprintf(mean, sizeof(mean), "%.1fms", ns / 1e6);
+			else
+				snprintf(mean, sizeof(mean), "%.2fs", ns / 1e9);
+		}
+		fprintf(f, "%12.0f %6.1f%% %14.0f %12.0f %11s ",
+		    r->short_objs, 100.0 * r->short_objs / r->all_objs,
+		    r->short_bytes, r->all_objs, mean);
+		for (uint32_t k = 0; k < r->nids; k++)
+			fprintf(f, "%s%s", k > 0 ? " < " : " ",
+			    mp_report_name(names, r->ids[k]));
+		fprintf(f, "%s\n", r->s->npcs > r->nids ? " < ..." : "");
+	}
+	if (nshow == 0 && (o->limit != 0 || nrows == 0))
+		fprintf(f, "no sampled allocation was freed within %s\n",
+		    within);
+	mp_report_free(names);
+	free(rows);
+	free(ord);
+	return mp_close_output(f, o->output) ? MP_EXIT_OK : MP_EXIT_USAGE;
+}
+
 static bool mp_compile(const char *opt, const char *re, regex_t *out) {
 	int r = regcomp(out, re, REG_EXTENDED | REG_NOSUB);
 	if (r != 0) {
@@ -692,6 +852,10 @@ int mp_cmd_run(const mp_opts_t *o) {
 	if (o->cmd == CMD_INFO) {
 		mp_cmd_info(o, sym, profs);
 		status = MP_EXIT_OK;
+		goto out;
+	}
+	if (o->cmd == CMD_TEMPORARY) {
+		status = mp_cmd_temporary(o, sym, &profs[0]);
 		goto out;
 	}
 	rep = mp_report_new();

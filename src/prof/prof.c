@@ -947,6 +947,10 @@ void prof_sample_free(void *p, extent_t *e) {
 		t->cnt.curbytes_unbiased -= s->bytes_unbiased;
 		atomic_fetch_sub_explicit(&prof_live_bytes, s->bytes_unbiased,
 		    memory_order_relaxed);
+		/* The lifetime profile: its stack's bucket (the gctx is
+		 * stable under its shard lock). */
+		prof_lifetime_free(t->gctx, s->time_ns, prof_time_ns(), objs_u,
+		    s->bytes_unbiased, s->epoch);
 	}
 	if (--t->nsamples == 0)
 		tctx_try_destroy_locked(sh, t);
@@ -1023,9 +1027,11 @@ void prof_prefork(void) {
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		pthread_mutex_lock(&sample_shards[i].mtx.lock);
 	prof_recent_prefork();
+	prof_lifetime_prefork();
 }
 
 void prof_postfork_parent(void) {
+	prof_lifetime_postfork_parent();
 	prof_recent_postfork_parent();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		pthread_mutex_unlock(&sample_shards[i].mtx.lock);
@@ -1035,6 +1041,7 @@ void prof_postfork_parent(void) {
 }
 
 void prof_postfork_child(void) {
+	prof_lifetime_postfork_child();
 	prof_recent_postfork_child();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		mp_mutex_postfork_child(&sample_shards[i].mtx);

@@ -20,9 +20,12 @@
 
 #define PROF_CTL_NPEAK 3
 static const ctl_node_t prof_ctl_peak_children[PROF_CTL_NPEAK];
+static const ctl_node_t prof_ctl_lifetimes_children[1];
 
 /* What comes between "prof." and a node's name in messages. */
 static const char *prof_ctl_group(const ctl_node_t *node) {
+	if (node == prof_ctl_lifetimes_children)
+		return "lifetimes.";
 	return node >= prof_ctl_peak_children && node <
 	    prof_ctl_peak_children + PROF_CTL_NPEAK ? "peak." : "";
 }
@@ -87,7 +90,8 @@ static int ctl_prof_switch(const ctl_node_t *node, const size_t *mib,
 /* -w: prof.dump writes a heap profile to the given file, or (no value,
  * or NULL) to the next automatic name; prof.peak.dump (node->off 1) the
  * peak-heap profile (prof_peak), named <prefix>.<pid>.<seq>.p<n>.heap
- * when no name is given. */
+ * when no name is given; prof.lifetimes.dump (node->off 2) the lifetime
+ * profile (pprof), named <prefix>.<pid>.<seq>.l<n>.pb.gz. */
 static int ctl_prof_dump(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	const char *filename;
@@ -96,6 +100,7 @@ static int ctl_prof_dump(const ctl_node_t *node, const size_t *mib,
 	if (err != 0)
 		return err;
 	bool fail = node->off == 1 ? prof_peak_dump_file(filename) :
+	    node->off == 2 ? prof_lifetimes_dump_file(filename) :
 	    prof_dump_file(filename);
 	return fail ? EFAULT : 0;
 }
@@ -448,6 +453,11 @@ static const ctl_node_t prof_ctl_peak_children[PROF_CTL_NPEAK] = {
 	  .prof = CTL_PROF_STARTED },
 };
 
+static const ctl_node_t prof_ctl_lifetimes_children[1] = {
+	{ .name = "dump", .handler = ctl_prof_dump, .off = 2,
+	  .prof = CTL_PROF_STARTED, .prof_hint = true },
+};
+
 static const ctl_node_t prof_ctl_children[] = {
 	{ .name = "thread_active_init", .handler = ctl_prof_switch,
 	  .ptr = &prof_thread_active_init, .prof = CTL_PROF_BUILT },
@@ -470,6 +480,7 @@ static const ctl_node_t prof_ctl_children[] = {
 	{ .name = "dropped_samples", .handler = ctl_prof_dropped_samples,
 	  .prof = CTL_PROF_BUILT },
 	{ .name = "peak", CTL_CHILDREN(prof_ctl_peak_children) },
+	{ .name = "lifetimes", CTL_CHILDREN(prof_ctl_lifetimes_children) },
 };
 
 bool prof_ctl_boot(void) {

@@ -47,6 +47,10 @@ static bool dump_prefix_set;
 /* File name sequence numbers: one shared, one per kind. */
 static uint64_t dump_seq, dump_mseq, dump_iseq, dump_useq, dump_pseq;
 static uint64_t dump_oseq;
+static uint64_t dump_lseq;
+/* Every dump is pprof whatever prof.format says (the lifetime profile,
+ * which heap_v2 cannot express: its buckets are labels). */
+static bool dump_pprof_only;
 /* Every dump is heap_v2 whatever prof.format says (the dump at an
  * allocation failure: pprof's encoder needs memory). */
 static bool dump_heap_v2_only;
@@ -67,6 +71,7 @@ typedef enum {
 	DUMP_F,              /* prof_final */
 	DUMP_P,              /* the peak: prof.peak.dump, prof_final */
 	DUMP_O,              /* prof_oom_dump */
+	DUMP_L,              /* prof.lifetimes.dump */
 } dump_kind_t;
 
 /* ------------------------------------------------------------ writing */
@@ -298,6 +303,8 @@ static bool dump_format_set;
 static prof_format_t dump_format_locked(void) {
 	if (dump_heap_v2_only)
 		return PROF_FORMAT_HEAP_V2;
+	if (dump_pprof_only)
+		return PROF_FORMAT_PPROF;
 	return dump_format_set ? dump_format : (prof_format_t)opt_prof_format;
 }
 
@@ -343,6 +350,10 @@ static bool dump_name_locked(dump_kind_t kind, char *path, size_t size) {
 	case DUMP_O:
 		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".o%" PRIu64
 		    ".%s", prefix, pid, seq, dump_oseq++, sfx);
+		break;
+	case DUMP_L:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".l%" PRIu64
+		    ".%s", prefix, pid, seq, dump_lseq++, sfx);
 		break;
 	case DUMP_NAMED:
 		mp_not_reached();
@@ -452,8 +463,51 @@ static void dump_taken_note(const dump_result_t *r, char *buf,
 static bool peak_ready_locked(const char **whyp);
 static const dump_snap_t *peak_snap_locked(void);
 
-/* prof.dump and prof.peak.dump (peak), named `what` in messages. */
-static bool dump_file_cmd(const char *what, const char *filename, bool peak) {
+/* What a dump writes: the heap of now, the peak kept, or the lifetime
+ * profile (prof_lifetime.c; always pprof). */
+typedef enum {
+	DUMP_SRC_NOW,
+	DUMP_SRC_PEAK,
+	DUMP_SRC_LIFE
+} dump_src_t;
+
+/* The snapshot a dump of src writes, made ready (prof_dump_mtx held):
+ * *from is NULL for the heap of now (the caller collects it), else the
+ * peak or *life, made here; src_done_locked releases what this made.
+ * true with *whyp set if there is none to write. */
+static bool src_ready_locked(dump_src_t src, dump_snap_t *life,
+    const dump_snap_t **from, const char **whyp) {
+	*from = NULL;
+	if (src == DUMP_SRC_PEAK) {
+		if (peak_ready_locked(whyp))
+			return true;
+		*from = peak_snap_locked();
+	} else if (src == DUMP_SRC_LIFE) {
+		dump_snap_t live;
+		if (prof_snap_collect(&live, whyp))
+			return true;
+		bool fail = prof_lifetime_collect(life, &live, whyp);
+		prof_snap_release(&live);
+		if (fail)
+			return true;
+		*from = life;
+		dump_pprof_only = true;
+	}
+	return false;
+}
+
+static void src_done_locked(dump_src_t src, dump_snap_t *life,
+    const dump_snap_t *from) {
+	if (src == DUMP_SRC_LIFE && from != NULL) {
+		prof_snap_release(life);
+		dump_pprof_only = false;
+	}
+}
+
+/* prof.dump, prof.peak.dump and prof.lifetimes.dump (src), named `what`
+ * in messages. */
+static bool dump_file_cmd(const char *what, const char *filename,
+    dump_src_t src) {
 	dump_result_t r;
 	dump_named_buf_t *buf = NULL;
 	char note[DUMP_ERR_MAX + 64];
@@ -472,11 +526,14 @@ static bool dump_file_cmd(const char *what, const char *filename, bool peak) {
 	const char *why = NULL;
 	dump_result_init(&r);
 	dump_enter();
-	bool fail = peak && peak_ready_locked(&why);
+	const dump_snap_t *from;
+	dump_snap_t life;
+	bool fail = src_ready_locked(src, &life, &from, &why);
 	if (!fail)
-		fail = dump_locked(filename != NULL ? DUMP_NAMED : peak ?
-		    DUMP_P : DUMP_M, filename, buf, peak ? peak_snap_locked() :
-		    NULL, &r);
+		fail = dump_locked(filename != NULL ? DUMP_NAMED : src ==
+		    DUMP_SRC_PEAK ? DUMP_P : src == DUMP_SRC_LIFE ? DUMP_L :
+		    DUMP_M, filename, buf, from, &r);
+	src_done_locked(src, &life, from);
 	dump_leave();
 	if (buf != NULL)
 		base_free(buf, sizeof(*buf));
@@ -498,7 +555,7 @@ static bool dump_file_cmd(const char *what, const char *filename, bool peak) {
 }
 
 bool prof_dump_file(const char *filename) {
-	return dump_file_cmd("prof.dump", filename, false);
+	return dump_file_cmd("prof.dump", filename, DUMP_SRC_NOW);
 }
 
 prof_format_t prof_dump_format_get(void) {
@@ -527,7 +584,7 @@ void prof_dump_format_set(prof_format_t format) {
  * reports err[] its own way.
  */
 static bool dump_fd_common(int fd, prof_format_t format,
-    const char *sample_type, bool peak, char *err, size_t errsize) {
+    const char *sample_type, dump_src_t src, char *err, size_t errsize) {
 	char ebuf[128];
 	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
 	if (fl < 0) {
@@ -540,7 +597,16 @@ static bool dump_fd_common(int fd, prof_format_t format,
 		    "read-only", fd);
 		return true;
 	}
-	if (sample_type != NULL && !prof_snap_sample_type_ok(sample_type)) {
+	if (src == DUMP_SRC_LIFE && sample_type != NULL &&
+	    strcmp(sample_type, "alloc_objects") != 0 &&
+	    strcmp(sample_type, "alloc_space") != 0) {
+		mp_snprintf(err, errsize, "\"%s\" is not a sample type of "
+		    "the lifetime profile: expected alloc_objects, alloc_space",
+		    sample_type);
+		return true;
+	}
+	if (src != DUMP_SRC_LIFE && sample_type != NULL &&
+	    !prof_snap_sample_type_ok(sample_type)) {
 		mp_snprintf(err, errsize, "\"%s\" is not a sample type of "
 		    "this profile: expected inuse_objects, inuse_space%s",
 		    sample_type, opt_prof_accum ? ", alloc_objects, "
@@ -558,16 +624,21 @@ static bool dump_fd_common(int fd, prof_format_t format,
 	dump_enter();
 	if (format == PROF_FORMAT_CURRENT)
 		format = dump_format_locked();
-	dump_snap_t s;
+	if (src == DUMP_SRC_LIFE)
+		format = PROF_FORMAT_PPROF;
+	dump_snap_t s, life;
+	const dump_snap_t *from;
 	const char *why = NULL;
-	bool fail = peak ? peak_ready_locked(&why) : prof_snap_collect(&s, &why);
+	bool fail = src_ready_locked(src, &life, &from, &why) ||
+	    (from == NULL && prof_snap_collect(&s, &why));
 	if (fail) {
 		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd, why);
 	} else {
-		int e = dump_write(peak ? peak_snap_locked() : &s, fd, format,
+		int e = dump_write(from != NULL ? from : &s, fd, format,
 		    sample_type, &why);
-		if (!peak)
+		if (from == NULL)
 			prof_snap_release(&s);
+		src_done_locked(src, &life, from);
 		if (e != 0) {
 			fail = true;
 			mp_snprintf(err, errsize, "cannot write to fd %d: %s",
@@ -589,12 +660,20 @@ static bool dump_fd_common(int fd, prof_format_t format,
 
 bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
     char *err, size_t errsize) {
-	return dump_fd_common(fd, format, sample_type, false, err, errsize);
+	return dump_fd_common(fd, format, sample_type, DUMP_SRC_NOW, err,
+	    errsize);
 }
 
 bool prof_peak_dump_to_fd(int fd, prof_format_t format,
     const char *sample_type, char *err, size_t errsize) {
-	return dump_fd_common(fd, format, sample_type, true, err, errsize);
+	return dump_fd_common(fd, format, sample_type, DUMP_SRC_PEAK, err,
+	    errsize);
+}
+
+bool prof_lifetimes_dump_to_fd(int fd, const char *sample_type, char *err,
+    size_t errsize) {
+	return dump_fd_common(fd, PROF_FORMAT_PPROF, sample_type,
+	    DUMP_SRC_LIFE, err, errsize);
 }
 
 /* ------------------------------------------------------------- deltas */
@@ -874,7 +953,11 @@ uint64_t prof_peak_bytes(void) {
 }
 
 bool prof_peak_dump_file(const char *filename) {
-	return dump_file_cmd("prof.peak.dump", filename, true);
+	return dump_file_cmd("prof.peak.dump", filename, DUMP_SRC_PEAK);
+}
+
+bool prof_lifetimes_dump_file(const char *filename) {
+	return dump_file_cmd("prof.lifetimes.dump", filename, DUMP_SRC_LIFE);
 }
 
 /* ------------------------------------------------------------------ oom */

@@ -9,6 +9,8 @@
  *   GET /debug/pprof/allocs   the same, alloc_space by default
  *                             (needs prof_accum)
  *   GET /debug/pprof/peak     the peak-heap profile (prof_peak), as heap
+ *   GET /debug/pprof/lifetimes  the lifetime profile (prof_lifetime.c),
+ *                             pprof only
  *   ?seconds=N on heap, allocs: the delta of the next N seconds, as Go's
  *                             net/http/pprof serves it (below)
  *   GET /debug/malloc/stats   malloc_stats_print's JSON
@@ -180,6 +182,16 @@ void prof_http_route_match(prof_http_req_t *req, const char *method,
 		http_req_not_allowed(req, "GET", method, mlen);
 		return;
 	}
+	/* The lifetime profile: pprof only, no query (no text form, no
+	 * deltas). */
+	if (HTTP_PATH_IS("/debug/pprof/lifetimes")) {
+		if (qlen != 0)
+			prof_http_req_error(req, 400, "/debug/pprof/lifetimes "
+			    "takes no query: it is served as pprof only");
+		else
+			req->route = PROF_HTTP_LIFETIMES;
+		return;
+	}
 	if (HTTP_PATH_IS("/debug/pprof/heap") ||
 	    HTTP_PATH_IS("/debug/pprof/allocs") ||
 	    HTTP_PATH_IS("/debug/pprof/peak")) {
@@ -211,7 +223,8 @@ void prof_http_route_match(prof_http_req_t *req, const char *method,
 	} else {
 		prof_http_req_error(req, 404, "not found: %.*s (served: "
 		    "/debug/pprof/, /debug/pprof/heap, /debug/pprof/allocs, "
-		    "/debug/pprof/peak, /debug/pprof/symbol, "
+		    "/debug/pprof/peak, /debug/pprof/lifetimes, "
+		    "/debug/pprof/symbol, "
 		    "/debug/malloc/stats)",
 		    (int)(plen < 100 ? plen : 100), path);
 	}
@@ -362,6 +375,24 @@ static void http_serve_profile(prof_http_resp_t *r, bool alloc, bool peak,
 	    "application/octet-stream" : "text/plain; charset=utf-8");
 }
 
+/* GET /debug/pprof/lifetimes: the lifetime profile, as pprof. */
+static void http_serve_lifetimes(prof_http_resp_t *r) {
+	if (!http_prof_active()) {
+		prof_http_send_error(r, 403, "heap profiling not active");
+		return;
+	}
+	int fd = http_body(r);
+	if (fd < 0)
+		return;
+	char err[256];
+	if (prof_lifetimes_dump_to_fd(fd, NULL, err, sizeof(err))) {
+		prof_http_send_error(r, 500, "cannot write the profile: %s",
+		    err);
+		return;
+	}
+	prof_http_send_body(r, 200, "application/octet-stream");
+}
+
 static void http_serve_stats(prof_http_resp_t *r) {
 	int fd = http_body(r);
 	if (fd < 0)
@@ -447,6 +478,9 @@ static const http_index_row_t http_index_rows[] = {
 	{"peak", "/debug/pprof/peak", "/debug/pprof/peak?debug=1",
 	    "The live objects sampled when the heap was highest (needs "
 	    "prof_peak:true)"},
+	{"lifetimes", "/debug/pprof/lifetimes", "/debug/pprof/lifetimes",
+	    "The sampled allocations of each stack by how long they lived "
+	    "(label lifetime; pprof only: no text form)"},
 	{"symbol", "/debug/pprof/symbol", "/debug/pprof/symbol",
 	    "Function names of addresses, for go tool pprof (POST them "
 	    "joined by +)"},
@@ -544,6 +578,9 @@ void prof_http_route_serve(prof_http_resp_t *r, const prof_http_req_t *req,
 	case PROF_HTTP_PEAK:
 		http_serve_profile(r, req->route == PROF_HTTP_ALLOCS,
 		    req->route == PROF_HTTP_PEAK, req);
+		break;
+	case PROF_HTTP_LIFETIMES:
+		http_serve_lifetimes(r);
 		break;
 	case PROF_HTTP_RESUME:
 		http_delta_finish(r, req->resume, req->cancel);

@@ -1033,6 +1033,85 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
 	}
 }
 
+/*
+ * The lifetime profile (prof_lifetime_collect's snapshot): one Sample per
+ * (stack, bucket) with the values alloc_objects and alloc_space (the
+ * stack's sampled allocations, unbiased as the heap
+ * profile's), the string label lifetime (the bucket: "<1ms" ... ">1s",
+ * "live") and, when the stack had samples freed, the numeric labels
+ * lifetime_min, lifetime_mean and lifetime_max of those, in nanoseconds:
+ * `go tool pprof -tagfocus lifetime=<1ms` keeps the short-lived bytes of
+ * every stack, `-tags` prints the buckets' shares and the lifetimes with
+ * their units (1.20ms), and -tagfocus accepts ranges of them
+ * (lifetime_max=0:10ms).
+ */
+static void pprof_num_label(pprof_state_t *st, uint64_t key, uint64_t v,
+    uint64_t unit) {
+	uint8_t label[40];
+	size_t n = 0;
+	label[n++] = (1 << 3) | 0;
+	n += pprof_pb_varint(label + n, key);
+	label[n++] = (3 << 3) | 0;
+	n += pprof_pb_varint(label + n, v);
+	label[n++] = (4 << 3) | 0;
+	n += pprof_pb_varint(label + n, unit);
+	pprof_pb_bytes(&st->sub, 3, label, n);
+}
+
+static void pprof_emit_lifetimes(pprof_state_t *st, const dump_snap_t *s) {
+	uint64_t life_key = str_index(st, "lifetime");
+	uint64_t min_key = str_index(st, "lifetime_min");
+	uint64_t mean_key = str_index(st, "lifetime_mean");
+	uint64_t max_key = str_index(st, "lifetime_max");
+	uint64_t ns_unit = str_index(st, "nanoseconds");
+	double R = (double)((uint64_t)1 << s->lg_sample);
+	const char *p = s->gbuf;
+	for (size_t i = 0; i < s->ngctx; i++) {
+		const dump_gctx_t *g = (const dump_gctx_t *)p;
+		p += sizeof(*g);
+		void *const *frames = (void *const *)p;
+		p += dump_frames_size(g->nframes);
+		const dump_tctx_t *tr = (const dump_tctx_t *)p;
+		p += g->ntctx * sizeof(dump_tctx_t);
+		st->packed.len = 0;
+		uint32_t first = pprof_first_frame(st, frames, g->nframes);
+		if (first == g->nframes && g->nframes > 0)
+			first = g->nframes - 1;
+		for (uint32_t k = first; k < g->nframes; k++) {
+			uintptr_t a = (uintptr_t)frames[k];
+			pprof_pb_raw_varint(&st->packed, loc_id(st, k == 0 ? a :
+			    a - 1));
+		}
+		size_t locs_len = st->packed.len;
+		for (uint32_t k = 0; k < g->ntctx; k++) {
+			const prof_cnt_t *c = &tr[k].cnt;
+			uint64_t v[2];
+			pprof_values(c->curobjs_shifted_unbiased,
+			    c->curbytes_unbiased, R, &v[0], &v[1]);
+			st->sub.len = 0;
+			pprof_pb_bytes(&st->sub, 1, st->packed.p, locs_len);
+			pprof_pb_raw_varint(&st->packed, v[0]);
+			pprof_pb_raw_varint(&st->packed, v[1]);
+			pprof_pb_bytes(&st->sub, 2, st->packed.p + locs_len,
+			    st->packed.len - locs_len);
+			st->packed.len = locs_len;
+			uint64_t b = tr[k].uid < PROF_LIFE_NBUCKETS ?
+			    tr[k].uid : PROF_LIFE_LIVE;
+			pprof_label(st, life_key, str_index(st,
+			    prof_lifetime_bucket_names[b]));
+			if (g->cnt.accumobjs != 0) {
+				pprof_num_label(st, min_key, c->accumobjs,
+				    ns_unit);
+				pprof_num_label(st, mean_key,
+				    c->accumobjs_shifted_unbiased, ns_unit);
+				pprof_num_label(st, max_key, c->accumbytes,
+				    ns_unit);
+			}
+			pprof_pb_bytes(&st->prof, 2, st->sub.p, st->sub.len);
+		}
+	}
+}
+
 static void pprof_value_type(pprof_state_t *st, unsigned field,
     const char *type, const char *unit) {
 	uint8_t vt[24];
@@ -1077,12 +1156,25 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 		return true;
 	pprof_collect_maps(st, s);
 
-	unsigned ntypes = s->accum ? 4 : 2;
+	unsigned ntypes = s->lifetimes ? 0 : s->accum ? 4 : 2;
 	for (unsigned i = 0; i < ntypes; i++) {
 		pprof_value_type(st, 1, prof_snap_sample_types[i].type,
 		    prof_snap_sample_types[i].unit);
 	}
-	pprof_emit_samples(st, s);
+	if (s->lifetimes) {
+		/* All allocations at the stack, split by how long they
+		 * lived: malloc-prof reads alloc_* as a heap profile's. */
+		pprof_value_type(st, 1, "alloc_objects", "count");
+		pprof_value_type(st, 1, "alloc_space", "bytes");
+		pprof_emit_lifetimes(st, s);
+		/* The profile says what it is (go tool pprof -comments;
+		 * malloc-prof temporary checks for it). */
+		pprof_pb_uint(&st->prof, 13, str_index(st, "malloc_prof "
+		    "lifetimes: objects and bytes of sampled allocations by "
+		    "how long they lived (label lifetime)"));
+	} else {
+		pprof_emit_samples(st, s);
+	}
 	/* Locations first: symbolizing them marks the mappings that have
 	 * functions. */
 	pprof_emit_locations(st);
@@ -1097,7 +1189,7 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 	pprof_value_type(st, 11, "space", "bytes");
 	pprof_pb_uint(&st->prof, 12, (uint64_t)1 << s->lg_sample);
 	pprof_pb_uint(&st->prof, 14, str_index(st, sample_type != NULL ?
-	    sample_type : "inuse_space"));
+	    sample_type : s->lifetimes ? "alloc_objects" : "inuse_space"));
 
 	/* The string table last: every index above is assigned by now. */
 	size_t cnt = pprof_nstrings(st);

@@ -4,7 +4,7 @@
  * backtraces by frame pointers, then by prof_cfi.c's .eh_frame reader;
  * prof_snap.c: the snapshot dumps are written from; prof_heap_v2.c and
  * prof_pprof.c: its two writers; prof_dump.c: dump files and their
- * triggers).
+ * triggers; prof_lifetime.c: the lifetimes of freed samples).
  *
  * What is counted: each sampled object adds to the counters of the
  * (thread, backtrace) pair that allocated it, a tctx; freeing it, from any
@@ -499,6 +499,9 @@ typedef struct dump_snap_s {
 	 * second snapshot's time and the window's length, as Go sets
 	 * them. */
 	uint64_t time_ns, duration_ns;
+	/* A lifetime profile (prof_lifetime_collect): each record's
+	 * dump_tctx_t are its buckets, not its threads. */
+	bool lifetimes;
 } dump_snap_t;
 
 
@@ -617,6 +620,46 @@ void prof_recent_prefork(void);
 void prof_recent_postfork_parent(void);
 void prof_recent_postfork_child(void);
 
+/* --------------------------------------------------- prof_lifetime.c */
+/*
+ * The lifetime profile: a sampled object's lifetime (free time minus
+ * allocation time, on prof_time_resolution's clock) counts in its
+ * stack's bucket.  PROF_LIFE_LIVE is the objects still live at the dump.
+ */
+typedef enum {
+	PROF_LIFE_LT1MS,
+	PROF_LIFE_LT10MS,
+	PROF_LIFE_LT100MS,
+	PROF_LIFE_LT1S,
+	PROF_LIFE_GE1S,
+	PROF_LIFE_LIVE,
+	PROF_LIFE_NBUCKETS
+} prof_life_bucket_t;
+#define PROF_LIFE_FREED PROF_LIFE_LIVE   /* the freed buckets */
+/* The pprof label `lifetime`'s values, by bucket. */
+extern const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS];
+/* prof_sample_free's call, under g's shard lock, for a sample of epoch
+ * `epoch` (the current one) that added (objs_shifted, bytes) unbiased. */
+void prof_lifetime_free(const prof_gctx_t *g, uint64_t alloc_ns,
+    uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
+    uint64_t epoch);
+/*
+ * The lifetime profile of now into *out (prof_dump_mtx held), from the
+ * live snapshot `live` (prof_snap_collect) and the freed counts: one
+ * record per stack, whose dump_tctx_t are its non-empty buckets (uid: the
+ * prof_life_bucket_t; cnt.curobjs_shifted_unbiased, curbytes_unbiased:
+ * its unbiased pair) carrying the stack's lifetimes of freed samples in
+ * ns (cnt.accumobjs: min, accumbytes: max, accumobjs_shifted_unbiased:
+ * mean; all 0 when none was freed); out->lifetimes set.  Released with
+ * prof_snap_release.  true on error (out of memory) with *whyp set.
+ */
+bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
+    const char **whyp);
+/* life_mtx around fork (prof_prefork's, after prof_recent_prefork). */
+void prof_lifetime_prefork(void);
+void prof_lifetime_postfork_parent(void);
+void prof_lifetime_postfork_child(void);
+
 /* ------------------------------------------------------- prof_dump.c */
 extern const char *const prof_format_names[PROF_FORMAT_COUNT];
 extern unsigned opt_prof_format;
@@ -687,6 +730,15 @@ bool prof_peak_dump_file(const char *filename);
  * now (the endpoint's /debug/pprof/peak). */
 bool prof_peak_dump_to_fd(int fd, prof_format_t format,
     const char *sample_type, char *err, size_t errsize);
+/* prof.lifetimes.dump: the lifetime profile (prof_lifetime.c) to
+ * `filename` (NULL: the automatic name <prefix>.<pid>.<seq>.l<n>.pb.gz),
+ * always pprof; true on error after printing the cause.  _to_fd: the
+ * same to an open descriptor (/debug/pprof/lifetimes), sample_type
+ * "alloc_objects" or "alloc_space" (NULL: alloc_objects), as
+ * prof_dump_to_fd. */
+bool prof_lifetimes_dump_file(const char *filename);
+bool prof_lifetimes_dump_to_fd(int fd, const char *sample_type, char *err,
+    size_t errsize);
 /* A delta profile's two ends (the endpoint's ?seconds=N), under
  * prof_dump_mtx: take copies the tables into *s0 (prof_snap_collect_accum;
  * its wall-clock time in s0->time_ns) with a hold on the accumulated
@@ -766,6 +818,7 @@ typedef enum {
 	PROF_HTTP_HEAP,         /* GET /debug/pprof/heap */
 	PROF_HTTP_ALLOCS,       /* GET /debug/pprof/allocs */
 	PROF_HTTP_PEAK,         /* GET /debug/pprof/peak */
+	PROF_HTTP_LIFETIMES,    /* GET /debug/pprof/lifetimes */
 	PROF_HTTP_STATS,        /* GET /debug/malloc/stats */
 	PROF_HTTP_SYMBOL_GET,   /* GET /debug/pprof/symbol */
 	PROF_HTTP_SYMBOL_POST,  /* POST /debug/pprof/symbol, clen bytes */

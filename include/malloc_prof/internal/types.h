@@ -119,6 +119,7 @@ typedef enum {
 	LOCK_RANK_PROF_TDATAS,    /* prof_tdatas_mtx: thread identities */
 	LOCK_RANK_PROF_SAMPLES,   /* sample-table shard: live samples */
 	LOCK_RANK_PROF_RECENT,    /* recent_mtx: the recent allocations */
+	LOCK_RANK_PROF_LIFETIME,  /* life_mtx: the lifetime profile's table */
 	LOCK_RANK_TSD_REGISTRY,   /* tsd_registry_mtx: list of live threads */
 	LOCK_RANK_ARENAS,         /* arenas_mtx: creating arenas */
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */

@@ -1,0 +1,327 @@
+/*
+ * prof_lifetime.c: the lifetime profile of sampled objects (issue 20,
+ * part 2): per allocation stack, how many objects and bytes were freed
+ * within 1 ms, 10 ms, 100 ms, 1 s or later after their allocation, with
+ * the least, mean and greatest lifetime; prof.lifetimes.dump and the
+ * endpoint's /debug/pprof/lifetimes write it as a pprof profile with the
+ * objects still live as one more bucket.
+ *
+ * Why a table of its own rather than counters in the gctx or tctx: those
+ * are freed as soon as their last sample is, and a stack that churns
+ * short-lived memory (the one this profile is for) would lose its counts
+ * between two of its samples.  A record here lives as long as the process
+ * (or until the next prof.reset, which it notices by the epoch and starts
+ * over), one per stack that ever had a sample freed: what prof_accum
+ * costs.  The tctx (104 bytes) and the 64-byte prof_sample_t are left as
+ * they were; the sample already holds its allocation time.
+ *
+ * Counting happens on the sampled free path only (prof.c's
+ * prof_sample_free calls prof_lifetime_free): the fast paths do not
+ * change.  life_mtx (LOCK_RANK_PROF_LIFETIME) guards the table; it is
+ * taken under a gctx shard lock (the free) or under prof_dump_mtx (the
+ * collection), and nothing under it allocates but base_malloc (a leaf).
+ * This file calls no other file of the profiler (prof.c calls it), so a
+ * dump's live part comes from the caller's snapshot (prof_snap.c).
+ */
+#include "malloc_prof/internal/internal.h"
+
+#include <inttypes.h>
+
+const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS] = {
+	"<1ms", "1-10ms", "10-100ms", "100ms-1s", ">1s", "live",
+};
+
+/* One stack's freed samples; frames follow.  The unbiased pairs are what
+ * the samples added to their tctx (objects shifted by 3, as prof_cnt_t). */
+typedef struct life_rec_s {
+	struct life_rec_s *next;         /* hash chain */
+	uint64_t hash;                   /* the gctx's */
+	uint64_t epoch;                  /* prof_epoch its counts are of */
+	uint64_t nfreed;                 /* samples freed */
+	uint64_t sum_ns, min_ns, max_ns;
+	uint64_t objs_shifted[PROF_LIFE_FREED];
+	uint64_t bytes[PROF_LIFE_FREED];
+	uint32_t nframes;
+	void *frames[];
+} life_rec_t;
+
+static mp_mutex_t life_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_LIFETIME);
+static life_rec_t **life_buckets;        /* life_nbuckets chains */
+static size_t life_nbuckets;
+static size_t life_count;
+
+static size_t life_rec_size(unsigned nframes) {
+	return sizeof(life_rec_t) + nframes * sizeof(void *);
+}
+
+/* Double the chains (or make the first 64); out of memory, the chains
+ * just grow longer. */
+static void life_grow_locked(void) {
+	size_t n = life_nbuckets == 0 ? 64 : life_nbuckets * 2;
+	life_rec_t **b = base_malloc(n * sizeof(*b));
+	if (b == NULL)
+		return;
+	memset(b, 0, n * sizeof(*b));
+	for (size_t i = 0; i < life_nbuckets; i++) {
+		life_rec_t *r = life_buckets[i];
+		while (r != NULL) {
+			life_rec_t *next = r->next;
+			life_rec_t **c = &b[(r->hash >> 6) & (n - 1)];
+			r->next = *c;
+			*c = r;
+			r = next;
+		}
+	}
+	if (life_buckets != NULL)
+		base_free(life_buckets, life_nbuckets * sizeof(*b));
+	life_buckets = b;
+	life_nbuckets = n;
+}
+
+/* Which freed bucket a lifetime falls in. */
+static unsigned life_bucket(uint64_t ns) {
+	if (ns < 1000000)
+		return PROF_LIFE_LT1MS;
+	if (ns < 10000000)
+		return PROF_LIFE_LT10MS;
+	if (ns < 100000000)
+		return PROF_LIFE_LT100MS;
+	if (ns < 1000000000)
+		return PROF_LIFE_LT1S;
+	return PROF_LIFE_GE1S;
+}
+
+void prof_lifetime_free(const prof_gctx_t *g, uint64_t alloc_ns,
+    uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
+    uint64_t epoch) {
+	uint64_t ns = free_ns > alloc_ns ? free_ns - alloc_ns : 0;
+	mp_mutex_lock(&life_mtx);
+	life_rec_t *r = NULL;
+	if (life_nbuckets != 0) {
+		for (r = life_buckets[(g->hash >> 6) & (life_nbuckets - 1)];
+		    r != NULL; r = r->next) {
+			if (r->hash == g->hash && r->nframes == g->nframes &&
+			    memcmp(r->frames, g->frames, g->nframes *
+			    sizeof(void *)) == 0)
+				break;
+		}
+	}
+	if (r == NULL) {
+		if (life_count >= life_nbuckets * 2)
+			life_grow_locked();
+		r = life_nbuckets == 0 ? NULL :
+		    base_malloc(life_rec_size(g->nframes));
+		if (r == NULL) {
+			/* Out of profiler memory: this free is not counted
+			 * (the heap profile's counts are unaffected). */
+			mp_mutex_unlock(&life_mtx);
+			return;
+		}
+		memset(r, 0, sizeof(*r));
+		r->hash = g->hash;
+		r->epoch = epoch;
+		r->min_ns = UINT64_MAX;
+		r->nframes = g->nframes;
+		memcpy(r->frames, g->frames, g->nframes * sizeof(void *));
+		life_rec_t **c = &life_buckets[(r->hash >> 6) &
+		    (life_nbuckets - 1)];
+		r->next = *c;
+		*c = r;
+		life_count++;
+	}
+	if (r->epoch != epoch) {
+		/* A prof.reset since: start over. */
+		r->epoch = epoch;
+		r->nfreed = r->sum_ns = r->max_ns = 0;
+		r->min_ns = UINT64_MAX;
+		memset(r->objs_shifted, 0, sizeof(r->objs_shifted));
+		memset(r->bytes, 0, sizeof(r->bytes));
+	}
+	unsigned b = life_bucket(ns);
+	r->objs_shifted[b] += objs_shifted;
+	r->bytes[b] += bytes;
+	r->nfreed++;
+	r->sum_ns += ns;
+	if (ns < r->min_ns)
+		r->min_ns = ns;
+	if (ns > r->max_ns)
+		r->max_ns = ns;
+	mp_mutex_unlock(&life_mtx);
+}
+
+/* ------------------------------------------------------------ collect */
+
+/* The collection's own hash of a stack: the snapshot keeps no hash, and
+ * bt_hash is prof.c's (which calls this file). */
+static uint64_t life_frames_hash(void *const *frames, uint32_t n) {
+	uint64_t h = 0x84222325cbf29ce4ULL ^ n;
+	for (uint32_t i = 0; i < n; i++) {
+		h ^= (uint64_t)(uintptr_t)frames[i];
+		h *= 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+/* Append len bytes to out's buffer, growing it; true on OOM. */
+static bool life_append(dump_snap_t *out, const void *p, size_t len) {
+	if (out->glen + len > out->gcap) {
+		size_t cap = out->gcap < 4096 ? 4096 : out->gcap;
+		while (cap < out->glen + len)
+			cap *= 2;
+		char *nb = base_malloc(cap);
+		if (nb == NULL)
+			return true;
+		if (out->glen != 0)
+			memcpy(nb, out->gbuf, out->glen);
+		if (out->gbuf != NULL)
+			base_free(out->gbuf, out->gcap);
+		out->gbuf = nb;
+		out->gcap = cap;
+	}
+	memcpy(out->gbuf + out->glen, p, len);
+	out->glen += len;
+	return false;
+}
+
+/* One stack of the output: its live counts (cnt, may be NULL) and its
+ * freed ones (r, may be NULL). */
+static bool life_emit(dump_snap_t *out, void *const *frames,
+    uint32_t nframes, const prof_cnt_t *live, const life_rec_t *r) {
+	dump_tctx_t tr[PROF_LIFE_NBUCKETS];
+	uint32_t nt = 0;
+	dump_gctx_t g;
+	memset(&g, 0, sizeof(g));
+	memset(tr, 0, sizeof(tr));
+	uint64_t min_ns = 0, max_ns = 0, mean_ns = 0;
+	if (r != NULL && r->nfreed != 0) {
+		min_ns = r->min_ns;
+		max_ns = r->max_ns;
+		mean_ns = r->sum_ns / r->nfreed;
+		g.cnt.accumobjs = r->nfreed;
+	}
+	for (unsigned b = 0; r != NULL && b < PROF_LIFE_FREED; b++) {
+		if (r->objs_shifted[b] == 0 && r->bytes[b] == 0)
+			continue;
+		tr[nt].uid = b;
+		tr[nt].cnt.curobjs_shifted_unbiased = r->objs_shifted[b];
+		tr[nt].cnt.curbytes_unbiased = r->bytes[b];
+		nt++;
+	}
+	if (live != NULL && live->curobjs != 0) {
+		tr[nt].uid = PROF_LIFE_LIVE;
+		tr[nt].cnt.curobjs = live->curobjs;
+		tr[nt].cnt.curobjs_shifted_unbiased =
+		    live->curobjs_shifted_unbiased;
+		tr[nt].cnt.curbytes_unbiased = live->curbytes_unbiased;
+		nt++;
+	}
+	if (nt == 0)
+		return false;
+	for (uint32_t k = 0; k < nt; k++) {
+		tr[k].cnt.accumobjs = min_ns;
+		tr[k].cnt.accumbytes = max_ns;
+		tr[k].cnt.accumobjs_shifted_unbiased = mean_ns;
+		g.cnt.curobjs_shifted_unbiased +=
+		    tr[k].cnt.curobjs_shifted_unbiased;
+		g.cnt.curbytes_unbiased += tr[k].cnt.curbytes_unbiased;
+	}
+	g.nframes = nframes;
+	g.ntctx = nt;
+	uint64_t pad = 0;
+	size_t fsz = nframes * sizeof(void *);
+	if (life_append(out, &g, sizeof(g)) || life_append(out, frames, fsz) ||
+	    life_append(out, &pad, dump_frames_size(nframes) - fsz) ||
+	    life_append(out, tr, nt * sizeof(tr[0])))
+		return true;
+	out->ngctx++;
+	if (live != NULL && live->curobjs != 0)
+		out->ncontexts++;
+	return false;
+}
+
+bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
+    const char **whyp) {
+	memset(out, 0, sizeof(*out));
+	out->lifetimes = true;
+	out->lg_sample = live->lg_sample;
+	out->epoch = live->epoch;
+	mp_mutex_lock(&life_mtx);
+	/* An index of this epoch's records by the collection's hash, and
+	 * which of them a live stack took already. */
+	size_t n = 16;
+	while (n < life_count * 2)
+		n *= 2;
+	life_rec_t **idx = base_malloc(n * sizeof(*idx));
+	bool *used = base_malloc(n * sizeof(*used));
+	bool fail = idx == NULL || used == NULL;
+	if (!fail) {
+		memset(idx, 0, n * sizeof(*idx));
+		memset(used, 0, n * sizeof(*used));
+		for (size_t b = 0; b < life_nbuckets; b++) {
+			for (life_rec_t *r = life_buckets[b]; r != NULL;
+			    r = r->next) {
+				if (r->epoch != live->epoch || r->nfreed == 0)
+					continue;
+				size_t i = life_frames_hash(r->frames,
+				    r->nframes) & (n - 1);
+				while (idx[i] != NULL)
+					i = (i + 1) & (n - 1);
+				idx[i] = r;
+			}
+		}
+	}
+	const char *p = live->gbuf;
+	for (size_t k = 0; !fail && k < live->ngctx; k++) {
+		const dump_gctx_t *g = (const dump_gctx_t *)p;
+		void *const *frames = (void *const *)(p + sizeof(*g));
+		p += sizeof(*g) + dump_frames_size(g->nframes) +
+		    g->ntctx * sizeof(dump_tctx_t);
+		const life_rec_t *r = NULL;
+		size_t i = life_frames_hash(frames, g->nframes) & (n - 1);
+		for (; idx[i] != NULL; i = (i + 1) & (n - 1)) {
+			if (!used[i] && idx[i]->nframes == g->nframes &&
+			    memcmp(idx[i]->frames, frames, g->nframes *
+			    sizeof(void *)) == 0) {
+				r = idx[i];
+				used[i] = true;
+				break;
+			}
+		}
+		fail = life_emit(out, frames, g->nframes, &g->cnt, r);
+	}
+	for (size_t i = 0; !fail && i < n; i++) {
+		if (idx[i] != NULL && !used[i])
+			fail = life_emit(out, idx[i]->frames,
+			    idx[i]->nframes, NULL, idx[i]);
+	}
+	mp_mutex_unlock(&life_mtx);
+	if (idx != NULL)
+		base_free(idx, n * sizeof(*idx));
+	if (used != NULL)
+		base_free(used, n * sizeof(*used));
+	if (fail) {
+		if (out->gbuf != NULL)
+			base_free(out->gbuf, out->gcap);
+		memset(out, 0, sizeof(*out));
+		*whyp = "out of memory for the lifetime profile";
+		return true;
+	}
+	/* The threads of the live snapshot are not copied: the lifetime
+	 * profile's samples carry buckets, not threads. */
+	return false;
+}
+
+/* Raw locks, as prof_prefork takes the others: held across fork, not
+ * counted as held by the rank checks. */
+void prof_lifetime_prefork(void) {
+	pthread_mutex_lock(&life_mtx.lock);
+}
+
+void prof_lifetime_postfork_parent(void) {
+	pthread_mutex_unlock(&life_mtx.lock);
+}
+
+void prof_lifetime_postfork_child(void) {
+	mp_mutex_postfork_child(&life_mtx);
+}
