@@ -80,11 +80,11 @@ _Static_assert(SZ_S2I(SC_LOOKUP_LEN - 1) == SC_NBINS - 1, "lookup max");
 #define SZ_BINS(B)							\
 	B(0, 2, 1) B(1, 4, 1) B(2, 6, 1) B(3, 8, 1) B(4, 10, 1)	\
 	B(5, 12, 1) B(6, 14, 1) B(7, 16, 1) B(8, 16, 1) B(9, 16, 1)	\
-	B(10, 16, 1) B(11, 16, 1) B(12, 16, 1) B(13, 16, 1)		\
-	B(14, 16, 1) B(15, 16, 1) B(16, 16, 1) B(17, 16, 1)		\
-	B(18, 16, 1) B(19, 16, 1) B(20, 16, 1) B(21, 16, 2)		\
-	B(22, 16, 1) B(23, 16, 1) B(24, 17, 2) B(25, 16, 3)		\
-	B(26, 16, 1) B(27, 16, 1) B(28, 19, 4) B(29, 18, 3)		\
+	B(10, 16, 1) B(11, 16, 1) B(12, 4, 1) B(13, 4, 1)		\
+	B(14, 4, 1) B(15, 4, 1) B(16, 5, 1) B(17, 4, 1)		\
+	B(18, 4, 1) B(19, 4, 1) B(20, 10, 1) B(21, 8, 2)		\
+	B(22, 8, 1) B(23, 8, 1) B(24, 10, 2) B(25, 9, 3)		\
+	B(26, 8, 1) B(27, 8, 1) B(28, 19, 4) B(29, 18, 3)		\
 	B(30, 16, 2) B(31, 16, 2) B(32, 20, 5) B(33, 18, 3)		\
 	B(34, 21, 4)
 #define SZ_SLAB_SIZE(i, pages, prof_pages) (uint32_t)((pages) * PAGE),
@@ -176,13 +176,22 @@ size_t sz_sa2u(size_t size, size_t alignment) {
 
 /*
  * Slab size per class: the smallest run of pages that holds at least four
- * regions and 64 KiB (or SLAB_MAXREGS regions, the most a slab's bitmaps
- * hold, if that is less), preferring less than 1/64 waste; failing that,
- * the least waste up to 64 pages.  A slab's pages are touched only as its
- * regions are used, so a big slab costs little memory.  Big slabs matter
+ * regions and SZ_SLAB_MIN_BYTES of the class (or SLAB_MAXREGS regions, the
+ * most a slab's bitmaps hold, if that is less), preferring less than 1/64
+ * waste; failing that, the least waste up to 64 pages.  Big slabs matter
  * for speed: a class whose objects are spread over many small slabs keeps
  * switching its current slab (a slow path each time) as frees punch holes
- * in all of them.
+ * in all of them.  But a slab's touched pages stay resident, and a thread
+ * holds a partly used slab of each class it uses, which in every arena
+ * and for every class adds up: with 64 KiB for all, bench's alloctest (8
+ * threads, a few live objects per class above 256 B) peaked at 1.12 x
+ * jemalloc's RSS and larson (8 B-1 KiB) at 1.03 x.  So the classes from
+ * 320 B to 1 KiB take 16 KiB and those to 4 KiB 32 KiB (8 to 64 and 8 to
+ * 25 regions): alloctest -4%, larson -9%, within 1% of the instructions
+ * (doc/performance.md, "Peak RSS, round 2").  Those up to 256 B keep 64
+ * KiB (or 512 regions): batches of many small objects (glibc's
+ * bench-malloc-simple) go through their slabs, and the larger classes
+ * above 4 KiB hold few regions per slab as it is.
  */
 /*
  * Slabs of the profiler's cache hold sampled objects, one per 512 KiB
@@ -202,8 +211,8 @@ static size_t prof_slab_pages(size_t size) {
 void sz_slab_geometry_compute(unsigned ind, uint32_t *slab_size,
     uint32_t *nregs, uint32_t *prof_slab_size) {
 	size_t size = sz_index2size_compute(ind);
-	size_t min_bytes = SZ_SLAB_MIN_BYTES < SLAB_MAXREGS * size ?
-	    SZ_SLAB_MIN_BYTES : SLAB_MAXREGS * size;
+	size_t min_bytes = SZ_SLAB_MIN_BYTES(size) < SLAB_MAXREGS * size ?
+	    SZ_SLAB_MIN_BYTES(size) : SLAB_MAXREGS * size;
 	size_t best_pages = 0, best_waste = SIZE_MAX;
 	for (size_t pages = 1; pages <= SZ_SLAB_MAX_PAGES; pages++) {
 		size_t bytes = pages * PAGE;

@@ -300,8 +300,9 @@ static void test_slab_geometry(void **state) {
 		MP_ASSERT(nregs == slab / size, "bin %u: nregs %zu, fit %zu",
 		    i, nregs, slab / size);
 		MP_ASSERT(nregs >= 4, "bin %u: %zu regions", i, nregs);
-		size_t min_bytes = SZ_SLAB_MIN_BYTES < SLAB_MAXREGS * size ?
-		    SZ_SLAB_MIN_BYTES : SLAB_MAXREGS * size;
+		size_t min_bytes = SZ_SLAB_MIN_BYTES(size) <
+		    SLAB_MAXREGS * size ? SZ_SLAB_MIN_BYTES(size) :
+		    SLAB_MAXREGS * size;
 		MP_ASSERT(slab >= min_bytes, "bin %u: slab %zu < %zu",
 		    i, slab, min_bytes);
 		MP_ASSERT(slab <= SZ_SLAB_MAX_PAGES * PAGE ||

@@ -72,8 +72,11 @@ extern const uint32_t sz_slab_size[SC_NBINS];    /* bytes per slab */
 extern const uint32_t sz_slab_nregs[SC_NBINS];
 /* Slabs of the profiler's cache: as small as waste allows (see sz.c). */
 extern const uint32_t sz_prof_slab_size[SC_NBINS];
-/* Slab geometry bounds (see sz_slab_geometry_compute in sz.c). */
-#define SZ_SLAB_MIN_BYTES ((size_t)64 << 10)
+/* Slab geometry bounds (see sz_slab_geometry_compute in sz.c): the
+ * least bytes of a slab of class size `size`. */
+#define SZ_SLAB_MIN_BYTES(size) ((size) <= 256 ? (size_t)64 << 10 :	\
+    (size) <= 1024 ? (size_t)16 << 10 : (size) <= 4096 ?		\
+    (size_t)32 << 10 : (size_t)64 << 10)
 #define SZ_SLAB_MAX_PAGES 64
 void sz_boot(void);                              /* debug: checks the tables */
 unsigned sz_size2index_compute(size_t size);     /* size <= LARGE_MAXCLASS */
