@@ -46,7 +46,7 @@ static char dump_prefix[sizeof(opt_prof_prefix)];
 static bool dump_prefix_set;
 /* File name sequence numbers: one shared, one per kind. */
 static uint64_t dump_seq, dump_mseq, dump_iseq, dump_useq, dump_pseq;
-static uint64_t dump_oseq;
+static uint64_t dump_oseq, dump_fragseq;
 /* Every dump is heap_v2 whatever prof.format says (the dump at an
  * allocation failure: pprof's encoder needs memory). */
 static bool dump_heap_v2_only;
@@ -67,6 +67,7 @@ typedef enum {
 	DUMP_F,              /* prof_final */
 	DUMP_P,              /* the peak: prof.peak.dump, prof_final */
 	DUMP_O,              /* prof_oom_dump */
+	DUMP_FRAG,           /* prof.fragmentation.dump (always pprof) */
 } dump_kind_t;
 
 /* ------------------------------------------------------------ writing */
@@ -344,6 +345,10 @@ static bool dump_name_locked(dump_kind_t kind, char *path, size_t size) {
 		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".o%" PRIu64
 		    ".%s", prefix, pid, seq, dump_oseq++, sfx);
 		break;
+	case DUMP_FRAG:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".frag%"
+		    PRIu64 ".pb.gz", prefix, pid, seq, dump_fragseq++);
+		break;
 	case DUMP_NAMED:
 		mp_not_reached();
 	}
@@ -527,7 +532,8 @@ void prof_dump_format_set(prof_format_t format) {
  * reports err[] its own way.
  */
 static bool dump_fd_common(int fd, prof_format_t format,
-    const char *sample_type, bool peak, char *err, size_t errsize) {
+    const char *sample_type, bool peak, prof_dump_build_t *build,
+    char *err, size_t errsize) {
 	char ebuf[128];
 	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
 	if (fl < 0) {
@@ -540,7 +546,8 @@ static bool dump_fd_common(int fd, prof_format_t format,
 		    "read-only", fd);
 		return true;
 	}
-	if (sample_type != NULL && !prof_snap_sample_type_ok(sample_type)) {
+	if (sample_type != NULL && build == NULL &&
+	    !prof_snap_sample_type_ok(sample_type)) {
 		mp_snprintf(err, errsize, "\"%s\" is not a sample type of "
 		    "this profile: expected inuse_objects, inuse_space%s",
 		    sample_type, opt_prof_accum ? ", alloc_objects, "
@@ -560,7 +567,10 @@ static bool dump_fd_common(int fd, prof_format_t format,
 		format = dump_format_locked();
 	dump_snap_t s;
 	const char *why = NULL;
-	bool fail = peak ? peak_ready_locked(&why) : prof_snap_collect(&s, &why);
+	if (build != NULL)
+		format = PROF_FORMAT_PPROF;
+	bool fail = peak ? peak_ready_locked(&why) : build != NULL ?
+	    build(&s, &why) : prof_snap_collect(&s, &why);
 	if (fail) {
 		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd, why);
 	} else {
@@ -589,12 +599,14 @@ static bool dump_fd_common(int fd, prof_format_t format,
 
 bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
     char *err, size_t errsize) {
-	return dump_fd_common(fd, format, sample_type, false, err, errsize);
+	return dump_fd_common(fd, format, sample_type, false, NULL, err,
+	    errsize);
 }
 
 bool prof_peak_dump_to_fd(int fd, prof_format_t format,
     const char *sample_type, char *err, size_t errsize) {
-	return dump_fd_common(fd, format, sample_type, true, err, errsize);
+	return dump_fd_common(fd, format, sample_type, true, NULL, err,
+	    errsize);
 }
 
 /* ------------------------------------------------------------- deltas */
@@ -875,6 +887,69 @@ uint64_t prof_peak_bytes(void) {
 
 bool prof_peak_dump_file(const char *filename) {
 	return dump_file_cmd("prof.peak.dump", filename, true);
+}
+
+/* ------------------------------------------------ built (prof_frag.c) */
+
+bool prof_dump_built_to_fd(int fd, prof_dump_build_t *build,
+    const char *sample_type, char *err, size_t errsize) {
+	return dump_fd_common(fd, PROF_FORMAT_PPROF, sample_type, false,
+	    build, err, errsize);
+}
+
+bool prof_dump_built_file(const char *what, const char *filename,
+    prof_dump_build_t *build) {
+	dump_result_t r;
+	dump_named_buf_t *buf = NULL;
+	dump_file_t f;
+	dump_snap_t s;
+	char note[DUMP_ERR_MAX + 64];
+	if (filename != NULL && filename[0] == '\0') {
+		mp_error("%s: the file name is empty", what);
+		return true;
+	}
+	if (filename != NULL && (buf = base_malloc(sizeof(*buf))) == NULL) {
+		mp_error("%s: cannot write \"%s\": out of memory for the file "
+		    "names", what, filename);
+		return true;
+	}
+	const char *why = NULL;
+	dump_result_init(&r);
+	dump_enter();
+	bool fail = build(&s, &why);
+	if (!fail) {
+		r.path = filename;
+		if (filename != NULL)
+			fail = dump_open_named(&f, filename, buf, r.err,
+			    sizeof(r.err));
+		else
+			fail = dump_open_auto(&f, DUMP_FRAG, &r) || r.off;
+		if (!fail) {
+			if (filename != NULL)
+				r.path = f.path;
+			fail = dump_file_write(&f, &s, PROF_FORMAT_PPROF,
+			    r.err, sizeof(r.err));
+		}
+		prof_snap_release(&s);
+	}
+	dump_leave();
+	if (buf != NULL)
+		base_free(buf, sizeof(*buf));
+	if (why != NULL) {
+		mp_error("%s: %s", what, why);
+		return true;
+	}
+	if (r.off) {
+		mp_error("%s: no file name given and prof_prefix is empty",
+		    what);
+		return true;
+	}
+	dump_taken_note(&r, note, sizeof(note));
+	if (note[0] != '\0')
+		mp_error("%s: %s", what, note);
+	if (fail)
+		mp_error("%s: %s", what, r.err);
+	return fail;
 }
 
 /* ------------------------------------------------------------------ oom */

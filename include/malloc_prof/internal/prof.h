@@ -424,6 +424,12 @@ typedef struct dump_snap_s {
 	 * second snapshot's time and the window's length, as Go sets
 	 * them. */
 	uint64_t time_ns, duration_ns;
+	/* A profile of another quantity (prof_frag.c's fragmentation
+	 * profile, pprof only): its two sample types (NULL:
+	 * prof_snap_sample_types), and live counters that are final values
+	 * (objects times 8, bytes) written as they are, not unbiased. */
+	const struct prof_snap_sample_type_s *types;
+	bool raw;
 } dump_snap_t;
 
 
@@ -624,6 +630,16 @@ bool prof_dump_delta_take(dump_snap_t *s0, char *err, size_t errsize);
 bool prof_dump_delta_to_fd(int fd, dump_snap_t *s0, const char *sample_type,
     char *err, size_t errsize);
 void prof_dump_delta_drop(dump_snap_t *s0);
+/* A profile that the caller builds under prof_dump_mtx (prof_frag.c's
+ * fragmentation profile), always written as pprof: to filename (NULL:
+ * the automatic <prefix>.<pid>.<seq>.frag<n>.pb.gz), printing errors
+ * as `what`, or to an open descriptor as prof_dump_to_fd (sample_type
+ * NULL: the profile's second type).  true on error. */
+typedef bool prof_dump_build_t(dump_snap_t *s, const char **whyp);
+bool prof_dump_built_file(const char *what, const char *filename,
+    prof_dump_build_t *build);
+bool prof_dump_built_to_fd(int fd, prof_dump_build_t *build,
+    const char *sample_type, char *err, size_t errsize);
 /* prof.prefix: the prefix of automatic dump names from now on (initially
  * opt_prof_prefix); true if it is too long (>= sizeof(opt_prof_prefix)). */
 bool prof_dump_prefix_set(const char *prefix);
@@ -774,5 +790,27 @@ prof_http_match_fn prof_http_route_match;
 /* Answer the complete request req through r: a route's response, or
  * its error page.  body[0..body_len): a SYMBOL_POST's body. */
 prof_http_serve_fn prof_http_route_serve;
+
+/* ------------------------------------------------------- prof_frag.c */
+/* prof_stats: jemalloc 5.3's counts of sampled objects per size class
+ * (prof.stats.bins.<i>.{live,accum}, prof.stats.lextents.<i>.*), kept
+ * on the sampling slow path only. */
+extern bool opt_prof_stats;
+/* A sample of usize bytes was recorded, or its object freed (prof.c,
+ * when opt_prof_stats). */
+void prof_stats_alloc(size_t usize);
+void prof_stats_free(size_t usize);
+/* prof.stats and prof.fragmentation, hung into prof_ctl.c's table. */
+#define PROF_FRAG_NSTATS 2
+extern const ctl_node_t prof_frag_ctl_stats[PROF_FRAG_NSTATS];
+#define PROF_FRAG_NCTL 1
+extern const ctl_node_t prof_frag_ctl[PROF_FRAG_NCTL];
+/* The fragmentation profile (see the file), built under prof_dump_mtx. */
+bool prof_frag_build(dump_snap_t *s, const char **whyp);
+/* Every live sampled small object, visited under its sample-table
+ * shard's lock (prof.c): its tctx, gctx and tdata stay alive meanwhile.
+ * Large samples (extent->prof) are not visited. */
+typedef void prof_sample_visit_t(const prof_sample_t *s, void *arg);
+void prof_samples_foreach(prof_sample_visit_t *visit, void *arg);
 
 #endif /* MP_INTERNAL_PROF_H */

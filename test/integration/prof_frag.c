@@ -1,0 +1,234 @@
+/*
+ * test/integration/prof_frag.c - the fragmentation profile
+ * (prof.fragmentation.dump; doc/profiling.md, "Fragmentation").
+ *
+ * prof_frag.conf: prof:true,lg_prof_sample:14.  frag_pin_site allocates
+ * 128 Ki objects of a class whose slabs are one page (256 bytes: 16 to a
+ * slab), then the test keeps the first object of each page and frees the
+ * rest, flushing the thread's cache: each kept object pins a slab whose
+ * other 15 regions are free.  frag_dense_site's 32 Ki objects of another
+ * class all stay, packing their slabs.  In the profile, the pinned site's
+ * objects are charged the slab's unused space each (page - 256 bytes,
+ * less the share of the few objects sampled out of the program's slabs:
+ * within 5%) and its total is that times the objects kept (within 30%:
+ * about 130 samples); the dense site's objects are charged under 5% of
+ * their size.  Automatic names are <prefix>.<pid>.<seq>.frag<n>.pb.gz;
+ * errors as prof.dump's; without prof_stats, prof.stats.* is ENOENT.
+ */
+#include "../test_util.h"
+
+#include <dirent.h>
+
+#define NPIN ((size_t)128 << 10)
+#define NDENSE ((size_t)32 << 10)
+
+static char tmpdir[256];
+static void *pin[NPIN], *dense[NDENSE];
+
+void frag_pin_site(void **objs, size_t n, size_t size);
+void frag_dense_site(void **objs, size_t n, size_t size);
+
+MP_SITE void frag_pin_site(void **objs, size_t n, size_t size) {
+	for (size_t i = 0; i < n; i++)
+		objs[i] = malloc(opaque_size(size));
+	__asm__ volatile("" : : : "memory");
+}
+
+MP_SITE void frag_dense_site(void **objs, size_t n, size_t size) {
+	for (size_t i = 0; i < n; i++)
+		objs[i] = malloc(opaque_size(size));
+	__asm__ volatile("" : : : "memory");
+}
+
+/* A small class of at least min bytes whose slab is one page with at
+ * least 8 regions; 0 if none. */
+static size_t page_slab_class(size_t min) {
+	unsigned n;
+	size_t len = sizeof(n);
+	assert_int_equal(mallctl("arenas.nbins", &n, &len, NULL, 0), 0);
+	for (unsigned i = 0; i < n; i++) {
+		char name[64];
+		size_t sz, slab;
+		uint32_t nregs;
+		len = sizeof(sz);
+		snprintf(name, sizeof(name), "arenas.bin.%u.size", i);
+		assert_int_equal(mallctl(name, &sz, &len, NULL, 0), 0);
+		snprintf(name, sizeof(name), "arenas.bin.%u.slab_size", i);
+		len = sizeof(slab);
+		assert_int_equal(mallctl(name, &slab, &len, NULL, 0), 0);
+		snprintf(name, sizeof(name), "arenas.bin.%u.nregs", i);
+		len = sizeof(nregs);
+		assert_int_equal(mallctl(name, &nregs, &len, NULL, 0), 0);
+		if (sz >= min && slab == mp_page_size() && nregs >= 8)
+			return sz;
+	}
+	return 0;
+}
+
+/* The site's totals of the profile's two values. */
+static void site_sum(const mp_pprof_t *pp, const void *fn, int64_t *objs,
+    int64_t *space) {
+	uintptr_t lo, hi;
+	mp_fn_range(fn, &lo, &hi);
+	*objs = *space = 0;
+	for (size_t i = 0; i < pp->nsamples; i++) {
+		const mp_pp_sample_t *s = &pp->samples[i];
+		bool in = false;
+		for (size_t k = 0; k < s->nlocs && !in; k++) {
+			const mp_pp_loc_t *l = mp_pprof_loc(pp, s->locs[k]);
+			in = l != NULL && mp_ra_in(l->address + 1, lo, hi);
+		}
+		if (in) {
+			*objs += s->vals[0];
+			*space += s->vals[1];
+		}
+	}
+}
+
+static void read_profile(const char *path, mp_pprof_t *pp) {
+	int fd = open(path, O_RDONLY);
+	MP_ASSERT(fd >= 0, "open %s: %s", path, strerror(errno));
+	size_t n;
+	uint8_t *b = mp_read_fd_all(fd, &n);
+	close(fd);
+	bool ok = mp_pprof_decode(b, n, pp);
+	free(b);
+	MP_ASSERT(ok, "%s: %s", path, pp->err);
+}
+
+static int frag_dump(const char *path) {
+	return mallctl("prof.fragmentation.dump", NULL, NULL,
+	    path != NULL ? (void *)&path : NULL, path != NULL ? sizeof(path)
+	    : 0);
+}
+
+static void test_pinned_and_dense(void **state) {
+	(void)state;
+	size_t psize = page_slab_class(256);
+	if (psize == 0)
+		MP_SKIP("no small class of >= 256 bytes with one-page slabs");
+	size_t dsize = 128;
+	size_t page = mp_page_size();
+	frag_pin_site(pin, NPIN, psize);
+	/* Keep the first object seen of each page. */
+	size_t nset = (size_t)1 << 18, kept = 0;
+	uintptr_t *seen = calloc(nset, sizeof(*seen));
+	assert_non_null(seen);
+	for (size_t i = 0; i < NPIN; i++) {
+		uintptr_t pg = (uintptr_t)pin[i] & ~(uintptr_t)(page - 1);
+		size_t h = (size_t)((pg / page) * 0x9e3779b97f4a7c15ULL >> 46);
+		while (seen[h] != 0 && seen[h] != pg)
+			h = (h + 1) & (nset - 1);
+		if (seen[h] == 0) {
+			seen[h] = pg;
+			kept++;
+		} else {
+			free(pin[i]);
+			pin[i] = NULL;
+		}
+	}
+	free(seen);
+	frag_dense_site(dense, NDENSE, dsize);
+	mp_tcache_flush();
+
+	char path[512];
+	snprintf(path, sizeof(path), "%s/frag.pb.gz", tmpdir);
+	assert_int_equal(frag_dump(path), 0);
+	mp_pprof_t pp;
+	memset(&pp, 0, sizeof(pp));
+	read_profile(path, &pp);
+	assert_int_equal(pp.ntypes, 2);
+	assert_string_equal(pp.type[0], "fragmentation_objects");
+	assert_string_equal(pp.type[1], "fragmentation_space");
+	assert_string_equal(pp.default_type, "fragmentation_space");
+
+	int64_t po, ps, dobj, dsp;
+	site_sum(&pp, (const void *)frag_pin_site, &po, &ps);
+	site_sum(&pp, (const void *)frag_dense_site, &dobj, &dsp);
+	double unused = (double)(page - psize);
+	printf("# pinned: %zu objects kept of %zu bytes, profile %" PRId64
+	    " objects %" PRId64 " bytes (%.1f per object, slab unused %.0f); "
+	    "dense: %" PRId64 " objects %" PRId64 " bytes\n", kept, psize, po,
+	    ps, po ? (double)ps / (double)po : 0.0, unused, dobj, dsp);
+	MP_ASSERT(po > 0 && dobj > 0, "no samples of a site: pinned %" PRId64
+	    ", dense %" PRId64, po, dobj);
+	double per = (double)ps / (double)po;
+	MP_ASSERT(per > unused * 0.95 && per < unused * 1.05, "pinned: %.1f "
+	    "bytes charged per object, expected the slab's unused %.0f", per,
+	    unused);
+	MP_ASSERT((double)ps > 0.7 * unused * (double)kept &&
+	    (double)ps < 1.3 * unused * (double)kept, "pinned: %" PRId64
+	    " bytes charged, expected %.0f (%zu slabs of %.0f unused bytes)",
+	    ps, unused * (double)kept, kept, unused);
+	MP_ASSERT((double)dsp < 0.05 * (double)dsize * (double)dobj,
+	    "dense: %" PRId64 " bytes charged to %" PRId64 " objects of %zu",
+	    dsp, dobj, dsize);
+	mp_pprof_free(&pp);
+	for (size_t i = 0; i < NPIN; i++)
+		free(pin[i]);
+	for (size_t i = 0; i < NDENSE; i++)
+		free(dense[i]);
+}
+
+static void test_auto_name(void **state) {
+	(void)state;
+	char prefix[512];
+	snprintf(prefix, sizeof(prefix), "%s/auto", tmpdir);
+	const char *p = prefix;
+	assert_int_equal(mallctl("prof.prefix", NULL, NULL, (void *)&p,
+	    sizeof(p)), 0);
+	assert_int_equal(frag_dump(NULL), 0);
+	assert_int_equal(frag_dump(NULL), 0);
+	char want0[64], want1[64];
+	snprintf(want0, sizeof(want0), "auto.%ld.", (long)getpid());
+	snprintf(want1, sizeof(want1), ".frag1.pb.gz");
+	DIR *d = opendir(tmpdir);
+	assert_non_null(d);
+	struct dirent *e;
+	unsigned n0 = 0, n1 = 0;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, want0, strlen(want0)) != 0)
+			continue;
+		size_t l = strlen(e->d_name);
+		n0 += l > 12 && strcmp(e->d_name + l - 12, ".frag0.pb.gz") == 0;
+		n1 += l > 12 && strcmp(e->d_name + l - 12, want1) == 0;
+	}
+	closedir(d);
+	MP_ASSERT(n0 == 1 && n1 == 1, "auto.<pid>.<seq>.frag0/1.pb.gz: "
+	    "%u, %u found", n0, n1);
+}
+
+static void test_errors(void **state) {
+	(void)state;
+	const char *p = "x";
+	size_t len = sizeof(p);
+	assert_int_equal(mallctl("prof.fragmentation.dump", (void *)&p, &len,
+	    NULL, 0), EPERM);
+	assert_int_equal(mallctl("prof.fragmentation.dump", NULL, NULL,
+	    (void *)&p, 1), EINVAL);
+	const char *empty = "";
+	assert_int_equal(mallctl("prof.fragmentation.dump", NULL, NULL,
+	    (void *)&empty, sizeof(empty)), EFAULT);
+	/* prof_stats is off here: jemalloc's ENOENT. */
+	uint64_t v[2];
+	len = sizeof(v);
+	assert_int_equal(mallctl("prof.stats.bins.0.live", v, &len, NULL, 0),
+	    ENOENT);
+	assert_int_equal(mallctl("prof.stats.lextents.0.accum", v, &len,
+	    NULL, 0), ENOENT);
+}
+
+static void test_no_profiler(void **state) {
+	(void)state;
+	assert_int_equal(frag_dump(NULL), ENOENT);
+}
+
+int main(void) {
+	mp_test_init(300);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pinned_and_dense),
+		cmocka_unit_test(test_auto_name),
+		cmocka_unit_test(test_errors),
+	};
+	return mp_prof_test_main("mp_prof_frag", test_no_profiler, tests);
+}
