@@ -208,11 +208,13 @@ void prof_http_route_match(prof_http_req_t *req, const char *method,
 		req->route = PROF_HTTP_INDEX;
 	} else if (HTTP_PATH_IS("/debug/malloc/stats")) {
 		req->route = PROF_HTTP_STATS;
+	} else if (HTTP_PATH_IS("/debug/pprof/fragmentation")) {
+		req->route = PROF_HTTP_FRAGMENTATION;
 	} else {
 		prof_http_req_error(req, 404, "not found: %.*s (served: "
 		    "/debug/pprof/, /debug/pprof/heap, /debug/pprof/allocs, "
-		    "/debug/pprof/peak, /debug/pprof/symbol, "
-		    "/debug/malloc/stats)",
+		    "/debug/pprof/peak, /debug/pprof/fragmentation, "
+		    "/debug/pprof/symbol, /debug/malloc/stats)",
 		    (int)(plen < 100 ? plen : 100), path);
 	}
 #undef HTTP_PATH_IS
@@ -360,6 +362,25 @@ static void http_serve_profile(prof_http_resp_t *r, bool alloc, bool peak,
 	}
 	prof_http_send_body(r, 200, format == PROF_FORMAT_PPROF ?
 	    "application/octet-stream" : "text/plain; charset=utf-8");
+}
+
+/* GET /debug/pprof/fragmentation: prof_frag.c's profile, pprof only. */
+static void http_serve_fragmentation(prof_http_resp_t *r) {
+	if (!http_prof_active()) {
+		prof_http_send_error(r, 403, "heap profiling not active");
+		return;
+	}
+	int fd = http_body(r);
+	if (fd < 0)
+		return;
+	char err[256];
+	if (prof_dump_built_to_fd(fd, prof_frag_build, NULL, err,
+	    sizeof(err))) {
+		prof_http_send_error(r, 500, "cannot write the profile: %s",
+		    err);
+		return;
+	}
+	prof_http_send_body(r, 200, "application/octet-stream");
 }
 
 static void http_serve_stats(prof_http_resp_t *r) {
@@ -553,6 +574,9 @@ void prof_http_route_serve(prof_http_resp_t *r, const prof_http_req_t *req,
 		break;
 	case PROF_HTTP_STATS:
 		http_serve_stats(r);
+		break;
+	case PROF_HTTP_FRAGMENTATION:
+		http_serve_fragmentation(r);
 		break;
 	case PROF_HTTP_SYMBOL_GET:
 		prof_http_send_text(r, 200, "text/plain; charset=utf-8", "",

@@ -706,6 +706,7 @@ typedef enum {
 	PROF_HTTP_HEAP,         /* GET /debug/pprof/heap */
 	PROF_HTTP_ALLOCS,       /* GET /debug/pprof/allocs */
 	PROF_HTTP_PEAK,         /* GET /debug/pprof/peak */
+	PROF_HTTP_FRAGMENTATION, /* GET /debug/pprof/fragmentation */
 	PROF_HTTP_STATS,        /* GET /debug/malloc/stats */
 	PROF_HTTP_SYMBOL_GET,   /* GET /debug/pprof/symbol */
 	PROF_HTTP_SYMBOL_POST,  /* POST /debug/pprof/symbol, clen bytes */
