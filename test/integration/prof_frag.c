@@ -10,9 +10,11 @@
  * keeps one or two objects with the rest free.  frag_dense_site's 64 Ki
  * objects of the next class all stay, packing their slabs.  In the
  * profile, the pinned site's objects are charged about a slab's unused
- * space each (slab - 16 bytes; 85% to 105% of it: the ~6% kept that are
- * samples, in the profiler's slabs, share the program's unused space),
- * and its total is that times the objects kept (within 30%: about 125
+ * space each (slab - 16 bytes; 75% to 105% of it: the ~6% kept that are
+ * samples, in the profiler's slabs, share the program's unused space,
+ * and the ~6% of the program's slabs whose one kept object was a sample
+ * were emptied and released: each lowers the charge by about 6%), and
+ * its total is that times the objects kept (within 30%: about 125
  * samples); the dense site's objects are charged under 5% of their
  * size.  Automatic names are <prefix>.<pid>.<seq>.frag<n>.pb.gz; the
  * endpoint (prof_http:127.0.0.1:0) serves the profile at
@@ -143,7 +145,7 @@ static void test_pinned_and_dense(void **state) {
 	MP_ASSERT(po > 0 && dobj > 0, "no samples of a site: pinned %" PRId64
 	    ", dense %" PRId64, po, dobj);
 	double per = (double)ps / (double)po;
-	MP_ASSERT(per > unused * 0.85 && per < unused * 1.05, "pinned: %.1f "
+	MP_ASSERT(per > unused * 0.75 && per < unused * 1.05, "pinned: %.1f "
 	    "bytes charged per object, expected the slab's unused %.0f", per,
 	    unused);
 	MP_ASSERT((double)ps > 0.7 * unused * (double)kept &&

@@ -792,7 +792,7 @@ prof_http_match_fn prof_http_route_match;
  * its error page.  body[0..body_len): a SYMBOL_POST's body. */
 prof_http_serve_fn prof_http_route_serve;
 
-/* ------------------------------------------------------- prof_frag.c */
+/* ------------------------------------------------------ prof_stats.c */
 /* prof_stats: jemalloc 5.3's counts of sampled objects per size class
  * (prof.stats.bins.<i>.{live,accum}, prof.stats.lextents.<i>.*), kept
  * on the sampling slow path only. */
@@ -801,9 +801,12 @@ extern bool opt_prof_stats;
  * when opt_prof_stats). */
 void prof_stats_alloc(size_t usize);
 void prof_stats_free(size_t usize);
-/* prof.stats and prof.fragmentation, hung into prof_ctl.c's table. */
+/* prof.stats, hung into prof_ctl.c's table. */
 #define PROF_FRAG_NSTATS 2
 extern const ctl_node_t prof_frag_ctl_stats[PROF_FRAG_NSTATS];
+
+/* ------------------------------------------------------- prof_frag.c */
+/* prof.fragmentation, hung into prof_ctl.c's table. */
 #define PROF_FRAG_NCTL 1
 extern const ctl_node_t prof_frag_ctl[PROF_FRAG_NCTL];
 /* The fragmentation profile (see the file), built under prof_dump_mtx. */
