@@ -16,7 +16,8 @@
  * were emptied and released: each lowers the charge by about 6%), and
  * its total is that times the objects kept (within 30%: about 125
  * samples); the dense site's objects are charged under 5% of their
- * size.  Automatic names are <prefix>.<pid>.<seq>.frag<n>.pb.gz; the
+ * size; `malloc-prof top --sample fragmentation_space` lists the pinned
+ * site first.  Automatic names are <prefix>.<pid>.<seq>.frag<n>.pb.gz; the
  * endpoint (prof_http:127.0.0.1:0) serves the profile at
  * /debug/pprof/fragmentation; errors as prof.dump's; without prof_stats,
  * prof.stats.* is ENOENT.
@@ -99,6 +100,42 @@ static int frag_dump(const char *path) {
 	    : 0);
 }
 
+/* `malloc-prof top --sample fragmentation_space` on the profile names
+ * the pinned site first (the tool of this build tree; skipped without
+ * one). */
+static void top_check(const char *path) {
+	const char *top = getenv("top_builddir");
+	char exe[512], cmd[2048], line[512];
+	ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (top == NULL || el <= 0) {
+		printf("# malloc-prof check skipped: no top_builddir\n");
+		return;
+	}
+	exe[el] = '\0';
+	snprintf(cmd, sizeof(cmd), "%s/bin/malloc-prof", top);
+	if (access(cmd, X_OK) != 0) {
+		printf("# malloc-prof check skipped: no %s\n", cmd);
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "%s/bin/malloc-prof top --sample "
+	    "fragmentation_space -n 3 '%s' '%s' 2>&1", top, exe, path);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	char first[512] = "";
+	bool total = false;
+	/* Warnings (a stripped library) may come first. */
+	while (fgets(line, sizeof(line), f) != NULL) {
+		printf("# %s", line);
+		if (total && first[0] == '\0')
+			snprintf(first, sizeof(first), "%s", line);
+		total |= strncmp(line, "Total:", 6) == 0;
+	}
+	int st = pclose(f);
+	MP_ASSERT(st == 0 && strstr(first, "frag_pin_site") != NULL,
+	    "malloc-prof top --sample fragmentation_space: status %d, first "
+	    "row: %s", st, first);
+}
+
 static void test_pinned_and_dense(void **state) {
 	(void)state;
 	size_t psize, pslab, dsize, dslab;
@@ -156,6 +193,7 @@ static void test_pinned_and_dense(void **state) {
 	    "dense: %" PRId64 " bytes charged to %" PRId64 " objects of %zu",
 	    dsp, dobj, dsize);
 	mp_pprof_free(&pp);
+	top_check(path);
 	for (size_t i = 0; i < NPIN; i++)
 		free(pin[i]);
 	for (size_t i = 0; i < NDENSE; i++)
