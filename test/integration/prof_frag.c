@@ -2,25 +2,26 @@
  * test/integration/prof_frag.c - the fragmentation profile
  * (prof.fragmentation.dump; doc/profiling.md, "Fragmentation").
  *
- * prof_frag.conf: prof:true,lg_prof_sample:8.  frag_pin_site allocates
- * 1 Mi objects of the smallest class (16 bytes, 512 to an 8 KiB slab),
- * then the test keeps one of every 512 allocated, sampled or not, and
- * frees the rest, flushing the thread's cache: the samples (6% of the
- * objects) live in the profiler's slabs, so each of the program's slabs
- * keeps one or two objects with the rest free.  frag_dense_site's 64 Ki
- * objects of the next class all stay, packing their slabs.  In the
- * profile, the pinned site's objects are charged about a slab's unused
- * space each (slab - 16 bytes; 75% to 105% of it: the ~6% kept that are
- * samples, in the profiler's slabs, share the program's unused space,
- * and the ~6% of the program's slabs whose one kept object was a sample
- * were emptied and released: each lowers the charge by about 6%), and
- * its total is that times the objects kept (within 30%: about 125
- * samples); the dense site's objects are charged under 5% of their
- * size; `malloc-prof top --sample fragmentation_space` lists the pinned
- * site first.  Automatic names are <prefix>.<pid>.<seq>.frag<n>.pb.gz; the
- * endpoint (prof_http:127.0.0.1:0) serves the profile at
- * /debug/pprof/fragmentation; errors as prof.dump's; without prof_stats,
- * prof.stats.* is ENOENT.
+ * prof_frag.conf: prof:true,lg_prof_sample:8,prof_http:127.0.0.1:0.
+ * frag_pin_site allocates 1 Mi objects of the smallest class (16 bytes,
+ * 512 to an 8 KiB slab), then the test keeps one of every 512 allocated,
+ * sampled or not, and frees the rest, flushing the thread's cache: the
+ * samples (6% of the objects) live in the profiler's slabs, so each of
+ * the program's slabs keeps about one object (two for some; none, and
+ * released, for the ~6% whose one kept object was a sample) with the
+ * rest free.  frag_dense_site's 64 Ki objects of the next class all
+ * stay, packing their slabs.  In the profile, the pinned site's objects
+ * are charged about a slab's unused space each (slab - 16 bytes; 75% to
+ * 105% of it: the ~6% kept that are samples share the program's unused
+ * space, and the released slabs hold none: each lowers the charge by
+ * about 6%), and its total is that times the objects it has, about 0.88
+ * of the objects kept times the slab's unused space: 0.55 to 1.3 of that
+ * is more than 4 standard errors of about 125 samples on either side.
+ * The dense site's objects are charged under 5% of their size, and
+ * `malloc-prof top --sample fragmentation_space` lists the pinned site
+ * first.  Automatic names are <prefix>.<pid>.<seq>.frag<n>.pb.gz; the
+ * endpoint serves the profile at /debug/pprof/fragmentation; errors are
+ * prof.dump's; without prof_stats, prof.stats.* is ENOENT.
  */
 #include "../test_util.h"
 
@@ -185,7 +186,7 @@ static void test_pinned_and_dense(void **state) {
 	MP_ASSERT(per > unused * 0.75 && per < unused * 1.05, "pinned: %.1f "
 	    "bytes charged per object, expected the slab's unused %.0f", per,
 	    unused);
-	MP_ASSERT((double)ps > 0.7 * unused * (double)kept &&
+	MP_ASSERT((double)ps > 0.55 * unused * (double)kept &&
 	    (double)ps < 1.3 * unused * (double)kept, "pinned: %" PRId64
 	    " bytes charged, expected %.0f (%zu slabs of %.0f unused bytes)",
 	    ps, unused * (double)kept, kept, unused);
