@@ -98,7 +98,15 @@ static void mp_cmd_help(mp_cmd_t cmd) {
 		    "  --ignore REGEX    leave out stacks with a function "
 		    "matching REGEX\n"
 		    "  --thread N        only what thread tN allocated (the "
-		    "uids of `info`)\n");
+		    "uids of `info`)\n"
+		    "  --tag KEY         group by the value of label KEY "
+		    "(thread.prof.label,\n"
+		    "                    thread_id, thread_name): top and "
+		    "diff list the groups,\n"
+		    "                    the others put a root frame "
+		    "KEY=VALUE above each stack\n"
+		    "  --tag KEY=VALUE   only the samples whose label KEY is "
+		    "VALUE\n");
 		if (cmd != CMD_DIFF)
 			printf("  --base BASE       subtract the profile BASE "
 			    "first (what grew since)\n");
@@ -150,7 +158,7 @@ enum {
 	OPT_INUSE_SPACE = 256, OPT_INUSE_OBJECTS, OPT_ALLOC_SPACE,
 	OPT_ALLOC_OBJECTS, OPT_FOCUS, OPT_IGNORE, OPT_BASE, OPT_MAX_BYTES,
 	OPT_DEBUG_DIR, OPT_TITLE, OPT_LINES, OPT_FUNCTIONS, OPT_NO_DEMANGLE,
-	OPT_THREAD, OPT_SAMPLE
+	OPT_THREAD, OPT_TAG, OPT_SAMPLE
 };
 
 static const struct option mp_long_opts[] = {
@@ -173,6 +181,7 @@ static const struct option mp_long_opts[] = {
 	{ "title", required_argument, NULL, OPT_TITLE },
 	{ "lines", no_argument, NULL, OPT_LINES },
 	{ "thread", required_argument, NULL, OPT_THREAD },
+	{ "tag", required_argument, NULL, OPT_TAG },
 	{ "functions", no_argument, NULL, OPT_FUNCTIONS },
 	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
 	{ "sample", required_argument, NULL, OPT_SAMPLE },
@@ -241,6 +250,14 @@ static int mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 			break;
 		case OPT_FUNCTIONS: o->lines = false; break;
 		case OPT_NO_DEMANGLE: o->demangle = false; break;
+		case OPT_TAG:
+			/* A key as thread.prof.label takes them. */
+			if (optarg[0] == '\0' || optarg[0] == '=' ||
+			    strchr(optarg, ',') != NULL)
+				return mp_usage_error(o, "--tag needs KEY or "
+				    "KEY=VALUE, got \"%s\"", optarg);
+			o->tag = optarg;
+			break;
 		case OPT_MAX_BYTES:
 			if (!mp_parse_count(optarg, &o->max_bytes))
 				return mp_usage_error(o, "--max-bytes needs a "
@@ -265,6 +282,9 @@ static int mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 	if (o->cmd == CMD_PPROF && o->output == NULL && isatty(1))
 		return mp_usage_error(o, "pprof writes binary data: give -o "
 		    "FILE.pb.gz");
+	if ((o->cmd == CMD_PPROF || o->cmd == CMD_INFO) && o->tag != NULL)
+		return mp_usage_error(o, "--tag does not apply to %s",
+		    mp_cmds[o->cmd].name);
 	if (o->cmd == CMD_DIFF && o->base != NULL)
 		return mp_usage_error(o, "diff takes its base as the first "
 		    "profile, not --base");

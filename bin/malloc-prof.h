@@ -59,6 +59,11 @@ typedef struct {
 	mp_cnt_t cnt;
 } mp_tcnt_t;
 
+/* A label of a pprof sample, key and value. */
+typedef struct {
+	char *key, *value;
+} mp_label_t;
+
 /* A frame named by a pprof profile's own Function (and Line). */
 typedef struct {
 	char *name;
@@ -76,6 +81,10 @@ typedef struct {
 	double val[MP_NVALUES];	/* unbiased as jeprof scales heap_v2 lines */
 	mp_tcnt_t *threads;	/* its tN lines, for --thread */
 	uint32_t nthreads;
+	/* pprof: the sample's labels (thread_id, thread_name, those of
+	 * thread.prof.label...); a number label's value in decimal */
+	mp_label_t *labels;
+	uint32_t nlabels;
 } mp_stack_t;
 
 typedef struct {
@@ -137,6 +146,7 @@ typedef struct {
 	const char *debug_dir;
 	bool lines;		/* --lines: "function file:line" */
 	int64_t thread;		/* --thread N, or -1: all threads */
+	const char *tag;	/* --tag KEY (group) or KEY=VALUE (filter) */
 	bool demangle;		/* c++filt, unless --no-demangle */
 	uint64_t max_bytes;
 	const char *program;
@@ -263,6 +273,10 @@ size_t mp_report_samples(const mp_report_t *rep, const mp_sample_t **out);
 int64_t mp_report_total(const mp_report_t *rep);
 
 void mp_out_top(const mp_report_t *rep, FILE *f, long limit, bool bytes);
+/* top --tag KEY: one row per name id marked in IS_TAG (the root frames
+ * "KEY=VALUE" the samples were grouped under), largest first. */
+void mp_out_top_tag(const mp_report_t *rep, FILE *f, long limit, bool bytes,
+    const bool *is_tag, const char *key);
 void mp_out_collapsed(const mp_report_t *rep, FILE *f);
 void mp_out_leaks(const mp_report_t *rep, FILE *f, long limit);
 bool mp_out_flamegraph(const mp_report_t *rep, FILE *f, const char *title,

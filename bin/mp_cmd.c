@@ -144,21 +144,121 @@ static uint32_t mp_pc_name(mp_pcmap_t *pm, mp_symbolizer_t *sym,
 	return pm->id[j];
 }
 
+/* ---- --tag: labels of pprof samples (thread.prof.label, thread_id,
+ * thread_name) */
+
+typedef struct {
+	const char *key;	/* --tag's KEY, klen bytes */
+	size_t klen;
+	const char *value;	/* KEY=VALUE's VALUE; NULL: group by KEY */
+	uint32_t *ids;		/* group: the root frames "KEY=VALUE" made */
+	size_t nids, cap;
+} mp_tag_t;
+
+static void mp_tag_init(mp_tag_t *t, const char *tag) {
+	memset(t, 0, sizeof(*t));
+	if (tag == NULL)
+		return;
+	const char *eq = strchr(tag, '=');
+	t->key = tag;
+	t->klen = eq != NULL ? (size_t)(eq - tag) : strlen(tag);
+	t->value = eq != NULL ? eq + 1 : NULL;
+}
+
+static bool mp_tag_is(const mp_tag_t *t, const char *key) {
+	return strlen(key) == t->klen && memcmp(key, t->key, t->klen) == 0;
+}
+
+/* The value of the label T->key of pprof sample S, or NULL. */
+static const char *mp_stack_label(const mp_stack_t *s, const char *key,
+    size_t klen) {
+	for (uint32_t k = 0; k < s->nlabels; k++) {
+		if (strlen(s->labels[k].key) == klen &&
+		    memcmp(s->labels[k].key, key, klen) == 0)
+			return s->labels[k].value;
+	}
+	return NULL;
+}
+
+/* heap_v2 has the labels thread_id and thread_name only, from its tN
+ * lines: the value of T's key for thread UID (NULL: unnamed), written
+ * to BUF if need be. */
+static const char *mp_heap_thread_label(const mp_tag_t *t,
+    const mp_profile_t *prof, uint64_t uid, char *buf, size_t size) {
+	if (mp_tag_is(t, "thread_id")) {
+		snprintf(buf, size, "%" PRIu64, uid);
+		return buf;
+	}
+	for (size_t i = 0; i < prof->nthreads; i++) {
+		if (prof->threads[i].uid == uid)
+			return prof->threads[i].name[0] != '\0' ?
+			    prof->threads[i].name : NULL;
+	}
+	return NULL;
+}
+
+/* The id of the root frame "KEY=VALUE" (VALUE NULL: "(none)"). */
+static uint32_t mp_tag_root(mp_tag_t *t, mp_report_t *rep, const char *value) {
+	size_t vlen = value != NULL ? strlen(value) : 6;
+	char *name = mp_xmalloc(t->klen + vlen + 2);
+	snprintf(name, t->klen + vlen + 2, "%.*s=%s", (int)t->klen, t->key,
+	    value != NULL ? value : "(none)");
+	uint32_t id = mp_report_intern(rep, name);
+	free(name);
+	for (size_t i = 0; i < t->nids; i++)
+		if (t->ids[i] == id)
+			return id;
+	if (t->nids == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 16;
+		t->ids = mp_xrealloc(t->ids, t->cap * sizeof(*t->ids));
+	}
+	t->ids[t->nids++] = id;
+	return id;
+}
+
+/* A stack's share under --tag: its values and its label's value. */
+typedef struct {
+	double val[MP_NVALUES];
+	const char *label;
+	char buf[24];
+} mp_part_t;
+
 /* THREAD >= 0: only what thread tTHREAD allocated (its lines of each
- * stack, unbiased the same way), as jeprof's --thread.  PP (the pprof
- * command) gets every stack too, without the allocator's frames. */
+ * stack, unbiased the same way, or a pprof sample's thread_id label), as
+ * jeprof's --thread.  TAG: --tag's filter or grouping (a root frame
+ * KEY=VALUE above each stack).  PP (the pprof command) gets every stack
+ * too, without the allocator's frames. */
 static void mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
     const mp_profile_t *prof, int sign, int64_t thread, bool lines,
-    mp_pprof_out_t *pp) {
+    mp_tag_t *tag, mp_pprof_out_t *pp) {
 	mp_pcmap_t pm = { 0 };
 	mp_fnmap_t fm = { 0 };
 	uint32_t *frames = NULL;
 	uint32_t cap = 0;
+	bool heap_v2 = strcmp(prof->format, "heap_v2") == 0;
+	/* heap_v2 has no labels but those of its tN lines. */
+	bool by_thread_line = heap_v2 && tag->key != NULL &&
+	    (mp_tag_is(tag, "thread_id") || mp_tag_is(tag, "thread_name"));
+	if (heap_v2 && tag->key != NULL && !by_thread_line)
+		mp_warn("\"%s\" is a heap_v2 dump: its only labels are "
+		    "thread_id and thread_name (from its tN lines); --tag %.*s "
+		    "%s (labels are written in pprof dumps, prof_format:pprof)",
+		    prof->file, (int)tag->klen, tag->key, tag->value != NULL ?
+		    "matches nothing in it" : "puts all of it under "
+		    "\"(none)\"");
+	mp_part_t *parts = NULL;
+	size_t pcap = 0;
 	for (size_t i = 0; i < prof->nstacks; i++) {
 		const mp_stack_t *s = &prof->stacks[i];
 		double tval[MP_NVALUES];
 		const double *val = s->val;
-		if (thread >= 0) {
+		if (thread >= 0 && !heap_v2) {
+			const char *id = mp_stack_label(s, "thread_id", 9);
+			char want[24];
+			snprintf(want, sizeof(want), "%" PRId64, thread);
+			if (id == NULL || strcmp(id, want) != 0)
+				continue;
+		} else if (thread >= 0) {
 			uint32_t t = 0;
 			while (t < s->nthreads &&
 			    s->threads[t].uid != (uint64_t)thread)
@@ -168,8 +268,44 @@ static void mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
 			mp_unbias_cnt(prof->period, &s->threads[t].cnt, tval);
 			val = tval;
 		}
-		if (s->npcs > cap) {
-			cap = s->npcs;
+		/* The parts to add: the stack (one label value), or with
+		 * --tag thread_id/thread_name on heap_v2 its tN lines. */
+		size_t np = by_thread_line && thread < 0 ? s->nthreads : 1;
+		if (np + 1 > pcap) {
+			pcap = np + 1;
+			parts = mp_xrealloc(parts, pcap * sizeof(*parts));
+		}
+		if (by_thread_line && thread < 0) {
+			for (size_t k = 0; k < np; k++) {
+				mp_unbias_cnt(prof->period,
+				    &s->threads[k].cnt, parts[k].val);
+				parts[k].label = mp_heap_thread_label(tag, prof,
+				    s->threads[k].uid, parts[k].buf,
+				    sizeof(parts[k].buf));
+			}
+		} else {
+			memcpy(parts[0].val, val, sizeof(parts[0].val));
+			parts[0].label = NULL;
+			if (by_thread_line)
+				parts[0].label = mp_heap_thread_label(tag, prof,
+				    (uint64_t)thread, parts[0].buf,
+				    sizeof(parts[0].buf));
+			else if (tag->key != NULL)
+				parts[0].label = mp_stack_label(s, tag->key,
+				    tag->klen);
+		}
+		if (tag->value != NULL) {
+			size_t kept = 0;
+			for (size_t k = 0; k < np; k++)
+				if (parts[k].label != NULL &&
+				    strcmp(parts[k].label, tag->value) == 0)
+					parts[kept++] = parts[k];
+			np = kept;
+			if (np == 0)
+				continue;
+		}
+		if (s->npcs + 1 > cap) {
+			cap = s->npcs + 1;
 			frames = mp_xrealloc(frames, cap * sizeof(*frames));
 		}
 		/* Leaf first as read; cut = frames belonging to the
@@ -212,10 +348,23 @@ static void mp_add_profile(mp_report_t *rep, mp_symbolizer_t *sym,
 			frames[a] = frames[b];
 			frames[b] = t;
 		}
-		mp_report_add(rep, frames + cut, n, val, sign);
+		for (size_t k = 0; k < np; k++) {
+			if (tag->key == NULL || tag->value != NULL) {
+				mp_report_add(rep, frames + cut, n,
+				    parts[k].val, sign);
+				continue;
+			}
+			/* Grouped: the root frame KEY=VALUE first (frames
+			 * has room for one more). */
+			memmove(frames + 1, frames + cut, n * sizeof(*frames));
+			frames[0] = mp_tag_root(tag, rep, parts[k].label);
+			mp_report_add(rep, frames, n + 1, parts[k].val, sign);
+			memmove(frames + cut, frames + 1, n * sizeof(*frames));
+		}
 		if (pp != NULL)
 			mp_pprof_out_sample(pp, prof, s, s->npcs - n, val, sign);
 	}
+	free(parts);
 	free(frames);
 	free(fm.id);
 	free(fm.alloc);
@@ -524,6 +673,8 @@ int mp_cmd_run(const mp_opts_t *o) {
 		have_ignore = true;
 	}
 	int status = MP_EXIT_USAGE;
+	mp_tag_t tag;
+	mp_tag_init(&tag, o->tag);
 	int nprof = o->nprofiles + (o->base != NULL);
 	mp_profile_t *profs = mp_xcalloc((size_t)nprof, sizeof(*profs));
 	int nread = 0;
@@ -547,7 +698,7 @@ int mp_cmd_run(const mp_opts_t *o) {
 	mp_pprof_out_t *pp = o->cmd == CMD_PPROF ? mp_pprof_out_new(sym) : NULL;
 	for (int i = 0; i < nprof; i++)
 		mp_add_profile(rep, sym, &profs[i], i < o->nprofiles ? 1 : -1,
-		    o->thread, o->lines, pp);
+		    o->thread, o->lines, &tag, pp);
 	if (pp != NULL) {
 		status = mp_pprof_write_file(o, pp, profs[0].period);
 		mp_pprof_out_free(pp);
@@ -571,7 +722,17 @@ int mp_cmd_run(const mp_opts_t *o) {
 	switch (o->cmd) {
 	case CMD_TOP:
 	case CMD_DIFF:
-		mp_out_top(rep, f, o->limit, bytes);
+		if (tag.key != NULL && tag.value == NULL) {
+			bool *is_tag = mp_xcalloc(mp_report_nnames(rep) + 1,
+			    sizeof(*is_tag));
+			for (size_t k = 0; k < tag.nids; k++)
+				is_tag[tag.ids[k]] = true;
+			mp_out_top_tag(rep, f, o->limit, bytes, is_tag,
+			    o->tag);
+			free(is_tag);
+		} else {
+			mp_out_top(rep, f, o->limit, bytes);
+		}
 		break;
 	case CMD_COLLAPSED:
 		mp_out_collapsed(rep, f);
@@ -623,6 +784,7 @@ out:
 	for (int i = 0; i < nread; i++)
 		mp_profile_free(&profs[i]);
 	free(profs);
+	free(tag.ids);
 	if (have_focus)
 		regfree(&focus);
 	if (have_ignore)

@@ -326,6 +326,36 @@ void mp_out_top(const mp_report_t *rep, FILE *f, long limit, bool bytes) {
 	free(rows);
 }
 
+/* top --tag KEY: the groups (root frames KEY=VALUE), by their totals,
+ * largest first, then by name. */
+static int mp_tag_row_cmp(const void *a, const void *b) {
+	const mp_row_t *x = a, *y = b;
+	if (x->cum != y->cum)
+		return x->cum > y->cum ? -1 : 1;
+	return strcmp(mp_sort_rep->names[x->id], mp_sort_rep->names[y->id]);
+}
+
+void mp_out_top_tag(const mp_report_t *rep, FILE *f, long limit, bool bytes,
+    const bool *is_tag, const char *key) {
+	size_t n, kept = 0;
+	mp_row_t *rows = mp_rows(rep, &n);
+	for (size_t i = 0; i < n; i++)
+		if (is_tag[rows[i].id])
+			rows[kept++] = rows[i];
+	mp_sort_rep = rep;
+	qsort(rows, kept, sizeof(*rows), mp_tag_row_cmp);
+	fprintf(f, "Total: %" PRId64 " %s, by label %s\n", rep->total,
+	    bytes ? "B" : "objects", key);
+	for (size_t i = 0; i < kept && (limit < 0 || (long)i < limit); i++) {
+		char a[16];
+		snprintf(a, sizeof(a), "%.1f%%", mp_pct(rows[i].cum,
+		    rep->total));
+		fprintf(f, "%8" PRId64 " %6s %s\n", rows[i].cum, a,
+		    rep->names[rows[i].id]);
+	}
+	free(rows);
+}
+
 /* ---- collapsed: "root;...;leaf value", as flamegraph.pl reads */
 static int mp_sample_name_cmp(const void *a, const void *b) {
 	const mp_sample_t *x = a, *y = b;

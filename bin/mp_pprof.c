@@ -757,6 +757,51 @@ static bool mp_pstr(mp_pdec_t *d, uint64_t idx, const char *what, char **out) {
 	return true;
 }
 
+/* A sample's labels (Label: key = 1, str = 2, num = 3, as string table
+ * indexes but num), for --tag and --thread; a label without a key is
+ * skipped, a number label's value written in decimal. */
+static bool mp_plabels(mp_pdec_t *d, const mp_slices_t *labs, mp_stack_t *s) {
+	s->labels = mp_xcalloc(labs->n, sizeof(*s->labels));
+	for (size_t i = 0; i < labs->n; i++) {
+		mp_pb_t m = labs->v[i], sub;
+		uint32_t field;
+		unsigned wire;
+		uint64_t v, key = 0, str = 0, num = 0;
+		bool have_str = false;
+		while (mp_pb_next(&m, &field, &wire, &v, &sub, &d->e,
+		    "a sample's label")) {
+			if (wire != 0)
+				continue;
+			if (field == 1)
+				key = v;
+			else if (field == 2) {
+				str = v;
+				have_str = true;
+			} else if (field == 3)
+				num = v;
+		}
+		if (d->e.bad)
+			return false;
+		if (key == 0)
+			continue;
+		mp_label_t *l = &s->labels[s->nlabels];
+		if (!mp_pstr(d, key, "a sample's label", &l->key))
+			return false;
+		if (have_str) {
+			if (!mp_pstr(d, str, "a sample's label", &l->value)) {
+				free(l->key);
+				return false;
+			}
+		} else {
+			char buf[24];
+			snprintf(buf, sizeof(buf), "%" PRId64, (int64_t)num);
+			l->value = mp_xstrdup(buf);
+		}
+		s->nlabels++;
+	}
+	return true;
+}
+
 static bool mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
     mp_profile_t *prof) {
 	mp_pberr_t *e = &d->e;
@@ -768,6 +813,7 @@ static bool mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 	uint64_t v;
 	bool ok = false;
 	mp_u64s_t ids = { 0 }, vals = { 0 };
+	mp_slices_t labs = { 0 };	/* a sample's Label messages */
 	int which[MP_NVALUES];	/* value index of each sample type, or -1 */
 	uint64_t total[MP_NVALUES] = { 0 };	/* sum of absolute values */
 	size_t ntypes = 0;
@@ -999,7 +1045,7 @@ static bool mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 	prof->stacks = mp_xcalloc(sl[PB_SAMPLE].n, sizeof(*prof->stacks));
 	for (size_t i = 0; i < sl[PB_SAMPLE].n; i++) {
 		mp_pb_t m = sl[PB_SAMPLE].v[i];
-		ids.n = vals.n = 0;
+		ids.n = vals.n = labs.n = 0;
 		while (mp_pb_next(&m, &field, &wire, &v, &sub, e, "a sample")) {
 			if (field == 1 && !mp_pb_repeated(wire, v, sub, &ids,
 			    e, "a sample's locations"))
@@ -1007,6 +1053,8 @@ static bool mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 			if (field == 2 && !mp_pb_repeated(wire, v, sub, &vals,
 			    e, "a sample's values"))
 				goto out;
+			if (field == 3 && wire == 2)
+				mp_slices_add(&labs, sub);
 		}
 		if (e->bad)
 			goto out;
@@ -1073,6 +1121,8 @@ static bool mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 			s->val[k] = (double)x;
 			s->raw.v[k] = x > 0 ? (uint64_t)x : 0;
 		}
+		if (labs.n > 0 && !mp_plabels(d, &labs, s))
+			goto out;
 	}
 	ok = true;
 out:
@@ -1080,6 +1130,7 @@ out:
 		free(sl[f].v);
 	free(ids.v);
 	free(vals.v);
+	free(labs.v);
 	free(s1);
 	free(s2);
 	return ok;
@@ -1349,6 +1400,17 @@ void mp_pprof_out_sample(mp_pprof_out_t *pp, const mp_profile_t *prof,
 		pprof_pb_raw_varint(&pp->packed,
 		    (uint64_t)(sign * (int64_t)llround(val[k])));
 	pprof_pb_bytes(b, 2, pp->packed.p, pp->packed.len);
+	/* Its labels, kept (as strings: a number label's too). */
+	for (uint32_t k = 0; k < s->nlabels; k++) {
+		uint8_t lab[24];
+		size_t n = 0;
+		lab[n++] = (1 << 3) | 0;
+		n += pprof_pb_varint(lab + n, mp_pp_str(pp, s->labels[k].key));
+		lab[n++] = (2 << 3) | 0;
+		n += pprof_pb_varint(lab + n,
+		    mp_pp_str(pp, s->labels[k].value));
+		pprof_pb_bytes(b, 3, lab, n);
+	}
 	pprof_pb_bytes(&pp->samples, 2, b->p, b->len);
 }
 

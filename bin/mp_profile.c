@@ -543,6 +543,11 @@ void mp_profile_free(mp_profile_t *prof) {
 		free(prof->stacks[i].pcs);
 		free(prof->stacks[i].fn);
 		free(prof->stacks[i].threads);
+		for (uint32_t k = 0; k < prof->stacks[i].nlabels; k++) {
+			free(prof->stacks[i].labels[k].key);
+			free(prof->stacks[i].labels[k].value);
+		}
+		free(prof->stacks[i].labels);
 	}
 	for (size_t i = 0; i < prof->nfnames; i++) {
 		free(prof->fnames[i].name);

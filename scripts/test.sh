@@ -40,6 +40,7 @@ test/integration/prof_nofp test/integration/prof_callsite
 test/integration/prof_cfi test/integration/prof_cfi_dlopen
 test/integration/prof_cfi_signal test/integration/tcache_explicit
 test/integration/prof_recent test/integration/prof_peak
+test/integration/prof_label test/integration/prof_http_delta
 test/integration/extent_hooks test/integration/xthread_rss
 test/stress/prof_getattr
 test/stress/threads test/stress/fork test/stress/first_op
@@ -195,7 +196,7 @@ if command -v valgrind >/dev/null 2>&1; then
 	MALLOC_PROF_TOOL_WRAPPER="valgrind -q --error-exitcode=97 \
 --leak-check=full --errors-for-leak-kinds=definite"
 	export MALLOC_PROF_TOOL_WRAPPER
-	check_tests=test/bin/malloc_prof.sh
+	check_tests="test/bin/malloc_prof.sh test/bin/labels.sh"
 	run_build memcheck
 	check_tests=
 	unset MALLOC_PROF_TOOL_WRAPPER

@@ -778,18 +778,37 @@ static unsigned arenas_initialized(arena_t **out) {
 	return k;
 }
 
+/* The hook arena (hook.c makes it; defined here, where fork orders its
+ * locks, so that arena.c does not depend on hook.c). */
+_Atomic(arena_t *) hook_extent_arena;
+
 static arena_t *fork_arenas[ARENAS_MAX];
 static unsigned fork_narenas;
 
 void arena_prefork(void) {
 	pthread_mutex_lock(&arenas_mtx.lock);
 	fork_narenas = arenas_initialized(fork_arenas);
-	for (unsigned i = 0; i < fork_narenas; i++)
+	/* The hook arena's locks rank above every arena's mtx (a thread in
+	 * an extent hook holds one and takes them, hook.c): last. */
+	unsigned n = fork_narenas;
+	arena_t *hook = atomic_load(&hook_extent_arena);
+	for (unsigned i = 0; hook != NULL && i < n; i++) {
+		if (fork_arenas[i] == hook) {
+			fork_arenas[i] = fork_arenas[n - 1];
+			fork_arenas[--n] = hook;
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
 		pthread_mutex_lock(&fork_arenas[i]->shared_mtx.lock);
-	for (unsigned i = 0; i < fork_narenas; i++)
+	for (unsigned i = 0; i < n; i++)
 		pthread_mutex_lock(&fork_arenas[i]->orphans_mtx.lock);
-	for (unsigned i = 0; i < fork_narenas; i++)
+	for (unsigned i = 0; i < n; i++)
 		pthread_mutex_lock(&fork_arenas[i]->mtx.lock);
+	for (unsigned i = n; i < fork_narenas; i++) {
+		pthread_mutex_lock(&fork_arenas[i]->shared_mtx.lock);
+		pthread_mutex_lock(&fork_arenas[i]->orphans_mtx.lock);
+		pthread_mutex_lock(&fork_arenas[i]->mtx.lock);
+	}
 }
 
 void arena_postfork_parent(void) {

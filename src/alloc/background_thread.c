@@ -208,6 +208,10 @@ void background_thread_notify(void) {
 	mp_mutex_unlock(&bg_mtx);
 }
 
+mp_mutex_t *background_thread_mutex(void) {
+	return &bg_mtx;
+}
+
 void background_thread_stats(size_t *nthreads, uint64_t *nruns,
     uint64_t *run_interval_ns) {
 	mp_mutex_lock(&bg_mtx);

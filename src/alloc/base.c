@@ -211,6 +211,10 @@ size_t base_mapped_bytes(void) {
 	return ret;
 }
 
+mp_mutex_t *base_mutex(void) {
+	return &base_mtx;
+}
+
 void base_prefork(void) {
 	pthread_mutex_lock(&base_mtx.lock);
 }

@@ -245,3 +245,235 @@ void hook_activity_event(tsd_t *tsd) {
 		hook_exit();
 	}
 }
+
+/* ------------------------------------------ extent hooks: reentrancy */
+
+/*
+ * A custom extent hook is called with its arena's mtx held (extent.c), so
+ * a hook that calls malloc or free must not need that lock, nor (debug
+ * builds check it) any lock of a rank not above it.  An arena with custom
+ * hooks holds a wrapper instead of the program's extent_hooks_t: the
+ * wrapper's trampolines raise hook_extent_depth (and reentrancy: nothing
+ * inside is sampled) around the program's function, which gets the
+ * program's pointer.  malloc.c then serves the hook's slow-path
+ * allocations from the hook arena, with no thread cache, and returns
+ * small blocks as remote frees.  A hook's fast-path calls touch only its
+ * thread's cache bins, which take no lock.  What a hook still cannot do:
+ * free a large block of the hook's own arena (its lock is held), or call
+ * mallctl.
+ */
+__thread unsigned hook_extent_depth __attribute__((tls_model("initial-exec")));
+/* hook_extent_arena is arena.c's (its fork handler reads it), set here. */
+
+typedef struct hook_extent_wrapper_s {
+	extent_hooks_t tramp;    /* first: what the arena holds */
+	extent_hooks_t *user;
+	struct hook_extent_wrapper_s *next;
+} hook_extent_wrapper_t;
+/* Wrappers are kept for good (metadata), one per hooks pointer. */
+static _Atomic(hook_extent_wrapper_t *) hook_extent_wrappers;
+
+static extent_hooks_t *hook_extent_user(extent_hooks_t *h) {
+	return ((hook_extent_wrapper_t *)h)->user;
+}
+
+static void hook_extent_in(void) {
+	hook_extent_depth++;
+	mp_tsd.reentrancy++;
+}
+
+static void hook_extent_out(void) {
+	mp_tsd.reentrancy--;
+	hook_extent_depth--;
+}
+
+static void *hook_tr_alloc(extent_hooks_t *h, void *new_addr, size_t size,
+    size_t align, bool *zero, bool *commit, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	extent_alloc_t *fn = u->alloc;
+	if (fn == NULL)
+		return NULL;
+	hook_extent_in();
+	void *p = fn(u, new_addr, size, align, zero, commit, ind);
+	hook_extent_out();
+	return p;
+}
+
+static bool hook_tr_dalloc(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	extent_dalloc_t *fn = u->dalloc;
+	if (fn == NULL)
+		return true;
+	hook_extent_in();
+	bool r = fn(u, addr, size, committed, ind);
+	hook_extent_out();
+	return r;
+}
+
+static void hook_tr_destroy(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	extent_destroy_t *fn = u->destroy;
+	if (fn == NULL)
+		return;
+	hook_extent_in();
+	fn(u, addr, size, committed, ind);
+	hook_extent_out();
+}
+
+/* commit, decommit and both purges share one signature. */
+typedef bool hook_range_fn(extent_hooks_t *, void *, size_t, size_t,
+    size_t, unsigned);
+static bool hook_tr_range(hook_range_fn *fn, extent_hooks_t *u, void *addr,
+    size_t size, size_t off, size_t len, unsigned ind) {
+	if (fn == NULL)
+		return true;
+	hook_extent_in();
+	bool r = fn(u, addr, size, off, len, ind);
+	hook_extent_out();
+	return r;
+}
+
+static bool hook_tr_commit(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	return hook_tr_range(u->commit, u, addr, size, off, len, ind);
+}
+
+static bool hook_tr_decommit(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	return hook_tr_range(u->decommit, u, addr, size, off, len, ind);
+}
+
+static bool hook_tr_purge_lazy(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	return hook_tr_range(u->purge_lazy, u, addr, size, off, len, ind);
+}
+
+static bool hook_tr_purge_forced(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	return hook_tr_range(u->purge_forced, u, addr, size, off, len, ind);
+}
+
+static bool hook_tr_split(extent_hooks_t *h, void *addr, size_t size,
+    size_t size_a, size_t size_b, bool committed, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	extent_split_t *fn = u->split;
+	if (fn == NULL)
+		return true;
+	hook_extent_in();
+	bool r = fn(u, addr, size, size_a, size_b, committed, ind);
+	hook_extent_out();
+	return r;
+}
+
+static bool hook_tr_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+    void *addr_b, size_t size_b, bool committed, unsigned ind) {
+	extent_hooks_t *u = hook_extent_user(h);
+	extent_merge_t *fn = u->merge;
+	if (fn == NULL)
+		return true;
+	hook_extent_in();
+	bool r = fn(u, addr_a, size_a, addr_b, size_b, committed, ind);
+	hook_extent_out();
+	return r;
+}
+
+/* The hook arena: made once, before the first wrapper is handed out (no
+ * lock is held here; inside a hook the arenas' locks are, and making an
+ * arena takes arenas_mtx).  Its locks get the ranks above every other
+ * arena's before any block comes from it. */
+static bool hook_extent_arena_make(void) {
+	/* Ranked below arenas_mtx, which arena_create takes; reached from
+	 * mallctl with no lock held. */
+	static mp_mutex_t make_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_CTL);
+	if (atomic_load_explicit(&hook_extent_arena, memory_order_acquire) !=
+	    NULL)
+		return false;
+	mp_mutex_lock(&make_mtx);
+	bool failed = false;
+	if (atomic_load(&hook_extent_arena) == NULL) {
+		unsigned ind;
+		arena_t *a = NULL;
+		if (!arena_create(&ind))
+			a = arena_get(ind, false);
+		if (a != NULL) {
+			mp_mutex_init(&a->shared_mtx,
+			    LOCK_RANK_HOOK_ARENA_SHARED);
+			mp_mutex_init(&a->orphans_mtx,
+			    LOCK_RANK_HOOK_ARENA_ORPHANS);
+			mp_mutex_init(&a->mtx, LOCK_RANK_HOOK_ARENA);
+			atomic_store_explicit(&hook_extent_arena, a,
+			    memory_order_release);
+		}
+		failed = a == NULL;
+	}
+	mp_mutex_unlock(&make_mtx);
+	return failed;
+}
+
+static void hook_extent_fill(hook_extent_wrapper_t *w);
+
+extent_hooks_t *hook_extent_wrap(extent_hooks_t *user) {
+	if (user == NULL || user == &extent_hooks_default)
+		return user;
+	for (hook_extent_wrapper_t *w = atomic_load_explicit(
+	    &hook_extent_wrappers, memory_order_acquire); w != NULL;
+	    w = w->next) {
+		if (&w->tramp == user)
+			return user;
+		if (w->user == user) {
+			hook_extent_fill(w);
+			return &w->tramp;
+		}
+	}
+	if (hook_extent_arena_make())
+		return NULL;
+	hook_extent_wrapper_t *w = base_alloc(sizeof(*w));
+	if (w == NULL)
+		return NULL;
+	w->user = user;
+	hook_extent_fill(w);
+	hook_extent_wrapper_t *head = atomic_load(&hook_extent_wrappers);
+	do {
+		w->next = head;
+	} while (!atomic_compare_exchange_weak(&hook_extent_wrappers, &head,
+	    w));
+	return &w->tramp;
+}
+
+/*
+ * The wrapper's members follow the program's at each install (a NULL
+ * member stays NULL: "cannot", which the extent code may act on before
+ * calling, as for split).  The program may change its structure after;
+ * the trampolines read its members at each call, and one it set to NULL
+ * since answers "cannot", which is what the extent code does for NULL.
+ */
+static void hook_extent_fill(hook_extent_wrapper_t *w) {
+	extent_hooks_t *user = w->user;
+	w->tramp.alloc = user->alloc != NULL ? hook_tr_alloc : NULL;
+	w->tramp.dalloc = user->dalloc != NULL ? hook_tr_dalloc : NULL;
+	w->tramp.destroy = user->destroy != NULL ? hook_tr_destroy : NULL;
+	w->tramp.commit = user->commit != NULL ? hook_tr_commit : NULL;
+	w->tramp.decommit = user->decommit != NULL ? hook_tr_decommit : NULL;
+	w->tramp.purge_lazy = user->purge_lazy != NULL ? hook_tr_purge_lazy :
+	    NULL;
+	w->tramp.purge_forced = user->purge_forced != NULL ?
+	    hook_tr_purge_forced : NULL;
+	w->tramp.split = user->split != NULL ? hook_tr_split : NULL;
+	w->tramp.merge = user->merge != NULL ? hook_tr_merge : NULL;
+}
+
+extent_hooks_t *hook_extent_unwrap(extent_hooks_t *h) {
+	for (hook_extent_wrapper_t *w = atomic_load_explicit(
+	    &hook_extent_wrappers, memory_order_acquire); w != NULL;
+	    w = w->next) {
+		if (&w->tramp == h)
+			return w->user;
+	}
+	return h;
+}

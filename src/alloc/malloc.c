@@ -163,7 +163,8 @@ static void tsd_gdump_flush(tsd_t *tsd) {
  * cache they pinned a slab per arena and size class. */
 static bool tsd_cache_usable(const tsd_t *tsd, bool tcache_none) {
 	return !tcache_none && tsd->state == TSD_NOMINAL &&
-	    tsd->tcache_enabled && tsd->tcache != NULL;
+	    tsd->tcache_enabled && tsd->tcache != NULL &&
+	    likely(hook_extent_depth == 0);
 }
 
 /* After an allocation event of p (usize bytes, already counted): sample it
@@ -231,6 +232,13 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	arena_t *arena = o->arena;
 	if (arena == NULL)
 		arena = tsd->arena != NULL ? tsd->arena : arena_get(0, false);
+	/* Inside a custom extent hook, whose arena's lock is held: the hook
+	 * arena, without a cache (hook.c). */
+	if (unlikely(hook_extent_depth != 0)) {
+		arena = atomic_load_explicit(&hook_extent_arena,
+		    memory_order_acquire);
+		xtc = NULL;
+	}
 	/* An explicit cache fills from the call's arena, as jemalloc's: the
 	 * one MALLOCX_ARENA names, else the calling thread's. */
 	if (xtc != NULL)
@@ -432,7 +440,10 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 			 * double free shows when the bin is flushed). */
 			tcache_explicit_dalloc_small(xtc, e->szind, p);
 			twice = false;
-		} else if (owner != tsd->tcache || owner == NULL) {
+		} else if (owner != tsd->tcache || owner == NULL ||
+		    unlikely(hook_extent_depth != 0)) {
+			/* Inside an extent hook too: a free to the thread's
+			 * own slab could retire it to a held arena lock. */
 			twice = tcache_free_remote(e, p);
 		} else {
 			twice = tcache_free_small(owner, e, p);
@@ -544,13 +555,8 @@ static MP_NOINLINE void free_slow(void *p) {
 	unsigned ind = (unsigned)(entry & PAGEMAP_TAG_MASK) - 1;
 	if (ind < SC_NBINS && tsd_cache_bins(tsd)) {
 		if ((uint32_t)(uintptr_t)tsd->bin_cur[ind + 1] ==
-		    tsd->bin_full[ind + 1]) {
-			/* The bin is full: its older part (half by default:
-			 * lg_tcache_flush_small_div) goes back to the slabs. */
-			tcache_bin_flush(tsd->tcache, ind,
-			    tcache_bin_cap(tsd->tcache, ind) >>
-			    opt_lg_tcache_flush_small_div);
-		}
+		    tsd->bin_full[ind + 1])
+			tcache_bin_overflow(tsd->tcache, ind);
 		*--tsd->bin_cur[ind + 1] = p;
 		tsd->deallocated += sz_index2size_tab[ind];
 		return;

@@ -393,6 +393,34 @@ static void slab_send_home(extent_t *slab) {
 	    slab, memory_order_release, memory_order_relaxed));
 }
 
+/* Tell `owner` (read before the first or, with the class) that a slab of
+ * class ind got remote frees; after the or, so that the owner's GC,
+ * which clears the bit before it looks, sees the bits.  A load first: the
+ * bit is mostly set already, and the line stays shared. */
+static void slab_remote_mark(tcache_t *owner, unsigned ind) {
+	if (owner == NULL || owner == &extent_large_owner)
+		return;
+	uint64_t bit = (uint64_t)1 << ind;
+	if ((atomic_load_explicit(&owner->remote_classes,
+	    memory_order_relaxed) & bit) == 0)
+		atomic_fetch_or_explicit(&owner->remote_classes, bit,
+		    memory_order_release);
+}
+
+/* The GC's visit of class ind: true if its slabs may hold remote frees
+ * (and the mark is cleared for the next visit). */
+static bool slab_remote_marked(tcache_t *tc, unsigned ind) {
+	uint64_t bit = (uint64_t)1 << ind;
+	if ((atomic_load_explicit(&tc->remote_classes, memory_order_relaxed) &
+	    bit) == 0)
+		return false;
+	atomic_fetch_and_explicit(&tc->remote_classes, ~bit,
+	    memory_order_acquire);
+	return true;
+}
+
+_Static_assert(SC_NBINS <= 64, "remote_classes has a bit per class");
+
 /* Free regions q[0..n) of one slab owned by another cache: one atomic or
  * per bitmap word they fall in.  Double frees are reported here. */
 static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
@@ -400,6 +428,8 @@ static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 	/* Before the first or: once its regions are free, the owner may
 	 * retire the slab and its record become something else. */
 	arena_bin_stats_t *bs = slab_bstats(slab);
+	tcache_t *owner = slab_owner(slab);
+	unsigned ind = slab->szind;
 	while (k < n) {
 		uint32_t i = slab_region_index(slab, q[k]);
 		unsigned w = i / 64;
@@ -420,6 +450,7 @@ static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 		freed += (unsigned)__builtin_popcountll(mask & ~old);
 		k = end;
 	}
+	slab_remote_mark(owner, ind);
 	slab_stat_add(&bs->ndalloc, freed);
 	if (atomic_load(&slab->full) != 0)
 		slab_send_home(slab);
@@ -429,9 +460,12 @@ bool tcache_free_remote(extent_t *slab, void *p) {
 	uint32_t i = slab_region_index(slab, p);
 	uint64_t bit = (uint64_t)1 << (i % 64);
 	arena_bin_stats_t *bs = slab_bstats(slab);   /* see slab_free_remote */
+	tcache_t *owner = slab_owner(slab);
+	unsigned ind = slab->szind;
 	uint64_t old = atomic_fetch_or(&slab->remote_bits[i / 64], bit);
 	if (unlikely(old & bit))
 		return true;      /* already freed: a double free */
+	slab_remote_mark(owner, ind);
 	slab_stat_add(&bs->ndalloc, 1);
 	if (atomic_load(&slab->full) != 0)
 		slab_send_home(slab);
@@ -459,6 +493,13 @@ void slab_regions_return(tcache_t *tc, void *const *q, unsigned n) {
 			slab_free_local(tc, slab, q + k, end - k, "free");
 		k = end;
 	}
+}
+
+void slab_bin_gc(tcache_t *tc, unsigned ind) {
+	/* Local frees release an emptied slab at once (slab_free_local):
+	 * only remote ones leave something for the walk to find. */
+	if (slab_remote_marked(tc, ind))
+		slab_bin_flush(tc, ind);
 }
 
 /* Collect remote frees into every slab of a bin and release the empty

@@ -57,6 +57,165 @@ static unsigned cache_bin_slots(unsigned ind) {
 	return n < 2 ? 2 : (unsigned)n;
 }
 
+/*
+ * Slots a bin may grow to.  A program that allocates a batch of objects of
+ * one class and frees it again (glibc's bench-malloc-simple: batches of up
+ * to 1,600) swings its bin from empty to full and back; with a fixed bin
+ * smaller than the batch, every region goes through the slab's bitmap on
+ * the way out and again on the way in, which in bench's simple was a
+ * quarter of the time.  Such a bin doubles, up to CACHE_BIN_GROW_SLOTS
+ * and CACHE_BIN_GROW_BYTES of regions, for classes up to
+ * CACHE_BIN_GROW_USIZE.  The larger ones hold much memory in few regions
+ * (8 at the base size from 4 KiB up): they grow to CACHE_BIN_GROW_MID_MUL
+ * times that, by the same swings or when busy with remote frees (bin_gc).
+ * A tcache_nslots_small_max set by the program is a bound it chose: no
+ * growth then.
+ */
+static unsigned cache_bin_slots_max(unsigned ind) {
+	unsigned base = cache_bin_slots(ind);
+	size_t usize = sz_index2size(ind);
+	if (opt_tcache_nslots_small_max != CACHE_BIN_MAX)
+		return base;
+	size_t n = usize > CACHE_BIN_GROW_USIZE ?
+	    (size_t)base * CACHE_BIN_GROW_MID_MUL : CACHE_BIN_GROW_BYTES / usize;
+	if (n > CACHE_BIN_GROW_BYTES / usize)
+		n = CACHE_BIN_GROW_BYTES / usize;
+	if (n > CACHE_BIN_GROW_SLOTS)
+		n = CACHE_BIN_GROW_SLOTS;
+	return n > base ? (unsigned)n : base;
+}
+
+/* Bin ind holds at most cap regions from now on (it holds no more). */
+static void bin_set_cap(tcache_t *tc, unsigned ind, unsigned cap) {
+	mp_assert(tcache_bin_count(tc, ind) <= cap);
+	tc->cb_full[ind] = (uint32_t)(uintptr_t)(tc->cb_empty[ind] - cap);
+}
+
+/*
+ * Where a bin's slots are.  At its base size a bin lives in cb_slots,
+ * packed with the others (one page holds the tops of many bins, which is
+ * all most programs touch); a grown one moves to its own stretch of
+ * cb_grow_slots, room for its largest size, made at the first growth of
+ * any bin of the cache.  Untouched, that stretch costs address space
+ * only: with every bin laid out at its largest size in cb_slots, each
+ * bin's top page was its own, 80 KiB more resident per thread (bench's
+ * alloctest, 8 threads: +0.7 MB).
+ */
+static void **bin_grow_end(tcache_t *tc, unsigned ind) {
+	return tc->cb_grow_slots + tc->cb_grow_end[ind];
+}
+
+/* Move bin ind's regions to the slots ending at `empty`, cap of them. */
+static void bin_relocate(tcache_t *tc, unsigned ind, void **empty,
+    unsigned cap) {
+	unsigned n = tcache_bin_count(tc, ind);
+	mp_assert(n <= cap && *empty == NULL);
+	if (empty == tc->cb_empty[ind]) {
+		bin_set_cap(tc, ind, cap);
+		return;
+	}
+	memcpy(empty - n, tc->cb_cur[ind], n * sizeof(void *));
+	tc->cb_cur[ind] = empty - n;
+	tc->cb_empty[ind] = empty;
+	bin_set_cap(tc, ind, cap);
+}
+
+/* Bin ind at cap slots (it holds no more than that), in its home slots
+ * at the base size, else in the grow area; false if that cannot be
+ * made. */
+static bool bin_resize(tcache_t *tc, unsigned ind, unsigned cap) {
+	if (cap <= cache_bin_slots(ind)) {
+		bin_relocate(tc, ind, tc->cb_home[ind], cap);
+		return true;
+	}
+	if (tc->cb_grow_slots == NULL) {
+		/* Where each bin's sentinel is, kept: summed at each resize,
+		 * it was most of a resize's cost once the mid-size bins grew
+		 * and shrank at GC visits. */
+		uint32_t total = 0;
+		for (unsigned i = 0; i < SC_NBINS; i++) {
+			tc->cb_grow_end[i] = total + cache_bin_slots_max(i);
+			total = tc->cb_grow_end[i] + 1;
+		}
+		tc->cb_grow_slots = base_alloc(total * sizeof(void *));
+		if (tc->cb_grow_slots == NULL)
+			return false;
+	}
+	bin_relocate(tc, ind, bin_grow_end(tc, ind), cap);
+	return true;
+}
+
+enum { BIN_MOVE_NONE = 0, BIN_MOVE_FILL, BIN_MOVE_OVERFLOW };
+
+/*
+ * Bin ind of tc is filled (it ran dry) or overflows (it is full).  A
+ * swing is a fill after an overflow or the reverse; it is quick when the
+ * thread's traffic between them is below twice the bin's bytes: a batch
+ * goes from one end to the other in about one bin's worth, a random walk
+ * of allocations and frees needs about cap / 4 times that.  Two quick
+ * swings in a row double the bin (true: it grew, and has room now).
+ * Nothing on the fast paths: the moves are the slow paths'.
+ */
+static bool bin_move(tcache_t *tc, unsigned ind, uint8_t kind) {
+	tsd_t *tsd = &mp_tsd;
+	uint64_t now = tsd->allocated + tsd->deallocated;
+	unsigned cap = tcache_bin_cap(tc, ind);
+	uint8_t last = tc->cb_move[ind];
+	tc->cb_idle[ind] = false;
+	if (tc->cb_moves[ind] != UINT8_MAX)
+		tc->cb_moves[ind]++;
+	if (last != kind) {
+		bool quick = last != BIN_MOVE_NONE && now -
+		    tc->cb_move_at[ind] < (uint64_t)2 * cap *
+		    sz_index2size(ind);
+		tc->cb_swings[ind] = quick ? (uint8_t)(tc->cb_swings[ind] + 1)
+		    : 0;
+	}
+	tc->cb_move[ind] = kind;
+	tc->cb_move_at[ind] = now;
+	if (tc->cb_swings[ind] < 2)
+		return false;
+	tc->cb_swings[ind] = 0;
+	unsigned max = cache_bin_slots_max(ind);
+	if (cap >= max)
+		return false;
+	return bin_resize(tc, ind, cap * 2 < max ? cap * 2 : max);
+}
+
+/*
+ * At the bin's GC visit: one that neither ran dry nor overflowed since
+ * the last visit halves back towards its base size.  A bin above
+ * CACHE_BIN_GROW_USIZE that did so CACHE_BIN_BUSY_MOVES times or more,
+ * in a class other threads free into, doubles.  bin_move's swings, timed
+ * by the thread's traffic in every class, never look quick for a class
+ * that is one of many: in bench's xthread (sizes 8 B to 16 KB, half the
+ * frees remote) the 8-slot bins of 4-14 KiB were filled and flushed
+ * several times a loop, and moving regions between the bins and the
+ * slabs was two thirds of the allocator's instructions.  Only with remote
+ * frees: in a single-thread random walk (midsize, realloc) or same-thread
+ * traffic (alloctest) growth saved under 2% of the instructions and cost
+ * 0.4-0.9 MB of peak RSS.  The bit is only read here; slab_bin_gc, right
+ * after, clears it.
+ */
+static void bin_gc(tcache_t *tc, unsigned ind) {
+	unsigned cap = tcache_bin_cap(tc, ind);
+	unsigned base = cache_bin_slots(ind);
+	if (tc->cb_idle[ind] && cap > base) {
+		unsigned ncap = cap / 2 > base ? cap / 2 : base;
+		tcache_bin_flush(tc, ind, ncap);
+		bin_resize(tc, ind, ncap);
+	} else if (tc->cb_moves[ind] >= CACHE_BIN_BUSY_MOVES &&
+	    sz_index2size(ind) > CACHE_BIN_GROW_USIZE &&
+	    (atomic_load_explicit(&tc->remote_classes, memory_order_relaxed) &
+	    ((uint64_t)1 << ind)) != 0) {
+		unsigned max = cache_bin_slots_max(ind);
+		if (cap < max)
+			bin_resize(tc, ind, cap * 2 < max ? cap * 2 : max);
+	}
+	tc->cb_idle[ind] = true;
+	tc->cb_moves[ind] = 0;
+}
+
 void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
 	unsigned have = tcache_bin_count(tc, ind);
 	if (have <= keep)
@@ -73,8 +232,18 @@ void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep) {
 	tc->cb_cur[ind] = empty - keep;
 }
 
+void tcache_bin_overflow(tcache_t *tc, unsigned ind) {
+	if (bin_move(tc, ind, BIN_MOVE_OVERFLOW))
+		return;
+	/* Its older part (half by default: lg_tcache_flush_small_div)
+	 * goes back to the slabs. */
+	tcache_bin_flush(tc, ind, tcache_bin_cap(tc, ind) >>
+	    opt_lg_tcache_flush_small_div);
+}
+
 void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
 	mp_assert(tcache_bin_count(tc, ind) == 0);
+	bin_move(tc, ind, BIN_MOVE_FILL);
 	unsigned n = tcache_bin_cap(tc, ind) / 2;
 	void **empty = tc->cb_empty[ind];
 	void **first = empty - n;
@@ -103,13 +272,19 @@ static bool bins_attach(tcache_t *tc, void ***cur, uint32_t *full) {
 		if (tc->cb_slots == NULL)
 			return true;
 	}
+	/* Each bin starts at its base size, at home (bin_resize). */
 	void **slot = tc->cb_slots;
 	for (unsigned i = 0; i < SC_NBINS; i++) {
 		full[i] = (uint32_t)(uintptr_t)slot;
 		slot += cache_bin_slots(i);
 		mp_assert(*slot == NULL);
 		tc->cb_empty[i] = slot;
+		tc->cb_home[i] = slot;
 		cur[i] = slot;
+		tc->cb_move[i] = BIN_MOVE_NONE;
+		tc->cb_swings[i] = 0;
+		tc->cb_idle[i] = false;
+		tc->cb_moves[i] = 0;
 		slot++;
 	}
 	tc->cb_cur = cur;
@@ -199,8 +374,14 @@ static void large_flush_count(tcache_t *tc, unsigned li, uint32_t keep) {
 
 void tcache_flush(tcache_t *tc) {
 	if (tc->cb_cur != NULL) {
-		for (unsigned i = 0; i < SC_NBINS; i++)
+		for (unsigned i = 0; i < SC_NBINS; i++) {
 			tcache_bin_flush(tc, i, 0);
+			/* And back to its base size. */
+			bin_resize(tc, i, cache_bin_slots(i));
+			tc->cb_move[i] = BIN_MOVE_NONE;
+			tc->cb_swings[i] = 0;
+			tc->cb_moves[i] = 0;
+		}
 	}
 	slab_inbox_drain(tc);
 	for (unsigned i = 0; i < SC_NBINS; i++)
@@ -220,9 +401,12 @@ void tcache_gc_step(tcache_t *tc) {
 	slab_inbox_drain(tc);
 	uint32_t step = tc->gc_bin++;
 	unsigned i = step % SC_NBINS;
-	if (tc->cb_cur != NULL)
-		tcache_bin_flush(tc, i, tcache_bin_count(tc, i) / 2);
-	slab_bin_flush(tc, i);
+	if (tc->cb_cur != NULL) {
+		if (tc->cb_idle[i])
+			tcache_bin_flush(tc, i, tcache_bin_count(tc, i) / 2);
+		bin_gc(tc, i);
+	}
+	slab_bin_gc(tc, i);
 	/* Its own modulus: there are more large classes than bins. */
 	unsigned li = step % TCACHE_NLARGE;
 	tcache_large_t *c = &tc->large[li];
@@ -436,8 +620,7 @@ void *tcache_explicit_alloc_small(tcache_t *tc, unsigned ind) {
 
 void tcache_explicit_dalloc_small(tcache_t *tc, unsigned ind, void *p) {
 	if ((uint32_t)(uintptr_t)tc->cb_cur[ind] == tc->cb_full[ind])
-		tcache_bin_flush(tc, ind, tcache_bin_cap(tc, ind) >>
-		    opt_lg_tcache_flush_small_div);
+		tcache_bin_overflow(tc, ind);
 	*--tc->cb_cur[ind] = p;
 }
 

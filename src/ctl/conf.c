@@ -67,11 +67,7 @@ static size_t conf_san_guard_large = 0;
 static bool conf_utrace = false;
 /* The profiler options of jemalloc 5.3 that the profiler issue after
  * issue 18 implements: read-outs only until then. */
-static unsigned conf_prof_time_resolution = 0;
 static bool conf_prof_unbias = true;
-static const char *const conf_prof_time_resolution_names[] = {
-	"default", "high",
-};
 
 /* lg_tcache_max is tcache_max as a power of two (jemalloc's deprecated
  * spelling): each keeps the other's read-out in step. */
@@ -364,12 +360,11 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "name profiled threads after their system names "
 	  "(pthread_setname_np), read at each sample" },
 	{ .name = "prof_time_resolution", .type = CONF_ENUM,
-	  .var = &conf_prof_time_resolution, .def = "default",
-	  .names = conf_prof_time_resolution_names,
-	  .nnames = CONF_NELEMS(conf_prof_time_resolution_names), .prof = true,
-	  .note = "no effect yet: sample times come with the profiler's next "
-	  "issue",
-	  .doc = "clock of sample times: default or high" },
+	  .var = &opt_prof_time_resolution, .def = "default",
+	  .names = prof_time_resolution_names,
+	  .nnames = PROF_TIME_RES_COUNT, .prof = true,
+	  .doc = "clock of sample times: default (CLOCK_MONOTONIC_COARSE, "
+	  "a few ms) or high (CLOCK_MONOTONIC, ns)" },
 	{ .name = "prof_unbias", .type = CONF_BOOL, .var = &conf_prof_unbias,
 	  .def = "true", .prof = true,
 	  .note = "no effect yet: the estimates of dumps are always unbiased "

@@ -126,6 +126,71 @@ static void ctl_mutex_prof_merge(mp_mutex_prof_t *acc,
 		acc->max_n_thds = m->max_n_thds;
 }
 
+/* ---------------------------------------------- library-wide locks */
+
+/* stats.mutexes.<name>: jemalloc's global locks, in the order of the
+ * children of stats.mutexes after "reset".  ctl's own and the background
+ * thread's are known here; the profiler registers its own
+ * (ctl_mutex_register: ctl calls no prof function), summed per name (its
+ * backtrace table is sharded). */
+const char *const ctl_gmutex_names[CTL_NGMUTEXES] = {
+	"ctl", "background_thread", "prof", "prof_thds_data", "prof_dump",
+};
+#define CTL_GMUTEX_REG_MAX 96
+static struct {
+	unsigned which;
+	mp_mutex_t *m;
+} ctl_gmutex_reg[CTL_GMUTEX_REG_MAX];    /* written at boot only */
+static _Atomic unsigned ctl_gmutex_nreg;
+/* base.c's lock: the library's metadata, which arena 0 (and so the
+ * merged arena) carries, as its base statistics (ctl_mtx). */
+static mp_mutex_prof_t ctl_base_mutex_snap;
+
+bool ctl_mutex_register(const char *name, mp_mutex_t *m) {
+	unsigned w = CTL_GMUTEX_PROF;
+	while (w < CTL_NGMUTEXES && strcmp(name, ctl_gmutex_names[w]) != 0)
+		w++;
+	if (w == CTL_NGMUTEXES)
+		return true;
+	unsigned i = atomic_load(&ctl_gmutex_nreg);
+	if (i >= CTL_GMUTEX_REG_MAX)
+		return true;
+	ctl_gmutex_reg[i].which = w;
+	ctl_gmutex_reg[i].m = m;
+	atomic_store(&ctl_gmutex_nreg, i + 1);
+	return false;
+}
+
+/* Each read takes the lock once, as in ctl_xsnap_read. */
+static void ctl_gmutex_refresh_locked(void) {
+	memset(ctl_snap.gmutexes, 0, sizeof(ctl_snap.gmutexes));
+	ctl_snap.gmutexes[CTL_GMUTEX_CTL] = ctl_mtx.prof;   /* we hold it */
+	mp_mutex_prof_read(background_thread_mutex(),
+	    &ctl_snap.gmutexes[CTL_GMUTEX_BG]);
+	unsigned n = atomic_load(&ctl_gmutex_nreg);
+	for (unsigned i = 0; i < n; i++) {
+		mp_mutex_prof_t m;
+		mp_mutex_prof_read(ctl_gmutex_reg[i].m, &m);
+		ctl_mutex_prof_merge(&ctl_snap.gmutexes[ctl_gmutex_reg[i].which],
+		    &m);
+	}
+	mp_mutex_prof_read(base_mutex(), &ctl_base_mutex_snap);
+}
+
+/* --------------------------------------------- destroyed arenas' sum */
+
+/* MALLCTL_ARENAS_DESTROYED (jemalloc's 4097): stats.arenas.4097.* is the
+ * sum of the arenas arena.<i>.destroy has destroyed, merged at each
+ * destroy (as jemalloc does, not at the next epoch): their counters;
+ * what they held is 0, since they hold nothing.  Until a first destroy
+ * the index does not exist (ENOENT) and arena.4097.initialized is
+ * false.  ctl_mtx. */
+#define CTL_ARENAS_DESTROYED (ARENAS_MAX + 1)
+static bool ctl_destroyed_init;
+static arena_stats_t ctl_destroyed;
+static ctl_arena_xsnap_t ctl_destroyed_x;
+static ctl_arena_xsnap_t ctl_destroyed_scratch;
+
 /* x <- arena's per-class counters and the figures derived from them and
  * from its arena_stats_t s. */
 static void ctl_xsnap_read(arena_t *arena, const arena_stats_t *s,
@@ -233,6 +298,56 @@ static void ctl_xsnap_merge(ctl_arena_xsnap_t *acc,
 		ctl_mutex_prof_merge(&acc->mutexes[k], &x->mutexes[k]);
 }
 
+/* Add arena's counters to the destroyed arenas' sum (ctl_mtx held), with
+ * the arena reset and its caches flushed: what it holds, 0 by then, is
+ * not carried. */
+static void ctl_destroyed_read_locked(arena_t *arena, arena_stats_t *s,
+    ctl_arena_xsnap_t *x) {
+	arena_stats_read(arena, s);
+	s->mapped = s->retained = s->pactive = s->pdirty = s->pmuzzy = 0;
+	s->large_allocated = s->slabs_cur = s->cached_bytes = 0;
+	s->nthreads = 0;
+	ctl_xsnap_read(arena, s, x, os_now_ns());
+	for (unsigned j = 0; j < SC_NBINS; j++) {
+		x->bins[j].curregs = x->bins[j].curslabs = 0;
+		x->bins[j].nonfull_slabs = 0;
+	}
+	for (unsigned j = 0; j < SC_NLEXTENTS; j++)
+		x->lextents[j].curlextents = 0;
+	x->small_allocated = 0;
+	x->base = x->internal = x->resident = x->metadata_thp = 0;
+	x->extent_avail = x->tcache_bytes = x->abandoned_vm = 0;
+	x->uptime = 0;
+}
+
+static void ctl_destroyed_add_locked(const arena_stats_t *s,
+    const ctl_arena_xsnap_t *x) {
+	ctl_stats_merge(&ctl_destroyed, s);
+	ctl_xsnap_merge(&ctl_destroyed_x, x);
+	ctl_destroyed_x.dirty_decay_ms = x->dirty_decay_ms;
+	ctl_destroyed_x.muzzy_decay_ms = x->muzzy_decay_ms;
+	ctl_destroyed_init = true;
+}
+
+/* The snapshot of stats.arenas.<i> for i an arena, MALLCTL_ARENAS_ALL or
+ * MALLCTL_ARENAS_DESTROYED (ctl_mtx held; the index was checked by
+ * ctl_stats_arena_bad_index). */
+static const arena_stats_t *ctl_stats_at(size_t i) {
+	if (i == ARENAS_MAX)
+		return &ctl_snap.merged;
+	if (i == CTL_ARENAS_DESTROYED)
+		return &ctl_destroyed;
+	return &ctl_snap.arenas[i].stats;
+}
+
+static const ctl_arena_xsnap_t *ctl_x_at(size_t i) {
+	if (i == ARENAS_MAX)
+		return ctl_snap.merged_x;
+	if (i == CTL_ARENAS_DESTROYED)
+		return &ctl_destroyed_x;
+	return ctl_snap.arenas[i].x;
+}
+
 static void ctl_refresh_locked(void) {
 	unsigned n = atomic_load(&narenas_total);
 	if (n > ARENAS_MAX)
@@ -272,6 +387,9 @@ static void ctl_refresh_locked(void) {
 	ctl_snap.zero_reallocs = atomic_load_explicit(&malloc_zero_reallocs,
 	    memory_order_relaxed);
 	ctl_snap.mutex_ctl = ctl_mtx.prof;       /* we hold it */
+	ctl_gmutex_refresh_locked();
+	ctl_snap.destroyed = ctl_destroyed;
+	ctl_snap.destroyed_x = ctl_destroyed_init ? &ctl_destroyed_x : NULL;
 	uint64_t allocated, deallocated;
 	tsd_totals(&allocated, &deallocated);
 	/* Another thread's free can be counted before its malloc is: the
@@ -306,8 +424,8 @@ ctl_snapshot_t *ctl_snapshot_copy(void) {
 	mp_mutex_lock(&ctl_mtx);
 	ctl_refresh_locked();
 	/* The tables follow the snapshot: slot i for arena i, then the
-	 * merged one. */
-	size_t size = sizeof(ctl_snapshot_t) + ((size_t)ctl_snap.narenas + 1) *
+	 * merged one, then the destroyed arenas' sum (if any). */
+	size_t size = sizeof(ctl_snapshot_t) + ((size_t)ctl_snap.narenas + 2) *
 	    sizeof(ctl_arena_xsnap_t);
 	ctl_snapshot_t *copy = base_malloc(size);
 	if (copy != NULL) {
@@ -324,6 +442,10 @@ ctl_snapshot_t *ctl_snapshot_copy(void) {
 		}
 		xs[ctl_snap.narenas] = *ctl_snap.merged_x;
 		copy->merged_x = &xs[ctl_snap.narenas];
+		if (ctl_snap.destroyed_x != NULL) {
+			xs[ctl_snap.narenas + 1] = *ctl_snap.destroyed_x;
+			copy->destroyed_x = &xs[ctl_snap.narenas + 1];
+		}
 	}
 	mp_mutex_unlock(&ctl_mtx);
 	return copy;
@@ -530,6 +652,26 @@ static int ctl_background_thread(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
 }
 
+/* rw: max_background_threads, jemalloc's limit on its purging threads.
+ * One thread does all the purging here, so the limit in effect is 1
+ * (opt.max_background_threads, set so at boot): 1 may be written, and, as
+ * in jemalloc, 0 or more than the option is EINVAL. */
+static int ctl_max_background_threads(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	size_t old = opt_max_background_threads;
+	if (newp != NULL) {
+		if (newlen != sizeof(size_t))
+			return EINVAL;
+		size_t v = *(const size_t *)newp;
+		if (v == 0 || v > opt_max_background_threads)
+			return EINVAL;
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
 /* r-: stats.background_thread.*, read live; node->off picks the value
  * (0 num_threads, 1 num_runs, 2 run_interval). */
 static int ctl_stats_background_thread(const ctl_node_t *node,
@@ -732,6 +874,10 @@ static int ctl_arenas_create(const ctl_node_t *node, const size_t *mib,
 	}
 	if (ctl_oldlen_bad(oldp, oldlenp, sizeof(unsigned)))
 		return EINVAL;
+	/* Custom hooks are called through hook.c's wrapper, so that they
+	 * may allocate. */
+	if (hooks != NULL && (hooks = hook_extent_wrap(hooks)) == NULL)
+		return EAGAIN;
 	unsigned ind;
 	if (arena_create_hooked(&ind, hooks))
 		return EAGAIN;
@@ -763,13 +909,20 @@ static int ctl_arena_decay_common(const size_t *mib, void *oldp,
 
 /* r-: arena.<i>.initialized, whether arena i has been made (an index of
  * arenas.create or an automatic one no thread took yet may not be);
- * MALLCTL_ARENAS_ALL stands for the arenas that are, as in jemalloc. */
+ * MALLCTL_ARENAS_ALL stands for the arenas that are, as in jemalloc, and
+ * MALLCTL_ARENAS_DESTROYED for the destroyed ones' sum (true once one
+ * was destroyed). */
 static int ctl_arena_initialized(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	if (ctl_writes(newp, newlen))
 		return EPERM;
 	bool v = mib[1] == ARENAS_MAX ||
 	    arena_get((unsigned)mib[1], false) != NULL;
+	if (mib[1] == CTL_ARENAS_DESTROYED) {
+		mp_mutex_lock(&ctl_mtx);
+		v = ctl_destroyed_init;
+		mp_mutex_unlock(&ctl_mtx);
+	}
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
@@ -814,22 +967,31 @@ static arena_t *ctl_lifecycle_arena(const size_t *mib) {
 }
 
 /* rw: the arena's extent_hooks_t *; a write installs new ones (NULL:
- * EINVAL) and reads back the old. */
+ * EINVAL) and reads back the old.  Custom hooks are stored as hook.c's
+ * wrapper of them (so that they may allocate) and read back as given.
+ * The hook arena, which serves those allocations, keeps the defaults
+ * (EFAULT). */
 static int ctl_arena_extent_hooks(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	arena_t *arena = ctl_lifecycle_arena(mib);
 	if (arena == NULL)
 		return EFAULT;
-	extent_hooks_t *old = atomic_load(&arena->hooks);
+	extent_hooks_t *old = hook_extent_unwrap(atomic_load(&arena->hooks));
 	if (newp != NULL) {
 		if (newlen != sizeof(extent_hooks_t *) ||
 		    *(extent_hooks_t *const *)newp == NULL)
 			return EINVAL;
 		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
 			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		if (arena == atomic_load(&hook_extent_arena))
+			return EFAULT;
+		extent_hooks_t *h = hook_extent_wrap(
+		    *(extent_hooks_t *const *)newp);
+		if (h == NULL)
+			return EAGAIN;
 		mp_mutex_lock(&arena->mtx);
-		old = atomic_load(&arena->hooks);
-		atomic_store(&arena->hooks, *(extent_hooks_t *const *)newp);
+		old = hook_extent_unwrap(atomic_load(&arena->hooks));
+		atomic_store(&arena->hooks, h);
 		mp_mutex_unlock(&arena->mtx);
 	}
 	return ctl_read(oldp, oldlenp, &old, sizeof(old));
@@ -845,7 +1007,8 @@ static int ctl_arena_reset_destroy(const ctl_node_t *node,
 		return EPERM;
 	arena_t *arena = mib[1] == ARENAS_MAX ? NULL :
 	    arena_get((unsigned)mib[1], false);
-	if (arena == NULL || !arena->manual)
+	if (arena == NULL || !arena->manual ||
+	    arena == atomic_load(&hook_extent_arena))
 		return EFAULT;
 	if (node->off != 0 && atomic_load(&arena->nthreads) != 0)
 		return EFAULT;
@@ -855,7 +1018,18 @@ static int ctl_arena_reset_destroy(const ctl_node_t *node,
 		arena_reset(arena);
 		return 0;
 	}
-	return arena_destroy(arena) ? EFAULT : 0;
+	/* Its counters join the destroyed arenas' sum, read once it is
+	 * reset (arena_destroy's reset then has nothing left to do) and
+	 * before its record can be reused by an arenas.create. */
+	mp_mutex_lock(&ctl_mtx);
+	arena_reset(arena);
+	arena_stats_t s;
+	ctl_destroyed_read_locked(arena, &s, &ctl_destroyed_scratch);
+	bool failed = arena_destroy(arena);
+	if (!failed)
+		ctl_destroyed_add_locked(&s, &ctl_destroyed_scratch);
+	mp_mutex_unlock(&ctl_mtx);
+	return failed ? EFAULT : 0;
 }
 
 /* rw: arena.<i>.dss, a const char * (disabled|primary|secondary); for
@@ -944,8 +1118,7 @@ static int ctl_stats_arena_read(const ctl_node_t *node, const size_t *mib,
 	size_t len = ctl_type_size(node->type);
 	mp_mutex_lock(&ctl_mtx);
 	ctl_snapshot_ensure_locked();
-	const arena_stats_t *s = mib[2] == ARENAS_MAX ? &ctl_snap.merged :
-	    &ctl_snap.arenas[mib[2]].stats;
+	const arena_stats_t *s = ctl_stats_at(mib[2]);
 	memcpy(&buf, (const char *)s + node->off, len);
 	mp_mutex_unlock(&ctl_mtx);
 	return ctl_read(oldp, oldlenp, &buf, len);
@@ -970,8 +1143,7 @@ static int ctl_stats_arena_x_read(const ctl_node_t *node, const size_t *mib,
 	int which = node->ptr != NULL ? *(const int *)node->ptr : CTL_X_ARENA;
 	mp_mutex_lock(&ctl_mtx);
 	ctl_snapshot_ensure_locked();
-	const ctl_arena_xsnap_t *x = mib[2] == ARENAS_MAX ?
-	    ctl_snap.merged_x : ctl_snap.arenas[mib[2]].x;
+	const ctl_arena_xsnap_t *x = ctl_x_at(mib[2]);
 	if (x == NULL) {
 		mp_mutex_unlock(&ctl_mtx);
 		return EAGAIN;
@@ -998,14 +1170,20 @@ static int ctl_stats_arena_dss(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &v, sizeof(v));
 }
 
-/* --: stats.mutexes.reset, zero the profiling counters of ctl's lock
- * and of every arena's (the next snapshot shows it). */
+/* --: stats.mutexes.reset, zero the profiling counters of every lock
+ * stats.mutexes.* and stats.arenas.<i>.mutexes.* show (the next
+ * snapshot shows it). */
 static int ctl_stats_mutexes_reset(const ctl_node_t *node,
     const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
     void *newp, size_t newlen) {
 	if (ctl_reads(oldp, oldlenp) || ctl_writes(newp, newlen))
 		return EPERM;
 	mp_mutex_prof_reset(&ctl_mtx);
+	mp_mutex_prof_reset(background_thread_mutex());
+	mp_mutex_prof_reset(base_mutex());
+	unsigned nreg = atomic_load(&ctl_gmutex_nreg);
+	for (unsigned i = 0; i < nreg; i++)
+		mp_mutex_prof_reset(ctl_gmutex_reg[i].m);
 	unsigned n = atomic_load(&narenas_total);
 	for (unsigned i = 0; i < n && i < ARENAS_MAX; i++) {
 		arena_t *arena = arena_get(i, false);
@@ -1017,8 +1195,10 @@ static int ctl_stats_mutexes_reset(const ctl_node_t *node,
 }
 
 /* r-: a lock's counter (node->off into mp_mutex_prof_t, node->type):
- * stats.mutexes.ctl.* (a MIB of 4), or stats.arenas.<i>.mutexes.<m>.*,
- * m being mib[4] (the order of ctl_arena_mutex_names). */
+ * stats.mutexes.<m>.* (a MIB of 4, m being mib[2] - 1 in the order of
+ * ctl_gmutex_names), or stats.arenas.<i>.mutexes.<m>.*, m being mib[4]
+ * (the order of ctl_arena_mutex_names, then jemalloc's other names). */
+enum { CTL_ARENA_MUTEX_BASE = CTL_ARENA_NMUTEXES + 6 };
 static int ctl_stats_mutex_read(const ctl_node_t *node, const size_t *mib,
     size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
 	if (ctl_writes(newp, newlen))
@@ -1027,19 +1207,79 @@ static int ctl_stats_mutex_read(const ctl_node_t *node, const size_t *mib,
 	size_t len = ctl_type_size(node->type);
 	mp_mutex_lock(&ctl_mtx);
 	ctl_snapshot_ensure_locked();
-	const mp_mutex_prof_t *m = &ctl_snap.mutex_ctl;
+	static const mp_mutex_prof_t none;
+	const mp_mutex_prof_t *m = &ctl_snap.gmutexes[mib[2] - 1];
 	if (miblen == 6) {
-		const ctl_arena_xsnap_t *x = mib[2] == ARENAS_MAX ?
-		    ctl_snap.merged_x : ctl_snap.arenas[mib[2]].x;
+		const ctl_arena_xsnap_t *x = ctl_x_at(mib[2]);
 		if (x == NULL) {
 			mp_mutex_unlock(&ctl_mtx);
 			return EAGAIN;
 		}
-		m = &x->mutexes[mib[4]];
+		/* jemalloc's extents_*, decay_* and extent_avail locks are
+		 * all arena->mtx here; base is the library's one. */
+		if (mib[4] < CTL_ARENA_NMUTEXES)
+			m = &x->mutexes[mib[4]];
+		else if (mib[4] != CTL_ARENA_MUTEX_BASE)
+			m = &x->mutexes[CTL_MUTEX_LARGE];
+		else if (mib[2] == 0 || mib[2] == ARENAS_MAX)
+			m = &ctl_base_mutex_snap;
+		else
+			m = &none;
 	}
 	memcpy(&buf, (const char *)m + node->off, len);
 	mp_mutex_unlock(&ctl_mtx);
 	return ctl_read(oldp, oldlenp, &buf, len);
+}
+
+/*
+ * r-: stats.arenas.<i>.extents.<j>.*, the free extents of page-count
+ * class j (mib[4]) in arena i (the sum for MALLCTL_ARENAS_ALL, none for
+ * MALLCTL_ARENAS_DESTROYED): node->off is the kind (0 dirty, 1 muzzy,
+ * 2 retained, which are the clean ones here), + 3 for bytes rather than
+ * extents.  Counted under each arena's lock when read, not kept per
+ * epoch: keeping 200 classes x 6 counts per arena up to date would cost
+ * every extent operation.
+ */
+static size_t ctl_extents_count(arena_t *arena, unsigned j, unsigned off) {
+	static const unsigned kinds[3] = {
+		EXTENT_FREE_DIRTY, EXTENT_FREE_MUZZY, EXTENT_FREE_CLEAN,
+	};
+	size_t v = 0;
+	mp_mutex_lock(&arena->mtx);
+	for (const extent_t *e = arena->sets[kinds[off % 3]].heads[j];
+	    e != NULL; e = e->next)
+		v += off < 3 ? 1 : e->size;
+	mp_mutex_unlock(&arena->mtx);
+	return v;
+}
+
+static int ctl_stats_arena_extents(const ctl_node_t *node,
+    const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	size_t v = 0;
+	unsigned n = atomic_load(&narenas_total);
+	for (unsigned i = 0; i < n && mib[2] != CTL_ARENAS_DESTROYED; i++) {
+		if (mib[2] != ARENAS_MAX && mib[2] != i)
+			continue;
+		arena_t *arena = arena_get(i, false);
+		if (arena != NULL)
+			v += ctl_extents_count(arena, (unsigned)mib[4],
+			    (unsigned)node->off);
+	}
+	return ctl_read(oldp, oldlenp, &v, sizeof(v));
+}
+
+/* r-: stats.arenas.<i>.bins.<j>.mutex.*: 0, of node->type.  No lock
+ * guards a size class here (a slab belongs to one thread's cache, or to
+ * the arena's shared cache, counted as mutexes.shared_cache). */
+static int ctl_stats_zero_read(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	if (ctl_writes(newp, newlen))
+		return EPERM;
+	uint64_t zero = 0;
+	return ctl_read(oldp, oldlenp, &zero, ctl_type_size(node->type));
 }
 
 /* ------------------------------------------ experimental.utilization */
@@ -1180,19 +1420,29 @@ static bool ctl_lextent_bad_index(size_t i) {
 	return i >= SC_NLEXTENTS;
 }
 
-/* arena.<i>: any index handed out, or MALLCTL_ARENAS_ALL. */
-static bool ctl_arena_bad_index(size_t i) {
-	return i != ARENAS_MAX && i >= atomic_load(&narenas_total);
+/* stats.arenas.<i>.extents.<j>: a page-count class (sz_psz_floor). */
+static bool ctl_psz_bad_index(size_t i) {
+	return i >= EXTENT_NPSIZES;
 }
 
-/* stats.arenas.<i>: an arena that existed at the last refresh, or
- * MALLCTL_ARENAS_ALL for the sum. */
+/* arena.<i>: any index handed out, MALLCTL_ARENAS_ALL, or
+ * MALLCTL_ARENAS_DESTROYED (whose only node is initialized: the others
+ * find no arena there, EFAULT or ENOENT). */
+static bool ctl_arena_bad_index(size_t i) {
+	return i != ARENAS_MAX && i != CTL_ARENAS_DESTROYED &&
+	    i >= atomic_load(&narenas_total);
+}
+
+/* stats.arenas.<i>: an arena that existed at the last refresh,
+ * MALLCTL_ARENAS_ALL for the sum, or MALLCTL_ARENAS_DESTROYED once an
+ * arena was destroyed. */
 static bool ctl_stats_arena_bad_index(size_t i) {
 	if (i == ARENAS_MAX)
 		return false;
 	mp_mutex_lock(&ctl_mtx);
 	ctl_snapshot_ensure_locked();
-	bool bad = i >= ctl_snap.narenas || !ctl_snap.arenas[i].initialized;
+	bool bad = i == CTL_ARENAS_DESTROYED ? !ctl_destroyed_init :
+	    i >= ctl_snap.narenas || !ctl_snap.arenas[i].initialized;
 	mp_mutex_unlock(&ctl_mtx);
 	return bad;
 }
@@ -1379,6 +1629,18 @@ static const ctl_node_t ctl_stats_arenas_i_small_children[] = {
 	CTL_ARENA_X("nflushes", CTL_T_U64, small_nflushes),
 };
 
+#define CTL_ZERO_STAT(n, t)						\
+	{ .name = (n), .handler = ctl_stats_zero_read, .type = (t) }
+static const ctl_node_t ctl_stats_bin_mutex_children[] = {
+	CTL_ZERO_STAT("num_ops", CTL_T_U64),
+	CTL_ZERO_STAT("num_wait", CTL_T_U64),
+	CTL_ZERO_STAT("num_spin_acq", CTL_T_U64),
+	CTL_ZERO_STAT("num_owner_switch", CTL_T_U64),
+	CTL_ZERO_STAT("total_wait_time", CTL_T_U64),
+	CTL_ZERO_STAT("max_wait_time", CTL_T_U64),
+	CTL_ZERO_STAT("max_num_thds", CTL_T_UNSIGNED),
+};
+
 static const ctl_node_t ctl_stats_arenas_i_bins_j_children[] = {
 	CTL_ARENA_BIN("nmalloc", CTL_T_U64, nmalloc),
 	CTL_ARENA_BIN("ndalloc", CTL_T_U64, ndalloc),
@@ -1390,9 +1652,25 @@ static const ctl_node_t ctl_stats_arenas_i_bins_j_children[] = {
 	CTL_ARENA_BIN("nreslabs", CTL_T_U64, nreslabs),
 	CTL_ARENA_BIN("curslabs", CTL_T_SIZE, curslabs),
 	CTL_ARENA_BIN("nonfull_slabs", CTL_T_SIZE, nonfull_slabs),
+	{ .name = "mutex", CTL_CHILDREN(ctl_stats_bin_mutex_children) },
 };
 static const ctl_node_t ctl_stats_arenas_i_bins_j[] = {
 	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_bins_j_children) },
+};
+
+#define CTL_EXTENTS_STAT(n, o)						\
+	{ .name = (n), .handler = ctl_stats_arena_extents,		\
+	  .type = CTL_T_SIZE, .off = (o) }
+static const ctl_node_t ctl_stats_arenas_i_extents_j_children[] = {
+	CTL_EXTENTS_STAT("ndirty", 0),
+	CTL_EXTENTS_STAT("nmuzzy", 1),
+	CTL_EXTENTS_STAT("nretained", 2),
+	CTL_EXTENTS_STAT("dirty_bytes", 3),
+	CTL_EXTENTS_STAT("muzzy_bytes", 4),
+	CTL_EXTENTS_STAT("retained_bytes", 5),
+};
+static const ctl_node_t ctl_stats_arenas_i_extents_j[] = {
+	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_extents_j_children) },
 };
 
 static const ctl_node_t ctl_stats_arenas_i_lextents_j_children[] = {
@@ -1422,10 +1700,22 @@ static const ctl_node_t ctl_stats_arenas_i_mutexes_children[] = {
 	{ .name = "large", CTL_CHILDREN(ctl_stats_mutex_children) },
 	{ .name = "tcache_list", CTL_CHILDREN(ctl_stats_mutex_children) },
 	{ .name = "shared_cache", CTL_CHILDREN(ctl_stats_mutex_children) },
+	/* jemalloc's other arena locks: what they guard is under
+	 * arena->mtx here ("large"), but base (ctl_stats_mutex_read). */
+	{ .name = "extent_avail", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "extents_dirty", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "extents_muzzy", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "extents_retained",
+	  CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "decay_dirty", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "decay_muzzy", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "base", CTL_CHILDREN(ctl_stats_mutex_children) },
 };
 _Static_assert(sizeof(ctl_stats_arenas_i_mutexes_children) /
-    sizeof(ctl_stats_arenas_i_mutexes_children[0]) == CTL_ARENA_NMUTEXES,
-    "one node per arena lock, in ctl_arena_mutex_names' order");
+    sizeof(ctl_stats_arenas_i_mutexes_children[0]) ==
+    CTL_ARENA_MUTEX_BASE + 1,
+    "the arena locks in ctl_arena_mutex_names' order, then jemalloc's "
+    "other names, base last");
 
 static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	CTL_ARENA_STAT("nthreads", CTL_T_UNSIGNED, nthreads),
@@ -1459,6 +1749,9 @@ static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	{ .name = "lextents", .kind = CTL_INDEXED,
 	  .bad_index = ctl_lextent_bad_index,
 	  CTL_CHILDREN(ctl_stats_arenas_i_lextents_j) },
+	{ .name = "extents", .kind = CTL_INDEXED,
+	  .bad_index = ctl_psz_bad_index,
+	  CTL_CHILDREN(ctl_stats_arenas_i_extents_j) },
 	{ .name = "mutexes",
 	  CTL_CHILDREN(ctl_stats_arenas_i_mutexes_children) },
 };
@@ -1481,7 +1774,13 @@ static const ctl_node_t ctl_stats_background_thread_children[] = {
 
 static const ctl_node_t ctl_stats_mutexes_children[] = {
 	{ .name = "reset", .handler = ctl_stats_mutexes_reset },
+	/* In ctl_gmutex_names' order. */
 	{ .name = "ctl", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "background_thread",
+	  CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "prof", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "prof_thds_data", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "prof_dump", CTL_CHILDREN(ctl_stats_mutex_children) },
 };
 
 static const ctl_node_t ctl_stats_children[] = {
@@ -1662,6 +1961,8 @@ static ctl_node_t ctl_root_children[] = {
 	  .ptr = &ctl_version },
 	{ .name = "epoch", .handler = ctl_epoch },
 	{ .name = "background_thread", .handler = ctl_background_thread },
+	{ .name = "max_background_threads",
+	  .handler = ctl_max_background_threads },
 	{ .name = "config", CTL_CHILDREN(ctl_config_children) },
 	{ .name = "opt", .kind = CTL_OPTS },
 	{ .name = "thread", CTL_CHILDREN(ctl_thread_children) },

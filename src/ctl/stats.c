@@ -9,11 +9,12 @@
  * names other files own (config.*, prof.*), and a fresh copy of the
  * statistics snapshot, which ctl.c takes under its lock and hands over
  * (ctl_snapshot_copy): this file takes no ctl lock and never reads ctl's
- * own snapshot.  The mutex tables have the locks this library has (ctl's,
- * and per arena its lock, its cache list's and its shared cache's); the
- * per-bin rows have no mutex columns (bins have no locks).  Left out of
- * jemalloc's report: the extents and HPA tables (opts e and h change
- * nothing), destroyed arenas (d).
+ * own snapshot.  The mutex tables have the locks this library has
+ * (jemalloc's global ones, and per arena its lock, its cache list's and
+ * its shared cache's); the per-bin rows have no mutex columns (bins have
+ * no locks).  Destroyed arenas' sum is printed after the merged arena, as
+ * jemalloc does, unless d.  Left out of jemalloc's report: the extents
+ * and HPA tables (opts e and h change nothing).
  *
  * Output is formatted into a 4 KiB stack buffer and handed to the
  * caller's write_cb in chunks, so printing never calls malloc (the copy
@@ -45,6 +46,7 @@ typedef struct stats_sel_s {
 	bool bins;               /* b omits the bin classes */
 	bool large;              /* l omits the large classes */
 	bool mutex;              /* x omits the mutex tables */
+	bool destroyed;          /* d omits the destroyed arenas' sum */
 } stats_sel_t;
 
 int MP_PUBLIC(mallctl)(const char *name, void *oldp, size_t *oldlenp,
@@ -794,14 +796,21 @@ static void stats_print_text(stats_out_t *out, const stats_sel_t *sel,
 	    (unsigned long long)bg_interval);
 	if (sel->mutex) {
 		stats_mutex_header(out);
-		stats_mutex_row(out, "ctl", &snap->mutex_ctl,
-		    snap->merged_x != NULL ? snap->merged_x->uptime : 0);
+		for (unsigned k = 0; k < CTL_NGMUTEXES; k++)
+			stats_mutex_row(out, ctl_gmutex_names[k],
+			    &snap->gmutexes[k], snap->merged_x != NULL ?
+			    snap->merged_x->uptime : 0);
 	}
 	if (sel->merged || sel->unmerged) {
 		if (stats_show_merged(sel, snap)) {
 			stats_printf(out, "Merged arenas stats:\n");
 			stats_arena_text(out, sel, &snap->merged,
 			    snap->merged_x);
+		}
+		if (sel->destroyed && snap->destroyed_x != NULL) {
+			stats_printf(out, "Destroyed arenas stats:\n");
+			stats_arena_text(out, sel, &snap->destroyed,
+			    snap->destroyed_x);
 		}
 		for (unsigned i = 0; sel->unmerged && i < snap->narenas; i++) {
 			if (!snap->arenas[i].initialized)
@@ -843,7 +852,9 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel,
 	stats_json_close(out, '}');
 	if (sel->mutex) {
 		stats_json_open(out, "mutexes", '{');
-		stats_mutex_json(out, "ctl", &snap->mutex_ctl);
+		for (unsigned k = 0; k < CTL_NGMUTEXES; k++)
+			stats_mutex_json(out, ctl_gmutex_names[k],
+			    &snap->gmutexes[k]);
 		stats_json_close(out, '}');
 	}
 	stats_json_close(out, '}');
@@ -852,6 +863,9 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel,
 		if (stats_show_merged(sel, snap))
 			stats_arena_json(out, sel, "merged", &snap->merged,
 			    snap->merged_x);
+		if (sel->destroyed && snap->destroyed_x != NULL)
+			stats_arena_json(out, sel, "destroyed",
+			    &snap->destroyed, snap->destroyed_x);
 		for (unsigned i = 0; sel->unmerged && i < snap->narenas; i++) {
 			char key[16];
 			if (!snap->arenas[i].initialized)
@@ -869,9 +883,9 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel,
 
 bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
     const char *opts) {
-	stats_sel_t sel = {false, true, true, true, true, true, true};
-	/* jemalloc's letters; d, e and h select what is never printed
-	 * here (see the top of the file), so they are accepted and change
+	stats_sel_t sel = {false, true, true, true, true, true, true, true};
+	/* jemalloc's letters; e and h select what is never printed here
+	 * (see the top of the file), so they are accepted and change
 	 * nothing. */
 	for (const char *o = opts; o != NULL && *o != '\0'; o++) {
 		switch (*o) {
@@ -882,6 +896,7 @@ bool stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
 		case 'b': sel.bins = false; break;
 		case 'l': sel.large = false; break;
 		case 'x': sel.mutex = false; break;
+		case 'd': sel.destroyed = false; break;
 		default: break;          /* jemalloc ignores the others too */
 		}
 	}

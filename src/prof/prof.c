@@ -21,9 +21,17 @@
  * its slab's pages carry no class tag in the page map, so its free misses
  * the fast path's cache bins and finds the record.  Unsampled objects pay
  * nothing, on malloc or on free, wherever they live.
+ *
+ * Each sample also carries when it was taken (prof_time_resolution's
+ * clock) and, through its tctx, its thread and the thread's label set at
+ * the time (thread.prof.label): a tctx is one (thread, label set,
+ * backtrace), so samples taken under different sets count apart and
+ * pprof dumps write each with its labels.  Label sets are interned here,
+ * one record per distinct set, so a sample copies a pointer.
  */
 #include "malloc_prof/internal/internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <sys/prctl.h>
 
@@ -40,6 +48,10 @@ bool opt_prof_accum = false;
 char opt_prof_prefix[1024] = "jeprof";
 unsigned opt_prof_bt_max = 128;
 bool opt_prof_sys_thread_name = false;
+const char *const prof_time_resolution_names[PROF_TIME_RES_COUNT] = {
+	"default", "high",
+};
+unsigned opt_prof_time_resolution = PROF_TIME_RES_DEFAULT;
 
 _Atomic bool prof_active;
 _Atomic bool prof_thread_active_init;
@@ -151,7 +163,10 @@ bool prof_boot(void) {
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		mp_mutex_init(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
 		buckets_init(&gctx_shards[i].chains);
+		/* jemalloc's "prof" lock guards its backtrace table. */
+		ctl_mutex_register("prof", &gctx_shards[i].mtx);
 	}
+	ctl_mutex_register("prof_thds_data", &tdatas_mtx);
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
 		mp_mutex_init(&sample_shards[i].mtx, LOCK_RANK_PROF_SAMPLES);
 		buckets_init(&sample_shards[i].chains);
@@ -335,6 +350,262 @@ void prof_tdatas_unlock(void) {
 	mp_mutex_unlock(&tdatas_mtx);
 }
 
+/* ------------------------------------------------------------ labels */
+
+/* The interned label sets (prof_labels_t), under tdatas_mtx. */
+#define LABELS_BUCKETS 256
+static prof_labels_t *labels_table[LABELS_BUCKETS];
+static unsigned labels_count;
+
+typedef struct {
+	const char *k, *v;
+	size_t klen, vlen;
+} label_pair_t;
+
+static uint64_t labels_hash(const char *str, size_t len) {
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)str[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/* The pairs of a canonical string (well formed: made by labels_apply). */
+static unsigned labels_split(const char *str, size_t len, label_pair_t *out) {
+	unsigned n = 0;
+	const char *p = str, *end = str + len;
+	while (p < end && n < PROF_LABEL_PAIRS_MAX) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		const char *stop = comma != NULL ? comma : end;
+		const char *eq = memchr(p, '=', (size_t)(stop - p));
+		out[n].k = p;
+		out[n].klen = (size_t)(eq - p);
+		out[n].v = eq + 1;
+		out[n].vlen = (size_t)(stop - eq - 1);
+		n++;
+		p = stop + 1;
+	}
+	return n;
+}
+
+/* A key: printable ASCII without spaces, '=' or ','; a value: printable
+ * ASCII and spaces without ','.  So "k1=v1,k2=v2" reads back unambiguously
+ * (a value may hold '=': the first one ends the key). */
+static bool label_key_char(unsigned char c) {
+	return c > 0x20 && c < 0x7f && c != '=' && c != ',';
+}
+
+static bool label_value_char(unsigned char c) {
+	return c >= 0x20 && c < 0x7f && c != ',';
+}
+
+/* s[0..n) as a message may show it: at most 32 characters, each control
+ * or non-ASCII one as '?', "..." after a cut (one line, whatever the
+ * program passed). */
+static const char *label_show(char *buf, size_t size, const char *s,
+    size_t n) {
+	size_t k = 0;
+	for (; k < n && k < 32 && k + 4 < size; k++)
+		buf[k] = (unsigned char)s[k] >= 0x20 &&
+		    (unsigned char)s[k] < 0x7f ? s[k] : '?';
+	if (k < n && k + 4 <= size) {
+		memcpy(buf + k, "...", 3);
+		k += 3;
+	}
+	buf[k] = '\0';
+	return buf;
+}
+
+/* The record of canonical string str[0..len), made if new (tdatas_mtx
+ * held); NULL if the table is full (*full set) or out of memory. */
+static const prof_labels_t *labels_intern_locked(const char *str, size_t len,
+    unsigned npairs, bool *full) {
+	uint64_t h = labels_hash(str, len);
+	prof_labels_t **bucket = &labels_table[h % LABELS_BUCKETS];
+	for (prof_labels_t *l = *bucket; l != NULL; l = l->next) {
+		if (l->hash == h && l->len == len &&
+		    memcmp(l->str, str, len) == 0)
+			return l;
+	}
+	*full = labels_count >= PROF_LABEL_SETS_MAX;
+	if (*full)
+		return NULL;
+	prof_labels_t *l = base_malloc(sizeof(*l) + len + 1);
+	if (l == NULL)
+		return NULL;
+	l->hash = h;
+	l->npairs = npairs;
+	l->len = (uint32_t)len;
+	memcpy(l->str, str, len);
+	l->str[len] = '\0';
+	l->next = *bucket;
+	*bucket = l;
+	labels_count++;
+	return l;
+}
+
+int prof_labels_apply(tsd_t *tsd, const char *spec, char *why,
+    size_t whysize) {
+	label_pair_t pairs[PROF_LABEL_PAIRS_MAX + 1];
+	unsigned n = 0;
+	prof_tdata_t *td = prof_tdata_get(tsd);
+	if (td == NULL) {
+		mp_snprintf(why, whysize, "out of memory for the thread's "
+		    "profiling record");
+		return EAGAIN;
+	}
+	if (spec == NULL) {
+		td->labels = NULL;
+		return 0;
+	}
+	if (spec[0] == '\0') {
+		mp_snprintf(why, whysize, "empty label: expected \"key=value\" "
+		    "(\"key=\" removes key; NULL clears every label)");
+		return EINVAL;
+	}
+	if (td->labels != NULL)
+		n = labels_split(td->labels->str, td->labels->len, pairs);
+	const char *p = spec;
+	for (;;) {
+		const char *stop = strchr(p, ',');
+		if (stop == NULL)
+			stop = p + strlen(p);
+		const char *eq = memchr(p, '=', (size_t)(stop - p));
+		size_t klen = eq != NULL ? (size_t)(eq - p) : (size_t)(stop - p);
+		char key[40];
+		label_show(key, sizeof(key), p, klen);
+		if (eq == NULL || klen == 0) {
+			mp_snprintf(why, whysize, "\"%s\" is not key=value",
+			    label_show(key, sizeof(key), p, (size_t)(stop - p)));
+			return EINVAL;
+		}
+		if (klen > PROF_LABEL_KEY_MAX) {
+			mp_snprintf(why, whysize, "key \"%s\" is longer than "
+			    "%d characters", key, PROF_LABEL_KEY_MAX);
+			return EINVAL;
+		}
+		for (size_t i = 0; i < klen; i++) {
+			if (!label_key_char((unsigned char)p[i])) {
+				mp_snprintf(why, whysize, "key \"%s\": character "
+				    "%#x is not allowed (printable, no space, "
+				    "'=' or ',')", key, (unsigned char)p[i]);
+				return EINVAL;
+			}
+		}
+		/* The pprof writer's own labels. */
+		if ((klen == 9 && memcmp(p, "thread_id", 9) == 0) ||
+		    (klen == 11 && memcmp(p, "thread_name", 11) == 0)) {
+			mp_snprintf(why, whysize, "key \"%s\" is reserved "
+			    "(every sample has it)", key);
+			return EINVAL;
+		}
+		const char *v = eq + 1;
+		size_t vlen = (size_t)(stop - v);
+		if (vlen > PROF_LABEL_VALUE_MAX) {
+			mp_snprintf(why, whysize, "the value of \"%s\" is "
+			    "longer than %d characters", key,
+			    PROF_LABEL_VALUE_MAX);
+			return EINVAL;
+		}
+		for (size_t i = 0; i < vlen; i++) {
+			if (!label_value_char((unsigned char)v[i])) {
+				mp_snprintf(why, whysize, "the value of \"%s\": "
+				    "character %#x is not allowed (printable or "
+				    "space, no ',')", key, (unsigned char)v[i]);
+				return EINVAL;
+			}
+		}
+		/* Replace, remove or insert in key order. */
+		unsigned i = 0;
+		int c = 1;
+		while (i < n) {
+			size_t m = klen < pairs[i].klen ? klen : pairs[i].klen;
+			c = memcmp(pairs[i].k, p, m);
+			if (c == 0)
+				c = (pairs[i].klen > klen) - (pairs[i].klen < klen);
+			if (c >= 0)
+				break;
+			i++;
+		}
+		if (i < n && c == 0) {
+			if (vlen == 0) {
+				memmove(&pairs[i], &pairs[i + 1],
+				    (n - i - 1) * sizeof(pairs[0]));
+				n--;
+			} else {
+				pairs[i].v = v;
+				pairs[i].vlen = vlen;
+			}
+		} else if (vlen != 0) {
+			if (n == PROF_LABEL_PAIRS_MAX) {
+				mp_snprintf(why, whysize, "\"%s\" would make "
+				    "more than %d labels", key,
+				    PROF_LABEL_PAIRS_MAX);
+				return EINVAL;
+			}
+			memmove(&pairs[i + 1], &pairs[i],
+			    (n - i) * sizeof(pairs[0]));
+			pairs[i] = (label_pair_t){p, v, klen, vlen};
+			n++;
+		}
+		if (*stop == '\0')
+			break;
+		p = stop + 1;
+	}
+	if (n == 0) {
+		td->labels = NULL;
+		return 0;
+	}
+	char str[PROF_LABEL_STR_MAX + 1];
+	size_t len = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (i > 0)
+			str[len++] = ',';
+		memcpy(str + len, pairs[i].k, pairs[i].klen);
+		len += pairs[i].klen;
+		str[len++] = '=';
+		memcpy(str + len, pairs[i].v, pairs[i].vlen);
+		len += pairs[i].vlen;
+	}
+	bool full = false;
+	prof_tdatas_lock();
+	const prof_labels_t *l = labels_intern_locked(str, len, n, &full);
+	prof_tdatas_unlock();
+	if (l == NULL) {
+		if (full)
+			mp_snprintf(why, whysize, "%d distinct label sets "
+			    "already (labels are for a few values, such as "
+			    "request types, not one per request)",
+			    PROF_LABEL_SETS_MAX);
+		else
+			mp_snprintf(why, whysize, "out of memory for the "
+			    "label set");
+		return EAGAIN;
+	}
+	td->labels = l;
+	return 0;
+}
+
+const char *prof_labels_get(tsd_t *tsd) {
+	prof_tdata_t *td = tsd->prof_tdata;
+	return td != NULL && td->labels != NULL ? td->labels->str : "";
+}
+
+unsigned prof_labels_count(void) {
+	prof_tdatas_lock();
+	unsigned n = labels_count;
+	prof_tdatas_unlock();
+	return n;
+}
+
+/* ------------------------------------------------------------ time */
+
+uint64_t prof_time_ns(void) {
+	return opt_prof_time_resolution == PROF_TIME_RES_HIGH ? os_now_ns() :
+	    os_now_coarse_ns();
+}
+
 /* ----------------------------------------------------- gctx / tctx */
 
 void prof_shard_lock(unsigned shard) {
@@ -372,7 +643,7 @@ static size_t gctx_size(unsigned nframes) {
  * NULL when profiler memory ran out. */
 static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
     unsigned shard, uint64_t hash, void *const *frames, unsigned n,
-    prof_tdata_t *td) {
+    prof_tdata_t *td, const prof_labels_t *labels) {
 	prof_gctx_t **bucket = gctx_bucket(sh, hash);
 	prof_gctx_t *g;
 	for (g = *bucket; g != NULL; g = g->next) {
@@ -399,13 +670,14 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 	}
 	prof_tctx_t *t;
 	for (t = g->tctxs; t != NULL; t = t->next) {
-		if (t->tdata == td)
+		if (t->tdata == td && t->labels == labels)
 			return t;
 	}
 	t = base_malloc(sizeof(*t));
 	if (t == NULL)
 		return NULL;     /* an empty gctx is reaped on the next free */
 	t->tdata = td;
+	t->labels = labels;
 	t->gctx = g;
 	t->next = g->tctxs;
 	g->tctxs = t;
@@ -512,6 +784,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 	 * malloc, calloc, realloc, ... and strips frames up to it (a
 	 * prefixed build's heap_v2 writer puts the call there instead:
 	 * prof_heap_v2.c). */
+	/* The time first, nearest the allocation it dates. */
+	uint64_t now = prof_time_ns();
 	void *frames[PROF_BT_MAX_LIMIT];
 	frames[0] = entry;
 	unsigned n = 1 + prof_backtrace(frames + 1, opt_prof_bt_max - 1, fp);
@@ -522,12 +796,14 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 	}
 	s->ptr = p;
 	s->usize = usize;
+	s->time_ns = now;
 	uint64_t hash = bt_hash(frames, n);
 	unsigned shard = (unsigned)(hash % PROF_GCTX_SHARDS);
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
 	uint64_t objs_u, bytes_u;
 	mp_mutex_lock(&sh->mtx);
-	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td);
+	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td,
+	    td->labels);
 	if (t != NULL) {
 		/* Under the shard lock, like the epoch: prof_reset changes
 		 * lg_sample only while holding every shard. */
@@ -538,7 +814,6 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		} else {
 			prof_unbias(usize, &objs_u, &bytes_u);
 		}
-		s->objs_shifted_unbiased = objs_u;
 		s->bytes_unbiased = bytes_u;
 		/* Read under the shard lock: prof_reset holds them all. */
 		s->epoch = atomic_load(&prof_epoch);
@@ -590,6 +865,37 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 	}
 out:
 	tsd->reentrancy--;
+}
+
+_Static_assert(sizeof(prof_sample_t) <= 64, "one base_malloc line");
+
+bool prof_sample_info(void *p, prof_sample_info_t *info) {
+	extent_t *e = pagemap_lookup(p);
+	if (e == NULL)
+		return true;
+	prof_sample_t *s = NULL;
+	prof_sample_shard_t *ss = NULL;
+	if (e->kind == EXTENT_LARGE) {
+		s = e->prof;
+	} else {
+		ss = sample_shard(p);
+		mp_mutex_lock(&ss->mtx);
+		for (s = *sample_bucket(ss, p); s != NULL && s->ptr != p;
+		    s = s->next)
+			;
+	}
+	if (s != NULL) {
+		/* The caller keeps p live: its tctx and tdata stay. */
+		info->time_ns = s->time_ns;
+		info->usize = s->usize;
+		info->uid = s->tctx->tdata->uid;
+		const prof_labels_t *l = s->tctx->labels;
+		memcpy(info->labels, l != NULL ? l->str : "",
+		    l != NULL ? l->len + 1 : 1);
+	}
+	if (ss != NULL)
+		mp_mutex_unlock(&ss->mtx);
+	return s == NULL;
 }
 
 /* The free side of s's record among the recent allocations: the freeing
@@ -644,9 +950,17 @@ void prof_sample_free(void *p, extent_t *e) {
 	mp_mutex_lock(&sh->mtx);
 	/* A prof.reset since the sample already zeroed what it added. */
 	if (s->epoch == atomic_load(&prof_epoch)) {
+		/* The object count it added, as prof_sample_alloc computed
+		 * it: same size, same lg_prof_sample (same epoch). */
+		uint64_t objs_u, bytes_u;
+		if (s->usize <= SC_SMALL_MAXCLASS)
+			objs_u = unbias_small[sz_size2index(s->usize)]
+			    .objs_shifted;
+		else
+			prof_unbias(s->usize, &objs_u, &bytes_u);
 		t->cnt.curobjs--;
 		t->cnt.curbytes -= s->usize;
-		t->cnt.curobjs_shifted_unbiased -= s->objs_shifted_unbiased;
+		t->cnt.curobjs_shifted_unbiased -= objs_u;
 		t->cnt.curbytes_unbiased -= s->bytes_unbiased;
 		atomic_fetch_sub_explicit(&prof_live_bytes, s->bytes_unbiased,
 		    memory_order_relaxed);

@@ -304,6 +304,38 @@ static int ctl_thread_prof_name(const ctl_node_t *node, const size_t *mib,
 	return ctl_read(oldp, oldlenp, &cur, sizeof(cur));
 }
 
+/* rw: the calling thread's label set, a const char *: a write of
+ * "key=value" sets key ("key=" removes it; several pairs joined by ','),
+ * of NULL clears every label; a read gives the set as "k1=v1,k2=v2"
+ * (sorted by key; "" when empty), interned storage that stays valid for
+ * the process's life; a read and a write in one call give the set from
+ * before the write.  Samples carry the set the thread had (pprof
+ * labels). */
+static int ctl_thread_prof_label(const ctl_node_t *node, const size_t *mib,
+    size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+	tsd_t *tsd = tsd_fetch();
+	const char *old = prof_labels_get(tsd);
+	if (ctl_writes(newp, newlen)) {
+		if (newp == NULL || newlen != sizeof(const char *)) {
+			mp_error("thread.prof.label: newlen is %zu: the value "
+			    "is a const char * \"key=value\" (newlen %zu)",
+			    newp == NULL ? (size_t)0 : newlen,
+			    sizeof(const char *));
+			return EINVAL;
+		}
+		if (ctl_oldlen_bad(oldp, oldlenp, sizeof(old)))
+			return ctl_read(oldp, oldlenp, &old, sizeof(old));
+		char why[200];
+		int err = prof_labels_apply(tsd, *(const char *const *)newp,
+		    why, sizeof(why));
+		if (err != 0) {
+			mp_error("thread.prof.label: %s", why);
+			return err;
+		}
+	}
+	return ctl_read(oldp, oldlenp, &old, sizeof(old));
+}
+
 /* rw: whether the calling thread's allocations are sampled. */
 static int ctl_thread_prof_active(const ctl_node_t *node,
     const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
@@ -400,6 +432,8 @@ static const ctl_node_t prof_ctl_thread_children[] = {
 	  .prof = CTL_PROF_STARTED },
 	{ .name = "active", .handler = ctl_thread_prof_active,
 	  .prof = CTL_PROF_BUILT },
+	{ .name = "label", .handler = ctl_thread_prof_label,
+	  .prof = CTL_PROF_STARTED },
 };
 
 #define PROF_CTL_ACTION(n, h)						\
@@ -444,6 +478,7 @@ static const ctl_node_t prof_ctl_children[] = {
 };
 
 bool prof_ctl_boot(void) {
+	prof_dump_mutex_register();
 	return ctl_register("prof", prof_ctl_children,
 	    (unsigned)(sizeof(prof_ctl_children) /
 	    sizeof(prof_ctl_children[0]))) ||

@@ -27,6 +27,7 @@
 #include "malloc_prof/internal/internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 /* -------------------------------------------------- fragmentation */
@@ -39,6 +40,7 @@ static const prof_snap_sample_type_t frag_types[2] = {
 typedef struct frag_ent_s {
 	const prof_tctx_t *tctx;         /* NULL: a free slot */
 	uint64_t uid;
+	const prof_labels_t *labels;     /* its label set (interned) */
 	uint64_t nraw;                   /* its live samples */
 	uint64_t objs_shifted;           /* what they stand for, times 8 */
 	double bytes;                    /* their charge */
@@ -102,6 +104,7 @@ static void frag_charge(const prof_sample_t *s, void *arg) {
 		}
 		e->tctx = s->tctx;
 		e->uid = s->tctx->tdata->uid;
+		e->labels = s->tctx->labels;
 		e->foff = w->flen;
 		e->nframes = g->nframes;
 		memcpy(w->frames + w->flen, g->frames,
@@ -109,9 +112,11 @@ static void frag_charge(const prof_sample_t *s, void *arg) {
 		w->flen += g->nframes;
 		w->nents++;
 	}
+	/* What it stands for: its unbiased bytes are usize times that. */
+	double n = (double)s->bytes_unbiased / (double)s->usize;
 	e->nraw++;
-	e->objs_shifted += s->objs_shifted_unbiased;
-	e->bytes += (double)s->objs_shifted_unbiased / 8.0 * w->charge[ind];
+	e->objs_shifted += (uint64_t)llround(n * 8.0);
+	e->bytes += n * w->charge[ind];
 }
 
 /* The charge per object of each small class (see the top), pass 1's
@@ -224,6 +229,7 @@ bool prof_frag_build(dump_snap_t *s, const char **whyp) {
 		dump_tctx_t t;
 		memset(&t, 0, sizeof(t));
 		t.uid = e->uid;
+		t.labels = e->labels;
 		t.cnt = g.cnt;
 		memcpy(p, &t, sizeof(t));
 		s->glen += sizeof(g) + dump_frames_size(e->nframes) +

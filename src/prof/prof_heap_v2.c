@@ -48,6 +48,17 @@ static void w_cnts(mp_buf_t *w, const prof_cnt_t *c, double R) {
 	    cn, cs, an, as);
 }
 
+static void heap_v2_cnt_add(prof_cnt_t *acc, const prof_cnt_t *c) {
+	acc->curobjs += c->curobjs;
+	acc->curbytes += c->curbytes;
+	acc->curobjs_shifted_unbiased += c->curobjs_shifted_unbiased;
+	acc->curbytes_unbiased += c->curbytes_unbiased;
+	acc->accumobjs += c->accumobjs;
+	acc->accumbytes += c->accumbytes;
+	acc->accumobjs_shifted_unbiased += c->accumobjs_shifted_unbiased;
+	acc->accumbytes_unbiased += c->accumbytes_unbiased;
+}
+
 /*
  * Append /proc/self/maps verbatim, then the executable segments of the
  * objects unloaded since (dlclose) that frames of s point into
@@ -131,8 +142,14 @@ static void w_profile(mp_buf_t *w, const dump_snap_t *s) {
 		p += dump_frames_size(g->nframes);
 		const dump_tctx_t *tr = (const dump_tctx_t *)p;
 		for (uint32_t k = 0; k < g->ntctx; k++) {
+			/* One line per thread: its pairs of different label
+			 * sets (thread.prof.label) are adjacent (by uid) and
+			 * summed; labels are written in pprof dumps only. */
+			prof_cnt_t c = tr[k].cnt;
+			while (k + 1 < g->ntctx && tr[k + 1].uid == tr[k].uid)
+				heap_v2_cnt_add(&c, &tr[++k].cnt);
 			mp_buf_printf(w, "  t%" PRIu64 ": ", tr[k].uid);
-			w_cnts(w, &tr[k].cnt, R);
+			w_cnts(w, &c, R);
 			mp_buf_putc(w, '\n');
 		}
 		p += g->ntctx * sizeof(dump_tctx_t);

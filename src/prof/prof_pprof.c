@@ -907,6 +907,23 @@ static void pprof_label(pprof_state_t *st, uint64_t key, uint64_t str) {
 	pprof_pb_bytes(&st->sub, 3, label, n);
 }
 
+/* One string label per pair of an interned label set (thread.prof.label),
+ * whose canonical form is "k1=v1,k2=v2" (a key holds no '=' or ',', a
+ * value no ','). */
+static void pprof_set_labels(pprof_state_t *st, const prof_labels_t *l) {
+	const char *p = l->str, *end = l->str + l->len;
+	while (p < end) {
+		const char *stop = memchr(p, ',', (size_t)(end - p));
+		if (stop == NULL)
+			stop = end;
+		const char *eq = memchr(p, '=', (size_t)(stop - p));
+		if (eq != NULL)
+			pprof_label(st, str_index_n(st, p, (size_t)(eq - p)),
+			    str_index_n(st, eq + 1, (size_t)(stop - eq - 1)));
+		p = stop + 1;
+	}
+}
+
 /* part of whole, in proportion part_of / whole_of (the last share takes
  * the rest, so that the shares add up to whole exactly). */
 static uint64_t pprof_share(uint64_t whole, uint64_t part_of,
@@ -918,12 +935,13 @@ static uint64_t pprof_share(uint64_t whole, uint64_t part_of,
 }
 
 /*
- * One Sample per (stack, thread): the stack's values are computed as
- * jeprof computes them from the heap_v2 stack line (so that a pprof dump
- * and a heap_v2 dump of the same moment agree to the byte per stack),
- * then shared among its threads in proportion to their unbiased counts.
- * Each carries the labels thread_id (the N of heap_v2's tN, in decimal)
- * and, for a named thread, thread_name.
+ * One Sample per (stack, thread, label set): the stack's values are
+ * computed as jeprof computes them from the heap_v2 stack line (so that a
+ * pprof dump and a heap_v2 dump of the same moment agree to the byte per
+ * stack), then shared among its (thread, label set) pairs in proportion
+ * to their unbiased counts.  Each carries the labels thread_id (the N of
+ * heap_v2's tN, in decimal), for a named thread thread_name, and one per
+ * pair of the label set the thread had when it took those samples.
  */
 static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
 	uint64_t name_key = str_index(st, "thread_name");
@@ -1011,6 +1029,8 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
 					pprof_label(st, name_key, str_index_n(st,
 					    t->name, strnlen(t->name,
 					    PROF_THREAD_NAME_MAX)));
+				if (tr[k].labels != NULL)
+					pprof_set_labels(st, tr[k].labels);
 			}
 			pprof_pb_bytes(&st->prof, 2, st->sub.p, st->sub.len);
 		}

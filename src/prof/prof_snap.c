@@ -94,6 +94,7 @@ static void snap_visit(prof_gctx_t *g, void *arg) {
 			j--;
 		}
 		tr[j].uid = uid;
+		tr[j].labels = t->labels;        /* interned: never freed */
 		tr[j].cnt = t->cnt;
 	}
 	s->glen += size;
@@ -334,8 +335,9 @@ size_t prof_snap_count(bool alloc) {
 /* -------------------------------------------------------------- delta */
 
 /*
- * s0's (stack, thread) pairs in an open-addressing table, looked up by
- * s1's: a pair is the same if its frames and thread uid are.  Records
+ * s0's (stack, thread, label set) records in an open-addressing table,
+ * looked up by s1's: a record is the same if its frames, thread uid and
+ * label set (interned: the same pointer) are.  Records
  * are read in place (the table holds pointers into s0's buffer).
  */
 typedef struct delta_ent_s {
@@ -344,9 +346,10 @@ typedef struct delta_ent_s {
 	bool matched;
 } delta_ent_t;
 
-static uint64_t delta_hash(const dump_gctx_t *g, uint64_t uid) {
+static uint64_t delta_hash(const dump_gctx_t *g, const dump_tctx_t *t) {
 	void *const *frames = (void *const *)(g + 1);
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ uid;
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ t->uid ^
+	    ((uintptr_t)t->labels * 0xff51afd7ed558ccdULL);
 	for (uint32_t i = 0; i < g->nframes; i++) {
 		h ^= (uintptr_t)frames[i];
 		h *= 0x100000001b3ULL;
@@ -450,7 +453,7 @@ bool prof_snap_delta(dump_snap_t *d, const dump_snap_t *s0,
 	    s1->time_ns - s0->time_ns : 0;
 
 	SNAP_FOREACH_PAIR(s0, g, t, {
-		size_t j = delta_hash(g, t->uid) & (tn - 1);
+		size_t j = delta_hash(g, t) & (tn - 1);
 		while (tab[j].g != NULL)
 			j = (j + 1) & (tn - 1);
 		tab[j].g = g;
@@ -459,9 +462,9 @@ bool prof_snap_delta(dump_snap_t *d, const dump_snap_t *s0,
 	static const prof_cnt_t zero;
 	prof_cnt_t c;
 	SNAP_FOREACH_PAIR(s1, g, t, {
-		size_t j = delta_hash(g, t->uid) & (tn - 1);
+		size_t j = delta_hash(g, t) & (tn - 1);
 		while (tab[j].g != NULL && (tab[j].t->uid != t->uid ||
-		    !delta_same(tab[j].g, g)))
+		    tab[j].t->labels != t->labels || !delta_same(tab[j].g, g)))
 			j = (j + 1) & (tn - 1);
 		const prof_cnt_t *before = &zero;
 		if (tab[j].g != NULL) {

@@ -55,7 +55,7 @@ static void test_enoent(void **state) {
 		"arenas.bin.35.size", "arenas.bin.x.size",
 		"arenas.bin.-1.size", "arenas.bin.1x.size",
 		"arenas.bin.99999999999999999999999.size",
-		"arena.4097.purge", "arena.99999.purge",
+		"arena.4098.purge", "arena.99999.purge",
 		"opt.nonexistent", "opt.narena", "opt.narenas.x",
 		"stats.arenas.4095.pactive", "stats.arenas.4097.pactive",
 	};
@@ -65,6 +65,10 @@ static void test_enoent(void **state) {
 		MP_ASSERT(r == ENOENT, "mallctl(\"%s\") = %d, want ENOENT",
 		    bad[i], r);
 	}
+	/* 4097 (MALLCTL_ARENAS_DESTROYED) names the destroyed arenas' sum,
+	 * which has only arena.4097.initialized: no arena to purge. */
+	assert_int_equal(mallctl("arena.4097.purge", NULL, NULL, NULL, 0),
+	    ENOENT);
 	char name[64];
 	snprintf(name, sizeof(name), "arenas.lextent.%u.size",
 	    (unsigned)SC_NLEXTENTS);

@@ -129,6 +129,9 @@ void base_stash_flush(tsd_t *tsd);
 extent_t *base_extent_alloc(void);                /* zeroed */
 void base_extent_free(extent_t *e);
 size_t base_mapped_bytes(void);
+/* The metadata allocator's lock, for its counters (stats.arenas.0.
+ * mutexes.base). */
+mp_mutex_t *base_mutex(void);
 /* stats.metadata_thp: huge pages' worth of the advised chunks in use. */
 size_t base_metadata_thp(void);
 /* opt.thp / opt.metadata_thp once the options are read (arena_boot):
@@ -385,6 +388,9 @@ bool background_thread_set(bool enable, bool *was);
 bool background_thread_enabled(void);
 /* Pages were freed: wake the thread if it waits with nothing to purge. */
 void background_thread_notify(void);
+/* The background thread's lock, for its counters
+ * (stats.mutexes.background_thread). */
+mp_mutex_t *background_thread_mutex(void);
 void background_thread_stats(size_t *nthreads, uint64_t *nruns,
     uint64_t *run_interval_ns);
 void background_thread_prefork(void);
@@ -418,6 +424,9 @@ MP_INLINE unsigned tcache_bin_cap(const tcache_t *tc, unsigned ind) {
 	return ((uint32_t)(uintptr_t)tc->cb_empty[ind] - tc->cb_full[ind]) /
 	    sizeof(void *);
 }
+/* Cache bin ind of tc is full and a region is coming: make room (grow
+ * the bin, or give its older half back to the slabs). */
+void tcache_bin_overflow(tcache_t *tc, unsigned ind);
 /* Cache bin ind of tc ran dry: fill half of it from the slabs and return
  * one region (NULL on OOM). */
 void *tcache_bin_fill(tcache_t *tc, unsigned ind);
@@ -500,6 +509,9 @@ void slab_inbox_drain(tcache_t *tc);
  * ones / give all but `keep` of the empty slabs back to the arena. */
 void slab_bin_flush(tcache_t *tc, unsigned ind);
 void slab_empty_flush(tcache_t *tc, uint32_t keep);
+/* The GC's visit of bin ind: slab_bin_flush if another thread freed into
+ * the bin's slabs since the last visit. */
+void slab_bin_gc(tcache_t *tc, unsigned ind);
 
 /* ------------------------------------------------------------------- tsd.c */
 extern __thread tsd_t mp_tsd __attribute__((tls_model("initial-exec")));
@@ -643,6 +655,27 @@ void hook_safety_check_fail(const char *jemalloc_msg, const char *ours);
 hook_activity_thunk_t hook_activity_get(void);
 void hook_activity_set(hook_activity_thunk_t t);
 void hook_activity_event(tsd_t *tsd);     /* tsd_event */
+/*
+ * Custom extent hooks that call back into the library (hook.c).  An
+ * arena's custom hooks are called through a wrapper of trampolines,
+ * which count the thread as inside an extent hook (hook_extent_depth)
+ * for the call; the hooks still receive the program's extent_hooks_t *.
+ * Inside, the thread's slow-path allocations skip its cache and come from
+ * the hook arena (a hidden manual arena whose locks rank above every
+ * other arena's), and its slow-path frees of small blocks go back as
+ * remote frees: nothing that the hook's own arena lock, held by the
+ * caller, could be needed for (jemalloc sends them to arena 0 instead,
+ * holding no arena lock around its hooks).
+ */
+extern __thread unsigned hook_extent_depth
+    __attribute__((tls_model("initial-exec")));
+extern _Atomic(arena_t *) hook_extent_arena;
+/* The hooks to store in an arena for the program's `user` (NULL if the
+ * wrapper or the hook arena cannot be had); the default hooks as they
+ * are.  Not with any lock held. */
+extent_hooks_t *hook_extent_wrap(extent_hooks_t *user);
+/* What the program gave for hooks an arena holds (they may be a wrapper). */
+extent_hooks_t *hook_extent_unwrap(extent_hooks_t *h);
 
 /* ------------------------------------------------- malloc.c and cxx.cpp */
 /* stats.zero_reallocs: calls of realloc(non-NULL, 0). */

@@ -144,6 +144,11 @@ bool ctl_reads(void *oldp, size_t *oldlenp);
  * node. */
 bool ctl_register(const char *path, const ctl_node_t *children,
     unsigned nchildren);
+/* Count lock m under stats.mutexes.<name> (one of jemalloc's global
+ * names: "prof", "prof_thds_data", "prof_dump"); several locks under one
+ * name are summed.  How src/prof/ shows its locks without ctl.c calling
+ * it.  At boot; true for an unknown name or no room. */
+bool ctl_mutex_register(const char *name, mp_mutex_t *m);
 
 /* The statistics snapshot served by stats.* and mallinfo2.  ctl.c keeps
  * it in static storage and changes it only under its lock, when "epoch"
@@ -189,6 +194,10 @@ typedef struct ctl_arena_xsnap_s {
 	ctl_bin_snap_t bins[SC_NBINS];
 	ctl_lextent_snap_t lextents[SC_NLEXTENTS];
 } ctl_arena_xsnap_t;
+/* jemalloc's global locks (stats.mutexes.<name>), in this order. */
+enum { CTL_GMUTEX_CTL, CTL_GMUTEX_BG, CTL_GMUTEX_PROF, CTL_GMUTEX_PROF_THDS,
+    CTL_GMUTEX_PROF_DUMP, CTL_NGMUTEXES };
+extern const char *const ctl_gmutex_names[CTL_NGMUTEXES];
 typedef struct ctl_arena_snap_s {
 	bool initialized;        /* the arena existed; stats are valid */
 	arena_stats_t stats;
@@ -205,9 +214,14 @@ typedef struct ctl_snapshot_s {
 	size_t retained;
 	size_t zero_reallocs;    /* realloc(non-NULL, 0) calls */
 	mp_mutex_prof_t mutex_ctl; /* ctl_mtx's counters */
+	mp_mutex_prof_t gmutexes[CTL_NGMUTEXES]; /* stats.mutexes.* */
 	unsigned narenas;        /* narenas_total at the refresh */
 	arena_stats_t merged;    /* sum over the arenas (index 4096) */
 	ctl_arena_xsnap_t *merged_x;
+	/* MALLCTL_ARENAS_DESTROYED (4097): the destroyed arenas' sum, when
+	 * one was destroyed (destroyed_x non-NULL). */
+	arena_stats_t destroyed;
+	ctl_arena_xsnap_t *destroyed_x;
 	size_t copy_size;        /* a copy's bytes (ctl_snapshot_free) */
 	ctl_arena_snap_t arenas[ARENAS_MAX];
 } ctl_snapshot_t;
@@ -215,8 +229,8 @@ typedef struct ctl_snapshot_s {
  * memory (base_malloc) of its own: its reader holds no lock and may call
  * malloc or mallctl.  NULL if the memory cannot be had.  About 600 KiB
  * (ARENAS_MAX arenas), of which only the arenas that exist are copied,
- * followed by their per-class tables (9 KiB an arena, and the merged
- * one), to which the copy's x pointers point. */
+ * followed by their per-class tables (9 KiB an arena, the merged one and
+ * the destroyed arenas' sum), to which the copy's x pointers point. */
 ctl_snapshot_t *ctl_snapshot_copy(void);
 void ctl_snapshot_free(ctl_snapshot_t *copy);
 

@@ -34,6 +34,16 @@
 #define PROF_BUCKETS_LOAD 2
 #define PROF_BUCKETS_MAX ((uint32_t)1 << 20)
 #define PROF_THREAD_NAME_MAX 16         /* with the NUL */
+/* thread.prof.label: a thread's label set holds at most this many
+ * key=value pairs, keys of 1..PROF_LABEL_KEY_MAX characters and values of
+ * 1..PROF_LABEL_VALUE_MAX; at most PROF_LABEL_SETS_MAX distinct sets are
+ * ever made (they are kept for the process's life: see prof_labels_t). */
+#define PROF_LABEL_PAIRS_MAX 8
+#define PROF_LABEL_KEY_MAX 32
+#define PROF_LABEL_VALUE_MAX 64
+#define PROF_LABEL_SETS_MAX 1024
+#define PROF_LABEL_STR_MAX (PROF_LABEL_PAIRS_MAX *                      \
+	(PROF_LABEL_KEY_MAX + PROF_LABEL_VALUE_MAX + 2))
 
 /* Counters of sampled objects.  *_shifted_unbiased counts are 8 times the
  * unbiased object count (jemalloc's rounding trick); *_unbiased bytes are
@@ -54,6 +64,24 @@ typedef struct prof_gctx_s prof_gctx_t;
 typedef struct prof_tctx_s prof_tctx_t;
 
 /*
+ * One distinct label set (thread.prof.label), interned: every thread and
+ * every sample with the same pairs points at the same record, so a sample
+ * copies a pointer, never a string, and allocates nothing for its labels.
+ * `str` is the canonical form, the pairs sorted by key and joined as
+ * "k1=v1,k2=v2" (what a read of thread.prof.label returns).  Records are
+ * never freed (dumps and the peak's copy hold their pointers with no lock,
+ * for as long as they like), hence PROF_LABEL_SETS_MAX; made and looked up
+ * under prof_tdatas_lock.  The empty set is NULL, not a record.
+ */
+typedef struct prof_labels_s {
+	struct prof_labels_s *next;      /* intern chain */
+	uint64_t hash;
+	uint32_t npairs;
+	uint32_t len;                    /* strlen(str) */
+	char str[];
+} prof_labels_t;
+
+/*
  * One thread's profiling identity.  Created at the thread's first sample
  * or thread.prof.* call; kept after the thread exits while any tctx still
  * names it, so that its objects stay attributed to it: refs counts
@@ -71,15 +99,20 @@ struct prof_tdata_s {
 	char name[PROF_THREAD_NAME_MAX];
 	_Atomic bool active;             /* thread.prof.active */
 	_Atomic uint64_t refs;
+	/* thread.prof.label: the thread's current set (NULL: none); read
+	 * and written by its thread only. */
+	const prof_labels_t *labels;
 	prof_tdata_t *prev, *next;       /* the global list, by uid */
 };
 
-/* Counters of one (thread, backtrace).  Guarded by its gctx's shard
- * lock.  Freed when no live sample names it and it counts nothing (with
- * prof_accum, or while a delta window is open, it keeps counting what
- * was freed: prof_accum_hold). */
+/* Counters of one (thread, label set, backtrace): a thread's samples
+ * taken under different label sets count apart.  Guarded by its gctx's
+ * shard lock.  Freed when no live sample names it and it counts nothing
+ * (with prof_accum, or while a delta window is open, it keeps counting
+ * what was freed: prof_accum_hold). */
 struct prof_tctx_s {
 	prof_tdata_t *tdata;
+	const prof_labels_t *labels;     /* interned; NULL: none */
 	prof_gctx_t *gctx;
 	prof_cnt_t cnt;
 	uint64_t nsamples;               /* live prof_sample_t naming it */
@@ -98,16 +131,23 @@ struct prof_gctx_s {
 };
 
 /* One live sampled object: found from its pointer in the sample table
- * (small objects) or from extent->prof (large ones). */
+ * (small objects) or from extent->prof (large ones).  What the sample
+ * carries: its allocation time, and through its tctx the allocating
+ * thread's uid and the label set it had then.  64 bytes: base_malloc's
+ * smallest class. */
 typedef struct prof_sample_s {
 	struct prof_sample_s *next;      /* sample-table chain */
 	void *ptr;
 	prof_tctx_t *tctx;
 	size_t usize;
 	uint64_t epoch;                  /* prof.reset count when sampled */
-	/* What it added to its tctx's unbiased counters, taken back on
-	 * free (the epoch guarantees the same lg_prof_sample). */
-	uint64_t objs_shifted_unbiased, bytes_unbiased;
+	/* When it was allocated: CLOCK_MONOTONIC nanoseconds, at the tick's
+	 * resolution with prof_time_resolution:default (prof_time_ns). */
+	uint64_t time_ns;
+	/* The unbiased bytes it added to its tctx, taken back on free with
+	 * the object count recomputed (unbias_small or prof_unbias: the epoch
+	 * guarantees the same lg_prof_sample). */
+	uint64_t bytes_unbiased;
 	/* Its record among the recent allocations (prof_recent.c), or
 	 * NULL; changed under recent_mtx, peeked at by the free. */
 	_Atomic(struct recent_s *) recent;
@@ -130,6 +170,16 @@ extern bool opt_prof_dump_follow_symlinks;
 extern unsigned opt_prof_bt_max;
 /* Threads' names in dumps come from the OS (PR_GET_NAME) at each sample. */
 extern bool opt_prof_sys_thread_name;
+/* prof_time_resolution (indexes of prof_time_resolution_names): the clock
+ * of sample times, CLOCK_MONOTONIC_COARSE (default: a few ms, 6 ns) or
+ * CLOCK_MONOTONIC (high: ns, 20 ns). */
+typedef enum {
+	PROF_TIME_RES_DEFAULT,
+	PROF_TIME_RES_HIGH,
+	PROF_TIME_RES_COUNT
+} prof_time_res_t;
+extern const char *const prof_time_resolution_names[PROF_TIME_RES_COUNT];
+extern unsigned opt_prof_time_resolution;
 
 extern _Atomic bool prof_active;           /* prof.active */
 extern _Atomic bool prof_thread_active_init;
@@ -165,6 +215,30 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
     uintptr_t fp);
 /* Undo a sample when the object is freed (any thread). */
 void prof_sample_free(void *p, extent_t *e);
+/* A sample's time now, on prof_time_resolution's clock (monotonic ns). */
+uint64_t prof_time_ns(void);
+/* What the record of live sampled object p carries: true if p is not a
+ * live sample.  labels[] gets the set's canonical string ("" for none).
+ * For tests and tools; takes the sample shard's lock. */
+typedef struct prof_sample_info_s {
+	uint64_t time_ns;
+	uint64_t uid;
+	size_t usize;
+	char labels[PROF_LABEL_STR_MAX + 1];
+} prof_sample_info_t;
+bool prof_sample_info(void *p, prof_sample_info_t *info);
+/* thread.prof.label: apply `spec` ("key=value", "key=" to remove a key,
+ * several joined by ',') to the calling thread's label set (spec NULL:
+ * clear it).  0, or EINVAL with why[] naming what is wrong in spec, or
+ * EAGAIN (out of memory, or PROF_LABEL_SETS_MAX sets made) with why[];
+ * the set is unchanged on error. */
+int prof_labels_apply(tsd_t *tsd, const char *spec, char *why,
+    size_t whysize);
+/* The calling thread's set as "k1=v1,k2=v2" ("" when none): interned
+ * storage, valid for the process's life. */
+const char *prof_labels_get(tsd_t *tsd);
+/* How many distinct sets were made (for the tests). */
+unsigned prof_labels_count(void);
 /* Thread exit: detach the thread's tdata. */
 void prof_thread_exit(tsd_t *tsd);
 /* The calling thread's tdata, created if needed; NULL on OOM. */
@@ -395,6 +469,7 @@ typedef struct dump_gctx_s {
 
 typedef struct dump_tctx_s {
 	uint64_t uid;
+	const prof_labels_t *labels;     /* interned (never freed); NULL */
 	prof_cnt_t cnt;
 } dump_tctx_t;
 
@@ -646,6 +721,7 @@ bool prof_dump_prefix_set(const char *prefix);
 /* prof_dump_mtx around fork: tsd.c's fork list calls prefork before
  * prof_sys_prefork and prof_prefork (it ranks before the shard locks), the
  * postfork ones after theirs. */
+void prof_dump_mutex_register(void);   /* at prof_ctl_boot */
 void prof_dump_prefork(void);
 void prof_dump_postfork_parent(void);
 void prof_dump_postfork_child(void);

@@ -82,6 +82,18 @@ static const bool config_prof = MP_CONFIG_PROF;
  * tcache_nslots_small_min / _max (tcache.c). */
 #define CACHE_BIN_MIN 8
 #define CACHE_BIN_MAX 128
+/* How far a bin that swings between full and empty may grow past that
+ * (tcache.c, bin_move): to this many slots, this many bytes of regions,
+ * for classes up to CACHE_BIN_GROW_USIZE. */
+#define CACHE_BIN_GROW_SLOTS 2048
+#define CACHE_BIN_GROW_BYTES ((size_t)512 << 10)
+#define CACHE_BIN_GROW_USIZE ((size_t)1024)
+/* The classes above CACHE_BIN_GROW_USIZE grow to this many times their
+ * base slots (within CACHE_BIN_GROW_BYTES), and only when their bin was
+ * filled or flushed CACHE_BIN_BUSY_MOVES times between two GC visits and
+ * other threads freed into the class's slabs (tcache.c, bin_gc). */
+#define CACHE_BIN_GROW_MID_MUL 4
+#define CACHE_BIN_BUSY_MOVES 4
 /* Bytes between two thread events (cache GC step, decay tick):
  * tcache_gc_incr_bytes, 128 KiB by default (alloc.h, conf.c). */
 #define TSD_EVENT_INTERVAL ((uint64_t)opt_tcache_gc_incr_bytes)
@@ -112,6 +124,12 @@ typedef enum {
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
 	LOCK_RANK_ARENA_ORPHANS,  /* arena->orphans_mtx: caches of dead threads */
 	LOCK_RANK_ARENA,          /* arena->mtx: extents, decay, stats */
+	/* The hook arena's three locks (hook.c): a custom extent hook runs
+	 * with its arena's mtx held, and what it allocates comes from
+	 * there, so they rank above every other arena's. */
+	LOCK_RANK_HOOK_ARENA_SHARED,
+	LOCK_RANK_HOOK_ARENA_ORPHANS,
+	LOCK_RANK_HOOK_ARENA,
 	LOCK_RANK_BASE,           /* base_mtx: metadata allocator (leaf) */
 } lock_rank_t;
 
@@ -259,6 +277,10 @@ struct extent_s {
 	char *addr;                      /* first byte */
 	size_t size;                     /* bytes (page multiple) */
 	arena_t *arena;                  /* the arena the pages belong to */
+	/* On the first line with kind, addr, size and szind: a free of a
+	 * large block reads them all (bench's midsize: a second line here
+	 * was a sixth of free_slow's time). */
+	void *prof;                      /* large: its sample record, if any */
 	extent_t *prev, *next;           /* cache bin lists / arena sets */
 	extent_t *lru_prev, *lru_next;   /* arena decay list (free extents) */
 	uint64_t free_ns;                /* free: when it entered this state */
@@ -267,7 +289,6 @@ struct extent_s {
 	size_t clean_from;               /* large: offset past which its pages
 	                                  * are to go back clean (see
 	                                  * arena_large_alloc_req); 0: none */
-	void *prof;                      /* large: its sample record, if any */
 	_Atomic uint32_t nsampled;       /* slab: live sampled regions (only
 	                                  * slabs of arena 0's prof_cache) */
 
@@ -343,6 +364,26 @@ struct tcache_s {
 	                                  * (thread and explicit caches) */
 	tcache_t *orphan_next;
 	uint32_t gc_bin;                 /* next bin of the incremental GC */
+	/* Cache bin sizes that follow the program (tcache.c, bin_move):
+	 * the thread's traffic (allocated + deallocated) at each bin's
+	 * last fill or overflow, which of the two it was, the quick swings
+	 * between them in a row, and whether neither came since the bin's
+	 * last GC visit. */
+	void **cb_home[SC_NBINS];        /* each bin's sentinel in cb_slots */
+	void **cb_grow_slots;            /* where grown bins live (made at
+	                                  * the first growth) */
+	uint32_t cb_grow_end[SC_NBINS];  /* each bin's sentinel there */
+	uint64_t cb_move_at[SC_NBINS];
+	uint8_t cb_move[SC_NBINS];
+	uint8_t cb_swings[SC_NBINS];
+	bool cb_idle[SC_NBINS];
+	uint8_t cb_moves[SC_NBINS];      /* fills and overflows since the
+	                                  * bin's last GC visit (to 255) */
+	/* Bit ind: another thread freed into a slab of class ind since the
+	 * class's last GC visit, which looks at its slabs only then (slab.c:
+	 * walking them for nothing was a tenth of the allocator's time in
+	 * bench's midsize).  Other threads set it: a line of its own. */
+	_Alignas(CACHELINE) _Atomic uint64_t remote_classes;
 	bool shared;
 	bool small_slabs;                /* sz_prof_slab_size (prof_cache) */
 };

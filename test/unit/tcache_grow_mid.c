@@ -1,0 +1,150 @@
+/*
+ * test/unit/tcache_grow_mid.c - cache bins of the classes above
+ * CACHE_BIN_GROW_USIZE that grow when busy with cross-thread traffic
+ * (src/alloc/tcache.c, bin_gc).
+ *
+ * The main thread swings a bin of 8 KiB blocks (8 slots at its base
+ * size) through 12 blocks a round, with traffic in another class between
+ * the swings, as one class among many sees it.  When another thread also
+ * frees blocks of that class into the main thread's slabs, the bin
+ * doubles at its GC visits up to CACHE_BIN_GROW_MID_MUL times its base
+ * size and the swings stop going through the slabs; without remote frees
+ * it keeps its base size (growth there cost peak RSS for little).  A
+ * flush puts it back at its base size.  Blocks stay distinct throughout.
+ */
+#include "../test_util.h"
+
+#include <pthread.h>
+
+#include "malloc_prof/internal/internal.h"
+
+#define MID 8192
+#define SWING 12
+#define HANDOFF 16
+#define OTHER 3000      /* another class: the traffic between swings */
+
+static int setup(void **state) {
+	(void)state;
+	return malloc_init() || tsd_fetch() == NULL ? -1 : 0;
+}
+
+static unsigned cap_of(unsigned ind) {
+	return tcache_bin_cap(tsd_fetch()->tcache, ind);
+}
+
+static uint64_t fills_and_flushes(unsigned ind) {
+	arena_bin_stats_t *bs = &tsd_fetch()->tcache->arena->bstats[ind];
+	return atomic_load(&bs->nfills) + atomic_load(&bs->nflushes);
+}
+
+/* SWING blocks of MID bytes, each filled with its number and checked
+ * before the free (a block handed out twice would be overwritten), and
+ * as many bytes again in another class. */
+static void swing(unsigned round) {
+	unsigned char *v[SWING];
+	for (unsigned i = 0; i < SWING; i++) {
+		v[i] = LAUNDER(malloc(MID));
+		assert_non_null(v[i]);
+		memset(v[i], (int)((round + i) % 251), MID);
+	}
+	for (unsigned i = 0; i < SWING * MID / OTHER; i++)
+		free(LAUNDER(malloc(OTHER)));
+	for (unsigned i = 0; i < SWING; i++) {
+		unsigned char want = (unsigned char)((round + i) % 251);
+		MP_ASSERT(v[i][0] == want && v[i][MID - 1] == want,
+		    "block %u of round %u at %p overwritten", i, round,
+		    (void *)v[i]);
+		free(v[i]);
+	}
+}
+
+/* A thread that frees the blocks it is given; its cache's flush at exit
+ * returns them to the main thread's slabs: remote frees of the class. */
+static void *free_them(void *arg) {
+	void **v = arg;
+	for (unsigned i = 0; i < HANDOFF; i++)
+		free(v[i]);
+	return NULL;
+}
+
+static void handoff(void) {
+	void *v[HANDOFF];
+	for (unsigned i = 0; i < HANDOFF; i++) {
+		v[i] = LAUNDER(malloc(MID));
+		assert_non_null(v[i]);
+	}
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, free_them, v), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+static void test_no_growth_without_remote_frees(void **state) {
+	(void)state;
+	const unsigned ind = sz_size2index(MID);
+	tcache_flush(tsd_fetch()->tcache);
+	const unsigned base = cap_of(ind);
+	assert_true(base < SWING);
+	/* Every bin's GC visit many times over; a bin that grew would fit
+	 * the swing, look idle at its next visit and halve back, so every
+	 * round is looked at. */
+	unsigned most = base;
+	for (unsigned r = 0; r < 400; r++) {
+		swing(r);
+		if (cap_of(ind) > most)
+			most = cap_of(ind);
+	}
+	MP_ASSERT(most == base, "bin of %u slots in 400 swings of one "
+	    "thread (base %u)", most, base);
+}
+
+static void test_grows_with_remote_frees(void **state) {
+	(void)state;
+	const unsigned ind = sz_size2index(MID);
+	tcache_flush(tsd_fetch()->tcache);
+	const unsigned base = cap_of(ind);
+	/* Rounds of a handoff and a swing from the base size (one GC visit
+	 * of the class may come in them) ... */
+	uint64_t before = fills_and_flushes(ind);
+	for (unsigned r = 0; r < 10; r++) {
+		handoff();
+		swing(r);
+	}
+	uint64_t moves_base = fills_and_flushes(ind) - before;
+	MP_ASSERT(moves_base >= 20, "%" PRIu64 " fills and flushes in 10 "
+	    "rounds from a bin of %u slots", moves_base, base);
+	unsigned most = base;
+	for (unsigned r = 0; r < 400; r++) {
+		handoff();
+		swing(r);
+		unsigned cap = cap_of(ind);
+		assert_true(cap <= base * CACHE_BIN_GROW_MID_MUL);
+		assert_true((size_t)cap * MID <= CACHE_BIN_GROW_BYTES);
+		if (cap > most)
+			most = cap;
+	}
+	MP_ASSERT(most >= 2 * base, "bin of at most %u slots in 400 rounds "
+	    "with remote frees (base %u)", most, base);
+	/* ... and grown: the rounds move far fewer regions. */
+	unsigned grown = cap_of(ind);
+	before = fills_and_flushes(ind);
+	for (unsigned r = 0; r < 10; r++) {
+		handoff();
+		swing(r);
+	}
+	uint64_t moves = fills_and_flushes(ind) - before;
+	MP_ASSERT(moves * 2 <= moves_base, "%" PRIu64 " fills and flushes "
+	    "in 10 rounds through a bin of %u, %" PRIu64 " at its base size",
+	    moves, grown, moves_base);
+	tcache_flush(tsd_fetch()->tcache);
+	assert_int_equal(cap_of(ind), base);
+	assert_int_equal(tcache_bin_count(tsd_fetch()->tcache, ind), 0);
+	swing(0);
+}
+
+int main(void) {
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_growth_without_remote_frees),
+		cmocka_unit_test(test_grows_with_remote_frees),
+	};
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
