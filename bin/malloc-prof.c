@@ -97,6 +97,10 @@ static void mp_cmd_help(mp_cmd_t cmd) {
 		    "  --alloc_space     bytes ever allocated (needs prof_accum)\n"
 		    "  --alloc_objects   objects ever allocated (needs "
 		    "prof_accum)\n"
+		    "  --sample TYPE     one of the above by name, or "
+		    "fragmentation_space or\n"
+		    "                    fragmentation_objects (a "
+		    "fragmentation profile)\n"
 		    "  --focus REGEX     only stacks with a function matching "
 		    "REGEX (POSIX ERE)\n"
 		    "  --ignore REGEX    leave out stacks with a function "
@@ -162,7 +166,7 @@ enum {
 	OPT_INUSE_SPACE = 256, OPT_INUSE_OBJECTS, OPT_ALLOC_SPACE,
 	OPT_ALLOC_OBJECTS, OPT_FOCUS, OPT_IGNORE, OPT_BASE, OPT_MAX_BYTES,
 	OPT_DEBUG_DIR, OPT_TITLE, OPT_LINES, OPT_FUNCTIONS, OPT_NO_DEMANGLE,
-	OPT_THREAD, OPT_TAG, OPT_WITHIN
+	OPT_THREAD, OPT_TAG, OPT_WITHIN, OPT_SAMPLE
 };
 
 static const struct option mp_long_opts[] = {
@@ -189,6 +193,7 @@ static const struct option mp_long_opts[] = {
 	{ "functions", no_argument, NULL, OPT_FUNCTIONS },
 	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
 	{ "within", required_argument, NULL, OPT_WITHIN },
+	{ "sample", required_argument, NULL, OPT_SAMPLE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -221,6 +226,26 @@ static int mp_parse_args(int argc, char **argv, mp_opts_t *o) {
 		case OPT_INUSE_OBJECTS: o->which = MP_INUSE_OBJECTS; break;
 		case OPT_ALLOC_SPACE: o->which = MP_ALLOC_SPACE; break;
 		case OPT_ALLOC_OBJECTS: o->which = MP_ALLOC_OBJECTS; break;
+		case OPT_SAMPLE:
+			/* A fragmentation profile's two types stand where a
+			 * heap profile's inuse pair does (mp_pprof.c). */
+			if (strcmp(optarg, "inuse_space") == 0 ||
+			    strcmp(optarg, "fragmentation_space") == 0)
+				o->which = MP_INUSE_SPACE;
+			else if (strcmp(optarg, "inuse_objects") == 0 ||
+			    strcmp(optarg, "fragmentation_objects") == 0)
+				o->which = MP_INUSE_OBJECTS;
+			else if (strcmp(optarg, "alloc_space") == 0)
+				o->which = MP_ALLOC_SPACE;
+			else if (strcmp(optarg, "alloc_objects") == 0)
+				o->which = MP_ALLOC_OBJECTS;
+			else
+				return mp_usage_error(o, "--sample: unknown "
+				    "sample type \"%s\" (inuse_space, "
+				    "inuse_objects, alloc_space, alloc_objects, "
+				    "fragmentation_space, fragmentation_objects)",
+				    optarg);
+			break;
 		case OPT_FOCUS: o->focus = optarg; break;
 		case OPT_IGNORE: o->ignore = optarg; break;
 		case OPT_BASE: o->base = optarg; break;

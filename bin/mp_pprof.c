@@ -870,6 +870,14 @@ static bool mp_pdecode(mp_pdec_t *d, const uint8_t *data, size_t size,
 		for (int k = 0; k < MP_NVALUES; k++)
 			if (which[k] < 0 && strcmp(s1, names[k]) == 0)
 				which[k] = (int)i;
+		/* The library's fragmentation profile: its pair is read as
+		 * the inuse pair (--sample fragmentation_space). */
+		if (which[MP_INUSE_OBJECTS] < 0 &&
+		    strcmp(s1, "fragmentation_objects") == 0)
+			which[MP_INUSE_OBJECTS] = (int)i;
+		if (which[MP_INUSE_SPACE] < 0 &&
+		    strcmp(s1, "fragmentation_space") == 0)
+			which[MP_INUSE_SPACE] = (int)i;
 		size_t add = strlen(s1) + strlen(s2) + 2;
 		prof->sample_types = mp_xrealloc(prof->sample_types,
 		    tlen + add + 1);

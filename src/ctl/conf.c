@@ -67,7 +67,6 @@ static size_t conf_san_guard_large = 0;
 static bool conf_utrace = false;
 /* The profiler options of jemalloc 5.3 that the profiler issue after
  * issue 18 implements: read-outs only until then. */
-static bool conf_prof_stats = false;
 static bool conf_prof_unbias = true;
 
 /* lg_tcache_max is tcache_max as a power of two (jemalloc's deprecated
@@ -352,11 +351,10 @@ const conf_opt_t conf_opts[] = {
 	  .def = "false",
 	  .note = "no effect: Linux has no utrace(2)",
 	  .doc = "trace allocations with utrace(2) (BSD)" },
-	{ .name = "prof_stats", .type = CONF_BOOL, .var = &conf_prof_stats,
+	{ .name = "prof_stats", .type = CONF_BOOL, .var = &opt_prof_stats,
 	  .def = "false", .prof = true,
-	  .note = "no effect yet: prof.stats comes with the profiler's next "
-	  "issue",
-	  .doc = "count sampled bytes per size class" },
+	  .doc = "count sampled objects and bytes per size class "
+	  "(prof.stats.bins.<i>.*, prof.stats.lextents.<i>.*)" },
 	{ .name = "prof_sys_thread_name", .type = CONF_BOOL,
 	  .var = &opt_prof_sys_thread_name, .def = "false", .prof = true,
 	  .doc = "name profiled threads after their system names "

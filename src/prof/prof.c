@@ -747,6 +747,19 @@ static prof_sample_t **sample_bucket(prof_sample_shard_t *sh, const void *p) {
 	    (sh->chains.n - 1)];
 }
 
+void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
+	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
+		prof_sample_shard_t *ss = &sample_shards[i];
+		mp_mutex_lock(&ss->mtx);
+		for (size_t b = 0; b < ss->chains.n; b++) {
+			for (const prof_sample_t *s = ss->chains.b[b];
+			    s != NULL; s = s->next)
+				visit(s, arg);
+		}
+		mp_mutex_unlock(&ss->mtx);
+	}
+}
+
 /* ---------------------------------------------------- alloc and free */
 
 void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
@@ -825,6 +838,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		goto out;
 	}
 	s->tctx = t;
+	if (opt_prof_stats)
+		prof_stats_alloc(usize);
 	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 	extent_t *e = pagemap_lookup(p);
 	if (e->kind == EXTENT_LARGE) {
@@ -926,6 +941,8 @@ void prof_sample_free(void *p, extent_t *e) {
 	}
 	if (s == NULL)
 		return;
+	if (opt_prof_stats)
+		prof_stats_free(s->usize);
 	if (prof_recent_linked(s))
 		recent_dalloc(s);
 	prof_tctx_t *t = s->tctx;

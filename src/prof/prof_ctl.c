@@ -481,6 +481,11 @@ static const ctl_node_t prof_ctl_children[] = {
 	  .prof = CTL_PROF_BUILT },
 	{ .name = "peak", CTL_CHILDREN(prof_ctl_peak_children) },
 	{ .name = "lifetimes", CTL_CHILDREN(prof_ctl_lifetimes_children) },
+	/* prof_frag.c's. */
+	{ .name = "stats", .children = prof_frag_ctl_stats,
+	  .nchildren = PROF_FRAG_NSTATS },
+	{ .name = "fragmentation", .children = prof_frag_ctl,
+	  .nchildren = PROF_FRAG_NCTL },
 };
 
 bool prof_ctl_boot(void) {

@@ -47,9 +47,10 @@ static bool dump_prefix_set;
 /* File name sequence numbers: one shared, one per kind. */
 static uint64_t dump_seq, dump_mseq, dump_iseq, dump_useq, dump_pseq;
 static uint64_t dump_oseq;
-static uint64_t dump_lseq;
-/* Every dump is pprof whatever prof.format says (the lifetime profile,
- * which heap_v2 cannot express: its buckets are labels). */
+static uint64_t dump_lseq, dump_fragseq;
+/* Every dump is pprof whatever prof.format says (the lifetime and the
+ * fragmentation profiles, which heap_v2 cannot express: labels, sample
+ * types of their own). */
 static bool dump_pprof_only;
 /* Every dump is heap_v2 whatever prof.format says (the dump at an
  * allocation failure: pprof's encoder needs memory). */
@@ -71,7 +72,8 @@ typedef enum {
 	DUMP_F,              /* prof_final */
 	DUMP_P,              /* the peak: prof.peak.dump, prof_final */
 	DUMP_O,              /* prof_oom_dump */
-	DUMP_L,              /* prof.lifetimes.dump */
+	DUMP_L,              /* prof.lifetimes.dump (always pprof) */
+	DUMP_FRAG,           /* prof.fragmentation.dump (always pprof) */
 } dump_kind_t;
 
 /* ------------------------------------------------------------ writing */
@@ -355,6 +357,10 @@ static bool dump_name_locked(dump_kind_t kind, char *path, size_t size) {
 		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".l%" PRIu64
 		    ".%s", prefix, pid, seq, dump_lseq++, sfx);
 		break;
+	case DUMP_FRAG:
+		mp_snprintf(path, size, "%s.%" PRIu64 ".%" PRIu64 ".frag%"
+		    PRIu64 ".%s", prefix, pid, seq, dump_fragseq++, sfx);
+		break;
 	case DUMP_NAMED:
 		mp_not_reached();
 	}
@@ -463,20 +469,23 @@ static void dump_taken_note(const dump_result_t *r, char *buf,
 static bool peak_ready_locked(const char **whyp);
 static const dump_snap_t *peak_snap_locked(void);
 
-/* What a dump writes: the heap of now, the peak kept, or the lifetime
- * profile (prof_lifetime.c; always pprof). */
+/* What a dump writes: the heap of now, the peak kept, the lifetime
+ * profile (prof_lifetime.c; always pprof) or a profile made by a build
+ * callback (prof_frag.c's fragmentation profile; always pprof: a
+ * callback, because prof_frag.c calls this file). */
 typedef enum {
 	DUMP_SRC_NOW,
 	DUMP_SRC_PEAK,
-	DUMP_SRC_LIFE
+	DUMP_SRC_LIFE,
+	DUMP_SRC_BUILT
 } dump_src_t;
 
 /* The snapshot a dump of src writes, made ready (prof_dump_mtx held):
  * *from is NULL for the heap of now (the caller collects it), else the
  * peak or *life, made here; src_done_locked releases what this made.
  * true with *whyp set if there is none to write. */
-static bool src_ready_locked(dump_src_t src, dump_snap_t *life,
-    const dump_snap_t **from, const char **whyp) {
+static bool src_ready_locked(dump_src_t src, prof_dump_build_t *build,
+    dump_snap_t *life, const dump_snap_t **from, const char **whyp) {
 	*from = NULL;
 	if (src == DUMP_SRC_PEAK) {
 		if (peak_ready_locked(whyp))
@@ -492,22 +501,27 @@ static bool src_ready_locked(dump_src_t src, dump_snap_t *life,
 			return true;
 		*from = life;
 		dump_pprof_only = true;
+	} else if (src == DUMP_SRC_BUILT) {
+		if (build(life, whyp))
+			return true;
+		*from = life;
+		dump_pprof_only = true;
 	}
 	return false;
 }
 
 static void src_done_locked(dump_src_t src, dump_snap_t *life,
     const dump_snap_t *from) {
-	if (src == DUMP_SRC_LIFE && from != NULL) {
+	if ((src == DUMP_SRC_LIFE || src == DUMP_SRC_BUILT) && from != NULL) {
 		prof_snap_release(life);
 		dump_pprof_only = false;
 	}
 }
 
-/* prof.dump, prof.peak.dump and prof.lifetimes.dump (src), named `what`
- * in messages. */
+/* prof.dump, prof.peak.dump, prof.lifetimes.dump and
+ * prof.fragmentation.dump (src, build), named `what` in messages. */
 static bool dump_file_cmd(const char *what, const char *filename,
-    dump_src_t src) {
+    dump_src_t src, prof_dump_build_t *build) {
 	dump_result_t r;
 	dump_named_buf_t *buf = NULL;
 	char note[DUMP_ERR_MAX + 64];
@@ -528,11 +542,12 @@ static bool dump_file_cmd(const char *what, const char *filename,
 	dump_enter();
 	const dump_snap_t *from;
 	dump_snap_t life;
-	bool fail = src_ready_locked(src, &life, &from, &why);
+	bool fail = src_ready_locked(src, build, &life, &from, &why);
 	if (!fail)
 		fail = dump_locked(filename != NULL ? DUMP_NAMED : src ==
 		    DUMP_SRC_PEAK ? DUMP_P : src == DUMP_SRC_LIFE ? DUMP_L :
-		    DUMP_M, filename, buf, from, &r);
+		    src == DUMP_SRC_BUILT ? DUMP_FRAG : DUMP_M, filename, buf,
+		    from, &r);
 	src_done_locked(src, &life, from);
 	dump_leave();
 	if (buf != NULL)
@@ -555,7 +570,7 @@ static bool dump_file_cmd(const char *what, const char *filename,
 }
 
 bool prof_dump_file(const char *filename) {
-	return dump_file_cmd("prof.dump", filename, DUMP_SRC_NOW);
+	return dump_file_cmd("prof.dump", filename, DUMP_SRC_NOW, NULL);
 }
 
 prof_format_t prof_dump_format_get(void) {
@@ -584,7 +599,8 @@ void prof_dump_format_set(prof_format_t format) {
  * reports err[] its own way.
  */
 static bool dump_fd_common(int fd, prof_format_t format,
-    const char *sample_type, dump_src_t src, char *err, size_t errsize) {
+    const char *sample_type, dump_src_t src, prof_dump_build_t *build,
+    char *err, size_t errsize) {
 	char ebuf[128];
 	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
 	if (fl < 0) {
@@ -605,7 +621,8 @@ static bool dump_fd_common(int fd, prof_format_t format,
 		    sample_type);
 		return true;
 	}
-	if (src != DUMP_SRC_LIFE && sample_type != NULL &&
+	if ((src == DUMP_SRC_NOW || src == DUMP_SRC_PEAK) &&
+	    sample_type != NULL &&
 	    !prof_snap_sample_type_ok(sample_type)) {
 		mp_snprintf(err, errsize, "\"%s\" is not a sample type of "
 		    "this profile: expected inuse_objects, inuse_space%s",
@@ -624,12 +641,12 @@ static bool dump_fd_common(int fd, prof_format_t format,
 	dump_enter();
 	if (format == PROF_FORMAT_CURRENT)
 		format = dump_format_locked();
-	if (src == DUMP_SRC_LIFE)
+	if (src == DUMP_SRC_LIFE || src == DUMP_SRC_BUILT)
 		format = PROF_FORMAT_PPROF;
 	dump_snap_t s, life;
 	const dump_snap_t *from;
 	const char *why = NULL;
-	bool fail = src_ready_locked(src, &life, &from, &why) ||
+	bool fail = src_ready_locked(src, build, &life, &from, &why) ||
 	    (from == NULL && prof_snap_collect(&s, &why));
 	if (fail) {
 		mp_snprintf(err, errsize, "cannot write to fd %d: %s", fd, why);
@@ -660,20 +677,20 @@ static bool dump_fd_common(int fd, prof_format_t format,
 
 bool prof_dump_to_fd(int fd, prof_format_t format, const char *sample_type,
     char *err, size_t errsize) {
-	return dump_fd_common(fd, format, sample_type, DUMP_SRC_NOW, err,
+	return dump_fd_common(fd, format, sample_type, DUMP_SRC_NOW, NULL, err,
 	    errsize);
 }
 
 bool prof_peak_dump_to_fd(int fd, prof_format_t format,
     const char *sample_type, char *err, size_t errsize) {
-	return dump_fd_common(fd, format, sample_type, DUMP_SRC_PEAK, err,
-	    errsize);
+	return dump_fd_common(fd, format, sample_type, DUMP_SRC_PEAK, NULL,
+	    err, errsize);
 }
 
 bool prof_lifetimes_dump_to_fd(int fd, const char *sample_type, char *err,
     size_t errsize) {
 	return dump_fd_common(fd, PROF_FORMAT_PPROF, sample_type,
-	    DUMP_SRC_LIFE, err, errsize);
+	    DUMP_SRC_LIFE, NULL, err, errsize);
 }
 
 /* ------------------------------------------------------------- deltas */
@@ -953,11 +970,25 @@ uint64_t prof_peak_bytes(void) {
 }
 
 bool prof_peak_dump_file(const char *filename) {
-	return dump_file_cmd("prof.peak.dump", filename, DUMP_SRC_PEAK);
+	return dump_file_cmd("prof.peak.dump", filename, DUMP_SRC_PEAK, NULL);
 }
 
 bool prof_lifetimes_dump_file(const char *filename) {
-	return dump_file_cmd("prof.lifetimes.dump", filename, DUMP_SRC_LIFE);
+	return dump_file_cmd("prof.lifetimes.dump", filename, DUMP_SRC_LIFE,
+	    NULL);
+}
+
+/* ------------------------------------------------ built (prof_frag.c) */
+
+bool prof_dump_built_to_fd(int fd, prof_dump_build_t *build,
+    const char *sample_type, char *err, size_t errsize) {
+	return dump_fd_common(fd, PROF_FORMAT_PPROF, sample_type,
+	    DUMP_SRC_BUILT, build, err, errsize);
+}
+
+bool prof_dump_built_file(const char *what, const char *filename,
+    prof_dump_build_t *build) {
+	return dump_file_cmd(what, filename, DUMP_SRC_BUILT, build);
 }
 
 /* ------------------------------------------------------------------ oom */

@@ -11,6 +11,8 @@
  *   GET /debug/pprof/peak     the peak-heap profile (prof_peak), as heap
  *   GET /debug/pprof/lifetimes  the lifetime profile (prof_lifetime.c),
  *                             pprof only
+ *   GET /debug/pprof/fragmentation  the fragmentation profile
+ *                             (prof_frag.c), pprof only
  *   ?seconds=N on heap, allocs: the delta of the next N seconds, as Go's
  *                             net/http/pprof serves it (below)
  *   GET /debug/malloc/stats   malloc_stats_print's JSON
@@ -182,14 +184,19 @@ void prof_http_route_match(prof_http_req_t *req, const char *method,
 		http_req_not_allowed(req, "GET", method, mlen);
 		return;
 	}
-	/* The lifetime profile: pprof only, no query (no text form, no
-	 * deltas). */
-	if (HTTP_PATH_IS("/debug/pprof/lifetimes")) {
+	/* The lifetime and fragmentation profiles: pprof only, no query
+	 * (no text form, no deltas). */
+	if (HTTP_PATH_IS("/debug/pprof/lifetimes") ||
+	    HTTP_PATH_IS("/debug/pprof/fragmentation")) {
+		bool life = HTTP_PATH_IS("/debug/pprof/lifetimes");
 		if (qlen != 0)
-			prof_http_req_error(req, 400, "/debug/pprof/lifetimes "
-			    "takes no query: it is served as pprof only");
+			prof_http_req_error(req, 400, "%s takes no query: it "
+			    "is served as pprof only", life ?
+			    "/debug/pprof/lifetimes" :
+			    "/debug/pprof/fragmentation");
 		else
-			req->route = PROF_HTTP_LIFETIMES;
+			req->route = life ? PROF_HTTP_LIFETIMES :
+			    PROF_HTTP_FRAGMENTATION;
 		return;
 	}
 	if (HTTP_PATH_IS("/debug/pprof/heap") ||
@@ -224,7 +231,7 @@ void prof_http_route_match(prof_http_req_t *req, const char *method,
 		prof_http_req_error(req, 404, "not found: %.*s (served: "
 		    "/debug/pprof/, /debug/pprof/heap, /debug/pprof/allocs, "
 		    "/debug/pprof/peak, /debug/pprof/lifetimes, "
-		    "/debug/pprof/symbol, "
+		    "/debug/pprof/fragmentation, /debug/pprof/symbol, "
 		    "/debug/malloc/stats)",
 		    (int)(plen < 100 ? plen : 100), path);
 	}
@@ -375,8 +382,10 @@ static void http_serve_profile(prof_http_resp_t *r, bool alloc, bool peak,
 	    "application/octet-stream" : "text/plain; charset=utf-8");
 }
 
-/* GET /debug/pprof/lifetimes: the lifetime profile, as pprof. */
-static void http_serve_lifetimes(prof_http_resp_t *r) {
+/* GET /debug/pprof/lifetimes (prof_lifetime.c) and
+ * /debug/pprof/fragmentation (prof_frag.c): profiles that exist only as
+ * pprof. */
+static void http_serve_pprof_only(prof_http_resp_t *r, bool lifetimes) {
 	if (!http_prof_active()) {
 		prof_http_send_error(r, 403, "heap profiling not active");
 		return;
@@ -385,7 +394,9 @@ static void http_serve_lifetimes(prof_http_resp_t *r) {
 	if (fd < 0)
 		return;
 	char err[256];
-	if (prof_lifetimes_dump_to_fd(fd, NULL, err, sizeof(err))) {
+	if (lifetimes ? prof_lifetimes_dump_to_fd(fd, NULL, err, sizeof(err)) :
+	    prof_dump_built_to_fd(fd, prof_frag_build, NULL, err,
+	    sizeof(err))) {
 		prof_http_send_error(r, 500, "cannot write the profile: %s",
 		    err);
 		return;
@@ -481,6 +492,10 @@ static const http_index_row_t http_index_rows[] = {
 	{"lifetimes", "/debug/pprof/lifetimes", "/debug/pprof/lifetimes",
 	    "The sampled allocations of each stack by how long they lived "
 	    "(label lifetime; pprof only: no text form)"},
+	{"fragmentation", "/debug/pprof/fragmentation",
+	    "/debug/pprof/fragmentation",
+	    "The unused space of the slabs each live sampled object keeps, "
+	    "by its size class (pprof only: no text form)"},
 	{"symbol", "/debug/pprof/symbol", "/debug/pprof/symbol",
 	    "Function names of addresses, for go tool pprof (POST them "
 	    "joined by +)"},
@@ -580,7 +595,7 @@ void prof_http_route_serve(prof_http_resp_t *r, const prof_http_req_t *req,
 		    req->route == PROF_HTTP_PEAK, req);
 		break;
 	case PROF_HTTP_LIFETIMES:
-		http_serve_lifetimes(r);
+		http_serve_pprof_only(r, true);
 		break;
 	case PROF_HTTP_RESUME:
 		http_delta_finish(r, req->resume, req->cancel);
@@ -590,6 +605,9 @@ void prof_http_route_serve(prof_http_resp_t *r, const prof_http_req_t *req,
 		break;
 	case PROF_HTTP_STATS:
 		http_serve_stats(r);
+		break;
+	case PROF_HTTP_FRAGMENTATION:
+		http_serve_pprof_only(r, false);
 		break;
 	case PROF_HTTP_SYMBOL_GET:
 		prof_http_send_text(r, 200, "text/plain; charset=utf-8", "",

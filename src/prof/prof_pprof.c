@@ -971,6 +971,10 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
 		uint64_t v[4], left[4];
 		pprof_values(g->cnt.curobjs_shifted_unbiased,
 		    g->cnt.curbytes_unbiased, R, &v[0], &v[1]);
+		if (s->raw) {
+			v[0] = (g->cnt.curobjs_shifted_unbiased + 4) / 8;
+			v[1] = g->cnt.curbytes_unbiased;
+		}
 		unsigned nv = 2;
 		if (s->accum) {
 			pprof_values(g->cnt.accumobjs_shifted_unbiased,
@@ -1157,10 +1161,10 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 	pprof_collect_maps(st, s);
 
 	unsigned ntypes = s->lifetimes ? 0 : s->accum ? 4 : 2;
-	for (unsigned i = 0; i < ntypes; i++) {
-		pprof_value_type(st, 1, prof_snap_sample_types[i].type,
-		    prof_snap_sample_types[i].unit);
-	}
+	const prof_snap_sample_type_t *types = s->types != NULL ? s->types :
+	    prof_snap_sample_types;
+	for (unsigned i = 0; i < ntypes; i++)
+		pprof_value_type(st, 1, types[i].type, types[i].unit);
 	if (s->lifetimes) {
 		/* All allocations at the stack, split by how long they
 		 * lived: malloc-prof reads alloc_* as a heap profile's. */
@@ -1189,7 +1193,7 @@ static bool pprof_encode(pprof_state_t *st, const dump_snap_t *s,
 	pprof_value_type(st, 11, "space", "bytes");
 	pprof_pb_uint(&st->prof, 12, (uint64_t)1 << s->lg_sample);
 	pprof_pb_uint(&st->prof, 14, str_index(st, sample_type != NULL ?
-	    sample_type : s->lifetimes ? "alloc_objects" : "inuse_space"));
+	    sample_type : s->lifetimes ? "alloc_objects" : types[1].type));
 
 	/* The string table last: every index above is assigned by now. */
 	size_t cnt = pprof_nstrings(st);

@@ -52,6 +52,7 @@ static void check(const char *buf, size_t len, const prof_http_req_t *r) {
 		/* fall through */
 	case PROF_HTTP_PEAK:
 	case PROF_HTTP_LIFETIMES:
+	case PROF_HTTP_FRAGMENTATION:
 	case PROF_HTTP_STATS:
 	case PROF_HTTP_SYMBOL_GET:
 	case PROF_HTTP_INDEX:

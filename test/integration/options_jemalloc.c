@@ -151,10 +151,10 @@ static const char *const note_names[] = {
 	"tcache_gc_delay_bytes", "lg_tcache_flush_large_div", "hpa",
 	"san_guard_small", "san_guard_large", "utrace",
 };
-/* prof_recent_alloc_max, prof_sys_thread_name and prof_time_resolution
- * are set too, and work: no line. */
+/* prof_recent_alloc_max, prof_stats, prof_sys_thread_name and
+ * prof_time_resolution are set too, and work: no line. */
 static const char *const note_prof_names[] = {
-	"prof_stats", "prof_unbias",
+	"prof_unbias",
 };
 
 static void child_notes(void) {

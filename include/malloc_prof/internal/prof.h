@@ -502,6 +502,12 @@ typedef struct dump_snap_s {
 	/* A lifetime profile (prof_lifetime_collect): each record's
 	 * dump_tctx_t are its buckets, not its threads. */
 	bool lifetimes;
+	/* A profile of another quantity (prof_frag.c's fragmentation
+	 * profile, pprof only): its two sample types (NULL:
+	 * prof_snap_sample_types), and live counters that are final values
+	 * (objects times 8, bytes) written as they are, not unbiased. */
+	const struct prof_snap_sample_type_s *types;
+	bool raw;
 } dump_snap_t;
 
 
@@ -751,6 +757,16 @@ bool prof_dump_delta_take(dump_snap_t *s0, char *err, size_t errsize);
 bool prof_dump_delta_to_fd(int fd, dump_snap_t *s0, const char *sample_type,
     char *err, size_t errsize);
 void prof_dump_delta_drop(dump_snap_t *s0);
+/* A profile that the caller builds under prof_dump_mtx (prof_frag.c's
+ * fragmentation profile), always written as pprof: to filename (NULL:
+ * the automatic <prefix>.<pid>.<seq>.frag<n>.pb.gz), printing errors
+ * as `what`, or to an open descriptor as prof_dump_to_fd (sample_type
+ * NULL: the profile's second type).  true on error. */
+typedef bool prof_dump_build_t(dump_snap_t *s, const char **whyp);
+bool prof_dump_built_file(const char *what, const char *filename,
+    prof_dump_build_t *build);
+bool prof_dump_built_to_fd(int fd, prof_dump_build_t *build,
+    const char *sample_type, char *err, size_t errsize);
 /* prof.prefix: the prefix of automatic dump names from now on (initially
  * opt_prof_prefix); true if it is too long (>= sizeof(opt_prof_prefix)). */
 bool prof_dump_prefix_set(const char *prefix);
@@ -819,6 +835,7 @@ typedef enum {
 	PROF_HTTP_ALLOCS,       /* GET /debug/pprof/allocs */
 	PROF_HTTP_PEAK,         /* GET /debug/pprof/peak */
 	PROF_HTTP_LIFETIMES,    /* GET /debug/pprof/lifetimes */
+	PROF_HTTP_FRAGMENTATION, /* GET /debug/pprof/fragmentation */
 	PROF_HTTP_STATS,        /* GET /debug/malloc/stats */
 	PROF_HTTP_SYMBOL_GET,   /* GET /debug/pprof/symbol */
 	PROF_HTTP_SYMBOL_POST,  /* POST /debug/pprof/symbol, clen bytes */
@@ -903,5 +920,30 @@ prof_http_match_fn prof_http_route_match;
 /* Answer the complete request req through r: a route's response, or
  * its error page.  body[0..body_len): a SYMBOL_POST's body. */
 prof_http_serve_fn prof_http_route_serve;
+
+/* ------------------------------------------------------ prof_stats.c */
+/* prof_stats: jemalloc 5.3's counts of sampled objects per size class
+ * (prof.stats.bins.<i>.{live,accum}, prof.stats.lextents.<i>.*), kept
+ * on the sampling slow path only. */
+extern bool opt_prof_stats;
+/* A sample of usize bytes was recorded, or its object freed (prof.c,
+ * when opt_prof_stats). */
+void prof_stats_alloc(size_t usize);
+void prof_stats_free(size_t usize);
+/* prof.stats, hung into prof_ctl.c's table. */
+#define PROF_FRAG_NSTATS 2
+extern const ctl_node_t prof_frag_ctl_stats[PROF_FRAG_NSTATS];
+
+/* ------------------------------------------------------- prof_frag.c */
+/* prof.fragmentation, hung into prof_ctl.c's table. */
+#define PROF_FRAG_NCTL 1
+extern const ctl_node_t prof_frag_ctl[PROF_FRAG_NCTL];
+/* The fragmentation profile (see the file), built under prof_dump_mtx. */
+bool prof_frag_build(dump_snap_t *s, const char **whyp);
+/* Every live sampled small object, visited under its sample-table
+ * shard's lock (prof.c): its tctx, gctx and tdata stay alive meanwhile.
+ * Large samples (extent->prof) are not visited. */
+typedef void prof_sample_visit_t(const prof_sample_t *s, void *arg);
+void prof_samples_foreach(prof_sample_visit_t *visit, void *arg);
 
 #endif /* MP_INTERNAL_PROF_H */
