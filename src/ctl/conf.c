@@ -67,7 +67,6 @@ static size_t conf_san_guard_large = 0;
 static bool conf_utrace = false;
 /* The profiler options of jemalloc 5.3 that the profiler issue after
  * issue 18 implements: read-outs only until then. */
-static bool conf_prof_unbias = true;
 
 /* lg_tcache_max is tcache_max as a power of two (jemalloc's deprecated
  * spelling): each keeps the other's read-out in step. */
@@ -365,11 +364,11 @@ const conf_opt_t conf_opts[] = {
 	  .nnames = PROF_TIME_RES_COUNT, .prof = true,
 	  .doc = "clock of sample times: default (CLOCK_MONOTONIC_COARSE, "
 	  "a few ms) or high (CLOCK_MONOTONIC, ns)" },
-	{ .name = "prof_unbias", .type = CONF_BOOL, .var = &conf_prof_unbias,
+	{ .name = "prof_unbias", .type = CONF_BOOL, .var = &opt_prof_unbias,
 	  .def = "true", .prof = true,
-	  .note = "no effect yet: the estimates of dumps are always unbiased "
-	  "until the profiler's next issue",
-	  .doc = "unbias the sampled counts of dumps" },
+	  .doc = "dumps estimate each stack's objects and bytes from its "
+	  "samples without bias (false: the sampled counts, which jeprof "
+	  "scales by the stack's average size, as before jemalloc 5.3)" },
 	/* The heap profiler (prof.c); without it these rows stay, so that
 	 * setting one says why it cannot work. */
 	{ .name = "prof", .type = CONF_BOOL, .var = &opt_prof,

@@ -38,12 +38,9 @@ static const bool heap_v2_leaf_is_call = MP_PREFIX_STR[0] != '\0';
 
 static void w_cnts(mp_buf_t *w, const prof_cnt_t *c, double R) {
 	uint64_t cn, cs, an = 0, as = 0;
-	prof_snap_unbias(c->curobjs_shifted_unbiased, c->curbytes_unbiased, R,
-	    &cn, &cs);
-	if (opt_prof_accum) {
-		prof_snap_unbias(c->accumobjs_shifted_unbiased,
-		    c->accumbytes_unbiased, R, &an, &as);
-	}
+	prof_snap_printed(c, false, R, &cn, &cs);
+	if (opt_prof_accum)
+		prof_snap_printed(c, true, R, &an, &as);
 	mp_buf_printf(w, "%" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64 "]",
 	    cn, cs, an, as);
 }

@@ -853,20 +853,35 @@ static uint64_t pprof_round(double v) {
  * the printed numbers makes a pprof dump and a heap_v2 dump of the same
  * moment agree to the byte.
  */
+static void pprof_values_of(uint64_t a, uint64_t b, bool raw, double R,
+    uint64_t *objs, uint64_t *space);
+
 static void pprof_values(uint64_t shifted, uint64_t bytes, double R,
+    uint64_t *objs, uint64_t *space) {
+	pprof_values_of(shifted, bytes, false, R, objs, space);
+}
+
+/* The same from (shifted, bytes), or with raw from the sampled counts
+ * (objects, bytes) themselves, which heap_v2 prints with prof_unbias:false
+ * (prof_snap_printed). */
+static void pprof_values_of(uint64_t a, uint64_t b, bool raw, double R,
     uint64_t *objs, uint64_t *space) {
 	uint64_t n, s;
 	/* A delta's decrease (prof_snap_delta: two's complement): the
 	 * values of its magnitude, negated, as Go's deltas print them. */
-	if ((int64_t)shifted < 0 || (int64_t)bytes < 0) {
-		bool no = (int64_t)shifted < 0, ns = (int64_t)bytes < 0;
-		pprof_values(no ? -shifted : shifted, ns ? -bytes : bytes, R,
-		    objs, space);
+	if ((int64_t)a < 0 || (int64_t)b < 0) {
+		bool no = (int64_t)a < 0, ns = (int64_t)b < 0;
+		pprof_values_of(no ? -a : a, ns ? -b : b, raw, R, objs, space);
 		*objs = no ? -*objs : *objs;
 		*space = ns ? -*space : *space;
 		return;
 	}
-	prof_snap_unbias(shifted, bytes, R, &n, &s);
+	if (raw) {
+		n = a;
+		s = b;
+	} else {
+		prof_snap_unbias(a, b, R, &n, &s);
+	}
 	if (n == 0 || R <= 1.0) {
 		*objs = n;
 		*space = s;
@@ -969,16 +984,20 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
 		size_t locs_len = st->packed.len;
 
 		uint64_t v[4], left[4];
-		pprof_values(g->cnt.curobjs_shifted_unbiased,
-		    g->cnt.curbytes_unbiased, R, &v[0], &v[1]);
+		bool raw = !opt_prof_unbias && !s->raw;
+		pprof_values_of(raw ? g->cnt.curobjs :
+		    g->cnt.curobjs_shifted_unbiased, raw ? g->cnt.curbytes :
+		    g->cnt.curbytes_unbiased, raw, R, &v[0], &v[1]);
 		if (s->raw) {
 			v[0] = (g->cnt.curobjs_shifted_unbiased + 4) / 8;
 			v[1] = g->cnt.curbytes_unbiased;
 		}
 		unsigned nv = 2;
 		if (s->accum) {
-			pprof_values(g->cnt.accumobjs_shifted_unbiased,
-			    g->cnt.accumbytes_unbiased, R, &v[2], &v[3]);
+			pprof_values_of(raw ? g->cnt.accumobjs :
+			    g->cnt.accumobjs_shifted_unbiased, raw ?
+			    g->cnt.accumbytes : g->cnt.accumbytes_unbiased, raw,
+			    R, &v[2], &v[3]);
 			nv = 4;
 		}
 		const uint64_t of[4] = {g->cnt.curobjs_shifted_unbiased,

@@ -151,6 +151,8 @@ const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
 	return snap_thread_find(s, uid);
 }
 
+bool opt_prof_unbias = true;
+
 /*
  * Copy the backtraces, then the threads.  The two copies are not one
  * atomic picture (a thread may start or a backtrace change in between),
@@ -505,6 +507,25 @@ uint64_t prof_snap_round(double v) {
  * the (count, bytes) that jeprof's per-line scaling 1/(1 - e^(-x/R))
  * turns back into (c, s).
  */
+/*
+ * What a dump prints for c's pair (cur, or accum): jemalloc 5.3's
+ * unbiased estimates (prof_snap_unbias), or with prof_unbias:false the
+ * sampled counts themselves, as jemalloc printed them before, which
+ * jeprof scales by the stack's average size (biased where a stack
+ * allocates several sizes).
+ */
+void prof_snap_printed(const prof_cnt_t *c, bool accum, double R,
+    uint64_t *n_out, uint64_t *s_out) {
+	if (!opt_prof_unbias) {
+		*n_out = accum ? c->accumobjs : c->curobjs;
+		*s_out = accum ? c->accumbytes : c->curbytes;
+		return;
+	}
+	prof_snap_unbias(accum ? c->accumobjs_shifted_unbiased :
+	    c->curobjs_shifted_unbiased, accum ? c->accumbytes_unbiased :
+	    c->curbytes_unbiased, R, n_out, s_out);
+}
+
 void prof_snap_unbias(uint64_t shifted, uint64_t bytes, double R,
     uint64_t *n_out, uint64_t *s_out) {
 	if (shifted == 0 || bytes == 0) {

@@ -180,6 +180,9 @@ typedef enum {
 } prof_time_res_t;
 extern const char *const prof_time_resolution_names[PROF_TIME_RES_COUNT];
 extern unsigned opt_prof_time_resolution;
+/* prof_snap.c: false: dumps print the sampled counts, not the unbiased
+ * estimates (prof_snap_printed). */
+extern bool opt_prof_unbias;
 
 extern _Atomic bool prof_active;           /* prof.active */
 extern _Atomic bool prof_thread_active_init;
@@ -563,6 +566,9 @@ const dump_thread_t *prof_snap_thread_find(const dump_snap_t *s,
 /* What jemalloc prints for a pair of unbiased sums at rate R: both
  * formats start from these numbers, so that their dumps of one moment
  * agree to the byte. */
+/* What dumps print for c's cur (or accum) pair: prof_unbias. */
+void prof_snap_printed(const prof_cnt_t *c, bool accum, double R,
+    uint64_t *n_out, uint64_t *s_out);
 void prof_snap_unbias(uint64_t shifted, uint64_t bytes, double R,
     uint64_t *n_out, uint64_t *s_out);
 /* v rounded to the nearest integer, clamped to [0, UINT64_MAX]. */
