@@ -54,13 +54,13 @@ ssize_t opt_lg_tcache_nslots_mul = 1;
 size_t opt_tcache_gc_incr_bytes = (size_t)128 << 10;
 unsigned opt_lg_tcache_flush_small_div = 1;
 unsigned opt_lg_tcache_flush_large_div = 1;
+size_t opt_tcache_gc_delay_bytes = 0;
 bool opt_experimental_infallible_new = false;
 static char conf_slab_sizes[256] = "";
 static size_t conf_lg_tcache_max = 16;
 static bool conf_trust_madvise = false;
 static bool conf_cache_oblivious = false;
 static size_t conf_lg_extent_max_active_fit = 6;
-static size_t conf_tcache_gc_delay_bytes = 0;
 static bool conf_hpa = false;
 static size_t conf_san_guard_small = 0;
 static size_t conf_san_guard_large = 0;
@@ -308,11 +308,10 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "bytes a thread allocates between events (a cache GC step, "
 	  "a decay tick)" },
 	{ .name = "tcache_gc_delay_bytes", .type = CONF_SIZE_T,
-	  .var = &conf_tcache_gc_delay_bytes, .def = "0", .min = 0,
+	  .var = &opt_tcache_gc_delay_bytes, .def = "0", .min = 0,
 	  .max = INTMAX_MAX,
-	  .note = "no effect: the GC visits one bin per event in turn and "
-	  "never delays a bin",
-	  .doc = "bytes to wait before collecting a bin just filled" },
+	  .doc = "bytes of a small class the GC skips flushing before it "
+	  "flushes (at most 255 regions)" },
 	{ .name = "lg_tcache_flush_small_div", .type = CONF_UNSIGNED,
 	  .var = &opt_lg_tcache_flush_small_div, .def = "1", .min = 1,
 	  .max = 16,
@@ -320,9 +319,8 @@ const conf_opt_t conf_opts[] = {
 	{ .name = "lg_tcache_flush_large_div", .type = CONF_UNSIGNED,
 	  .var = &opt_lg_tcache_flush_large_div, .def = "1", .min = 1,
 	  .max = 16,
-	  .note = "no effect: a large class found full sends the freed block "
-	  "to the arena and keeps its cached ones",
-	  .doc = "a full large cache class keeps 1/2^N of its blocks" },
+	  .doc = "a full large cache class keeps 1/2^N of its blocks (1: "
+	  "all of them, the freed block goes to the arena)" },
 	{ .name = "lg_tcache_max", .type = CONF_SIZE_T,
 	  .var = &conf_lg_tcache_max, .def = "16", .min = 0, .max = 23,
 	  .on_set = conf_lg_tcache_max_apply,

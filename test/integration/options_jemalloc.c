@@ -148,8 +148,7 @@ static void child_defaults(void) {
 	"prof_unbias:false"
 static const char *const note_names[] = {
 	"trust_madvise", "cache_oblivious", "lg_extent_max_active_fit",
-	"tcache_gc_delay_bytes", "lg_tcache_flush_large_div", "hpa",
-	"san_guard_small", "san_guard_large", "utrace",
+	"hpa", "san_guard_small", "san_guard_large", "utrace",
 };
 /* prof_recent_alloc_max, prof_stats, prof_sys_thread_name,
  * prof_time_resolution and prof_unbias are set too, and work: no line. */

@@ -59,6 +59,7 @@ extern unsigned opt_tcache_nslots_small_max;
 extern unsigned opt_tcache_nslots_large;
 extern ssize_t opt_lg_tcache_nslots_mul;
 extern size_t opt_tcache_gc_incr_bytes;  /* the thread event interval */
+extern size_t opt_tcache_gc_delay_bytes;
 extern unsigned opt_lg_tcache_flush_small_div;
 extern unsigned opt_lg_tcache_flush_large_div;
 extern bool opt_experimental_infallible_new;

@@ -380,6 +380,8 @@ struct tcache_s {
 	bool cb_idle[SC_NBINS];
 	uint8_t cb_moves[SC_NBINS];      /* fills and overflows since the
 	                                  * bin's last GC visit (to 255) */
+	uint8_t cb_gc_delay[SC_NBINS];   /* regions the GC may still skip
+	                                  * flushing (tcache_gc_delay_bytes) */
 	/* Bit ind: another thread freed into a slab of class ind since the
 	 * class's last GC visit, which looks at its slabs only then (slab.c:
 	 * walking them for nothing was a tenth of the allocator's time in
