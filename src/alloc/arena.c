@@ -509,9 +509,31 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 			arena = huge;
 		}
 	}
+	/* san_guard_large: carved a page longer at each end (san.c). */
+	bool guard = unlikely(opt_san_guard_large != 0) &&
+	    san_large_decide(arena, usize, align);
+	size_t carve = usize;
+	if (unlikely(guard)) {
+		used = usize;
+		carve = usize + 2 * PAGE;
+	}
 	mp_mutex_lock(&arena->mtx);
-	extent_t *e = extent_alloc_locked(arena, usize, used,
+	extent_t *e = extent_alloc_locked(arena, carve,
+	    unlikely(guard) ? carve : used,
 	    zero || usize >= LARGE_CAP_MIN, align, &dirty_off, &dirty_len);
+	if (unlikely(guard) && e != NULL) {
+		san_guard(e, dirty_off, dirty_len);
+		/* The dirty range, of the block now. */
+		size_t dlo = dirty_off > PAGE ? dirty_off - PAGE : 0;
+		size_t dhi = dirty_off + dirty_len > PAGE
+		    ? dirty_off + dirty_len - PAGE : 0;
+		if (dhi > usize)
+			dhi = usize;
+		if (dlo > dhi)
+			dlo = dhi;
+		dirty_off = dlo;
+		dirty_len = dhi - dlo;
+	}
 	if (e != NULL) {
 		arena->stats.pactive += usize >> LG_PAGE;
 		arena->stats.large_allocated += usize;
@@ -588,6 +610,8 @@ void arena_large_dalloc(extent_t *e) {
 	/* One clock reading serves the free time and the decay tick (two
 	 * were 1.3% of logsizes). */
 	uint64_t now = os_now_ns();
+	if (unlikely(e->guarded))
+		san_unguard(e);
 	extent_dalloc_at_locked(arena, e, now);
 	if (decay_due(arena, now))
 		extent_decay_locked(arena, now, false);
@@ -601,6 +625,9 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 	bool zeroed_tail = false;
 	if (usize == old)
 		return false;
+	/* A guarded block moves (realloc copies it) between new guards. */
+	if (unlikely(e->guarded))
+		return true;
 	mp_mutex_lock(&arena->mtx);
 	bool err = usize > old
 	    ? extent_expand_locked(arena, e, usize, &zeroed_tail)
