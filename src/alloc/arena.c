@@ -422,9 +422,15 @@ void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag) {
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
     bool class_tag) {
 	size_t dirty_off, dirty_len;
+	/* san_guard_small: carved a page longer at each end (san.c). */
+	bool guard = unlikely(opt_san_guard_small != 0) &&
+	    san_slab_decide(arena);
+	size_t carve = unlikely(guard) ? size + 2 * PAGE : size;
 	mp_mutex_lock(&arena->mtx);
-	extent_t *slab = extent_alloc_locked(arena, size, size, false, PAGE,
+	extent_t *slab = extent_alloc_locked(arena, carve, carve, false, PAGE,
 	    &dirty_off, &dirty_len);
+	if (unlikely(guard) && slab != NULL)
+		san_guard(slab, dirty_off, dirty_len);
 	if (slab != NULL) {
 		slab->kind = EXTENT_SLAB;
 		arena->stats.pactive += size >> LG_PAGE;
@@ -451,6 +457,8 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
 	arena->stats.pactive -= slab->size >> LG_PAGE;
 	arena->stats.slabs_cur--;
 	size_t pages = slab->size >> LG_PAGE;
+	if (unlikely(slab->guarded))
+		san_unguard(slab);
 	extent_dalloc_locked(arena, slab);
 	mp_mutex_unlock(&arena->mtx);
 	active_shrank(pages);

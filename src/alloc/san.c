@@ -1,9 +1,12 @@
 /*
- * san.c: guard pages (jemalloc's opt.san_guard_large).  Every Nth large
- * block a thread carves from an arena (not the ones its cache hands back)
- * gets an inaccessible (PROT_NONE) page right before and right after it,
- * so that an overrun or underrun past the block's pages faults at once.
- * The block's extent is carved two pages longer and then narrowed to the
+ * san.c: guard pages (jemalloc's opt.san_guard_large and
+ * opt.san_guard_small).  Every Nth large block a thread carves from an
+ * arena (not the ones its cache hands back), and every Nth slab it carves
+ * for small regions (as jemalloc: the slab, not each region; a slab kept
+ * empty for reuse keeps its guards), gets an inaccessible (PROT_NONE)
+ * page right before and right after it, so that an overrun past the
+ * block's (the slab's last region's) pages or an underrun faults at once.
+ * The extent is carved two pages longer and then narrowed to the
  * usable pages (addr and size describe the block, as for any large one);
  * its free widens it back and unprotects the guards before the pages
  * return to the arena, so free extents never hold a guard.  The guards
@@ -19,6 +22,7 @@ size_t opt_san_guard_small = 0;
 /* Large carvings of this thread since its last guarded one: a count per
  * thread, as jemalloc's. */
 static __thread size_t san_large_seen __attribute__((tls_model("initial-exec")));
+static __thread size_t san_slab_seen __attribute__((tls_model("initial-exec")));
 
 bool san_large_decide(arena_t *arena, size_t usize, size_t align) {
 	size_t n = opt_san_guard_large;
@@ -31,6 +35,16 @@ bool san_large_decide(arena_t *arena, size_t usize, size_t align) {
 	if (++san_large_seen < n)
 		return false;
 	san_large_seen = 0;
+	return true;
+}
+
+bool san_slab_decide(arena_t *arena) {
+	size_t n = opt_san_guard_small;
+	if (n == 0 || extent_hooks_custom(arena))
+		return false;
+	if (++san_slab_seen < n)
+		return false;
+	san_slab_seen = 0;
 	return true;
 }
 

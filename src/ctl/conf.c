@@ -332,9 +332,8 @@ const conf_opt_t conf_opts[] = {
 	{ .name = "san_guard_small", .type = CONF_SIZE_T,
 	  .var = &opt_san_guard_small, .def = "0", .min = 0,
 	  .max = INTMAX_MAX,
-	  .note = "no effect: small regions share slabs with no room for "
-	  "guard pages",
-	  .doc = "guard pages around every Nth small allocation (0: none)" },
+	  .doc = "guard pages around every Nth slab of small regions "
+	  "(0: none)" },
 	{ .name = "san_guard_large", .type = CONF_SIZE_T,
 	  .var = &opt_san_guard_large, .def = "0", .min = 0,
 	  .max = INTMAX_MAX,

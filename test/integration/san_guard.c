@@ -5,13 +5,18 @@
  * one byte before it faults (in a forked child, whose signal the parent
  * checks); the guards hold no resident memory (mincore); guarded blocks
  * free, get reused, resize through realloc and report their usable size
- * as unguarded ones do.
+ * as unguarded ones do.  san_guard_small:1 (the program run again with
+ * it): every slab sits between two guards, as jemalloc's, so the byte
+ * past a slab's last region and the byte before its first fault.
  */
 #include "../test_util.h"
 
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+
+static char **main_argv;
 
 static size_t page_size(void) {
 	return (size_t)sysconf(_SC_PAGESIZE);
@@ -165,13 +170,109 @@ static void test_free_reuse_realloc(void **state) {
 	}
 }
 
-int main(void) {
+static sigjmp_buf probe_env;
+
+static void probe_segv(int sig) {
+	(void)sig;
+	siglongjmp(probe_env, 1);
+}
+
+/* Whether reading *p faults. */
+static bool probe_faults(const volatile char *p) {
+	if (sigsetjmp(probe_env, 1) != 0)
+		return true;
+	char c = *p;
+	(void)c;
+	return false;
+}
+
+#define SMALL_N 64
+#define SMALL_SIZE 4096
+
+/* The re-run's body (MALLOC_CONF=san_guard_small:1): exit 0 if the slabs
+ * of 4 KiB regions are guarded and their regions work; messages on
+ * stderr otherwise. */
+static int small_child(void) {
+	size_t n = 0, sz = sizeof(n);
+	if (mallctl("opt.san_guard_small", &n, &sz, NULL, 0) != 0 || n != 1) {
+		fprintf(stderr, "opt.san_guard_small: %zu, want 1\n", n);
+		return 1;
+	}
+	signal(SIGSEGV, probe_segv);
+	char *p[SMALL_N];
+	unsigned after = 0, before = 0;
+	for (int round = 0; round < 2; round++) {
+		after = before = 0;
+		for (size_t i = 0; i < SMALL_N; i++) {
+			p[i] = LAUNDER(malloc(SMALL_SIZE));
+			if (p[i] == NULL ||
+			    malloc_usable_size(p[i]) != SMALL_SIZE)
+				return 2;
+			memset(p[i], (int)i, SMALL_SIZE);
+		}
+		for (size_t i = 0; i < SMALL_N; i++) {
+			after += probe_faults(p[i] + SMALL_SIZE);
+			before += probe_faults(p[i] - 1);
+		}
+		/* Sized frees, realloc within the class and out of it. */
+		for (size_t i = 0; i < SMALL_N; i++) {
+			if (p[i][SMALL_SIZE - 1] != (char)i)
+				return 3;
+			if (i % 3 == 0) {
+				sdallocx(p[i], SMALL_SIZE, 0);
+			} else if (i % 3 == 1) {
+				char *q = LAUNDER(realloc(p[i], 100));
+				if (q == NULL || q[99] != (char)i)
+					return 4;
+				free(q);
+			} else {
+				free(p[i]);
+			}
+		}
+	}
+	/* 64 regions of 4 KiB fill several slabs: each slab's last
+	 * region is followed by a guard, its first preceded by one. */
+	if (after < 2 || before < 2) {
+		fprintf(stderr, "of %d 4 KiB regions, %u are followed and %u "
+		    "preceded by a faulting page, want 2 or more each\n",
+		    SMALL_N, after, before);
+		return 5;
+	}
+	return 0;
+}
+
+static void test_small_guard(void **state) {
+	(void)state;
+	if (mp_env_sanitizer()[0] != '\0') {
+		MP_SKIP("%s build: the sanitizer owns malloc's blocks",
+		    mp_env_sanitizer());
+	}
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("MALLOC_CONF", "san_guard_small:1", 1);
+		char *argv[] = { main_argv[0], (char *)"small", NULL };
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "san_guard_small:1 run: status %#x (exit codes: small_child)",
+	    status);
+}
+
+int main(int argc, char **argv) {
+	main_argv = argv;
+	if (argc > 1 && strcmp(argv[1], "small") == 0)
+		return small_child();
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_opt),
 		cmocka_unit_test(test_overrun_underrun_fault),
 		cmocka_unit_test(test_guards_not_resident),
 		cmocka_unit_test(test_free_reuse_realloc),
+		cmocka_unit_test(test_small_guard),
 	};
 	return mp_run_tests(tests);
 }

@@ -298,6 +298,8 @@ extern size_t opt_san_guard_small;
 /* Whether this large carving (usize, align) gets guards: every Nth of the
  * thread's, default hooks and page alignment only. */
 bool san_large_decide(arena_t *arena, size_t usize, size_t align);
+/* Whether this slab carving gets guards: every Nth of the thread's. */
+bool san_slab_decide(arena_t *arena);
 /* e, carved 2 pages longer than the block, is narrowed to the block
  * between two PROT_NONE pages (false: the OS refused the protection;
  * narrowed all the same).  dirty_off and dirty_len: extent_alloc_locked's
