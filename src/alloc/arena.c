@@ -422,9 +422,15 @@ void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag) {
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
     bool class_tag) {
 	size_t dirty_off, dirty_len;
+	/* san_guard_small: carved a page longer at each end (san.c). */
+	bool guard = unlikely(opt_san_guard_small != 0) &&
+	    san_slab_decide(arena);
+	size_t carve = unlikely(guard) ? size + 2 * PAGE : size;
 	mp_mutex_lock(&arena->mtx);
-	extent_t *slab = extent_alloc_locked(arena, size, size, false, PAGE,
+	extent_t *slab = extent_alloc_locked(arena, carve, carve, false, PAGE,
 	    &dirty_off, &dirty_len);
+	if (unlikely(guard) && slab != NULL)
+		san_guard(slab, dirty_off, dirty_len);
 	if (slab != NULL) {
 		slab->kind = EXTENT_SLAB;
 		arena->stats.pactive += size >> LG_PAGE;
@@ -451,6 +457,8 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
 	arena->stats.pactive -= slab->size >> LG_PAGE;
 	arena->stats.slabs_cur--;
 	size_t pages = slab->size >> LG_PAGE;
+	if (unlikely(slab->guarded))
+		san_unguard(slab);
 	extent_dalloc_locked(arena, slab);
 	mp_mutex_unlock(&arena->mtx);
 	active_shrank(pages);
@@ -509,9 +517,31 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 			arena = huge;
 		}
 	}
+	/* san_guard_large: carved a page longer at each end (san.c). */
+	bool guard = unlikely(opt_san_guard_large != 0) &&
+	    san_large_decide(arena, usize, align);
+	size_t carve = usize;
+	if (unlikely(guard)) {
+		used = usize;
+		carve = usize + 2 * PAGE;
+	}
 	mp_mutex_lock(&arena->mtx);
-	extent_t *e = extent_alloc_locked(arena, usize, used,
+	extent_t *e = extent_alloc_locked(arena, carve,
+	    unlikely(guard) ? carve : used,
 	    zero || usize >= LARGE_CAP_MIN, align, &dirty_off, &dirty_len);
+	if (unlikely(guard) && e != NULL) {
+		san_guard(e, dirty_off, dirty_len);
+		/* The dirty range, of the block now. */
+		size_t dlo = dirty_off > PAGE ? dirty_off - PAGE : 0;
+		size_t dhi = dirty_off + dirty_len > PAGE
+		    ? dirty_off + dirty_len - PAGE : 0;
+		if (dhi > usize)
+			dhi = usize;
+		if (dlo > dhi)
+			dlo = dhi;
+		dirty_off = dlo;
+		dirty_len = dhi - dlo;
+	}
 	if (e != NULL) {
 		arena->stats.pactive += usize >> LG_PAGE;
 		arena->stats.large_allocated += usize;
@@ -588,6 +618,8 @@ void arena_large_dalloc(extent_t *e) {
 	/* One clock reading serves the free time and the decay tick (two
 	 * were 1.3% of logsizes). */
 	uint64_t now = os_now_ns();
+	if (unlikely(e->guarded))
+		san_unguard(e);
 	extent_dalloc_at_locked(arena, e, now);
 	if (decay_due(arena, now))
 		extent_decay_locked(arena, now, false);
@@ -601,6 +633,9 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 	bool zeroed_tail = false;
 	if (usize == old)
 		return false;
+	/* A guarded block moves (realloc copies it) between new guards. */
+	if (unlikely(e->guarded))
+		return true;
 	mp_mutex_lock(&arena->mtx);
 	bool err = usize > old
 	    ? extent_expand_locked(arena, e, usize, &zeroed_tail)

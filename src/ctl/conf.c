@@ -62,8 +62,6 @@ static bool conf_trust_madvise = false;
 static bool conf_cache_oblivious = false;
 static size_t conf_lg_extent_max_active_fit = 6;
 static bool conf_hpa = false;
-static size_t conf_san_guard_small = 0;
-static size_t conf_san_guard_large = 0;
 static bool conf_utrace = false;
 /* The profiler options of jemalloc 5.3 that the profiler issue after
  * issue 18 implements: read-outs only until then. */
@@ -330,15 +328,13 @@ const conf_opt_t conf_opts[] = {
 	  "backs user data with huge pages",
 	  .doc = "jemalloc's experimental hugepage allocator" },
 	{ .name = "san_guard_small", .type = CONF_SIZE_T,
-	  .var = &conf_san_guard_small, .def = "0", .min = 0,
+	  .var = &opt_san_guard_small, .def = "0", .min = 0,
 	  .max = INTMAX_MAX,
-	  .note = "no effect: small regions share slabs with no room for "
-	  "guard pages",
-	  .doc = "guard pages around every Nth small allocation (0: none)" },
+	  .doc = "guard pages around every Nth slab of small regions "
+	  "(0: none)" },
 	{ .name = "san_guard_large", .type = CONF_SIZE_T,
-	  .var = &conf_san_guard_large, .def = "0", .min = 0,
+	  .var = &opt_san_guard_large, .def = "0", .min = 0,
 	  .max = INTMAX_MAX,
-	  .note = "no effect: large blocks are not guarded",
 	  .doc = "guard pages around every Nth large allocation (0: none)" },
 	{ .name = "experimental_infallible_new", .type = CONF_BOOL,
 	  .var = &opt_experimental_infallible_new, .def = "false",

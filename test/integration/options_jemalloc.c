@@ -141,14 +141,13 @@ static void child_defaults(void) {
  * one reads back what was set. */
 #define NOTES_CONF "trust_madvise:true,cache_oblivious:true,"		\
 	"lg_extent_max_active_fit:3,tcache_gc_delay_bytes:4096,"	\
-	"lg_tcache_flush_large_div:2,hpa:true,san_guard_small:8,"	\
-	"san_guard_large:4,utrace:true"
+	"lg_tcache_flush_large_div:2,hpa:true,utrace:true"
 #define NOTES_PROF_CONF ",prof_recent_alloc_max:-1,prof_stats:true,"	\
 	"prof_sys_thread_name:true,prof_time_resolution:high,"		\
 	"prof_unbias:false"
 static const char *const note_names[] = {
 	"trust_madvise", "cache_oblivious", "lg_extent_max_active_fit",
-	"hpa", "san_guard_small", "san_guard_large", "utrace",
+	"hpa", "utrace",
 };
 /* prof_recent_alloc_max, prof_stats, prof_sys_thread_name,
  * prof_time_resolution and prof_unbias are set too, and work: no line. */
@@ -160,8 +159,6 @@ static void child_notes(void) {
 	SIZE_IS("opt.tcache_gc_delay_bytes", 4096);
 	UNSIGNED_IS("opt.lg_tcache_flush_large_div", 2);
 	BOOL_IS("opt.hpa", true);
-	SIZE_IS("opt.san_guard_small", 8);
-	SIZE_IS("opt.san_guard_large", 4);
 	BOOL_IS("opt.utrace", true);
 	if (MALLOC_PROF_CONFIG_PROF) {
 		SSIZE_IS("opt.prof_recent_alloc_max", -1);

@@ -291,6 +291,24 @@ extern _Atomic unsigned arena_dss_default;       /* set from opt.dss by arena_bo
 unsigned extent_dss_get(unsigned ind);
 void extent_dss_set(unsigned ind, unsigned mode);
 
+/* ------------------------------------------------------------------- san.c */
+/* Guard pages: san_guard_large / san_guard_small (0: off; conf.c sets
+ * them before any allocation). */
+extern size_t opt_san_guard_large;
+extern size_t opt_san_guard_small;
+/* Whether this large carving (usize, align) gets guards: every Nth of the
+ * thread's, default hooks and page alignment only. */
+bool san_large_decide(arena_t *arena, size_t usize, size_t align);
+/* Whether this slab carving gets guards: every Nth of the thread's. */
+bool san_slab_decide(arena_t *arena);
+/* e, carved 2 pages longer than the block, is narrowed to the block
+ * between two PROT_NONE pages (false: the OS refused the protection;
+ * narrowed all the same).  dirty_off and dirty_len: extent_alloc_locked's
+ * dirty range of e. */
+bool san_guard(extent_t *e, size_t dirty_off, size_t dirty_len);
+/* Before e's free: widened back, guards unprotected. */
+void san_unguard(extent_t *e);
+
 /* ----------------------------------------------------------------- arena.c */
 #define ARENAS_MAX 4096                  /* MALLCTL_ARENAS_ALL */
 extern _Atomic(arena_t *) arenas[ARENAS_MAX];

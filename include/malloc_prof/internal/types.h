@@ -273,6 +273,8 @@ struct extent_s {
 	bool zeroed;                     /* free/large: pages known to be zero */
 	uint8_t free_word;               /* slab: free_bits[w] == 0 for every
 	                                  * w < free_word (owner only) */
+	bool guarded;                    /* large: between guard pages
+	                                  * (san.c) */
 	bool decommitted;                /* free: decommitted through the
 	                                  * arena's hooks (extent.c) */
 	char *addr;                      /* first byte */
