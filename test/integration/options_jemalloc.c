@@ -139,24 +139,22 @@ static void child_defaults(void) {
 
 /* Options that do nothing here, each set away from its default: every
  * one reads back what was set. */
-#define NOTES_CONF "trust_madvise:true,cache_oblivious:true,"		\
-	"lg_extent_max_active_fit:3,tcache_gc_delay_bytes:4096,"	\
+#define NOTES_CONF "cache_oblivious:true,"				\
+	"tcache_gc_delay_bytes:4096,"					\
 	"lg_tcache_flush_large_div:2,hpa:true,san_guard_small:8,"	\
 	"san_guard_large:4,utrace:true"
 #define NOTES_PROF_CONF ",prof_recent_alloc_max:-1,prof_stats:true,"	\
 	"prof_sys_thread_name:true,prof_time_resolution:high,"		\
 	"prof_unbias:false"
 static const char *const note_names[] = {
-	"trust_madvise", "cache_oblivious", "lg_extent_max_active_fit",
-	"hpa", "san_guard_small", "san_guard_large", "utrace",
+	"cache_oblivious", "hpa", "san_guard_small", "san_guard_large",
+	"utrace",
 };
 /* prof_recent_alloc_max, prof_stats, prof_sys_thread_name,
  * prof_time_resolution and prof_unbias are set too, and work: no line. */
 
 static void child_notes(void) {
-	BOOL_IS("opt.trust_madvise", true);
 	BOOL_IS("opt.cache_oblivious", true);
-	SIZE_IS("opt.lg_extent_max_active_fit", 3);
 	SIZE_IS("opt.tcache_gc_delay_bytes", 4096);
 	UNSIGNED_IS("opt.lg_tcache_flush_large_div", 2);
 	BOOL_IS("opt.hpa", true);
