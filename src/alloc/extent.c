@@ -996,6 +996,21 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
 			    (MOVE_GRAIN >> LG_PAGE))
 				galign = MOVE_GRAIN;
 		}
+		/* lg_extent_max_active_fit keeps a big dirty extent whole
+		 * while muzzy pages can serve the request; before pages are
+		 * faulted in (clean or new ones), split it after all: no
+		 * more faults nor resident pages than without the limit
+		 * (jemalloc would fault them in). */
+		if (kind == EXTENT_FREE_CLEAN &&
+		    opt_lg_extent_max_active_fit < 63 &&
+		    (e = set_fit(&arena->sets[EXTENT_FREE_DIRTY], size, align,
+		    64)) != NULL) {
+			galign = align;
+			capped = false;
+			place = e->lru_prev;
+			set_remove(&arena->sets[EXTENT_FREE_DIRTY], e);
+			break;
+		}
 		size_t lg_max = kind == EXTENT_FREE_DIRTY ?
 		    opt_lg_extent_max_active_fit : 64;
 		e = set_fit(&arena->sets[kind], size, galign, lg_max);

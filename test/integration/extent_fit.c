@@ -4,8 +4,9 @@
  *
  * lg_extent_max_active_fit: a 64 KiB request after a 64 MiB block was
  * freed (and left dirty: no decay) splits the dirty 64 MiB extent only
- * when 64 MiB <= 64 KiB << N; else it takes other pages and the dirty
- * pages stay whole (addresses, stats.arenas.<i>.pdirty).
+ * when 64 MiB <= 64 KiB << N; else it takes the muzzy pages of an earlier
+ * block and the dirty pages stay whole (addresses,
+ * stats.arenas.<i>.pdirty).
  *
  * trust_madvise: unless it is true, the first forced purge checks once
  * that MADV_DONTNEED zeroes a page.  Debug builds can pretend that it does
@@ -40,11 +41,38 @@ static size_t child_pdirty(unsigned a) {
 	return mp_stat(name);
 }
 
+static void child_arena_decay_ms(unsigned a, ssize_t ms) {
+	char name[64];
+	snprintf(name, sizeof(name), "arena.%u.dirty_decay_ms", a);
+	MP_CHECK(mallctl(name, NULL, NULL, &ms, sizeof(ms)) == 0, "%s", name);
+}
+
 /* Prints "reused" when the 64 KiB block lies in the freed 64 MiB one,
- * else "fresh", and the dirty pages left after it. */
+ * else "fresh", and the dirty pages left after it.  A muzzy 1 MiB run is
+ * there to serve the 64 KiB instead (before faulting pages in, a too big
+ * dirty extent is split after all). */
 static int child_fit(void) {
 	unsigned a = child_arena();
 	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
+	char *m = mallocx(MP_MiB, flags);
+	MP_CHECK(m != NULL, "mallocx(1 MiB)");
+	memset(m, 1, MP_MiB);
+	/* A 64 MiB block after it, so that the two do not coalesce. */
+	char *keep = mallocx(64 * MP_KiB, flags);
+	MP_CHECK(keep != NULL, "mallocx(64 KiB)");
+	dallocx(m, flags);
+	child_arena_decay_ms(a, 1);
+	mp_sleep_ms(20);
+	char name[64];
+	snprintf(name, sizeof(name), "arena.%u.decay", a);
+	MP_CHECK(mallctl(name, NULL, NULL, NULL, 0) == 0, "%s", name);
+	child_arena_decay_ms(a, -1);
+	mp_epoch();
+	snprintf(name, sizeof(name), "stats.arenas.%u.pmuzzy", a);
+	if (mp_stat(name) == 0) {
+		printf("nomuzzy 0 0\n");  /* no MADV_FREE here */
+		return 0;
+	}
 	char *big = mallocx(64 * MP_MiB, flags);
 	MP_CHECK(big != NULL, "mallocx(64 MiB)");
 	memset(big, 1, 64 * MP_MiB);
@@ -56,6 +84,7 @@ static int child_fit(void) {
 	bool in = small >= big && small < big + 64 * MP_MiB;
 	printf("%s %zu %zu\n", in ? "reused" : "fresh", before, after);
 	dallocx(small, flags);
+	dallocx(keep, flags);
 	return 0;
 }
 
@@ -114,6 +143,8 @@ static void fit_case(int lg, bool want_reused) {
 	size_t before = 0, after = 0;
 	MP_ASSERT(sscanf(out, "%15s %zu %zu", how, &before, &after) == 3,
 	    "output: %s", out);
+	if (strcmp(how, "nomuzzy") == 0)
+		MP_SKIP("no MADV_FREE: no muzzy pages to take instead");
 	size_t pages = 64 * MP_MiB / mp_page_size();
 	MP_ASSERT(before >= pages, "lg %d: %zu dirty pages after the free",
 	    lg, before);
