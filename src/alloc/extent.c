@@ -1003,6 +1003,8 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
 		 * (jemalloc would fault them in). */
 		if (kind == EXTENT_FREE_CLEAN &&
 		    opt_lg_extent_max_active_fit < 63 &&
+		    ((arena->sets[EXTENT_FREE_DIRTY].npages << LG_PAGE) >>
+		    opt_lg_extent_max_active_fit) > size &&
 		    (e = set_fit(&arena->sets[EXTENT_FREE_DIRTY], size, align,
 		    64)) != NULL) {
 			galign = align;
