@@ -1,6 +1,7 @@
 /*
  * os.c: the operating-system layer: page mappings, purging, commit and
- * decommit, the program break (dss), time and the CPU count, with the
+ * decommit (and the check that MADV_DONTNEED zeroes: trust_madvise), the
+ * program break (dss), time and the CPU count, with the
  * mapping fault injection of debug builds in a section of its own.
  * Nothing above this file calls mmap, madvise or sbrk directly (mutexes
  * are in mutex.c).
