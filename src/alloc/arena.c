@@ -566,8 +566,9 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 	size_t lo = dirty_off, hi = dirty_off + dirty_len;
 	if (e->clean_from != 0 && hi > used) {
 		size_t cut = used > lo ? used : lo;
-		os_purge_forced(e->addr + cut, hi - cut);
-		hi = cut;
+		/* Zeroed by the purge unless MADV_DONTNEED does not zero. */
+		if (!os_purge_forced(e->addr + cut, hi - cut))
+			hi = cut;
 	}
 	if (zero && hi > lo)
 		memset(e->addr + lo, 0, hi - lo);

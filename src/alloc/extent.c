@@ -325,17 +325,31 @@ static bool fits(const extent_t *e, size_t size, size_t align) {
 	    start >= (uintptr_t)e->addr;
 }
 
+/* opt.lg_extent_max_active_fit (jemalloc's rule): a dirty extent more than
+ * 2^N times the request is not split for it, so that small requests do not
+ * scatter over a big run of resident pages that a big request could reuse
+ * whole; they take other pages and the big run decays.  Clean and muzzy
+ * extents have no limit, as in jemalloc. */
+size_t opt_lg_extent_max_active_fit = 6;
+
 /* Smallest bucket whose every member fits; else a bounded scan of the
- * bucket just below it, whose members may or may not fit. */
-static extent_t *set_fit(extent_set_t *set, size_t size, size_t align) {
+ * bucket just below it, whose members may or may not fit.  lg_max: the
+ * largest log2 ratio of the extent to the request (64: any). */
+static extent_t *set_fit(extent_set_t *set, size_t size, size_t align,
+    size_t lg_max) {
 	size_t worst = size + align - PAGE;
 	unsigned ind = sz_psz_ceil(worst >> LG_PAGE);
 	for (unsigned w = ind / 64; w < (EXTENT_NPSIZES + 63) / 64; w++) {
 		uint64_t bits = set->nonempty[w];
 		if (w == ind / 64)
 			bits &= ~(uint64_t)0 << (ind % 64);
-		if (bits != 0)
-			return set->heads[w * 64 + __builtin_ctzll(bits)];
+		if (bits != 0) {
+			extent_t *e = set->heads[w * 64 + __builtin_ctzll(bits)];
+			/* Buckets above hold bigger extents still. */
+			if (lg_max < 63 && (e->size >> lg_max) > worst)
+				return NULL;
+			return e;
+		}
 	}
 	if (ind > 0) {
 		unsigned n = 0;
@@ -982,9 +996,28 @@ extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
 			    (MOVE_GRAIN >> LG_PAGE))
 				galign = MOVE_GRAIN;
 		}
-		e = set_fit(&arena->sets[kind], size, galign);
+		/* lg_extent_max_active_fit keeps a big dirty extent whole
+		 * while muzzy pages can serve the request; before pages are
+		 * faulted in (clean or new ones), split it after all: no
+		 * more faults nor resident pages than without the limit
+		 * (jemalloc would fault them in). */
+		if (kind == EXTENT_FREE_CLEAN &&
+		    opt_lg_extent_max_active_fit < 63 &&
+		    ((arena->sets[EXTENT_FREE_DIRTY].npages << LG_PAGE) >>
+		    opt_lg_extent_max_active_fit) > size &&
+		    (e = set_fit(&arena->sets[EXTENT_FREE_DIRTY], size, align,
+		    64)) != NULL) {
+			galign = align;
+			capped = false;
+			place = e->lru_prev;
+			set_remove(&arena->sets[EXTENT_FREE_DIRTY], e);
+			break;
+		}
+		size_t lg_max = kind == EXTENT_FREE_DIRTY ?
+		    opt_lg_extent_max_active_fit : 64;
+		e = set_fit(&arena->sets[kind], size, galign, lg_max);
 		if (e == NULL && galign != align) {
-			e = set_fit(&arena->sets[kind], size, align);
+			e = set_fit(&arena->sets[kind], size, align, lg_max);
 			if (e != NULL)
 				galign = align;
 		}
@@ -1085,9 +1118,10 @@ static extent_t *purge_one(arena_t *arena, extent_t *e, bool lazy) {
 		e->kind = EXTENT_FREE_MUZZY;
 		e->zeroed = false;
 	} else {
-		os_purge_forced(e->addr, e->size);
+		/* Not known zero if MADV_DONTNEED does not zero here
+		 * (opt.trust_madvise). */
+		e->zeroed = !os_purge_forced(e->addr, e->size);
 		e->kind = EXTENT_FREE_CLEAN;
-		e->zeroed = true;
 	}
 	e->free_ns = os_now_ns();
 	e = insert_coalesce(arena, e);
@@ -1137,7 +1171,7 @@ void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 		atomic_store_explicit(&clean->owner, &extent_large_owner,
 		    memory_order_relaxed);
 		clean->kind = EXTENT_FREE_CLEAN;
-		clean->zeroed = true;
+		clean->zeroed = os_purge_zeroes();  /* arena_large_dalloc's */
 		clean->clean_from = 0;
 		clean->prof = NULL;
 		clean->free_ns = now;

@@ -58,9 +58,7 @@ size_t opt_tcache_gc_delay_bytes = 0;
 bool opt_experimental_infallible_new = false;
 static char conf_slab_sizes[256] = "";
 static size_t conf_lg_tcache_max = 16;
-static bool conf_trust_madvise = false;
 static bool conf_cache_oblivious = false;
-static size_t conf_lg_extent_max_active_fit = 6;
 static bool conf_hpa = false;
 static bool conf_utrace = false;
 /* The profiler options of jemalloc 5.3 that the profiler issue after
@@ -269,20 +267,17 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "pages per slab of the small classes in byte ranges: "
 	  "lo-hi:pages|... (clamped to what the class's slab can hold)" },
 	{ .name = "trust_madvise", .type = CONF_BOOL,
-	  .var = &conf_trust_madvise, .def = "false",
-	  .note = "no effect: purging relies on MADV_DONTNEED zeroing pages, "
-	  "as Linux guarantees, whatever this option says",
-	  .doc = "trust madvise(MADV_DONTNEED) to zero pages without a check" },
+	  .var = &opt_trust_madvise, .def = "false",
+	  .doc = "trust madvise(MADV_DONTNEED) to zero pages without a check "
+	  "(false: one page is checked at the first purge)" },
 	{ .name = "cache_oblivious", .type = CONF_BOOL,
 	  .var = &conf_cache_oblivious, .def = "false",
 	  .note = "no effect: large blocks start at their extent's first page "
 	  "(config.cache_oblivious is false)",
 	  .doc = "offset large blocks by a random number of cache lines" },
 	{ .name = "lg_extent_max_active_fit", .type = CONF_SIZE_T,
-	  .var = &conf_lg_extent_max_active_fit, .def = "6", .min = 0,
+	  .var = &opt_lg_extent_max_active_fit, .def = "6", .min = 0,
 	  .max = 63,
-	  .note = "no effect: extents are carved best-fit (the smallest "
-	  "fitting size bucket), with no ratio limit",
 	  .doc = "largest ratio (log2) of a reused extent to the request" },
 	{ .name = "tcache_nslots_small_min", .type = CONF_UNSIGNED,
 	  .var = &opt_tcache_nslots_small_min, .def = "8", .min = 1,

@@ -32,6 +32,8 @@ extern size_t opt_tcache_max;
 extern ssize_t opt_dirty_decay_ms;
 extern ssize_t opt_muzzy_decay_ms;
 extern bool opt_retain;
+/* Largest log2 ratio of a reused dirty extent to the request (extent.c). */
+extern size_t opt_lg_extent_max_active_fit;
 extern const char *opt_junk;             /* "false", "true", "alloc", "free" */
 extern bool opt_junk_alloc;              /* derived from opt_junk */
 extern bool opt_junk_free;

@@ -76,6 +76,11 @@ size_t os_mmap_fail_get(void);
 uint64_t os_mmap_fail_count(void);
 #endif
 bool os_purge_forced(void *addr, size_t size);  /* MADV_DONTNEED: zero */
+/* opt.trust_madvise, and whether MADV_DONTNEED zeroes pages here (checked
+ * once, at the first call, unless trusted); the number of checks run. */
+extern bool opt_trust_madvise;
+bool os_purge_zeroes(void);
+uint64_t os_purge_zeroes_checks(void);
 bool os_purge_lazy(void *addr, size_t size);    /* MADV_FREE */
 /* For the default extent hooks: a mapping at exactly addr (NULL if the
  * kernel will not place it there), commit (read-write again) and
