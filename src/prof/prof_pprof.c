@@ -949,6 +949,22 @@ static uint64_t pprof_share(uint64_t whole, uint64_t part_of,
 	    (double)whole_of));
 }
 
+/* A stack's location ids, packed, as the start of st->packed (its
+ * length returned): each of the stack's samples repeats them. */
+static size_t pprof_pack_locations(pprof_state_t *st, void *const *frames,
+    uint32_t nframes) {
+	st->packed.len = 0;
+	uint32_t first = pprof_first_frame(st, frames, nframes);
+	if (first == nframes && nframes > 0)
+		first = nframes - 1;
+	for (uint32_t k = first; k < nframes; k++) {
+		uintptr_t a = (uintptr_t)frames[k];
+		pprof_pb_raw_varint(&st->packed, loc_id(st, k == 0 ? a :
+		    a - 1));
+	}
+	return st->packed.len;
+}
+
 /*
  * One Sample per (stack, thread, label set): the stack's values are
  * computed as jeprof computes them from the heap_v2 stack line (so that a
@@ -971,17 +987,8 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
 		const dump_tctx_t *tr = (const dump_tctx_t *)p;
 		p += g->ntctx * sizeof(dump_tctx_t);
 
-		st->packed.len = 0;
-		uint32_t first = pprof_first_frame(st, frames, g->nframes);
-		if (first == g->nframes && g->nframes > 0)
-			first = g->nframes - 1;
-		for (uint32_t k = first; k < g->nframes; k++) {
-			uintptr_t a = (uintptr_t)frames[k];
-			pprof_pb_raw_varint(&st->packed, loc_id(st, k == 0 ? a :
-			    a - 1));
-		}
 		/* The locations, kept for each of the stack's samples. */
-		size_t locs_len = st->packed.len;
+		size_t locs_len = pprof_pack_locations(st, frames, g->nframes);
 
 		uint64_t v[4], left[4];
 		bool raw = !opt_prof_unbias && !s->raw;
@@ -1096,16 +1103,8 @@ static void pprof_emit_lifetimes(pprof_state_t *st, const dump_snap_t *s) {
 		p += dump_frames_size(g->nframes);
 		const dump_tctx_t *tr = (const dump_tctx_t *)p;
 		p += g->ntctx * sizeof(dump_tctx_t);
-		st->packed.len = 0;
-		uint32_t first = pprof_first_frame(st, frames, g->nframes);
-		if (first == g->nframes && g->nframes > 0)
-			first = g->nframes - 1;
-		for (uint32_t k = first; k < g->nframes; k++) {
-			uintptr_t a = (uintptr_t)frames[k];
-			pprof_pb_raw_varint(&st->packed, loc_id(st, k == 0 ? a :
-			    a - 1));
-		}
-		size_t locs_len = st->packed.len;
+		/* The locations, kept for each of the stack's samples. */
+		size_t locs_len = pprof_pack_locations(st, frames, g->nframes);
 		for (uint32_t k = 0; k < g->ntctx; k++) {
 			const prof_cnt_t *c = &tr[k].cnt;
 			uint64_t v[2];
