@@ -246,7 +246,7 @@ static void test_small_guard(void **state) {
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		setenv("MALLOC_CONF", "san_guard_small:1", 1);
+		setenv(mp_env_conf_name(), "san_guard_small:1", 1);
 		char *argv[] = { main_argv[0], (char *)"small", NULL };
 		execv("/proc/self/exe", argv);
 		_exit(127);
