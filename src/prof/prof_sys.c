@@ -441,6 +441,32 @@ static void objs_segments(objs_ent_t *e, uintptr_t lo, uintptr_t hi) {
 	}
 }
 
+/*
+ * Copy lm's file name into dst (cap bytes, NUL included) and return its
+ * length, or 0 if it is not an absolute path that fits: the program's
+ * name is "", the vDSO's a bare name; neither is ever unloaded.  The
+ * loader published lm (filled before _dl_find_object can return it)
+ * with its own atomics, which ThreadSanitizer does not see in the
+ * uninstrumented ld.so: this read is left out of its checks, and copies
+ * byte by byte so that no intercepted strnlen/memcpy reports it either.
+ */
+__attribute__((no_sanitize_thread))
+static size_t objs_copy_name(const struct link_map *lm, char *dst,
+    size_t cap) {
+	const volatile char *name = lm != NULL ? lm->l_name : NULL;
+	if (name == NULL || name[0] != '/')
+		return 0;
+	size_t len = 0;
+	while (len < PATH_MAX && len + 1 < cap && name[len] != '\0')
+		len++;
+	if (name[len] != '\0')
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		dst[i] = name[i];
+	dst[len] = '\0';
+	return len;
+}
+
 /* Add the object d names, unless another thread just did.  Skipped
  * while another add runs (the next walk through it adds it): a walk in a
  * signal handler must not wait for the add it interrupted. */
@@ -456,14 +482,9 @@ static void objs_add(const struct dl_find_object *d) {
 		e->map_lo = lo;
 		e->lm = d->dlfo_link_map;
 		objs_segments(e, lo, (uintptr_t)d->dlfo_map_end);
-		const char *name = d->dlfo_link_map != NULL ?
-		    d->dlfo_link_map->l_name : NULL;
-		size_t len = name != NULL ? strnlen(name, PATH_MAX) : 0;
-		/* Only absolute paths: the program's is "", the vDSO's a
-		 * bare name; neither is ever unloaded. */
-		if (len > 0 && len < PATH_MAX && name[0] == '/' &&
-		    objs_names_len + len + 1 <= OBJS_NAMES) {
-			memcpy(objs_names + objs_names_len, name, len + 1);
+		size_t len = objs_copy_name(d->dlfo_link_map,
+		    objs_names + objs_names_len, OBJS_NAMES - objs_names_len);
+		if (len > 0) {
 			e->name = objs_names + objs_names_len;
 			objs_names_len += len + 1;
 		}
