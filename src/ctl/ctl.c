@@ -1208,8 +1208,10 @@ static int ctl_stats_mutex_read(const ctl_node_t *node, const size_t *mib,
 	mp_mutex_lock(&ctl_mtx);
 	ctl_snapshot_ensure_locked();
 	static const mp_mutex_prof_t none;
-	const mp_mutex_prof_t *m = &ctl_snap.gmutexes[mib[2] - 1];
-	if (miblen == 6) {
+	const mp_mutex_prof_t *m = &none;
+	if (miblen != 6) {
+		m = &ctl_snap.gmutexes[mib[2] - 1];
+	} else {
 		const ctl_arena_xsnap_t *x = ctl_x_at(mib[2]);
 		if (x == NULL) {
 			mp_mutex_unlock(&ctl_mtx);
