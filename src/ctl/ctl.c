@@ -164,7 +164,8 @@ bool ctl_mutex_register(const char *name, mp_mutex_t *m) {
 /* Each read takes the lock once, as in ctl_xsnap_read. */
 static void ctl_gmutex_refresh_locked(void) {
 	memset(ctl_snap.gmutexes, 0, sizeof(ctl_snap.gmutexes));
-	ctl_snap.gmutexes[CTL_GMUTEX_CTL] = ctl_mtx.prof;   /* we hold it */
+	/* we hold ctl_mtx */
+	mp_mutex_prof_copy_held(&ctl_mtx, &ctl_snap.gmutexes[CTL_GMUTEX_CTL]);
 	mp_mutex_prof_read(background_thread_mutex(),
 	    &ctl_snap.gmutexes[CTL_GMUTEX_BG]);
 	unsigned n = atomic_load(&ctl_gmutex_nreg);
@@ -386,7 +387,7 @@ static void ctl_refresh_locked(void) {
 	    atomic_load(&arena_muzzy_decay_ms_default), false);
 	ctl_snap.zero_reallocs = atomic_load_explicit(&malloc_zero_reallocs,
 	    memory_order_relaxed);
-	ctl_snap.mutex_ctl = ctl_mtx.prof;       /* we hold it */
+	mp_mutex_prof_copy_held(&ctl_mtx, &ctl_snap.mutex_ctl); /* we hold it */
 	ctl_gmutex_refresh_locked();
 	ctl_snap.destroyed = ctl_destroyed;
 	ctl_snap.destroyed_x = ctl_destroyed_init ? &ctl_destroyed_x : NULL;

@@ -79,19 +79,39 @@ bool mp_mutex_trylock(mp_mutex_t *m) {
 	return true;
 }
 
+/* n_waiting changes outside the lock (a waiter counts itself before it
+ * blocks), so copies and resets touch it only atomically and the rest
+ * field by field: a struct copy or memset would race with a waiter.  The
+ * caller holds m. */
+void mp_mutex_prof_copy_held(const mp_mutex_t *m, mp_mutex_prof_t *out) {
+	out->n_lock_ops = m->prof.n_lock_ops;
+	out->n_wait_times = m->prof.n_wait_times;
+	out->n_owner_switches = m->prof.n_owner_switches;
+	out->n_spin_acquired = m->prof.n_spin_acquired;
+	out->tot_wait_ns = m->prof.tot_wait_ns;
+	out->max_wait_ns = m->prof.max_wait_ns;
+	out->max_n_thds = m->prof.max_n_thds;
+	out->prev_owner = m->prof.prev_owner;
+	atomic_store_explicit(&out->n_waiting, atomic_load_explicit(
+	    &m->prof.n_waiting, memory_order_relaxed), memory_order_relaxed);
+}
+
 void mp_mutex_prof_read(mp_mutex_t *m, mp_mutex_prof_t *out) {
 	mp_mutex_lock(m);
-	*out = m->prof;
+	mp_mutex_prof_copy_held(m, out);
 	mp_mutex_unlock(m);
 }
 
 void mp_mutex_prof_reset(mp_mutex_t *m) {
 	mp_mutex_lock(m);
-	uint32_t waiting = atomic_load_explicit(&m->prof.n_waiting,
-	    memory_order_relaxed);
-	memset(&m->prof, 0, sizeof(m->prof));
-	atomic_store_explicit(&m->prof.n_waiting, waiting,
-	    memory_order_relaxed);
+	m->prof.n_lock_ops = 0;
+	m->prof.n_wait_times = 0;
+	m->prof.n_owner_switches = 0;
+	m->prof.n_spin_acquired = 0;
+	m->prof.tot_wait_ns = 0;
+	m->prof.max_wait_ns = 0;
+	m->prof.max_n_thds = 0;
+	m->prof.prev_owner = NULL;
 	mp_mutex_unlock(m);
 }
 

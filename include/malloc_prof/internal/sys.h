@@ -125,6 +125,7 @@ void mp_mutex_unlock(mp_mutex_t *m);
 void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
 /* A copy of m's profiling counters, read under m; zero them (under m). */
 void mp_mutex_prof_read(mp_mutex_t *m, mp_mutex_prof_t *out);
+void mp_mutex_prof_copy_held(const mp_mutex_t *m, mp_mutex_prof_t *out);
 void mp_mutex_prof_reset(mp_mutex_t *m);
 
 #endif /* MP_INTERNAL_SYS_H */
