@@ -126,16 +126,48 @@ typedef struct {
 } prof_gctx_shard_t;
 static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
-/* prof_unbias of every small size class at the current lg_prof_sample:
- * written with every gctx shard held, read under one. */
+/* prof_unbias of every size class up to UNBIAS_MAX at the current
+ * lg_prof_sample: written with every gctx shard held, read under one.
+ * Large classes too: their exp() and two llround()s were about 120
+ * instructions at each sample and again at its free (8% of the per-sample
+ * cost on bench's midsize, whose samples are mostly large).  Filled for
+ * the small classes only while the profiler is off; 1.4 KiB in all. */
+#define UNBIAS_MAX ((size_t)64 << 20)
+#define UNBIAS_NCLASSES (8 + 4 * (26 - 7))      /* classes <= UNBIAS_MAX */
+_Static_assert(UNBIAS_NCLASSES <= SC_NSIZES && UNBIAS_NCLASSES > SC_NBINS,
+    "the unbias table covers the small classes");
 static struct {
 	uint64_t objs_shifted, bytes;
-} unbias_small[SC_NBINS];
+} unbias_tab[UNBIAS_NCLASSES];
+static unsigned unbias_n;               /* classes filled */
 
-static void unbias_small_fill(void) {
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		prof_unbias(sz_index2size(i), &unbias_small[i].objs_shifted,
-		    &unbias_small[i].bytes);
+static void unbias_tab_fill(void) {
+	unsigned n = opt_prof ? UNBIAS_NCLASSES : SC_NBINS;
+	unbias_n = n;
+	for (unsigned i = 0; i < n; i++)
+		prof_unbias(sz_index2size(i), &unbias_tab[i].objs_shifted,
+		    &unbias_tab[i].bytes);
+}
+
+/* prof_unbias(usize) from the table when usize is a class it holds (a
+ * sampled usize always is a class; the check keeps any other exact).
+ * Under a gctx shard lock, like the table's writer. */
+static inline void unbias_lookup(size_t usize, uint64_t *objs_shifted,
+    uint64_t *bytes) {
+	if (usize <= UNBIAS_MAX) {
+		unsigned ind = sz_size2index(usize);
+		if (ind < unbias_n && sz_index2size(ind) == usize) {
+			*objs_shifted = unbias_tab[ind].objs_shifted;
+			*bytes = unbias_tab[ind].bytes;
+			return;
+		}
+	}
+	prof_unbias(usize, objs_shifted, bytes);
+}
+
+void prof_unbias_cached(size_t usize, uint64_t *objs_shifted,
+    uint64_t *bytes) {
+	unbias_lookup(usize, objs_shifted, bytes);
 }
 
 /* Sample table: live sampled small objects by address. */
@@ -186,7 +218,7 @@ bool prof_boot(void) {
 	atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
 	atomic_store(&prof_gdump_enabled, opt_prof && opt_prof_gdump);
 	atomic_store(&prof_lg_sample, opt_lg_prof_sample);
-	unbias_small_fill();
+	unbias_tab_fill();
 	wait_scale_fill();
 	return false;
 }
@@ -807,13 +839,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 	if (t != NULL) {
 		/* Under the shard lock, like the epoch: prof_reset changes
 		 * lg_sample only while holding every shard. */
-		if (usize <= SC_SMALL_MAXCLASS) {
-			unsigned ind = sz_size2index(usize);
-			objs_u = unbias_small[ind].objs_shifted;
-			bytes_u = unbias_small[ind].bytes;
-		} else {
-			prof_unbias(usize, &objs_u, &bytes_u);
-		}
+		unbias_lookup(usize, &objs_u, &bytes_u);
 		s->bytes_unbiased = bytes_u;
 		/* Read under the shard lock: prof_reset holds them all. */
 		s->epoch = atomic_load(&prof_epoch);
@@ -857,11 +883,11 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		atomic_fetch_add(&e->nsampled, 1);
 	}
 	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) != 0) {
-		char name[PROF_THREAD_NAME_MAX];
-		prof_tdatas_lock();
-		memcpy(name, td->name, sizeof(name));
-		prof_tdatas_unlock();
-		prof_recent_alloc(s, usize, usize, td->uid, name, frames, n);
+		/* td is this thread's: only it writes its name (under
+		 * the lock, for other threads' dumps), so reading it
+		 * needs no lock. */
+		prof_recent_alloc(s, usize, usize, td->uid, td->name, frames,
+		    n);
 	}
 out:
 	tsd->reentrancy--;
@@ -910,13 +936,9 @@ static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL && tsd->state == TSD_NOMINAL)
 		td = prof_tdata_get(tsd);
-	char name[PROF_THREAD_NAME_MAX] = "";
-	if (td != NULL) {
-		prof_tdatas_lock();
-		memcpy(name, td->name, sizeof(name));
-		prof_tdatas_unlock();
-	}
-	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0, name);
+	/* td is this thread's: its name needs no lock (prof_sample_alloc) */
+	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0,
+	    td != NULL ? td->name : "");
 }
 
 void prof_sample_free(void *p, extent_t *e) {
@@ -953,11 +975,7 @@ void prof_sample_free(void *p, extent_t *e) {
 		/* The object count it added, as prof_sample_alloc computed
 		 * it: same size, same lg_prof_sample (same epoch). */
 		uint64_t objs_u, bytes_u;
-		if (s->usize <= SC_SMALL_MAXCLASS)
-			objs_u = unbias_small[sz_size2index(s->usize)]
-			    .objs_shifted;
-		else
-			prof_unbias(s->usize, &objs_u, &bytes_u);
+		unbias_lookup(s->usize, &objs_u, &bytes_u);
 		t->cnt.curobjs--;
 		t->cnt.curbytes -= s->usize;
 		t->cnt.curobjs_shifted_unbiased -= objs_u;
@@ -1029,7 +1047,7 @@ void prof_reset(size_t lg_sample) {
 	atomic_fetch_add(&prof_epoch, 1);
 	atomic_store(&prof_live_bytes, 0);
 	atomic_store(&prof_lg_sample, lg_sample);
-	unbias_small_fill();
+	unbias_tab_fill();
 	prof_wait_gen_bump();
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);

@@ -730,8 +730,11 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 		uintptr_t ret = ((const uintptr_t *)fp)[1];
 		if (ret == 0)
 			break;
+		/* Up to 8 of the allocator's own frames are skipped here,
+		 * with no row looked up: a free's walk (the recent
+		 * allocations' free side) starts 5-6 frames inside. */
 		if (n == 0 && ret - 1 - self_lo < self_hi - self_lo &&
-		    skipped < 4) {
+		    skipped < 8) {
 			skipped++;      /* the allocator's own frame */
 		} else {
 			/* auto: the row of the function at ret says whether

@@ -264,6 +264,11 @@ extern _Atomic uint64_t prof_dropped;
 
 /* Unbiasing: what one sampled object of usize bytes stands for. */
 void prof_unbias(size_t usize, uint64_t *objs_shifted, uint64_t *bytes);
+/* The same from the per-class table the sampler reads (filled at boot
+ * and by prof_reset; computed for a size it does not hold).  For the
+ * tests: it must always equal prof_unbias. */
+void prof_unbias_cached(size_t usize, uint64_t *objs_shifted,
+    uint64_t *bytes);
 
 /* Visit every gctx shard under its lock (dumps copy what they need). */
 typedef void prof_gctx_visit_t(prof_gctx_t *gctx, void *arg);
@@ -619,6 +624,9 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
  * the old one and drops the oldest records past the new one. */
 ssize_t prof_recent_max_get(void);
 ssize_t prof_recent_max_set(ssize_t max);
+/* The metadata bytes the kept records and their shared stacks take now,
+ * and how many distinct stacks they hold (for the tests). */
+size_t prof_recent_bytes(size_t *nstacks);
 /* experimental.prof_recent.alloc_dump: jemalloc's JSON through write_cb;
  * true if the buffer could not be had. */
 bool prof_recent_dump(void (*write_cb)(void *, const char *),
