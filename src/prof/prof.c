@@ -864,6 +864,13 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		goto out;
 	}
 	s->tctx = t;
+	/* A new stack's objects, for dumps after they are unloaded (t and
+	 * its gctx live on: s, which names t, is not published yet).  The
+	 * return addresses follow the entry point in frames[0]. */
+	if (!atomic_load_explicit(&t->gctx->noted, memory_order_relaxed) &&
+	    prof_sys_note(frames + 1, n - 1))
+		atomic_store_explicit(&t->gctx->noted, true,
+		    memory_order_relaxed);
 	if (opt_prof_stats)
 		prof_stats_alloc(usize);
 	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);

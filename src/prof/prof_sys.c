@@ -468,13 +468,14 @@ static size_t objs_copy_name(const struct link_map *lm, char *dst,
 }
 
 /* Add the object d names, unless another thread just did.  Skipped
- * while another add runs (the next walk through it adds it): a walk in a
- * signal handler must not wait for the add it interrupted. */
-static void objs_add(const struct dl_find_object *d) {
+ * while another add runs (false then: the next sample of the stack adds
+ * it): a walk in a signal handler must not wait for the add it
+ * interrupted. */
+static bool objs_add(const struct dl_find_object *d) {
 	uintptr_t lo = (uintptr_t)d->dlfo_map_start;
 	if (atomic_flag_test_and_set_explicit(&objs_lock,
 	    memory_order_acquire))
-		return;
+		return false;
 	unsigned n = atomic_load_explicit(&objs_n, memory_order_relaxed);
 	if (n < OBJS_MAX && objs_find(n, lo, d->dlfo_link_map) == NULL) {
 		objs_ent_t *e = &objs[n];
@@ -501,10 +502,13 @@ static void objs_add(const struct dl_find_object *d) {
 		}
 	}
 	atomic_flag_clear_explicit(&objs_lock, memory_order_release);
+	return true;
 }
 
-/* After a walk: the objects of its frames into the table. */
-static void objs_note(void *const *vec, unsigned nframes) {
+/* The objects of a new stack's frames into the table: false if one
+ * could not be added now. */
+static bool objs_note(void *const *vec, unsigned nframes) {
+	bool done = true;
 	uintptr_t last_lo = 0;
 	const void *last_lm = NULL;
 	unsigned nf = atomic_load_explicit(&objs_fixed_n, memory_order_acquire);
@@ -541,9 +545,11 @@ static void objs_note(void *const *vec, unsigned nframes) {
 		last_lm = d.dlfo_link_map;
 		unsigned n = atomic_load_explicit(&objs_n,
 		    memory_order_acquire);
-		if (objs_find(n, lo, d.dlfo_link_map) == NULL && n < OBJS_MAX)
-			objs_add(&d);
+		if (objs_find(n, lo, d.dlfo_link_map) == NULL && n < OBJS_MAX &&
+		    !objs_add(&d))
+			done = false;
 	}
+	return done;
 }
 
 /* Whether e's object is no longer what the loader has at its address. */
@@ -554,9 +560,10 @@ static bool objs_unloaded(const objs_ent_t *e) {
 	    d.dlfo_link_map != e->lm;
 }
 #else
-static void objs_note(void *const *vec, unsigned nframes) {
+static bool objs_note(void *const *vec, unsigned nframes) {
 	(void)vec;
 	(void)nframes;
+	return true;
 }
 
 static bool objs_unloaded(const objs_ent_t *e) {
@@ -775,6 +782,9 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	if (mode != PROF_UNWIND_FP && n > 0 && n < max)
 		n = cfi_walk(vec, n, max, &w, g, &rule, have_row, row,
 		    stack_lo, hi);
-	objs_note(vec, n);
 	return n;
+}
+
+bool prof_sys_note(void *const *vec, unsigned n) {
+	return objs_note(vec, n);
 }

@@ -127,6 +127,9 @@ struct prof_gctx_s {
 	prof_tctx_t *tctxs;
 	unsigned shard;
 	unsigned nframes;
+	/* prof_sys_note has kept the objects of its frames (read and set
+	 * with no lock, by the thread sampling it). */
+	_Atomic bool noted;
 	void *frames[];
 };
 
@@ -316,6 +319,13 @@ extern unsigned opt_prof_unwind;
  * in frame `fp` (the frame of the exported entry point), up to the first
  * one outside executable text; never faults, never locks. */
 unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp);
+/* Keep the objects (file, segments) that the return addresses vec[0..n)
+ * of a new stack point into, so that dumps still name them once the
+ * loader unloads them (prof_sys_unloaded).  Once per stack, not per
+ * sample: a stack's frames, once noted, stay noted.  false if one could
+ * not be added now (another thread was adding one): note it again at
+ * the stack's next sample.  No lock, no allocation. */
+bool prof_sys_note(void *const *vec, unsigned n);
 /* How many of vec[0..n) lead with return addresses into this library's
  * own text (all but the last, at most: a walk from inside the library
  * whose every frame is its own keeps one). */
