@@ -371,6 +371,9 @@ void prof_thread_exit(tsd_t *tsd) {
 	if (td == NULL)
 		return;
 	tsd->prof_tdata = NULL;
+	/* Only its thread walks with it (the tdata may stay, for dumps). */
+	prof_bt_memo_free(td->bt_memo);
+	td->bt_memo = NULL;
 	tdata_release(td, TDATA_REF_THREAD);
 }
 
@@ -810,6 +813,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		goto out;
 	if (tsd->stack_hi == 0)
 		prof_sys_thread_init(tsd);
+	if (td->bt_memo == NULL)
+		td->bt_memo = prof_bt_memo_new();
 	if (opt_prof_sys_thread_name)
 		tdata_sys_name(td);
 	/* Frame 0 is the entry point the program called: jeprof knows

@@ -5,7 +5,9 @@
  * stacks are shared between records (prof_recent.c): their memory stays
  * at 128 bytes a record plus one copy of each distinct stack, every
  * record still prints its own stacks, and dropping the records gives
- * every stack back.
+ * every stack back; and the memo of a thread's last walks (prof_sys.c),
+ * which must give what a fresh walk gives, also when another caller
+ * puts its frame at the same place on the stack.
  *
  * prof_cost.conf: prof:true,lg_prof_sample:0 (every allocation is a
  * sample).  No check depends on the machine's speed.
@@ -213,11 +215,117 @@ static void test_recent_shared_stacks(void **state) {
 		free(b[i]);
 }
 
+/* The end of function f as far as the test needs it: the nearest of
+ * the memo test's functions above it, or 256 bytes. */
+static uintptr_t site_end_of(uintptr_t f);
+
+/* Three frames of the same shape: memo_leaf's frame lies at the same
+ * address whether memo_via_b or memo_via_d called it, and only the
+ * return address saved in it tells them apart. */
+MP_SITE unsigned memo_leaf(void **vec, unsigned max);
+MP_SITE unsigned memo_via_b(void **vec, unsigned max);
+MP_SITE unsigned memo_via_d(void **vec, unsigned max);
+
+MP_SITE unsigned memo_leaf(void **vec, unsigned max) {
+	unsigned n = prof_backtrace(vec, max,
+	    (uintptr_t)__builtin_frame_address(0));
+	__asm__ __volatile__("" ::: "memory");
+	return n;
+}
+
+MP_SITE unsigned memo_via_b(void **vec, unsigned max) {
+	unsigned n = memo_leaf(vec, max);
+	__asm__ __volatile__("" ::: "memory");
+	return n;
+}
+
+MP_SITE unsigned memo_via_d(void **vec, unsigned max) {
+	unsigned n = memo_leaf(vec, max);
+	__asm__ __volatile__("" ::: "memory");
+	return n;
+}
+
+/* A walk through via, with the thread's memo or without it (fresh):
+ * the same frames above via either way. */
+static MP_NOINLINE unsigned walk(prof_tdata_t *td, unsigned (*via)(void **,
+    unsigned), void **vec, unsigned max, bool fresh) {
+	prof_bt_memo_t *m = td->bt_memo;
+	if (fresh)
+		td->bt_memo = NULL;
+	unsigned n = via(vec, max);
+	td->bt_memo = m;
+	return n;
+}
+
+static bool frames_equal(void *const *a, unsigned na, void *const *b,
+    unsigned nb) {
+	return na == nb && memcmp(a, b, na * sizeof(void *)) == 0;
+}
+
+static void test_walk_memo(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	tsd_t *tsd = tsd_fetch();
+	if (tsd->stack_hi == 0)
+		prof_sys_thread_init(tsd);
+	prof_tdata_t *td = prof_tdata_get(tsd);
+	assert_non_null(td);
+	if (td->bt_memo == NULL)
+		td->bt_memo = prof_bt_memo_new();
+	assert_non_null(td->bt_memo);
+	/* Every walk from one call site, so that only via's frame and
+	 * the memo can make them differ: fresh walks via b and via d,
+	 * then each twice with the memo (the second is the memo's
+	 * answer), four rounds, then via b with a smaller max. */
+	enum { NPLAN = 2 + 4 * 4 + 1 };
+	static void *out[NPLAN][64];
+	unsigned n[NPLAN];
+	uint64_t hits = prof_bt_memo_hits(td->bt_memo);
+	for (int i = 0; i < NPLAN; i++) {
+		bool d = i == 1 || (i >= 2 && i < NPLAN - 1 && (i - 2) % 4 >= 2);
+		n[i] = walk(td, d ? memo_via_d : memo_via_b, out[i],
+		    i == NPLAN - 1 ? 1 : 64, i < 2);
+	}
+	assert_true(n[0] >= 2 && n[1] >= 2);
+	/* The memo answered at least the second walk of each pair. */
+	hits = prof_bt_memo_hits(td->bt_memo) - hits;
+	MP_ASSERT(hits >= 8, "the memo answered %" PRIu64 " walks of 16",
+	    hits);
+	MP_ASSERT((uintptr_t)out[0][0] > (uintptr_t)memo_via_b &&
+	    (uintptr_t)out[0][0] < site_end_of((uintptr_t)memo_via_b),
+	    "the walk from memo_leaf starts at %p, not in memo_via_b (%p)",
+	    out[0][0], (void *)memo_via_b);
+	MP_ASSERT(!frames_equal(out[0], n[0], out[1], n[1]), "the two "
+	    "callers' walks are the same");
+	for (int i = 2; i < NPLAN - 1; i++) {
+		int ref = (i - 2) % 4 >= 2;
+		MP_ASSERT(frames_equal(out[i], n[i], out[ref], n[ref]),
+		    "walk %d via %s (%u frames) differs from a fresh one "
+		    "(%u)", i, ref ? "d" : "b", n[i], n[ref]);
+	}
+	/* A smaller max is another walk. */
+	assert_int_equal(n[NPLAN - 1], 1);
+	assert_ptr_equal(out[NPLAN - 1][0], out[0][0]);
+}
+
+static uintptr_t site_end_of(uintptr_t f) {
+	uintptr_t fns[] = {(uintptr_t)memo_leaf, (uintptr_t)memo_via_b,
+	    (uintptr_t)memo_via_d};
+	uintptr_t end = f + 256;
+	for (size_t i = 0; i < MP_ARRAY_SIZE(fns); i++) {
+		if (fns[i] > f && fns[i] < end)
+			end = fns[i];
+	}
+	return end;
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_unbias_table, teardown),
 		cmocka_unit_test_teardown(test_recent_shared_stacks,
 		    teardown),
+		cmocka_unit_test(test_walk_memo),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -102,6 +102,9 @@ struct prof_tdata_s {
 	/* thread.prof.label: the thread's current set (NULL: none); read
 	 * and written by its thread only. */
 	const prof_labels_t *labels;
+	/* prof_backtrace's memo of the thread's last walks (prof_sys.c);
+	 * NULL until its first sample, freed when the thread exits. */
+	struct prof_bt_memo_s *bt_memo;
 	prof_tdata_t *prev, *next;       /* the global list, by uid */
 };
 
@@ -319,6 +322,17 @@ extern unsigned opt_prof_unwind;
  * in frame `fp` (the frame of the exported entry point), up to the first
  * one outside executable text; never faults, never locks. */
 unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp);
+/* The calling thread's walks are remembered in its tdata's bt_memo: a
+ * walk from the same frame whose every stack word read is unchanged
+ * gives the same frames, and then costs a compare per word instead of a
+ * row lookup and a step per frame (a loop allocating at one site samples
+ * the same stack again and again).  new: NULL on no memory (walks are
+ * not remembered then); free: at the thread's exit. */
+typedef struct prof_bt_memo_s prof_bt_memo_t;
+prof_bt_memo_t *prof_bt_memo_new(void);
+void prof_bt_memo_free(prof_bt_memo_t *m);
+/* How many walks m answered (for the tests). */
+uint64_t prof_bt_memo_hits(const prof_bt_memo_t *m);
 /* Keep the objects (file, segments) that the return addresses vec[0..n)
  * of a new stack point into, so that dumps still name them once the
  * loader unloads them (prof_sys_unloaded).  Once per stack, not per
