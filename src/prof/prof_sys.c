@@ -661,14 +661,14 @@ unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
  * start whose words all still hold those values would read the same
  * addresses and take the same steps: it copies the frames.  A walk that
  * consulted a missing row or address (tables that can change: a library
- * loaded since) is not remembered.  Two slots: a thread's allocation
- * walks and its free walks (the recent records' free side) start from
- * different frames.  Only the owning thread uses its memo; `busy` keeps
+ * loaded since) is not remembered.  Three slots: a thread's allocation
+ * walks and its free walks (the recent records' free side, whose path
+ * differs for small and large objects) start from different frames.  Only the owning thread uses its memo; `busy` keeps
  * a walk in a signal handler off a memo being written.
  */
 #define MEMO_FRAMES 24
 #define MEMO_WORDS (2 * MEMO_FRAMES + 2)
-#define MEMO_SLOTS 2
+#define MEMO_SLOTS 3
 typedef struct {
 	uintptr_t fp, lo, hi;
 	unsigned max, mode, n, nwords;
