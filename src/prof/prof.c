@@ -898,8 +898,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		/* td is this thread's: only it writes its name (under
 		 * the lock, for other threads' dumps), so reading it
 		 * needs no lock. */
-		prof_recent_alloc(s, usize, usize, td->uid, td->name, frames,
-		    n);
+		prof_recent_alloc(s, usize, td->uid, td->name, frames, n);
 	}
 out:
 	tsd->reentrancy--;

@@ -14,11 +14,12 @@
  * profiler's tables, and the free of an object whose record is gone
  * costs nothing more than before.
  *
- * A record is 128 bytes, its stacks apart: each distinct stack (of an
- * allocation or a free) is kept once, counted by the records that print
- * it (recent_bt_t), since the last 1,000 samples of a program come from
- * a few sites.  Copied into each record, the stacks took about 250 KiB
- * of the 3 MB of bench's churn at prof_recent_alloc_max:1000 (+8%).
+ * A record is 64 bytes, its sides apart: each distinct side (the
+ * thread, its name and the stack of an allocation or a free) is kept
+ * once, counted by the records that print it (recent_bt_t), since the
+ * last 1,000 samples of a program come from a few threads and sites.
+ * Copied into each record, the stacks and names took about 250 KiB of
+ * the 3 MB of bench's churn at prof_recent_alloc_max:1000 (+8%).
  *
  * recent_mtx (LOCK_RANK_PROF_RECENT) guards the list, the count, the
  * links of both sides and the free side of records; it is taken with no
@@ -35,13 +36,19 @@
 
 ssize_t opt_prof_recent_alloc_max = 0;
 
-/* One distinct stack, shared by the records that print it: refs of
- * them (and of a dump's copies).  recent_mtx guards the table, the
- * chains and refs; the frames never change. */
+/* One distinct side of records (an allocation's or a free's thread uid
+ * and name, and its stack), shared by the records that print it: refs
+ * of them (and of a dump's copies).  recent_mtx guards the table, the
+ * chains and refs; the rest never changes. */
 typedef struct recent_bt_s {
 	struct recent_bt_s *next;        /* hash chain */
 	uint64_t hash;
+	uint64_t uid;
 	uint32_t refs, n;
+	bool known;                      /* uid and name are (a free by a
+					  * thread without an identity:
+					  * not) */
+	char name[PROF_THREAD_NAME_MAX];
 	void *frames[];
 } recent_bt_t;
 /* At most 2 stacks a record: chains of a few entries at 1,000 records;
@@ -55,16 +62,12 @@ static recent_bt_t *recent_bts[RECENT_BT_BUCKETS];      /* recent_mtx */
 typedef struct recent_s {
 	struct recent_s *next;           /* oldest first */
 	prof_sample_t *sample;           /* NULL once freed or unlinked */
-	size_t size, usize;
+	size_t usize;                    /* printed as size and usize */
 	uint64_t alloc_ns, dalloc_ns;
-	uint64_t alloc_uid, dalloc_uid;
-	recent_bt_t *alloc_bt, *dalloc_bt;       /* NULL: none */
+	recent_bt_t *alloc_bt, *dalloc_bt;       /* NULL: no memory */
 	bool released;
-	bool dalloc_known;               /* dalloc_uid, dalloc_name are */
-	char alloc_name[PROF_THREAD_NAME_MAX];
-	char dalloc_name[PROF_THREAD_NAME_MAX];
 } recent_t;
-_Static_assert(sizeof(recent_t) <= 128, "two base_malloc lines");
+_Static_assert(sizeof(recent_t) <= 64, "one base_malloc line");
 
 static mp_mutex_t recent_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_RECENT);
 static mp_mutex_t recent_dump_mtx =
@@ -96,8 +99,12 @@ static void name_copy(char dst[PROF_THREAD_NAME_MAX], const char *name) {
 	memset(dst + len, 0, PROF_THREAD_NAME_MAX - len);
 }
 
-static uint64_t recent_bt_hash(void *const *frames, unsigned n) {
-	uint64_t h = 0x51ed27u ^ n;
+static uint64_t recent_bt_hash(bool known, uint64_t uid, const char *name,
+    void *const *frames, unsigned n) {
+	uint64_t h = 0x51ed27u ^ n ^ (uint64_t)known << 32;
+	h = (h ^ uid) * 0x9e3779b97f4a7c15ULL;
+	for (size_t i = 0; i < PROF_THREAD_NAME_MAX && name[i] != '\0'; i++)
+		h = (h ^ (unsigned char)name[i]) * 0x100000001b3ULL;
 	for (unsigned i = 0; i < n; i++) {
 		h ^= (uint64_t)(uintptr_t)frames[i];
 		h *= 0x9e3779b97f4a7c15ULL;
@@ -114,15 +121,17 @@ static recent_bt_t **recent_bt_bucket(uint64_t hash) {
 	return &recent_bts[(hash >> 7) % RECENT_BT_BUCKETS];
 }
 
-/* recent_mtx held: a reference to the stack frames[0..n) (hash:
- * recent_bt_hash's), made if new; NULL for none (n 0) or no memory. */
-static recent_bt_t *recent_bt_get_locked(void *const *frames, unsigned n,
+/* recent_mtx held: a reference to the side (known, uid, name[] as
+ * name_copy made it, frames[0..n)), hash recent_bt_hash's; made if new;
+ * NULL on no memory. */
+static recent_bt_t *recent_bt_get_locked(bool known, uint64_t uid,
+    const char name[PROF_THREAD_NAME_MAX], void *const *frames, unsigned n,
     uint64_t hash) {
-	if (n == 0)
-		return NULL;
 	recent_bt_t **bucket = recent_bt_bucket(hash);
 	for (recent_bt_t *b = *bucket; b != NULL; b = b->next) {
-		if (b->hash == hash && b->n == n && memcmp(b->frames, frames,
+		if (b->hash == hash && b->n == n && b->known == known &&
+		    b->uid == uid && memcmp(b->name, name,
+		    PROF_THREAD_NAME_MAX) == 0 && memcmp(b->frames, frames,
 		    n * sizeof(void *)) == 0) {
 			b->refs++;
 			return b;
@@ -133,6 +142,9 @@ static recent_bt_t *recent_bt_get_locked(void *const *frames, unsigned n,
 		return NULL;
 	b->hash = hash;
 	b->refs = 1;
+	b->known = known;
+	b->uid = uid;
+	memcpy(b->name, name, PROF_THREAD_NAME_MAX);
 	b->n = n;
 	memcpy(b->frames, frames, n * sizeof(void *));
 	b->next = *bucket;
@@ -197,20 +209,19 @@ static void recent_free_list(recent_t *r) {
 	}
 }
 
-void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
-    uint64_t uid, const char *name, void *const *frames, unsigned nframes) {
+void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
+    const char *name, void *const *frames, unsigned nframes) {
 	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) == 0)
 		return;
 	recent_t *r = base_malloc(sizeof(*r));
 	if (r == NULL)
 		return;         /* the sample stays; it has no record */
-	r->size = size;
 	r->usize = usize;
 	r->alloc_ns = recent_now_ns();
-	r->alloc_uid = uid;
-	name_copy(r->alloc_name, name);
 	r->sample = s;
-	uint64_t hash = recent_bt_hash(frames, nframes);
+	char nm[PROF_THREAD_NAME_MAX];
+	name_copy(nm, name);
+	uint64_t hash = recent_bt_hash(true, uid, nm, frames, nframes);
 	mp_mutex_lock(&recent_mtx);
 	ssize_t max = atomic_load(&prof_recent_max);
 	recent_t *gone = NULL;
@@ -219,7 +230,8 @@ void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
 		r->next = NULL;
 		r->sample = NULL;
 	} else {
-		r->alloc_bt = recent_bt_get_locked(frames, nframes, hash);
+		r->alloc_bt = recent_bt_get_locked(true, uid, nm, frames,
+		    nframes, hash);
 		atomic_store_explicit(&s->recent, r, memory_order_relaxed);
 		list_append(r);
 		recent_count++;
@@ -241,7 +253,11 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
 	    (uintptr_t)__builtin_frame_address(0));
 	unsigned self = prof_backtrace_self_frames(frames, n);
 	n -= self;
-	uint64_t hash = recent_bt_hash(frames + self, n);
+	char nm[PROF_THREAD_NAME_MAX];
+	name_copy(nm, known ? name : "");
+	if (!known)
+		uid = 0;
+	uint64_t hash = recent_bt_hash(known, uid, nm, frames + self, n);
 	uint64_t now = recent_now_ns();
 	mp_mutex_lock(&recent_mtx);
 	recent_t *r = atomic_load_explicit(&s->recent, memory_order_relaxed);
@@ -250,10 +266,8 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
 		r->sample = NULL;
 		r->released = true;
 		r->dalloc_ns = now;
-		r->dalloc_known = known;
-		r->dalloc_uid = uid;
-		name_copy(r->dalloc_name, name);
-		r->dalloc_bt = recent_bt_get_locked(frames + self, n, hash);
+		r->dalloc_bt = recent_bt_get_locked(known, uid, nm,
+		    frames + self, n, hash);
 	}
 	mp_mutex_unlock(&recent_mtx);
 }
@@ -392,21 +406,21 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 	out_fmt(&o, "{\"sample_interval\":%" PRIu64 ",\"recent_alloc_max\":"
 	    "%zd,\"recent_alloc\":[", sample_interval, max);
 	for (recent_t *c = first; c != NULL; c = c->next) {
+		const recent_bt_t *a = c->alloc_bt, *d = c->dalloc_bt;
 		out_fmt(&o, "%s{\"size\":%zu,\"usize\":%zu,\"released\":%s,"
 		    "\"alloc_thread_uid\":%" PRIu64, c == first ? "" : ",",
-		    c->size, c->usize, c->released ? "true" : "false",
-		    c->alloc_uid);
-		if (c->alloc_name[0] != '\0')
-			out_name(&o, "alloc_thread_name", c->alloc_name);
+		    c->usize, c->usize, c->released ? "true" : "false",
+		    a != NULL ? a->uid : 0);
+		if (a != NULL && a->name[0] != '\0')
+			out_name(&o, "alloc_thread_name", a->name);
 		out_fmt(&o, ",\"alloc_time\":%" PRIu64, c->alloc_ns);
 		out_trace(&o, "alloc_trace", c->alloc_bt);
 		if (c->released && c->dalloc_ns != 0) {
-			if (c->dalloc_known)
+			if (d != NULL && d->known)
 				out_fmt(&o, ",\"dalloc_thread_uid\":%" PRIu64,
-				    c->dalloc_uid);
-			if (c->dalloc_known && c->dalloc_name[0] != '\0')
-				out_name(&o, "dalloc_thread_name",
-				    c->dalloc_name);
+				    d->uid);
+			if (d != NULL && d->known && d->name[0] != '\0')
+				out_name(&o, "dalloc_thread_name", d->name);
 			out_fmt(&o, ",\"dalloc_time\":%" PRIu64, c->dalloc_ns);
 			out_trace(&o, "dalloc_trace", c->dalloc_bt);
 		}

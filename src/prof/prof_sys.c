@@ -663,8 +663,9 @@ unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
  * consulted a missing row or address (tables that can change: a library
  * loaded since) is not remembered.  Three slots: a thread's allocation
  * walks and its free walks (the recent records' free side, whose path
- * differs for small and large objects) start from different frames.  Only the owning thread uses its memo; `busy` keeps
- * a walk in a signal handler off a memo being written.
+ * differs for small and large objects) start from different frames.
+ * Only the owning thread uses its memo; `busy` keeps a walk in a signal
+ * handler off a memo being written.
  */
 #define MEMO_FRAMES 24
 #define MEMO_WORDS (2 * MEMO_FRAMES + 2)

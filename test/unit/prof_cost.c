@@ -2,10 +2,10 @@
  * test/unit/prof_cost.c - what the profiler's cheaper paths must keep
  * exact: the per-class unbiasing table the sampler reads instead of
  * calling prof_unbias (prof.c), and the recent-allocation records whose
- * stacks are shared between records (prof_recent.c): their memory stays
- * at 128 bytes a record plus one copy of each distinct stack, every
- * record still prints its own stacks, and dropping the records gives
- * every stack back; and the memo of a thread's last walks (prof_sys.c),
+ * sides (thread and stack) are shared between records (prof_recent.c):
+ * their memory stays at 64 bytes a record plus one copy of each side,
+ * every record still prints its own stacks, and dropping the records
+ * gives every side back; and the memo of a thread's last walks (prof_sys.c),
  * which must give what a fresh walk gives, also when another caller
  * puts its frame at the same place on the stack.
  *
@@ -130,8 +130,8 @@ static bool trace_has(const char *rec, const char *rec_end, const char *key,
 	return false;
 }
 
-/* Records of two sites, half of them freed at a third: a record is 128
- * bytes and the stacks are kept once each; the dump prints each
+/* Records of two sites, half of them freed at a third: a record is 64
+ * bytes and the sides are kept once each; the dump prints each
  * record's own stacks; dropping the records frees every stack, the
  * dump's references included. */
 static void test_recent_shared_stacks(void **state) {
@@ -159,14 +159,14 @@ static void test_recent_shared_stacks(void **state) {
 	/* One stack a site (each walked the same way), and nothing else
 	 * was allocated in the loop. */
 	MP_ASSERT(nst == 2, "%zu distinct stacks for two sites", nst);
-	MP_ASSERT(bytes <= 2 * NSITE * 128 + nst * 2048, "%zu bytes for "
+	MP_ASSERT(bytes <= 2 * NSITE * 64 + nst * 2048, "%zu bytes for "
 	    "%d records and %zu stacks", bytes, 2 * NSITE, nst);
 	for (int i = 0; i < NSITE; i++)
 		cost_free_site(a[i]);
 	bytes = prof_recent_bytes(&nst);
 	MP_ASSERT(nst == 3, "%zu distinct stacks after the frees (two "
 	    "sites, one free site)", nst);
-	MP_ASSERT(bytes <= 2 * NSITE * 128 + nst * 2048, "%zu bytes for "
+	MP_ASSERT(bytes <= 2 * NSITE * 64 + nst * 2048, "%zu bytes for "
 	    "%d records and %zu stacks", bytes, 2 * NSITE, nst);
 
 	json_t j = {NULL, 0, 0};
@@ -205,7 +205,7 @@ static void test_recent_shared_stacks(void **state) {
 	 * last ten are the dump's own reallocs, from several places). */
 	prof_recent_max_set(10);
 	bytes = prof_recent_bytes(&nst);
-	MP_ASSERT(bytes <= 10 * 128 + nst * 2048 && nst <= 20, "%zu bytes, "
+	MP_ASSERT(bytes <= 10 * 64 + nst * 2048 && nst <= 20, "%zu bytes, "
 	    "%zu stacks for 10 records", bytes, nst);
 	prof_recent_max_set(0);
 	bytes = prof_recent_bytes(&nst);

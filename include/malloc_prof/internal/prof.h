@@ -629,11 +629,12 @@ extern ssize_t opt_prof_recent_alloc_max;
 extern _Atomic ssize_t prof_recent_max;
 void prof_recent_boot(void);
 /* prof.c calls these and hands them what they record (thread uid and
- * name), so that this file uses nothing of prof.c.  A new sample s (its
- * record linked to it); from prof_sample_alloc with no profiler lock
- * held. */
-void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
-    uint64_t uid, const char *name, void *const *frames, unsigned nframes);
+ * name), so that this file uses nothing of prof.c.  A new sample s of
+ * usize bytes (its record linked to it; the dump prints usize as the
+ * size too, as the sampler knows no other); from prof_sample_alloc with
+ * no profiler lock held. */
+void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
+    const char *name, void *const *frames, unsigned nframes);
 /* Whether s still has a record (a peek: only its free and a trim change
  * it, and a trim leaves nothing to fill in). */
 MP_INLINE bool prof_recent_linked(prof_sample_t *s) {
