@@ -99,12 +99,17 @@ static void name_copy(char dst[PROF_THREAD_NAME_MAX], const char *name) {
 	memset(dst + len, 0, PROF_THREAD_NAME_MAX - len);
 }
 
-static uint64_t recent_bt_hash(bool known, uint64_t uid, const char *name,
-    void *const *frames, unsigned n) {
+/* name: name_copy's, zero-padded: hashed a word at a time. */
+static uint64_t recent_bt_hash(bool known, uint64_t uid,
+    const char name[PROF_THREAD_NAME_MAX], void *const *frames, unsigned n) {
 	uint64_t h = 0x51ed27u ^ n ^ (uint64_t)known << 32;
 	h = (h ^ uid) * 0x9e3779b97f4a7c15ULL;
-	for (size_t i = 0; i < PROF_THREAD_NAME_MAX && name[i] != '\0'; i++)
-		h = (h ^ (unsigned char)name[i]) * 0x100000001b3ULL;
+	_Static_assert(PROF_THREAD_NAME_MAX == 2 * sizeof(uint64_t),
+	    "a name is two words");
+	uint64_t w[2];
+	memcpy(w, name, sizeof(w));
+	h = (h ^ w[0]) * 0x9e3779b97f4a7c15ULL;
+	h = (h ^ (h >> 29) ^ w[1]) * 0x9e3779b97f4a7c15ULL;
 	for (unsigned i = 0; i < n; i++) {
 		h ^= (uint64_t)(uintptr_t)frames[i];
 		h *= 0x9e3779b97f4a7c15ULL;
