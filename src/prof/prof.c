@@ -131,7 +131,7 @@ static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
  * Large classes too: their exp() and two llround()s were about 120
  * instructions at each sample and again at its free (8% of the per-sample
  * cost on bench's midsize, whose samples are mostly large).  Filled for
- * the small classes only while the profiler is off; 1.4 KiB in all. */
+ * the small classes only while the profiler is off; 1.3 KiB in all. */
 #define UNBIAS_MAX ((size_t)64 << 20)
 #define UNBIAS_NCLASSES (8 + 4 * (26 - 7))      /* classes <= UNBIAS_MAX */
 _Static_assert(UNBIAS_NCLASSES <= SC_NSIZES && UNBIAS_NCLASSES > SC_NBINS,
