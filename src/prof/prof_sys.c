@@ -844,8 +844,17 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 		}
 		rec.s = &m->slot[m->next];
 		m->next = (m->next + 1) % MEMO_SLOTS;
-		*rec.s = (memo_slot_t){.fp = fp, .lo = lo, .hi = hi,
-		    .max = max, .mode = mode};
+		/* The header only: a walk that misses every time (stacks
+		 * that never repeat) pays for the words it records, not for
+		 * clearing the slot. */
+		rec.s->valid = false;
+		rec.s->fp = fp;
+		rec.s->lo = lo;
+		rec.s->hi = hi;
+		rec.s->max = max;
+		rec.s->mode = mode;
+		rec.s->nwords = 0;
+		rec.s->n = 0;
 	}
 	prof_cfi_walk_t w = {false};
 	uintptr_t stack_lo = lo;
