@@ -12,11 +12,14 @@
  * speed: the test reads the clock before and after each site's
  * allocations and around the dump, which bounds each object's age from
  * above and below; each site's live objects must all be in buckets that
- * overlap those bounds (old ones: >1s whatever the load, since they lived
- * through the sleeps; mid ones at least 100ms-1s).  Freed large objects leave
- * the live buckets; a prof.reset empties them.
+ * overlap those bounds (old ones: >1s whatever the load, since they
+ * lived through the sleeps; mid ones at least 100ms-1s).  Freed large
+ * objects leave the live buckets; a prof.reset empties them; threads
+ * churning large samples while dumps are taken end up all counted freed.
  */
 #include "../test_util.h"
+
+#include <pthread.h>
 
 #define N_SMALL 30
 #define N_LARGE 6
@@ -266,6 +269,51 @@ static void test_reset(void **state) {
 		free(oldl[i]);
 }
 
+/* Threads take and free large samples (the list the collection walks)
+ * while the main thread dumps: every dump completes, and afterwards the
+ * site's objects are all counted freed, none live. */
+#define CHURN_THREADS 2
+#define CHURN_N 500
+
+void *churn_large(void);
+
+MP_SITE void *churn_large(void) {
+	void *p = malloc(LARGE_SIZE);
+	USE(p);
+	return p;
+}
+
+static void *churn(void *arg) {
+	(void)arg;
+	for (int i = 0; i < CHURN_N; i++)
+		free(churn_large());
+	return NULL;
+}
+
+static void test_threads(void **state) {
+	(void)state;
+	assert_int_equal(mallctl("prof.reset", NULL, NULL, NULL, 0), 0);
+	pthread_t t[CHURN_THREADS];
+	for (int i = 0; i < CHURN_THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, churn, NULL), 0);
+	mp_pprof_t pp;
+	for (int i = 0; i < 5; i++) {
+		dump("during.pb.gz", &pp);
+		mp_pprof_free(&pp);
+	}
+	for (int i = 0; i < CHURN_THREADS; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	dump("threads.pb.gz", &pp);
+	int64_t a[NA], freed;
+	site_ages(&pp, (const void *)churn_large, a, &freed);
+	for (int b = 0; b < NA; b++)
+		MP_ASSERT(a[b] == 0, "churn_large: %lld live in %s",
+		    (long long)a[b], ages[b]);
+	MP_ASSERT(freed == CHURN_THREADS * CHURN_N, "churn_large: %lld freed, "
+	    "expected %d", (long long)freed, CHURN_THREADS * CHURN_N);
+	mp_pprof_free(&pp);
+}
+
 static void test_no_profiler(void **state) {
 	(void)state;
 	assert_int_equal(mallctl("prof.lifetimes.dump", NULL, NULL, NULL, 0),
@@ -277,6 +325,7 @@ int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ages),
 		cmocka_unit_test(test_reset),
+		cmocka_unit_test(test_threads),
 	};
 	return mp_prof_test_main("mp_prof_lifetime_age", test_no_profiler,
 	    tests);
