@@ -14,8 +14,9 @@
  * its shared cache's); the per-bin rows have no mutex columns (bins have
  * no locks).  Destroyed arenas' sum is printed after the merged arena, as
  * jemalloc does, unless d.  With prof_stats the merged arenas' bin and
- * large tables have jemalloc's four prof_* columns (and JSON keys).  Left out of jemalloc's report: the extents
- * and HPA tables (opts e and h change nothing).
+ * large tables have jemalloc's four prof_* columns (and JSON keys).  Left
+ * out of jemalloc's report: the extents and HPA tables (opts e and h
+ * change nothing).
  *
  * Output is formatted into a 4 KiB stack buffer and handed to the
  * caller's write_cb in chunks, so printing never calls malloc (the copy

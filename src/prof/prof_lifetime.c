@@ -261,7 +261,8 @@ static life_live_t *walk_slot(life_live_t *ents, size_t cap, uint64_t h,
 	for (; ents[i].used; i = (i + 1) & (cap - 1)) {
 		const life_live_t *e = &ents[i];
 		if (e->hash == h && e->nframes == nframes &&
-		    memcmp(buf + e->foff, frames, nframes * sizeof(void *)) == 0)
+		    memcmp(buf + e->foff, frames,
+		    nframes * sizeof(void *)) == 0)
 			break;
 	}
 	return &ents[i];

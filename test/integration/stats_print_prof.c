@@ -252,8 +252,8 @@ static void test_absent(void **state) {
 		    confs[i] != NULL ? confs[i] : "no options");
 		MP_ASSERT(strstr(child_out, "prof_live_") == NULL &&
 		    strstr(child_out, "prof_accum_requested") == NULL &&
-		    strstr(child_out, "prof_accum_count") == NULL, "child (%s): "
-		    "prof_stats columns without prof_stats",
+		    strstr(child_out, "prof_accum_count") == NULL,
+		    "child (%s): prof_stats columns without prof_stats",
 		    confs[i] != NULL ? confs[i] : "no options");
 	}
 }
