@@ -41,7 +41,7 @@ test/integration/prof_cfi test/integration/prof_cfi_dlopen
 test/integration/prof_cfi_signal test/integration/tcache_explicit
 test/integration/prof_recent test/integration/prof_peak
 test/integration/prof_label test/integration/prof_http_delta
-test/integration/prof_lifetime
+test/integration/prof_lifetime test/integration/prof_lifetime_age
 test/integration/extent_hooks test/integration/xthread_rss
 test/stress/prof_getattr
 test/stress/threads test/stress/fork test/stress/first_op
