@@ -471,7 +471,9 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
  * of a CPU cache.  With it, a block whose alignment is below a page
  * starts a pseudo-random number of cache lines (of alignment steps, if
  * larger) into its extent, which is carved a page longer for that: in
- * [0, PAGE), so the page map's first-page entry still finds it.  Once
+ * (0, PAGE), so the block's first byte is on the extent's first page and
+ * its last byte on the extent's last page, the two the page map points
+ * at (free, arenas.lookup of either end).  Once
  * carved, the extent is narrowed to the block (addr and size describe
  * the block, as for any large one: free, sized free, usable size, the
  * large cache, the profiler's lookup see nothing new; san_guard narrows
@@ -492,8 +494,9 @@ static __thread uint64_t arena_prng __attribute__((tls_model("initial-exec")));
 _Static_assert(PAGE / CACHELINE + 1 <= UINT8_MAX, "pad_lines is a byte");
 
 /* The block's offset into its extent: a multiple of the cache line and of
- * align, below a page.  A 64-bit LCG per thread (jemalloc's constants),
- * its high bits taken: the low ones have short periods. */
+ * align (< PAGE), above 0 and below a page.  A 64-bit LCG per thread
+ * (jemalloc's constants), its high bits taken: the low ones have short
+ * periods. */
 static size_t large_lead(size_t align) {
 	size_t step = align > CACHELINE ? align : CACHELINE;
 	uint64_t x = arena_prng;
@@ -501,8 +504,10 @@ static size_t large_lead(size_t align) {
 		x = (uint64_t)(uintptr_t)&arena_prng * 0x9e3779b97f4a7c15u;
 	x = x * 6364136223846793005u + 1442695040888963407u;
 	arena_prng = x;
-	return (size_t)(x >> 40) % (PAGE / step) * step;
+	return ((size_t)(x >> 40) % (PAGE / step - 1) + 1) * step;
 }
+
+_Static_assert(PAGE / CACHELINE >= 2, "room for an offset");
 
 static void large_narrow(extent_t *e, size_t lead) {
 	e->addr += lead;

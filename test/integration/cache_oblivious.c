@@ -3,9 +3,9 @@
  * cache-oblivious large blocks, issue 18).  With cache_oblivious:true
  * (cache_oblivious.conf) a large block aligned below a page starts a
  * random number of cache lines (of alignment steps, if larger) into its
- * extent (below 4 MiB): blocks of one class are not all page-aligned,
- * their offsets modulo the page differ and are multiples of the cache
- * line.  Every
+ * extent (below 4 MiB): blocks of one class are not page-aligned, their
+ * offsets modulo the page differ and are multiples of the cache line,
+ * and arenas.lookup finds them from either end.  Every
  * operation on such a block must still find its extent and size: filling
  * all usable bytes, realloc growing and shrinking (in place and moving),
  * xallocx, rallocx with MALLOCX_ZERO, calloc over reused dirty pages,
@@ -70,7 +70,7 @@ static void test_offsets(void **state) {
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++) {
-		/* 48 blocks over 64 possible offsets: about 34 distinct;
+		/* 48 blocks over 63 possible offsets: about 34 distinct;
 		 * 8 leaves no room for chance. */
 		int d = distinct_offsets(sizes[i], 0, CL, 48);
 		MP_ASSERT(d >= 8, "malloc(%zu): %d distinct offsets mod the "
@@ -181,6 +181,35 @@ static void test_operations(void **state) {
 	(void)state;
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++)
 		exercise(sizes[i], 0x5eed + i);
+}
+
+/* arenas.lookup finds a block from its first and its last byte (the
+ * offset is never 0, so the last byte is on the extent's last page). */
+static void test_lookup(void **state) {
+	(void)state;
+	unsigned mine = 0;
+	MALLCTL_READ("thread.arena", mine);
+	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++) {
+		for (int k = 0; k < 64; k++) {
+			char *p = LAUNDER(malloc(sizes[i]));
+			assert_non_null(p);
+			MP_ASSERT(((uintptr_t)p & 4095) != 0, "malloc(%zu) = "
+			    "%p: page-aligned", sizes[i], (void *)p);
+			size_t u = malloc_usable_size(p);
+			char *ends[2] = { p, p + u - 1 };
+			for (int j = 0; j < 2; j++) {
+				unsigned ind = 12345;
+				size_t len = sizeof(ind);
+				void *q = ends[j];
+				int r = mallctl("arenas.lookup", &ind, &len, &q,
+				    sizeof(q));
+				MP_ASSERT(r == 0 && ind == mine, "lookup of "
+				    "%p in malloc(%zu) = %p: %d, arena %u",
+				    q, sizes[i], (void *)p, r, ind);
+			}
+			free(p);
+		}
+	}
 }
 
 /* The large cache hands a block back as it was: its pointer, size and
@@ -311,8 +340,8 @@ static int child_guard(void) {
 	for (int k = 0; k < 32; k++)
 		dallocx(ps[k], MALLOCX_TCACHE_NONE);
 	/* The 32 carvings alternate: 16 guarded and page-aligned, 16
-	 * offset (page-aligned by chance, 1 in 64 each). */
-	return aligned >= 16 && aligned <= 24 ? 0 : 4;
+	 * offset (never by 0). */
+	return aligned == 16 ? 0 : 4;
 }
 
 static void run_child(const char *conf, const char *mode) {
@@ -367,6 +396,7 @@ int main(int argc, char **argv) {
 	if (argc > 2 && strcmp(argv[1], "--child") == 0) {
 		const struct CMUnitTest mix[] = {
 			cmocka_unit_test(test_operations),
+			cmocka_unit_test(test_lookup),
 			cmocka_unit_test(test_large_cache),
 			cmocka_unit_test(test_arena_reset),
 			cmocka_unit_test(test_threads),
@@ -377,6 +407,7 @@ int main(int argc, char **argv) {
 		cmocka_unit_test(test_opt),
 		cmocka_unit_test(test_offsets),
 		cmocka_unit_test(test_operations),
+		cmocka_unit_test(test_lookup),
 		cmocka_unit_test(test_large_cache),
 		cmocka_unit_test(test_arena_reset),
 		cmocka_unit_test(test_threads),
