@@ -295,7 +295,10 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 		p = NULL;
 		tcache_t *tc = xtc != NULL ? xtc :
 		    use_tcache ? tsd->tcache : NULL;
-		if (tc != NULL && align <= PAGE && usize <= opt_tcache_max) {
+		/* Cached blocks are page-aligned unless cache_oblivious
+		 * offset them (arena.c): then only by a cache line. */
+		if (tc != NULL && align <= (opt_cache_oblivious ? CACHELINE :
+		    PAGE) && usize <= opt_tcache_max) {
 			p = tcache_alloc_large(tc, ind);
 			if (p != NULL && zero)
 				memset(p, 0, usize);

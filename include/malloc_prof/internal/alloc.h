@@ -381,6 +381,9 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
 void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag);
 void arena_slab_dalloc(arena_t *arena, extent_t *slab);
 /* Large blocks. usize is a large size class, align a power of two. */
+/* cache_oblivious: a block aligned below a page starts a random number of
+ * cache lines into an extent a page longer (arena.c; conf.c sets it). */
+extern bool opt_cache_oblivious;
 void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
     bool zero);
 /* The same for calloc's request of `size` bytes (<= usize): zeroed
