@@ -8,6 +8,7 @@
  * bins hold at most about a megabyte: not worth the fills).  With seven
  * more threads attached (they allocate once and wait), the trimming
  * starts.
+ *
  * The GC is driven by hand (tcache_gc_step, one bin per call, so a pass
  * of SC_NBINS calls is one period for every bin), with nothing allocated
  * between the calls of a pass: no thread event of the test's own traffic
