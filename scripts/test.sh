@@ -31,7 +31,8 @@ mp_try_install_deps golang-go
 # walk (prof_cfi*: a thread, dlopen/dlclose racing samplers, a signal
 # handler that allocates).  Left out: prof_accum (too slow under TSan).
 tsan_tests="test/unit/base test/unit/pagemap test/unit/tcache
-test/unit/prof_dump test/integration/mallctl test/integration/prof_fork
+test/unit/prof_dump test/unit/tcache_trim test/integration/mallctl
+test/integration/prof_fork
 test/integration/prof_mdump test/integration/background_thread
 test/integration/prof_threads test/integration/prof_active
 test/integration/prof_http
