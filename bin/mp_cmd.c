@@ -649,7 +649,9 @@ static int mp_pprof_write_file(const mp_opts_t *o, mp_pprof_out_t *pp,
  * profile (prof.lifetimes.dump, GET /debug/pprof/lifetimes), whose
  * samples are (stack, bucket) pairs: alloc_objects and alloc_space split
  * by the string label lifetime, with the stack's mean lifetime of freed
- * samples as the number label lifetime_mean (ns). */
+ * samples as the number label lifetime_mean (ns); the live ones carry
+ * their age at the dump as the string label age (same names), whose
+ * oldest bucket the summary counts: memory held for more than 1 s. */
 
 static const char *const mp_life_buckets[] = {
 	"<1ms", "1-10ms", "10-100ms", "100ms-1s", ">1s", "live" };
@@ -721,7 +723,8 @@ static int mp_cmd_temporary(const mp_opts_t *o, mp_symbolizer_t *sym,
 	qsort(ord, prof->nstacks, sizeof(*ord), mp_stack_cmp);
 	mp_life_row_t *rows = mp_xcalloc(prof->nstacks, sizeof(*rows));
 	size_t nrows = 0;
-	double all = 0, all_short = 0;
+	double all = 0, all_short = 0, live = 0, live_old = 0;
+	bool aged = false;
 	for (size_t i = 0; i < prof->nstacks; i++) {
 		const mp_stack_t *s = ord[i];
 		if (nrows == 0 || mp_stack_cmp(&ord[i], &rows[nrows - 1].s) != 0)
@@ -736,6 +739,13 @@ static int mp_cmd_temporary(const mp_opts_t *o, mp_symbolizer_t *sym,
 			continue;	/* not ours: counted nowhere */
 		r->objs[k] += s->val[MP_ALLOC_OBJECTS];
 		r->bytes[k] += s->val[MP_ALLOC_SPACE];
+		if (k == MP_LIFE_NB - 1) {
+			const char *age = mp_stack_label(s, "age", 3);
+			live += s->val[MP_ALLOC_OBJECTS];
+			aged |= age != NULL;
+			if (age != NULL && strcmp(age, ">1s") == 0)
+				live_old += s->val[MP_ALLOC_OBJECTS];
+		}
 		r->all_objs += s->val[MP_ALLOC_OBJECTS];
 		if (k < nshort) {
 			r->short_objs += s->val[MP_ALLOC_OBJECTS];
@@ -769,8 +779,13 @@ static int mp_cmd_temporary(const mp_opts_t *o, mp_symbolizer_t *sym,
 	const char *within = o->within == 1000 ? "1s" : o->within == 100 ?
 	    "100ms" : o->within == 10 ? "10ms" : "1ms";
 	fprintf(f, "%s: %.0f allocations (estimated from the samples), "
-	    "%.0f (%.1f%%) freed within %s\n", prof->file, all, all_short,
+	    "%.0f (%.1f%%) freed within %s", prof->file, all, all_short,
 	    all > 0 ? 100.0 * all_short / all : 0.0, within);
+	/* Older profiles have no age on their live samples. */
+	if (aged)
+		fprintf(f, "; %.0f live, %.0f of them for more than 1s", live,
+		    live_old);
+	fprintf(f, "\n");
 	fprintf(f, "%12s %7s %14s %12s %11s  %s\n", "temporary", "of site",
 	    "temp bytes", "allocations", "mean life", "stack (innermost "
 	    "first)");

@@ -31,7 +31,8 @@ mp_try_install_deps golang-go
 # walk (prof_cfi*: a thread, dlopen/dlclose racing samplers, a signal
 # handler that allocates).  Left out: prof_accum (too slow under TSan).
 tsan_tests="test/unit/base test/unit/pagemap test/unit/tcache
-test/unit/prof_dump test/integration/mallctl test/integration/prof_fork
+test/unit/prof_dump test/unit/tcache_trim test/integration/mallctl
+test/integration/prof_fork
 test/integration/prof_mdump test/integration/background_thread
 test/integration/prof_threads test/integration/prof_active
 test/integration/prof_http
@@ -41,7 +42,7 @@ test/integration/prof_cfi test/integration/prof_cfi_dlopen
 test/integration/prof_cfi_signal test/integration/tcache_explicit
 test/integration/prof_recent test/integration/prof_peak
 test/integration/prof_label test/integration/prof_http_delta
-test/integration/prof_lifetime
+test/integration/prof_lifetime test/integration/prof_lifetime_age
 test/integration/extent_hooks test/integration/xthread_rss
 test/stress/prof_getattr
 test/stress/threads test/stress/fork test/stress/first_op

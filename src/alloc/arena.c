@@ -464,6 +464,66 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
 	active_shrank(pages);
 }
 
+/*
+ * cache_oblivious (jemalloc's opt.cache_oblivious).  Large blocks all
+ * start on a page boundary otherwise, so the first lines of blocks of one
+ * class, and any field at one offset in them, fall into the same few sets
+ * of a CPU cache.  With it, a block whose alignment is below a page
+ * starts a pseudo-random number of cache lines (of alignment steps, if
+ * larger) into its extent, which is carved a page longer for that: in
+ * (0, PAGE), so the block's first byte is on the extent's first page and
+ * its last byte on the extent's last page, the two the page map points
+ * at (free, arenas.lookup of either end).  Once
+ * carved, the extent is narrowed to the block (addr and size describe
+ * the block, as for any large one: free, sized free, usable size, the
+ * large cache, the profiler's lookup see nothing new; san_guard narrows
+ * a guarded block the same way), and widened back under arena->mtx
+ * before its pages change hands: free, in-place resize.  pad_lines says
+ * which blocks are narrowed.  Guarded blocks get no offset (the guard
+ * page follows the block's end), nor do blocks of LARGE_CAP_MIN or more,
+ * unlike jemalloc's: they are carved on 2 MiB granules to take moved
+ * page tables (extent.c), and the page more cost bench's large 25% more
+ * page faults; for them the spread start matters least.  The pad page
+ * counts as active.  Off by default: the page costs 12-13% of peak RSS
+ * in bench's midsize, realloc and reallocgrow (doc/performance.md).
+ */
+bool opt_cache_oblivious = false;
+
+static __thread uint64_t arena_prng __attribute__((tls_model("initial-exec")));
+
+_Static_assert(PAGE / CACHELINE + 1 <= UINT8_MAX, "pad_lines is a byte");
+
+/* The block's offset into its extent: a multiple of the cache line and of
+ * align (< PAGE), above 0 and below a page.  A 64-bit LCG per thread
+ * (jemalloc's constants), its high bits taken: the low ones have short
+ * periods. */
+static size_t large_lead(size_t align) {
+	size_t step = align > CACHELINE ? align : CACHELINE;
+	uint64_t x = arena_prng;
+	if (unlikely(x == 0))   /* a thread's first: seeded by its address */
+		x = (uint64_t)(uintptr_t)&arena_prng * 0x9e3779b97f4a7c15u;
+	x = x * 6364136223846793005u + 1442695040888963407u;
+	arena_prng = x;
+	return ((size_t)(x >> 40) % (PAGE / step - 1) + 1) * step;
+}
+
+_Static_assert(PAGE / CACHELINE >= 2, "room for an offset");
+
+static void large_narrow(extent_t *e, size_t lead) {
+	e->addr += lead;
+	e->size -= PAGE;
+	e->pad_lines = (uint8_t)(lead / CACHELINE + 1);
+}
+
+/* Back to its whole extent; returns the block's offset in it. */
+static size_t large_widen(extent_t *e) {
+	size_t lead = (size_t)(e->pad_lines - 1) * CACHELINE;
+	e->addr -= lead;
+	e->size += PAGE;
+	e->pad_lines = 0;
+	return lead;
+}
+
 /* A size class's tail past the request at least this long is kept out of
  * the resident set (see arena_large_alloc_req). */
 #define LARGE_TAIL_MIN ((size_t)64 << 10)
@@ -495,11 +555,19 @@ void arena_slab_dalloc(arena_t *arena, extent_t *slab) {
 void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
     bool zero, size_t size) {
 	size_t dirty_off, dirty_len;
-	size_t used = PAGE_CEILING(size);
+	/* cache_oblivious: the block starts `lead` bytes into an extent of
+	 * esize bytes; used, the dirty range and clean_from are offsets in
+	 * the extent until it is narrowed to the block. */
+	size_t lead = 0, esize = usize;
+	if (opt_cache_oblivious && align < PAGE && usize < LARGE_CAP_MIN) {
+		lead = large_lead(align);
+		esize = usize + PAGE;
+	}
+	size_t used = PAGE_CEILING(lead + size);
 	/* Custom hooks: no clean tail, whose purges would bypass them. */
-	if (!zero || usize - used < LARGE_TAIL_MIN ||
+	if (!zero || esize - used < LARGE_TAIL_MIN ||
 	    unlikely(extent_hooks_custom(arena)))
-		used = usize;
+		used = esize;
 	/* oversize_threshold: the huge arena, for a thread on an automatic
 	 * arena; an arena the thread or the call chose (a manual one,
 	 * MALLOCX_ARENA of another) is kept, as jemalloc keeps it. */
@@ -520,8 +588,10 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 	/* san_guard_large: carved a page longer at each end (san.c). */
 	bool guard = unlikely(opt_san_guard_large != 0) &&
 	    san_large_decide(arena, usize, align);
-	size_t carve = usize;
+	size_t carve = esize;
 	if (unlikely(guard)) {
+		lead = 0;
+		esize = usize;
 		used = usize;
 		carve = usize + 2 * PAGE;
 	}
@@ -542,13 +612,14 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 		dirty_off = dlo;
 		dirty_len = dhi - dlo;
 	}
+	char *base = NULL;
 	if (e != NULL) {
-		arena->stats.pactive += usize >> LG_PAGE;
+		arena->stats.pactive += esize >> LG_PAGE;
 		arena->stats.large_allocated += usize;
 		arena->stats.large_nmalloc++;
 		arena_lextent_count(arena, sz_size2index(usize), true);
-		arena->ptail += (usize - used) >> LG_PAGE;
-		e->clean_from = used < usize ? used : 0;
+		arena->ptail += (esize - used) >> LG_PAGE;
+		e->clean_from = used < esize ? used : 0;
 		huge_used_note(arena);
 		e->kind = EXTENT_LARGE;
 		e->szind = (uint8_t)sz_size2index(usize);
@@ -558,20 +629,26 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 		pagemap_set_class(e->addr, PAGE, e);
 		if (unlikely(arena->manual))
 			large_link(arena, e);
+		base = e->addr;
+		e->pad_lines = 0;
+		if (esize != usize)
+			large_narrow(e, lead);
 	}
 	mp_mutex_unlock(&arena->mtx);
 	if (e == NULL)
 		return NULL;
-	active_grew(usize >> LG_PAGE);
+	active_grew(esize >> LG_PAGE);
 	size_t lo = dirty_off, hi = dirty_off + dirty_len;
 	if (e->clean_from != 0 && hi > used) {
 		size_t cut = used > lo ? used : lo;
 		/* Zeroed by the purge unless MADV_DONTNEED does not zero. */
-		if (!os_purge_forced(e->addr + cut, hi - cut))
+		if (!os_purge_forced(base + cut, hi - cut))
 			hi = cut;
 	}
+	/* Of a padded extent, the bytes before the block too: fewer tests,
+	 * and at most a page. */
 	if (zero && hi > lo)
-		memset(e->addr + lo, 0, hi - lo);
+		memset(base + lo, 0, hi - lo);
 	return e->addr;
 }
 
@@ -601,13 +678,21 @@ static bool decay_due(arena_t *arena, uint64_t now) {
 
 void arena_large_dalloc(extent_t *e) {
 	arena_t *arena = e->arena;
-	/* Before the lock: the block is still ours. */
-	if (e->clean_from != 0)
-		os_purge_forced(e->addr + e->clean_from,
-		    e->size - e->clean_from);
+	size_t usize = e->size;
+	/* Before the lock: the block is still ours.  clean_from counts
+	 * from the start of a padded block's extent. */
+	if (e->clean_from != 0) {
+		size_t lead = e->pad_lines != 0 ?
+		    (size_t)(e->pad_lines - 1) * CACHELINE : 0;
+		size_t esize = usize + (e->pad_lines != 0 ? PAGE : 0);
+		os_purge_forced(e->addr - lead + e->clean_from,
+		    esize - e->clean_from);
+	}
 	mp_mutex_lock(&arena->mtx);
+	if (e->pad_lines != 0)
+		large_widen(e);
 	arena->stats.pactive -= e->size >> LG_PAGE;
-	arena->stats.large_allocated -= e->size;
+	arena->stats.large_allocated -= usize;
 	arena->stats.large_ndalloc++;
 	arena_lextent_count(arena, e->szind, false);
 	size_t pages = e->size >> LG_PAGE;
@@ -637,10 +722,14 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 	/* A guarded block moves (realloc copies it) between new guards. */
 	if (unlikely(e->guarded))
 		return true;
+	/* A padded block is resized as its extent, and keeps its offset. */
+	size_t pad = e->pad_lines != 0 ? PAGE : 0, lead = 0;
 	mp_mutex_lock(&arena->mtx);
+	if (pad != 0)
+		lead = large_widen(e);
 	bool err = usize > old
-	    ? extent_expand_locked(arena, e, usize, &zeroed_tail)
-	    : extent_shrink_locked(arena, e, usize);
+	    ? extent_expand_locked(arena, e, usize + pad, &zeroed_tail)
+	    : extent_shrink_locked(arena, e, usize + pad);
 	if (!err) {
 		arena->stats.pactive += (usize >> LG_PAGE);
 		arena->stats.pactive -= (old >> LG_PAGE);
@@ -654,18 +743,27 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 	}
 	/* Its tail is in use now, or gone. */
 	if (e->clean_from != 0)
-		arena->ptail -= (old - e->clean_from) >> LG_PAGE;
+		arena->ptail -= (old + pad - e->clean_from) >> LG_PAGE;
 	e->clean_from = 0;
 	huge_used_note(arena);
 	/* The resize rewrote the bounds untagged; tag the (new) class. */
 	pagemap_set_class(e->addr, PAGE, e);
+	if (pad != 0)
+		large_narrow(e, lead);
 	mp_mutex_unlock(&arena->mtx);
 	if (!err && usize > old)
 		active_grew((usize - old) >> LG_PAGE);
 	else if (!err)
 		active_shrank((old - usize) >> LG_PAGE);
-	if (!err && zero && usize > old && !zeroed_tail)
-		memset(e->addr + old, 0, usize - old);
+	if (!err && zero && usize > old) {
+		/* A zeroed tail is the new pages only: the old extent's
+		 * bytes past the block (PAGE - lead of them) may be dirty. */
+		size_t n = usize - old;
+		if (zeroed_tail)
+			n = n < pad - lead ? n : pad - lead;
+		if (n != 0)
+			memset(e->addr + old, 0, n);
+	}
 	return err;
 }
 

@@ -42,6 +42,9 @@ typedef struct {
 	void *entry;           /* the exported function the program called */
 	uintptr_t fp;          /* its frame: where backtraces start */
 	size_t size;           /* calloc: bytes asked for; 0: usable size */
+	/* Bytes asked for, which only a sample records (prof_stats'
+	 * req_sum); 0: the usable size. */
+	size_t req;
 } alloc_opts_t;
 
 /* xmalloc:true: a call that would fail for want of memory aborts instead
@@ -103,6 +106,8 @@ static bool opts_decode(int flags, alloc_opts_t *o, void *entry,
 	unsigned lg = (unsigned)flags & 0x3f;
 	o->entry = entry;
 	o->fp = fp;
+	o->size = 0;
+	o->req = 0;
 	o->align = lg != 0 ? (size_t)1 << lg : 0;
 	o->zero = (flags & 0x40) != 0;
 	/* Bits 8-19: 0 the thread's cache, 1 none, tc + 2 explicit tc. */
@@ -139,7 +144,7 @@ static MP_NOINLINE void prof_event(tsd_t *tsd, void *p, size_t usize,
 		return;
 	uint64_t since = tsd->allocated - tsd->prof_last_event;
 	tsd->prof_last_event = tsd->allocated;
-	prof_sample_alloc(tsd, p, usize, o->entry != NULL ? o->entry :
+	prof_sample_alloc(tsd, p, usize, o->req, o->entry != NULL ? o->entry :
 	    (void *)MP_PUBLIC(malloc), o->fp);
 	/* A new peak of the live heap: prof_dump.c copies it. */
 	if (atomic_load_explicit(&prof_live_bytes, memory_order_relaxed) >=
@@ -290,7 +295,10 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 		p = NULL;
 		tcache_t *tc = xtc != NULL ? xtc :
 		    use_tcache ? tsd->tcache : NULL;
-		if (tc != NULL && align <= PAGE && usize <= opt_tcache_max) {
+		/* Cached blocks are page-aligned unless cache_oblivious
+		 * offset them (arena.c): then only by a cache line. */
+		if (tc != NULL && align <= (opt_cache_oblivious ? CACHELINE :
+		    PAGE) && usize <= opt_tcache_max) {
 			p = tcache_alloc_large(tc, ind);
 			if (p != NULL && zero)
 				memset(p, 0, usize);
@@ -528,7 +536,7 @@ static MP_NOINLINE void *malloc_slow(size_t size) {
 			return p;
 	}
 	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(malloc),
-	    .fp = CALLER_FP()};
+	    .fp = CALLER_FP(), .req = size};
 	void *p = alloc_impl(tsd, usize, 0, &o);
 	if (p == NULL)
 		goto oom;
@@ -588,6 +596,7 @@ static void *alloc_aligned(size_t size, size_t align, int flags,
 	size_t usize = align > QUANTUM ? sz_sa2u(size, align) : sz_s2u(size);
 	if (usize == 0)
 		return NULL;
+	o.req = size;
 	return alloc_impl(tsd, usize, align > QUANTUM ? align : 0, &o);
 }
 
@@ -699,7 +708,7 @@ MP_EXPORT void *MP_PUBLIC(calloc)(size_t n, size_t size) {
 		return NULL;
 	}
 	alloc_opts_t o = {.zero = true, .entry = (void *)MP_PUBLIC(calloc),
-	    .fp = CALLER_FP(), .size = total};
+	    .fp = CALLER_FP(), .size = total, .req = total};
 	void *p = alloc_impl(tsd, usize, 0, &o);
 	if (p == NULL) {
 		XMALLOC_CHECK(p, "calloc", total);
@@ -837,6 +846,7 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	size_t usize = align ? sz_sa2u(size, align) : sz_s2u(size);
 	if (usize == 0)
 		return NULL;
+	o.req = size;
 	size_t old = extent_usize(e);
 	bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
 	bool same_arena = o.arena == NULL || o.arena == e->arena;

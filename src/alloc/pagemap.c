@@ -121,11 +121,9 @@ bool pagemap_set_class(const void *addr, size_t size, extent_t *e) {
 }
 
 bool pagemap_set_bounds(extent_t *e) {
-	if (pagemap_set_range(e->addr, PAGE, e))
-		return true;
-	if (e->size > PAGE &&
-	    pagemap_set_range(e->addr + e->size - PAGE, PAGE, e))
-		return true;
+	pagemap_set_page(e->addr, e);
+	if (e->size > PAGE)
+		pagemap_set_page(e->addr + e->size - PAGE, e);
 	return false;
 }
 

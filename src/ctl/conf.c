@@ -58,7 +58,6 @@ size_t opt_tcache_gc_delay_bytes = 0;
 bool opt_experimental_infallible_new = false;
 static char conf_slab_sizes[256] = "";
 static size_t conf_lg_tcache_max = 16;
-static bool conf_cache_oblivious = false;
 static bool conf_hpa = false;
 static bool conf_utrace = false;
 /* The profiler options of jemalloc 5.3 that the profiler issue after
@@ -271,10 +270,9 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "trust madvise(MADV_DONTNEED) to zero pages without a check "
 	  "(false: one page is checked at the first purge)" },
 	{ .name = "cache_oblivious", .type = CONF_BOOL,
-	  .var = &conf_cache_oblivious, .def = "false",
-	  .note = "no effect: large blocks start at their extent's first page "
-	  "(config.cache_oblivious is false)",
-	  .doc = "offset large blocks by a random number of cache lines" },
+	  .var = &opt_cache_oblivious, .def = "false",
+	  .doc = "start each large block under 4 MiB aligned below a page a "
+	  "random number of cache lines into an extent one page longer" },
 	{ .name = "lg_extent_max_active_fit", .type = CONF_SIZE_T,
 	  .var = &opt_lg_extent_max_active_fit, .def = "6", .min = 0,
 	  .max = 63,

@@ -1464,13 +1464,13 @@ static const unsigned ctl_nlextents = SC_NLEXTENTS;
 
 /*
  * config.*: what jemalloc's configure switches would have been for this
- * library.  Always built in: junk/zero filling (fill) and statistics
- * (stats).  Never: a lazily taken lock (lazy_lock: our locks are always
- * taken), utrace(2) tracing (utrace), libgcc's or libunwind's unwinder (the
- * profiler has its own frame-pointer and .eh_frame walkers), and
- * cache-oblivious large blocks (cache_oblivious: a large block starts at
- * the first page of its extent, arena.c; none is offset by a random
- * number of cache lines).  malloc_conf: no configure option compiles a
+ * library.  Always built in: junk/zero filling (fill), statistics
+ * (stats) and cache-oblivious large blocks (cache_oblivious: arena.c
+ * offsets a large block by a random number of cache lines when
+ * opt.cache_oblivious is on).  Never: a lazily taken lock (lazy_lock: our
+ * locks are always taken), utrace(2) tracing (utrace), and libgcc's or
+ * libunwind's unwinder (the profiler has its own frame-pointer and
+ * .eh_frame walkers).  malloc_conf: no configure option compiles a
  * default options string into the library (an application's own
  * `malloc_conf` symbol is read at start-up instead, conf.c), so "".
  * xmalloc: true, as opt.xmalloc exists (a run-time option here, off by
@@ -1490,7 +1490,7 @@ static const ctl_node_t ctl_config_children[] = {
 	  .ptr = &config_prof },
 	{ .name = "prefix", .handler = ctl_var_read, .type = CTL_T_STR,
 	  .ptr = &ctl_prefix },
-	CTL_CONFIG_BOOL("cache_oblivious", false),
+	CTL_CONFIG_BOOL("cache_oblivious", true),
 	CTL_CONFIG_BOOL("fill", true),
 	CTL_CONFIG_BOOL("lazy_lock", false),
 	{ .name = "malloc_conf", .handler = ctl_var_read, .type = CTL_T_STR,

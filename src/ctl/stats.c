@@ -13,8 +13,10 @@
  * (jemalloc's global ones, and per arena its lock, its cache list's and
  * its shared cache's); the per-bin rows have no mutex columns (bins have
  * no locks).  Destroyed arenas' sum is printed after the merged arena, as
- * jemalloc does, unless d.  Left out of jemalloc's report: the extents
- * and HPA tables (opts e and h change nothing).
+ * jemalloc does, unless d.  With prof_stats the merged arenas' bin and
+ * large tables have jemalloc's four prof_* columns (and JSON keys).  Left
+ * out of jemalloc's report: the extents and HPA tables (opts e and h
+ * change nothing).
  *
  * Output is formatted into a 4 KiB stack buffer and handed to the
  * caller's write_cb in chunks, so printing never calls malloc (the copy
@@ -454,7 +456,67 @@ static void stats_mem_row(stats_out_t *out, const char *title, size_t v) {
 	stats_printf(out, "\n");
 }
 
-static void stats_bins_text(stats_out_t *out, const ctl_arena_xsnap_t *x) {
+/*
+ * prof_stats (jemalloc 5.3): its counts of sampled objects per class,
+ * {req_sum, count} live and accumulated, join the merged arenas' bin and
+ * large tables (text columns prof_live_requested, prof_live_count,
+ * prof_accum_requested, prof_accum_count after nrequests' rate; the same
+ * JSON keys) when the profiler runs with prof_stats, as jemalloc prints
+ * them: only there, the counts being the process's, not an arena's.
+ * Read through mallctl (prof.stats.*, prof_stats.c's names) at the print.
+ */
+typedef struct stats_prof_pair_s {
+	uint64_t req_sum;
+	uint64_t count;
+} stats_prof_pair_t;
+
+typedef struct stats_prof_row_s {
+	stats_prof_pair_t live, accum;
+} stats_prof_row_t;
+
+static bool stats_prof_stats_on(void) {
+	bool prof = false, on = false;
+	return stats_ctl("opt.prof", &prof, sizeof(prof)) && prof &&
+	    stats_ctl("opt.prof_stats", &on, sizeof(on)) && on;
+}
+
+/* Class j of group ("bins" or "lextents"); zeros if it does not answer. */
+static stats_prof_row_t stats_prof_row(const char *group, unsigned j) {
+	stats_prof_row_t r;
+	char name[64];
+	memset(&r, 0, sizeof(r));
+	mp_snprintf(name, sizeof(name), "prof.stats.%s.%u.live", group, j);
+	if (!stats_ctl(name, &r.live, sizeof(r.live)))
+		memset(&r.live, 0, sizeof(r.live));
+	mp_snprintf(name, sizeof(name), "prof.stats.%s.%u.accum", group, j);
+	if (!stats_ctl(name, &r.accum, sizeof(r.accum)))
+		memset(&r.accum, 0, sizeof(r.accum));
+	return r;
+}
+
+static void stats_prof_header(stats_out_t *out) {
+	stats_col_s(out, 21, "prof_live_requested");
+	stats_col_s(out, 17, "prof_live_count");
+	stats_col_s(out, 21, "prof_accum_requested");
+	stats_col_s(out, 17, "prof_accum_count");
+}
+
+static void stats_prof_cols(stats_out_t *out, const stats_prof_row_t *r) {
+	stats_col_u(out, 21, r->live.req_sum);
+	stats_col_u(out, 17, r->live.count);
+	stats_col_u(out, 21, r->accum.req_sum);
+	stats_col_u(out, 17, r->accum.count);
+}
+
+static void stats_prof_json(stats_out_t *out, const stats_prof_row_t *r) {
+	stats_json_u64(out, "prof_live_requested", r->live.req_sum);
+	stats_json_u64(out, "prof_live_count", r->live.count);
+	stats_json_u64(out, "prof_accum_requested", r->accum.req_sum);
+	stats_json_u64(out, "prof_accum_count", r->accum.count);
+}
+
+static void stats_bins_text(stats_out_t *out, const ctl_arena_xsnap_t *x,
+    bool prof) {
 	uint64_t up = x->uptime;
 	stats_printf(out, "bins:");
 	stats_col_s(out, 15, "size");
@@ -466,6 +528,8 @@ static void stats_bins_text(stats_out_t *out, const ctl_arena_xsnap_t *x) {
 	stats_col_s(out, 8, "(#/sec)");
 	stats_col_s(out, 13, "nrequests");
 	stats_col_s(out, 10, "(#/sec)");
+	if (prof)
+		stats_prof_header(out);
 	stats_col_s(out, 9, "nshards");
 	stats_col_s(out, 13, "curregs");
 	stats_col_s(out, 13, "curslabs");
@@ -486,9 +550,13 @@ static void stats_bins_text(stats_out_t *out, const ctl_arena_xsnap_t *x) {
 	for (unsigned j = 0; j < SC_NBINS; j++) {
 		const ctl_bin_snap_t *b = &x->bins[j];
 		bool gap_prev = in_gap;
+		stats_prof_row_t pr = {{0, 0}, {0, 0}};
+		if (prof)
+			pr = stats_prof_row("bins", j);
 		/* Classes never used are left out, a run of them shown as
-		 * "---", as jemalloc does. */
-		in_gap = b->nslabs == 0;
+		 * "---", as jemalloc does (with prof_stats, those never
+		 * sampled either). */
+		in_gap = b->nslabs == 0 && (!prof || pr.accum.count == 0);
 		if (gap_prev && !in_gap)
 			stats_printf(out, "                     ---\n");
 		if (in_gap)
@@ -506,6 +574,8 @@ static void stats_bins_text(stats_out_t *out, const ctl_arena_xsnap_t *x) {
 		stats_col_u(out, 8, stats_rate(b->ndalloc, up));
 		stats_col_u(out, 13, b->nrequests);
 		stats_col_u(out, 10, stats_rate(b->nrequests, up));
+		if (prof)
+			stats_prof_cols(out, &pr);
 		stats_col_u(out, 9, 1);
 		stats_col_u(out, 13, b->curregs);
 		stats_col_u(out, 13, b->curslabs);
@@ -528,7 +598,7 @@ static void stats_bins_text(stats_out_t *out, const ctl_arena_xsnap_t *x) {
 }
 
 static void stats_lextents_text(stats_out_t *out,
-    const ctl_arena_xsnap_t *x) {
+    const ctl_arena_xsnap_t *x, bool prof) {
 	uint64_t up = x->uptime;
 	stats_printf(out, "large:");
 	stats_col_s(out, 14, "size");
@@ -540,6 +610,8 @@ static void stats_lextents_text(stats_out_t *out,
 	stats_col_s(out, 8, "(#/sec)");
 	stats_col_s(out, 13, "nrequests");
 	stats_col_s(out, 8, "(#/sec)");
+	if (prof)
+		stats_prof_header(out);
 	stats_col_s(out, 13, "curlextents");
 	stats_printf(out, "\n");
 	bool in_gap = false;
@@ -561,6 +633,10 @@ static void stats_lextents_text(stats_out_t *out,
 		stats_col_u(out, 8, stats_rate(l->ndalloc, up));
 		stats_col_u(out, 13, l->nrequests);
 		stats_col_u(out, 8, stats_rate(l->nrequests, up));
+		if (prof) {
+			stats_prof_row_t pr = stats_prof_row("lextents", j);
+			stats_prof_cols(out, &pr);
+		}
 		stats_col_u(out, 13, l->curlextents);
 		stats_printf(out, "\n");
 	}
@@ -623,8 +699,9 @@ static const char *stats_dss(void) {
 	return opt != NULL ? conf_opt_str(opt) : "disabled";
 }
 
+/* prof: the merged arenas' tables, with prof_stats on (see above). */
 static void stats_arena_text(stats_out_t *out, const stats_sel_t *sel,
-    const arena_stats_t *s, const ctl_arena_xsnap_t *x) {
+    const arena_stats_t *s, const ctl_arena_xsnap_t *x, bool prof) {
 	stats_printf(out, "assigned threads: %u\n", (unsigned)s->nthreads);
 	if (x == NULL) {
 		stats_printf(out, "(no memory for the per-class tables)\n");
@@ -677,13 +754,14 @@ static void stats_arena_text(stats_out_t *out, const stats_sel_t *sel,
 			    &x->mutexes[k], up);
 	}
 	if (sel->bins)
-		stats_bins_text(out, x);
+		stats_bins_text(out, x, prof);
 	if (sel->large)
-		stats_lextents_text(out, x);
+		stats_lextents_text(out, x, prof);
 }
 
 static void stats_arena_json(stats_out_t *out, const stats_sel_t *sel,
-    const char *key, const arena_stats_t *s, const ctl_arena_xsnap_t *x) {
+    const char *key, const arena_stats_t *s, const ctl_arena_xsnap_t *x,
+    bool prof) {
 	stats_json_open(out, key, '{');
 	stats_json_u64(out, "nthreads", s->nthreads);
 	if (x == NULL) {
@@ -744,6 +822,11 @@ static void stats_arena_json(stats_out_t *out, const stats_sel_t *sel,
 			stats_json_u64(out, "ndalloc", b->ndalloc);
 			stats_json_u64(out, "curregs", b->curregs);
 			stats_json_u64(out, "nrequests", b->nrequests);
+			if (prof) {
+				stats_prof_row_t pr = stats_prof_row("bins",
+				    j);
+				stats_prof_json(out, &pr);
+			}
 			stats_json_u64(out, "nfills", b->nfills);
 			stats_json_u64(out, "nflushes", b->nflushes);
 			stats_json_u64(out, "nreslabs", b->nreslabs);
@@ -757,6 +840,11 @@ static void stats_arena_json(stats_out_t *out, const stats_sel_t *sel,
 		stats_json_open(out, "lextents", '[');
 		for (unsigned j = 0; j < SC_NLEXTENTS; j++) {
 			stats_json_open(out, NULL, '{');
+			if (prof) {
+				stats_prof_row_t pr = stats_prof_row(
+				    "lextents", j);
+				stats_prof_json(out, &pr);
+			}
 			stats_json_u64(out, "curlextents",
 			    x->lextents[j].curlextents);
 			stats_json_close(out, '}');
@@ -805,19 +893,19 @@ static void stats_print_text(stats_out_t *out, const stats_sel_t *sel,
 		if (stats_show_merged(sel, snap)) {
 			stats_printf(out, "Merged arenas stats:\n");
 			stats_arena_text(out, sel, &snap->merged,
-			    snap->merged_x);
+			    snap->merged_x, stats_prof_stats_on());
 		}
 		if (sel->destroyed && snap->destroyed_x != NULL) {
 			stats_printf(out, "Destroyed arenas stats:\n");
 			stats_arena_text(out, sel, &snap->destroyed,
-			    snap->destroyed_x);
+			    snap->destroyed_x, false);
 		}
 		for (unsigned i = 0; sel->unmerged && i < snap->narenas; i++) {
 			if (!snap->arenas[i].initialized)
 				continue;
 			stats_printf(out, "arenas[%u]:\n", i);
 			stats_arena_text(out, sel, &snap->arenas[i].stats,
-			    snap->arenas[i].x);
+			    snap->arenas[i].x, false);
 		}
 	}
 	stats_printf(out, "--- End jemalloc statistics ---\n");
@@ -862,17 +950,17 @@ static void stats_print_json(stats_out_t *out, const stats_sel_t *sel,
 		stats_json_open(out, "stats.arenas", '{');
 		if (stats_show_merged(sel, snap))
 			stats_arena_json(out, sel, "merged", &snap->merged,
-			    snap->merged_x);
+			    snap->merged_x, stats_prof_stats_on());
 		if (sel->destroyed && snap->destroyed_x != NULL)
 			stats_arena_json(out, sel, "destroyed",
-			    &snap->destroyed, snap->destroyed_x);
+			    &snap->destroyed, snap->destroyed_x, false);
 		for (unsigned i = 0; sel->unmerged && i < snap->narenas; i++) {
 			char key[16];
 			if (!snap->arenas[i].initialized)
 				continue;
 			mp_snprintf(key, sizeof(key), "%u", i);
 			stats_arena_json(out, sel, key,
-			    &snap->arenas[i].stats, snap->arenas[i].x);
+			    &snap->arenas[i].stats, snap->arenas[i].x, false);
 		}
 		stats_json_close(out, '}');
 	}

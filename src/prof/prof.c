@@ -797,8 +797,8 @@ void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
 
 /* ---------------------------------------------------- alloc and free */
 
-void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
-    uintptr_t fp) {
+void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
+    void *entry, uintptr_t fp) {
 	if (!atomic_load_explicit(&prof_active, memory_order_relaxed))
 		return;
 	tsd->reentrancy++;
@@ -833,6 +833,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 	}
 	s->ptr = p;
 	s->usize = usize;
+	s->req_pad = prof_sample_req_pad(usize, req);
 	s->time_ns = now;
 	uint64_t hash = bt_hash(frames, n);
 	unsigned shard = (unsigned)(hash % PROF_GCTX_SHARDS);
@@ -847,7 +848,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		unbias_lookup(usize, &objs_u, &bytes_u);
 		s->bytes_unbiased = bytes_u;
 		/* Read under the shard lock: prof_reset holds them all. */
-		s->epoch = atomic_load(&prof_epoch);
+		s->epoch = (uint32_t)atomic_load(&prof_epoch);
 		t->nsamples++;
 		t->cnt.curobjs++;
 		t->cnt.curbytes += usize;
@@ -877,11 +878,12 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
 		atomic_store_explicit(&t->gctx->noted, true,
 		    memory_order_relaxed);
 	if (opt_prof_stats)
-		prof_stats_alloc(usize);
+		prof_stats_alloc(prof_sample_req(s), usize);
 	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 	extent_t *e = pagemap_lookup(p);
 	if (e->kind == EXTENT_LARGE) {
 		e->prof = s;
+		prof_lifetime_large_add(s);
 	} else {
 		prof_sample_shard_t *ss = sample_shard(p);
 		mp_mutex_lock(&ss->mtx);
@@ -957,6 +959,8 @@ void prof_sample_free(void *p, extent_t *e) {
 	if (e->kind == EXTENT_LARGE) {
 		s = e->prof;
 		e->prof = NULL;
+		if (s != NULL)
+			prof_lifetime_large_del(s);
 	} else {
 		prof_sample_shard_t *ss = sample_shard(p);
 		mp_mutex_lock(&ss->mtx);
@@ -975,14 +979,15 @@ void prof_sample_free(void *p, extent_t *e) {
 	if (s == NULL)
 		return;
 	if (opt_prof_stats)
-		prof_stats_free(s->usize);
+		prof_stats_free(prof_sample_req(s), s->usize);
 	if (prof_recent_linked(s))
 		recent_dalloc(s);
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);
 	/* A prof.reset since the sample already zeroed what it added. */
-	if (s->epoch == atomic_load(&prof_epoch)) {
+	uint64_t epoch = atomic_load(&prof_epoch);
+	if (s->epoch == (uint32_t)epoch) {
 		/* The object count it added, as prof_sample_alloc computed
 		 * it: same size, same lg_prof_sample (same epoch). */
 		uint64_t objs_u, bytes_u;
@@ -996,7 +1001,7 @@ void prof_sample_free(void *p, extent_t *e) {
 		/* The lifetime profile: its stack's bucket (the gctx is
 		 * stable under its shard lock). */
 		prof_lifetime_free(t->gctx, s->time_ns, prof_time_ns(), objs_u,
-		    s->bytes_unbiased, s->epoch);
+		    s->bytes_unbiased, epoch);
 	}
 	if (--t->nsamples == 0)
 		tctx_try_destroy_locked(sh, t);

@@ -495,7 +495,8 @@ static bool src_ready_locked(dump_src_t src, prof_dump_build_t *build,
 		dump_snap_t live;
 		if (prof_snap_collect(&live, whyp))
 			return true;
-		bool fail = prof_lifetime_collect(life, &live, whyp);
+		bool fail = prof_lifetime_collect(life, &live,
+		    prof_samples_foreach, prof_time_ns(), whyp);
 		prof_snap_release(&live);
 		if (fail)
 			return true;

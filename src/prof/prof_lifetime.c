@@ -4,7 +4,7 @@
  * within 1 ms, 10 ms, 100 ms, 1 s or later after their allocation, with
  * the least, mean and greatest lifetime; prof.lifetimes.dump and the
  * endpoint's /debug/pprof/lifetimes write it as a pprof profile with the
- * objects still live as one more bucket.
+ * objects still live split the same way by their age at the dump.
  *
  * Why a table of its own rather than counters in the gctx or tctx: those
  * are freed as soon as their last sample is, and a stack that churns
@@ -21,7 +21,11 @@
  * taken under a gctx shard lock (the free) or under prof_dump_mtx (the
  * collection), and nothing under it allocates but base_malloc (a leaf).
  * This file calls no other file of the profiler (prof.c calls it), so a
- * dump's live part comes from the caller's snapshot (prof_snap.c).
+ * dump's live samples come through the caller's walk of prof.c's sample
+ * table (small objects) and a list of its own (large ones, which that
+ * table does not hold: prof.c adds and removes them, under life_mtx), each
+ * aged at the dump: the cost is the dump's, plus a lock and a chain link
+ * per large sample and its free.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -149,6 +153,69 @@ void prof_lifetime_free(const prof_gctx_t *g, uint64_t alloc_ns,
 	mp_mutex_unlock(&life_mtx);
 }
 
+/* ---------------------------------------------------- live large samples */
+
+/* The live large samples (extent->prof), which prof.c's sample table does
+ * not hold: chained through s->next (unused for them), hashed by address,
+ * under life_mtx.  Out of memory the chains grow longer; with no chains
+ * at all a sample is left out of the live buckets (only those). */
+static prof_sample_t **large_chains;
+static size_t large_n, large_count;
+
+static size_t large_slot(const prof_sample_t *s, size_t n) {
+	uint64_t k = (uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ULL;
+	return (size_t)(k >> 32) & (n - 1);
+}
+
+static void large_grow_locked(void) {
+	size_t n = large_n == 0 ? 64 : large_n * 2;
+	prof_sample_t **c = base_malloc(n * sizeof(*c));
+	if (c == NULL)
+		return;
+	memset(c, 0, n * sizeof(*c));
+	for (size_t i = 0; i < large_n; i++) {
+		prof_sample_t *s = large_chains[i];
+		while (s != NULL) {
+			prof_sample_t *next = s->next;
+			size_t j = large_slot(s, n);
+			s->next = c[j];
+			c[j] = s;
+			s = next;
+		}
+	}
+	if (large_chains != NULL)
+		base_free(large_chains, large_n * sizeof(*c));
+	large_chains = c;
+	large_n = n;
+}
+
+void prof_lifetime_large_add(prof_sample_t *s) {
+	mp_mutex_lock(&life_mtx);
+	if (large_count >= large_n)
+		large_grow_locked();
+	if (large_n != 0) {
+		size_t j = large_slot(s, large_n);
+		s->next = large_chains[j];
+		large_chains[j] = s;
+		large_count++;
+	}
+	mp_mutex_unlock(&life_mtx);
+}
+
+void prof_lifetime_large_del(prof_sample_t *s) {
+	mp_mutex_lock(&life_mtx);
+	if (large_n != 0) {
+		prof_sample_t **c = &large_chains[large_slot(s, large_n)];
+		while (*c != NULL && *c != s)
+			c = &(*c)->next;
+		if (*c != NULL) {
+			*c = s->next;
+			large_count--;
+		}
+	}
+	mp_mutex_unlock(&life_mtx);
+}
+
 /* ------------------------------------------------------------ collect */
 
 /* The collection's own hash of a stack: the snapshot keeps no hash, and
@@ -161,6 +228,129 @@ static uint64_t life_frames_hash(void *const *frames, uint32_t n) {
 		h ^= h >> 29;
 	}
 	return h;
+}
+
+/* One stack's live samples of the dump's epoch, by age at the dump. */
+typedef struct life_live_s {
+	uint64_t hash;                   /* life_frames_hash */
+	size_t foff;                     /* frames in the walk's buffer */
+	uint32_t nframes;
+	bool used;                       /* a slot in use */
+	uint64_t raw[PROF_LIFE_FREED];   /* samples */
+	uint64_t objs_shifted[PROF_LIFE_FREED];
+	uint64_t bytes[PROF_LIFE_FREED];
+} life_live_t;
+
+/* The walk of the live samples: an open-addressed table of stacks (cap a
+ * power of two, at most 3/4 full) and their frames, copied, because a
+ * stack's gctx may go (and its address be reused by another) between the
+ * sample-table shards the walk visits one at a time. */
+typedef struct life_walk_s {
+	life_live_t *ents;
+	size_t cap, nents;
+	void **frames;
+	size_t flen, fcap;
+	uint64_t now_ns;
+	uint32_t epoch;
+	bool oom;
+} life_walk_t;
+
+static life_live_t *walk_slot(life_live_t *ents, size_t cap, uint64_t h,
+    void *const *frames, uint32_t nframes, void *const *buf) {
+	size_t i = (size_t)h & (cap - 1);
+	for (; ents[i].used; i = (i + 1) & (cap - 1)) {
+		const life_live_t *e = &ents[i];
+		if (e->hash == h && e->nframes == nframes &&
+		    memcmp(buf + e->foff, frames,
+		    nframes * sizeof(void *)) == 0)
+			break;
+	}
+	return &ents[i];
+}
+
+/* Double the table (or make the first); true on OOM. */
+static bool walk_grow(life_walk_t *w) {
+	size_t cap = w->cap == 0 ? 256 : w->cap * 2;
+	life_live_t *e = base_malloc(cap * sizeof(*e));
+	if (e == NULL)
+		return true;
+	memset(e, 0, cap * sizeof(*e));
+	for (size_t i = 0; i < w->cap; i++) {
+		if (!w->ents[i].used)
+			continue;
+		size_t j = (size_t)w->ents[i].hash & (cap - 1);
+		while (e[j].used)
+			j = (j + 1) & (cap - 1);
+		e[j] = w->ents[i];
+	}
+	if (w->ents != NULL)
+		base_free(w->ents, w->cap * sizeof(*e));
+	w->ents = e;
+	w->cap = cap;
+	return false;
+}
+
+static bool walk_frames_reserve(life_walk_t *w, size_t n) {
+	if (w->flen + n <= w->fcap)
+		return false;
+	size_t cap = w->fcap < 1024 ? 1024 : w->fcap;
+	while (cap < w->flen + n)
+		cap *= 2;
+	void **f = base_malloc(cap * sizeof(void *));
+	if (f == NULL)
+		return true;
+	if (w->flen != 0)
+		memcpy(f, w->frames, w->flen * sizeof(void *));
+	if (w->frames != NULL)
+		base_free(w->frames, w->fcap * sizeof(void *));
+	w->frames = f;
+	w->fcap = cap;
+	return false;
+}
+
+/* One live sample (under its sample-table shard's lock, or life_mtx for
+ * a large one: its tctx and gctx are alive): its age's bucket of its
+ * stack.  What it stands for is its unbiased bytes over its size, as the
+ * heap profile's counts (objects shifted by 3). */
+static void walk_visit(const prof_sample_t *s, void *arg) {
+	life_walk_t *w = arg;
+	if (w->oom || s->epoch != w->epoch)
+		return;
+	const prof_gctx_t *g = s->tctx->gctx;
+	uint64_t h = life_frames_hash(g->frames, g->nframes);
+	if ((w->nents + 1) * 4 > w->cap * 3 && walk_grow(w)) {
+		w->oom = true;
+		return;
+	}
+	life_live_t *e = walk_slot(w->ents, w->cap, h, g->frames,
+	    g->nframes, w->frames);
+	if (!e->used) {
+		if (walk_frames_reserve(w, g->nframes)) {
+			w->oom = true;
+			return;
+		}
+		e->used = true;
+		e->hash = h;
+		e->nframes = g->nframes;
+		e->foff = w->flen;
+		memcpy(w->frames + w->flen, g->frames,
+		    g->nframes * sizeof(void *));
+		w->flen += g->nframes;
+		w->nents++;
+	}
+	uint64_t age = w->now_ns > s->time_ns ? w->now_ns - s->time_ns : 0;
+	unsigned b = life_bucket(age);
+	e->raw[b]++;
+	e->objs_shifted[b] += (uint64_t)((double)s->bytes_unbiased * 8.0 /
+	    (double)s->usize + 0.5);
+	e->bytes[b] += s->bytes_unbiased;
+}
+
+static void walk_release(life_walk_t *w) {
+	if (w->ents != NULL)
+		base_free(w->ents, w->cap * sizeof(*w->ents));
+	if (w->frames != NULL)
+		base_free(w->frames, w->fcap * sizeof(void *));
 }
 
 /* Append len bytes to out's buffer, growing it; true on OOM. */
@@ -184,11 +374,11 @@ static bool life_append(dump_snap_t *out, const void *p, size_t len) {
 	return false;
 }
 
-/* One stack of the output: its live counts (cnt, may be NULL) and its
- * freed ones (r, may be NULL). */
+/* One stack of the output: its live samples by age (lv, may be NULL) and
+ * its freed ones (r, may be NULL). */
 static bool life_emit(dump_snap_t *out, void *const *frames,
-    uint32_t nframes, const prof_cnt_t *live, const life_rec_t *r) {
-	dump_tctx_t tr[PROF_LIFE_NBUCKETS];
+    uint32_t nframes, const life_live_t *lv, const life_rec_t *r) {
+	dump_tctx_t tr[PROF_LIFE_NUIDS];
 	uint32_t nt = 0;
 	dump_gctx_t g;
 	memset(&g, 0, sizeof(g));
@@ -208,13 +398,16 @@ static bool life_emit(dump_snap_t *out, void *const *frames,
 		tr[nt].cnt.curbytes_unbiased = r->bytes[b];
 		nt++;
 	}
-	if (live != NULL && live->curobjs != 0) {
-		tr[nt].uid = PROF_LIFE_LIVE;
-		tr[nt].cnt.curobjs = live->curobjs;
-		tr[nt].cnt.curobjs_shifted_unbiased =
-		    live->curobjs_shifted_unbiased;
-		tr[nt].cnt.curbytes_unbiased = live->curbytes_unbiased;
+	bool live = false;
+	for (unsigned b = 0; lv != NULL && b < PROF_LIFE_FREED; b++) {
+		if (lv->raw[b] == 0)
+			continue;
+		tr[nt].uid = PROF_LIFE_LIVE + b;
+		tr[nt].cnt.curobjs = lv->raw[b];
+		tr[nt].cnt.curobjs_shifted_unbiased = lv->objs_shifted[b];
+		tr[nt].cnt.curbytes_unbiased = lv->bytes[b];
 		nt++;
+		live = true;
 	}
 	if (nt == 0)
 		return false;
@@ -222,6 +415,7 @@ static bool life_emit(dump_snap_t *out, void *const *frames,
 		tr[k].cnt.accumobjs = min_ns;
 		tr[k].cnt.accumbytes = max_ns;
 		tr[k].cnt.accumobjs_shifted_unbiased = mean_ns;
+		g.cnt.curobjs += tr[k].cnt.curobjs;
 		g.cnt.curobjs_shifted_unbiased +=
 		    tr[k].cnt.curobjs_shifted_unbiased;
 		g.cnt.curbytes_unbiased += tr[k].cnt.curbytes_unbiased;
@@ -235,18 +429,33 @@ static bool life_emit(dump_snap_t *out, void *const *frames,
 	    life_append(out, tr, nt * sizeof(tr[0])))
 		return true;
 	out->ngctx++;
-	if (live != NULL && live->curobjs != 0)
+	if (live)
 		out->ncontexts++;
 	return false;
 }
 
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
+    void (*foreach)(prof_sample_visit_t *, void *), uint64_t now_ns,
     const char **whyp) {
 	memset(out, 0, sizeof(*out));
 	out->lifetimes = true;
 	out->lg_sample = live->lg_sample;
 	out->epoch = live->epoch;
+	/* The small live samples first, without life_mtx (the sample-table
+	 * shards rank below it), then the large ones under it. */
+	life_walk_t w;
+	memset(&w, 0, sizeof(w));
+	w.now_ns = now_ns;
+	w.epoch = (uint32_t)live->epoch;
+	w.oom = walk_grow(&w);
+	if (!w.oom)
+		foreach(walk_visit, &w);
 	mp_mutex_lock(&life_mtx);
+	for (size_t i = 0; !w.oom && i < large_n; i++) {
+		for (const prof_sample_t *s = large_chains[i]; s != NULL;
+		    s = s->next)
+			walk_visit(s, &w);
+	}
 	/* An index of this epoch's records by the collection's hash, and
 	 * which of them a live stack took already. */
 	size_t n = 16;
@@ -254,7 +463,7 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 		n *= 2;
 	life_rec_t **idx = base_malloc(n * sizeof(*idx));
 	bool *used = base_malloc(n * sizeof(*used));
-	bool fail = idx == NULL || used == NULL;
+	bool fail = w.oom || idx == NULL || used == NULL;
 	if (!fail) {
 		memset(idx, 0, n * sizeof(*idx));
 		memset(used, 0, n * sizeof(*used));
@@ -271,24 +480,23 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 			}
 		}
 	}
-	const char *p = live->gbuf;
-	for (size_t k = 0; !fail && k < live->ngctx; k++) {
-		const dump_gctx_t *g = (const dump_gctx_t *)p;
-		void *const *frames = (void *const *)(p + sizeof(*g));
-		p += sizeof(*g) + dump_frames_size(g->nframes) +
-		    g->ntctx * sizeof(dump_tctx_t);
+	for (size_t k = 0; !fail && k < w.cap; k++) {
+		const life_live_t *e = &w.ents[k];
+		if (!e->used)
+			continue;
+		void *const *frames = w.frames + e->foff;
 		const life_rec_t *r = NULL;
-		size_t i = life_frames_hash(frames, g->nframes) & (n - 1);
+		size_t i = e->hash & (n - 1);
 		for (; idx[i] != NULL; i = (i + 1) & (n - 1)) {
-			if (!used[i] && idx[i]->nframes == g->nframes &&
-			    memcmp(idx[i]->frames, frames, g->nframes *
+			if (!used[i] && idx[i]->nframes == e->nframes &&
+			    memcmp(idx[i]->frames, frames, e->nframes *
 			    sizeof(void *)) == 0) {
 				r = idx[i];
 				used[i] = true;
 				break;
 			}
 		}
-		fail = life_emit(out, frames, g->nframes, &g->cnt, r);
+		fail = life_emit(out, frames, e->nframes, e, r);
 	}
 	for (size_t i = 0; !fail && i < n; i++) {
 		if (idx[i] != NULL && !used[i])
@@ -296,6 +504,7 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 			    idx[i]->nframes, NULL, idx[i]);
 	}
 	mp_mutex_unlock(&life_mtx);
+	walk_release(&w);
 	if (idx != NULL)
 		base_free(idx, n * sizeof(*idx));
 	if (used != NULL)

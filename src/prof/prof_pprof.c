@@ -1068,7 +1068,8 @@ static void pprof_emit_samples(pprof_state_t *st, const dump_snap_t *s) {
  * (stack, bucket) with the values alloc_objects and alloc_space (the
  * stack's sampled allocations, unbiased as the heap
  * profile's), the string label lifetime (the bucket: "<1ms" ... ">1s",
- * "live") and, when the stack had samples freed, the numeric labels
+ * "live"; a live one also age, the same buckets' names for the objects'
+ * age at the dump) and, when the stack had samples freed, the numeric labels
  * lifetime_min, lifetime_mean and lifetime_max of those, in nanoseconds:
  * `go tool pprof -tagfocus lifetime=<1ms` keeps the short-lived bytes of
  * every stack, `-tags` prints the buckets' shares and the lifetimes with
@@ -1090,6 +1091,7 @@ static void pprof_num_label(pprof_state_t *st, uint64_t key, uint64_t v,
 
 static void pprof_emit_lifetimes(pprof_state_t *st, const dump_snap_t *s) {
 	uint64_t life_key = str_index(st, "lifetime");
+	uint64_t age_key = str_index(st, "age");
 	uint64_t min_key = str_index(st, "lifetime_min");
 	uint64_t mean_key = str_index(st, "lifetime_mean");
 	uint64_t max_key = str_index(st, "lifetime_max");
@@ -1117,10 +1119,16 @@ static void pprof_emit_lifetimes(pprof_state_t *st, const dump_snap_t *s) {
 			pprof_pb_bytes(&st->sub, 2, st->packed.p + locs_len,
 			    st->packed.len - locs_len);
 			st->packed.len = locs_len;
-			uint64_t b = tr[k].uid < PROF_LIFE_NBUCKETS ?
+			uint64_t b = tr[k].uid < PROF_LIFE_LIVE ?
 			    tr[k].uid : PROF_LIFE_LIVE;
 			pprof_label(st, life_key, str_index(st,
 			    prof_lifetime_bucket_names[b]));
+			/* A live bucket: the objects' age at the dump. */
+			if (tr[k].uid >= PROF_LIFE_LIVE &&
+			    tr[k].uid < PROF_LIFE_NUIDS)
+				pprof_label(st, age_key, str_index(st,
+				    prof_lifetime_bucket_names[tr[k].uid -
+				    PROF_LIFE_LIVE]));
 			if (g->cnt.accumobjs != 0) {
 				pprof_num_label(st, min_key, c->accumobjs,
 				    ns_unit);

@@ -5,11 +5,12 @@
  * prof.stats.lextents.<i>.{live,accum}.  They are counted on the
  * sampling slow path only (prof.c calls in from prof_sample_alloc and
  * the sampled free), so they are raw counts of samples, not estimates of
- * the heap; jemalloc counts the same.  req_sum is the usable size: the
- * sampling hook is handed the usable size only (alloc_impl turns the
- * request into a usable size before it allocates, and prof_event passes
- * that on), where jemalloc sums the requested sizes.  This file uses
- * nothing of prof.c (prof.c calls it).
+ * the heap; jemalloc counts the same.  req_sum sums the bytes asked for,
+ * as jemalloc's: the sampling hook carries the request (alloc_opts_t's
+ * req, set by the slow paths; the malloc fast path never samples) and
+ * the sample keeps it (prof_sample_t's req_pad), so that the free takes
+ * back what the allocation added.  This file uses nothing of prof.c
+ * (prof.c calls it).
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -32,24 +33,23 @@ typedef struct frag_stats_val_s {
 	uint64_t count;
 } frag_stats_val_t;
 
-void prof_stats_alloc(size_t usize) {
+void prof_stats_alloc(size_t req, size_t usize) {
 	unsigned ind = sz_size2index(usize);
 	if (ind >= SC_NSIZES)
 		return;
 	frag_stats_t *st = &frag_stats[ind];
-	atomic_fetch_add_explicit(&st->live_req, usize, memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->live_req, req, memory_order_relaxed);
 	atomic_fetch_add_explicit(&st->live_cnt, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&st->accum_req, usize,
-	    memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->accum_req, req, memory_order_relaxed);
 	atomic_fetch_add_explicit(&st->accum_cnt, 1, memory_order_relaxed);
 }
 
-void prof_stats_free(size_t usize) {
+void prof_stats_free(size_t req, size_t usize) {
 	unsigned ind = sz_size2index(usize);
 	if (ind >= SC_NSIZES)
 		return;
 	frag_stats_t *st = &frag_stats[ind];
-	atomic_fetch_sub_explicit(&st->live_req, usize, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&st->live_req, req, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&st->live_cnt, 1, memory_order_relaxed);
 }
 

@@ -99,7 +99,7 @@ static void child_values(void) {
 	/* The rest keep their defaults. */
 	BOOL_IS("opt.trust_madvise", false);
 	BOOL_IS("opt.cache_oblivious", false);
-	BOOL_IS("config.cache_oblivious", false);
+	BOOL_IS("config.cache_oblivious", true);
 	SIZE_IS("opt.lg_extent_max_active_fit", 6);
 	SIZE_IS("opt.tcache_gc_delay_bytes", 0);
 	BOOL_IS("opt.hpa", false);
@@ -137,15 +137,16 @@ static void child_defaults(void) {
 	BOOL_IS("opt.experimental_infallible_new", false);
 }
 
-/* Options that do nothing here, each set away from its default, and two
- * tcache knobs that work (no line): every one reads back what was set. */
+/* Options that do nothing here, each set away from its default, and
+ * cache_oblivious and two tcache knobs that work (no line): every one
+ * reads back what was set. */
 #define NOTES_CONF "cache_oblivious:true,tcache_gc_delay_bytes:4096,"	\
 	"lg_tcache_flush_large_div:2,hpa:true,utrace:true"
 #define NOTES_PROF_CONF ",prof_recent_alloc_max:-1,prof_stats:true,"	\
 	"prof_sys_thread_name:true,prof_time_resolution:high,"		\
 	"prof_unbias:false"
 static const char *const note_names[] = {
-	"cache_oblivious", "hpa", "utrace",
+	"hpa", "utrace",
 };
 /* prof_recent_alloc_max, prof_stats, prof_sys_thread_name,
  * prof_time_resolution and prof_unbias are set too, and work: no line. */

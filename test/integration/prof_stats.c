@@ -6,7 +6,8 @@
  * prof_stats.conf: prof:true,lg_prof_sample:0,prof_stats:true, so every
  * allocation is a sample and the counts are exact: allocating K objects of
  * a small and of a large class adds K to both counts and K * usize to
- * both sums (req_sum is the usable size: see src/prof/prof_frag.c);
+ * both sums (requests of the class's own size: prof_stats_req checks
+ * other sizes);
  * freeing them takes them off live only.  The same read through
  * mallctlnametomib/mallctlbymib.  Errors as jemalloc's: a write is
  * EPERM, a wrong size EINVAL, an index past the classes ENOENT

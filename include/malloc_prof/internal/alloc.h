@@ -226,6 +226,37 @@ MP_INLINE extent_t *pagemap_lookup(const void *p) {
 	return pagemap_entry_extent(pagemap_lookup_entry(p));
 }
 
+/*
+ * Point the one page at addr at e (NULL clears), untagged, as
+ * pagemap_set_range(addr, PAGE, e) does.  Inline for the bounds that
+ * every split, merge and coalescing rewrites, several per large block
+ * through the arena: set_entries' loops, leaf walk and register saves
+ * for one page were 7.7% of reallocgrow's instructions.  A page without
+ * a leaf (none in practice: a mapping's leaves are made with it,
+ * pagemap_prepare) takes the general path, which makes it.
+ */
+MP_INLINE void pagemap_set_page(const void *addr, extent_t *e) {
+	uintptr_t key = (uintptr_t)addr >> LG_PAGE;
+	uintptr_t root_ind = key >> PAGEMAP_LEAF_BITS;
+	pagemap_leaf_t *leaf = likely(root_ind < PAGEMAP_ROOT_LEN)
+	    ? atomic_load_explicit(&pagemap_root[root_ind],
+	    memory_order_acquire) : NULL;
+	if (unlikely(leaf == NULL)) {
+		pagemap_set_range(addr, PAGE, e);
+		return;
+	}
+	if (likely(key < pagemap_tags_pages)) {
+		/* A 0 over a 0 is not written (pagemap.c, tags_set). */
+		_Atomic uint8_t *t = (_Atomic uint8_t *)atomic_load_explicit(
+		    &pagemap_tags, memory_order_relaxed);
+		if (atomic_load_explicit(&t[key], memory_order_relaxed) != 0)
+			atomic_store_explicit(&t[key], 0,
+			    memory_order_relaxed);
+	}
+	atomic_store_explicit(&(*leaf)[key & (PAGEMAP_LEAF_LEN - 1)], e,
+	    memory_order_release);
+}
+
 /* ---------------------------------------------------------------- extent.c */
 extern tcache_t extent_large_owner;      /* owner of large and free extents */
 /* oversize_threshold, set by arena_boot: the threshold in effect
@@ -350,6 +381,9 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
 void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag);
 void arena_slab_dalloc(arena_t *arena, extent_t *slab);
 /* Large blocks. usize is a large size class, align a power of two. */
+/* cache_oblivious: a block aligned below a page starts a random number of
+ * cache lines into an extent a page longer (arena.c; conf.c sets it). */
+extern bool opt_cache_oblivious;
 void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
     bool zero);
 /* The same for calloc's request of `size` bytes (<= usize): zeroed

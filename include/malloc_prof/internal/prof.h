@@ -142,11 +142,18 @@ struct prof_gctx_s {
  * thread's uid and the label set it had then.  64 bytes: base_malloc's
  * smallest class. */
 typedef struct prof_sample_s {
-	struct prof_sample_s *next;      /* sample-table chain */
+	/* Sample-table chain (small); prof_lifetime.c's chain of the live
+	 * large samples (extent->prof). */
+	struct prof_sample_s *next;
 	void *ptr;
 	prof_tctx_t *tctx;
 	size_t usize;
-	uint64_t epoch;                  /* prof.reset count when sampled */
+	/* prof.reset count when sampled, its low 32 bits (2^32 resets
+	 * during one object's life would be needed to confuse two). */
+	uint32_t epoch;
+	/* usize minus the bytes asked for (prof_stats' req_sum), at most
+	 * UINT32_MAX: prof_sample_req. */
+	uint32_t req_pad;
 	/* When it was allocated: CLOCK_MONOTONIC nanoseconds, at the tick's
 	 * resolution with prof_time_resolution:default (prof_time_ns). */
 	uint64_t time_ns;
@@ -158,6 +165,18 @@ typedef struct prof_sample_s {
 	 * NULL; changed under recent_mtx, peeked at by the free. */
 	_Atomic(struct recent_s *) recent;
 } prof_sample_t;
+
+/* The bytes asked for that s records (usize when a request left more than
+ * UINT32_MAX of its class unused: objects over 16 GiB). */
+static inline size_t prof_sample_req(const prof_sample_t *s) {
+	return s->usize - s->req_pad;
+}
+/* The req_pad of a request of req bytes (0: unknown) in usize. */
+static inline uint32_t prof_sample_req_pad(size_t usize, size_t req) {
+	if (req == 0 || req > usize || usize - req > UINT32_MAX)
+		return 0;
+	return (uint32_t)(usize - req);
+}
 
 /* ------------------------------------------------------------ prof.c */
 extern bool opt_prof;
@@ -217,11 +236,12 @@ uint64_t prof_sample_wait(tsd_t *tsd);
 bool prof_thread_sampling(tsd_t *tsd);
 /* Ask every thread to redraw its wait (see prof_wait_gen). */
 void prof_wait_gen_bump(void);
-/* Record object p (usize bytes) as a sample allocated by the calling
- * thread through `entry` (the exported function the program called, e.g.
- * malloc), whose frame is `fp`.  Never fails the allocation. */
-void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, void *entry,
-    uintptr_t fp);
+/* Record object p (usize bytes, req of them asked for: 0 if unknown) as a
+ * sample allocated by the calling thread through `entry` (the exported
+ * function the program called, e.g. malloc), whose frame is `fp`.  Never
+ * fails the allocation. */
+void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
+    void *entry, uintptr_t fp);
 /* Undo a sample when the object is freed (any thread). */
 void prof_sample_free(void *p, extent_t *e);
 /* A sample's time now, on prof_time_resolution's clock (monotonic ns). */
@@ -681,6 +701,9 @@ typedef enum {
 	PROF_LIFE_NBUCKETS
 } prof_life_bucket_t;
 #define PROF_LIFE_FREED PROF_LIFE_LIVE   /* the freed buckets */
+/* A live record's uid in the collection: PROF_LIFE_LIVE plus its age
+ * bucket (a freed bucket's index: the objects' age at the dump). */
+#define PROF_LIFE_NUIDS (PROF_LIFE_LIVE + PROF_LIFE_FREED)
 /* The pprof label `lifetime`'s values, by bucket. */
 extern const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS];
 /* prof_sample_free's call, under g's shard lock, for a sample of epoch
@@ -688,17 +711,32 @@ extern const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS];
 void prof_lifetime_free(const prof_gctx_t *g, uint64_t alloc_ns,
     uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
     uint64_t epoch);
+/* prof_samples_foreach's visitor (declared again below, with it: C11
+ * allows the same typedef twice). */
+typedef void prof_sample_visit_t(const prof_sample_t *s, void *arg);
+/* A large sample s (extent->prof, s->tctx set) was taken, or is being
+ * freed (before its tctx may go): its entry among the live large samples,
+ * which the collection visits as prof_samples_foreach visits the small
+ * ones (chained through s->next).  No lock held. */
+void prof_lifetime_large_add(prof_sample_t *s);
+void prof_lifetime_large_del(prof_sample_t *s);
 /*
  * The lifetime profile of now into *out (prof_dump_mtx held), from the
- * live snapshot `live` (prof_snap_collect) and the freed counts: one
- * record per stack, whose dump_tctx_t are its non-empty buckets (uid: the
- * prof_life_bucket_t; cnt.curobjs_shifted_unbiased, curbytes_unbiased:
+ * live snapshot `live` (prof_snap_collect: its lg_sample and epoch), the
+ * live samples of that epoch (the small ones through `foreach`,
+ * prof_samples_foreach, passed by the caller so that this file calls
+ * nothing of prof.c; the large ones of its own list), aged at now_ns
+ * (prof_time_ns), and the freed counts: one record per stack, whose
+ * dump_tctx_t are its non-empty buckets (uid: a freed
+ * prof_life_bucket_t, or PROF_LIFE_LIVE + the age bucket of live ones,
+ * below PROF_LIFE_NUIDS; cnt.curobjs_shifted_unbiased, curbytes_unbiased:
  * its unbiased pair) carrying the stack's lifetimes of freed samples in
  * ns (cnt.accumobjs: min, accumbytes: max, accumobjs_shifted_unbiased:
  * mean; all 0 when none was freed); out->lifetimes set.  Released with
  * prof_snap_release.  true on error (out of memory) with *whyp set.
  */
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
+    void (*foreach)(prof_sample_visit_t *, void *), uint64_t now_ns,
     const char **whyp);
 /* life_mtx around fork (prof_prefork's, after prof_recent_prefork). */
 void prof_lifetime_prefork(void);
@@ -965,10 +1003,10 @@ prof_http_serve_fn prof_http_route_serve;
  * (prof.stats.bins.<i>.{live,accum}, prof.stats.lextents.<i>.*), kept
  * on the sampling slow path only. */
 extern bool opt_prof_stats;
-/* A sample of usize bytes was recorded, or its object freed (prof.c,
- * when opt_prof_stats). */
-void prof_stats_alloc(size_t usize);
-void prof_stats_free(size_t usize);
+/* A sample of usize bytes (req of them asked for) was recorded, or its
+ * object freed (prof.c, when opt_prof_stats). */
+void prof_stats_alloc(size_t req, size_t usize);
+void prof_stats_free(size_t req, size_t usize);
 /* prof.stats, hung into prof_ctl.c's table. */
 #define PROF_FRAG_NSTATS 2
 extern const ctl_node_t prof_frag_ctl_stats[PROF_FRAG_NSTATS];

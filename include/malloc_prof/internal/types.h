@@ -277,6 +277,10 @@ struct extent_s {
 	                                  * (san.c) */
 	bool decommitted;                /* free: decommitted through the
 	                                  * arena's hooks (extent.c) */
+	uint8_t pad_lines;               /* large: 0, or 1 + the cache lines
+	                                  * the block starts into its extent,
+	                                  * carved a page longer
+	                                  * (cache_oblivious, arena.c) */
 	char *addr;                      /* first byte */
 	size_t size;                     /* bytes (page multiple) */
 	arena_t *arena;                  /* the arena the pages belong to */
