@@ -126,16 +126,48 @@ typedef struct {
 } prof_gctx_shard_t;
 static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
-/* prof_unbias of every small size class at the current lg_prof_sample:
- * written with every gctx shard held, read under one. */
+/* prof_unbias of every size class up to UNBIAS_MAX at the current
+ * lg_prof_sample: written with every gctx shard held, read under one.
+ * Large classes too: their exp() and two llround()s were about 120
+ * instructions at each sample and again at its free (8% of the per-sample
+ * cost on bench's midsize, whose samples are mostly large).  Filled for
+ * the small classes only while the profiler is off; 1.3 KiB in all. */
+#define UNBIAS_MAX ((size_t)64 << 20)
+#define UNBIAS_NCLASSES (8 + 4 * (26 - 7))      /* classes <= UNBIAS_MAX */
+_Static_assert(UNBIAS_NCLASSES <= SC_NSIZES && UNBIAS_NCLASSES > SC_NBINS,
+    "the unbias table covers the small classes");
 static struct {
 	uint64_t objs_shifted, bytes;
-} unbias_small[SC_NBINS];
+} unbias_tab[UNBIAS_NCLASSES];
+static unsigned unbias_n;               /* classes filled */
 
-static void unbias_small_fill(void) {
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		prof_unbias(sz_index2size(i), &unbias_small[i].objs_shifted,
-		    &unbias_small[i].bytes);
+static void unbias_tab_fill(void) {
+	unsigned n = opt_prof ? UNBIAS_NCLASSES : SC_NBINS;
+	unbias_n = n;
+	for (unsigned i = 0; i < n; i++)
+		prof_unbias(sz_index2size(i), &unbias_tab[i].objs_shifted,
+		    &unbias_tab[i].bytes);
+}
+
+/* prof_unbias(usize) from the table when usize is a class it holds (a
+ * sampled usize always is a class; the check keeps any other exact).
+ * Under a gctx shard lock, like the table's writer. */
+static inline void unbias_lookup(size_t usize, uint64_t *objs_shifted,
+    uint64_t *bytes) {
+	if (usize <= UNBIAS_MAX) {
+		unsigned ind = sz_size2index(usize);
+		if (ind < unbias_n && sz_index2size(ind) == usize) {
+			*objs_shifted = unbias_tab[ind].objs_shifted;
+			*bytes = unbias_tab[ind].bytes;
+			return;
+		}
+	}
+	prof_unbias(usize, objs_shifted, bytes);
+}
+
+void prof_unbias_cached(size_t usize, uint64_t *objs_shifted,
+    uint64_t *bytes) {
+	unbias_lookup(usize, objs_shifted, bytes);
 }
 
 /* Sample table: live sampled small objects by address. */
@@ -186,7 +218,7 @@ bool prof_boot(void) {
 	atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
 	atomic_store(&prof_gdump_enabled, opt_prof && opt_prof_gdump);
 	atomic_store(&prof_lg_sample, opt_lg_prof_sample);
-	unbias_small_fill();
+	unbias_tab_fill();
 	wait_scale_fill();
 	return false;
 }
@@ -339,6 +371,9 @@ void prof_thread_exit(tsd_t *tsd) {
 	if (td == NULL)
 		return;
 	tsd->prof_tdata = NULL;
+	/* Only its thread walks with it (the tdata may stay, for dumps). */
+	prof_bt_memo_free(td->bt_memo);
+	td->bt_memo = NULL;
 	tdata_release(td, TDATA_REF_THREAD);
 }
 
@@ -778,6 +813,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		goto out;
 	if (tsd->stack_hi == 0)
 		prof_sys_thread_init(tsd);
+	if (td->bt_memo == NULL)
+		td->bt_memo = prof_bt_memo_new();
 	if (opt_prof_sys_thread_name)
 		tdata_sys_name(td);
 	/* Frame 0 is the entry point the program called: jeprof knows
@@ -808,13 +845,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	if (t != NULL) {
 		/* Under the shard lock, like the epoch: prof_reset changes
 		 * lg_sample only while holding every shard. */
-		if (usize <= SC_SMALL_MAXCLASS) {
-			unsigned ind = sz_size2index(usize);
-			objs_u = unbias_small[ind].objs_shifted;
-			bytes_u = unbias_small[ind].bytes;
-		} else {
-			prof_unbias(usize, &objs_u, &bytes_u);
-		}
+		unbias_lookup(usize, &objs_u, &bytes_u);
 		s->bytes_unbiased = bytes_u;
 		/* Read under the shard lock: prof_reset holds them all. */
 		s->epoch = (uint32_t)atomic_load(&prof_epoch);
@@ -839,6 +870,13 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		goto out;
 	}
 	s->tctx = t;
+	/* A new stack's objects, for dumps after they are unloaded (t and
+	 * its gctx live on: s, which names t, is not published yet).  The
+	 * return addresses follow the entry point in frames[0]. */
+	if (!atomic_load_explicit(&t->gctx->noted, memory_order_relaxed) &&
+	    prof_sys_note(frames + 1, n - 1))
+		atomic_store_explicit(&t->gctx->noted, true,
+		    memory_order_relaxed);
 	if (opt_prof_stats)
 		prof_stats_alloc(prof_sample_req(s), usize);
 	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
@@ -859,11 +897,10 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		atomic_fetch_add(&e->nsampled, 1);
 	}
 	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) != 0) {
-		char name[PROF_THREAD_NAME_MAX];
-		prof_tdatas_lock();
-		memcpy(name, td->name, sizeof(name));
-		prof_tdatas_unlock();
-		prof_recent_alloc(s, usize, usize, td->uid, name, frames, n);
+		/* td is this thread's: only it writes its name (under
+		 * the lock, for other threads' dumps), so reading it
+		 * needs no lock. */
+		prof_recent_alloc(s, usize, td->uid, td->name, frames, n);
 	}
 out:
 	tsd->reentrancy--;
@@ -912,13 +949,9 @@ static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL && tsd->state == TSD_NOMINAL)
 		td = prof_tdata_get(tsd);
-	char name[PROF_THREAD_NAME_MAX] = "";
-	if (td != NULL) {
-		prof_tdatas_lock();
-		memcpy(name, td->name, sizeof(name));
-		prof_tdatas_unlock();
-	}
-	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0, name);
+	/* td is this thread's: its name needs no lock (prof_sample_alloc) */
+	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0,
+	    td != NULL ? td->name : "");
 }
 
 void prof_sample_free(void *p, extent_t *e) {
@@ -958,11 +991,7 @@ void prof_sample_free(void *p, extent_t *e) {
 		/* The object count it added, as prof_sample_alloc computed
 		 * it: same size, same lg_prof_sample (same epoch). */
 		uint64_t objs_u, bytes_u;
-		if (s->usize <= SC_SMALL_MAXCLASS)
-			objs_u = unbias_small[sz_size2index(s->usize)]
-			    .objs_shifted;
-		else
-			prof_unbias(s->usize, &objs_u, &bytes_u);
+		unbias_lookup(s->usize, &objs_u, &bytes_u);
 		t->cnt.curobjs--;
 		t->cnt.curbytes -= s->usize;
 		t->cnt.curobjs_shifted_unbiased -= objs_u;
@@ -1034,7 +1063,7 @@ void prof_reset(size_t lg_sample) {
 	atomic_fetch_add(&prof_epoch, 1);
 	atomic_store(&prof_live_bytes, 0);
 	atomic_store(&prof_lg_sample, lg_sample);
-	unbias_small_fill();
+	unbias_tab_fill();
 	prof_wait_gen_bump();
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);

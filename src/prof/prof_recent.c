@@ -14,6 +14,13 @@
  * profiler's tables, and the free of an object whose record is gone
  * costs nothing more than before.
  *
+ * A record is 64 bytes, its sides apart: each distinct side (the
+ * thread, its name and the stack of an allocation or a free) is kept
+ * once, counted by the records that print it (recent_bt_t), since the
+ * last 1,000 samples of a program come from a few threads and sites.
+ * Copied into each record, the stacks and names took about 250 KiB of
+ * the 3 MB of bench's churn at prof_recent_alloc_max:1000 (+8%).
+ *
  * recent_mtx (LOCK_RANK_PROF_RECENT) guards the list, the count, the
  * links of both sides and the free side of records; it is taken with no
  * other profiler lock held, and nothing under it allocates but
@@ -29,28 +36,47 @@
 
 ssize_t opt_prof_recent_alloc_max = 0;
 
+/* One distinct side of records (an allocation's or a free's thread uid
+ * and name, and its stack), shared by the records that print it: refs
+ * of them (and of a dump's copies).  recent_mtx guards the table, the
+ * chains and refs; the rest never changes. */
+typedef struct recent_bt_s {
+	struct recent_bt_s *next;        /* hash chain */
+	uint64_t hash;
+	uint64_t uid;
+	uint32_t refs, n;
+	bool known;                      /* uid and name are (a free by a
+					  * thread without an identity:
+					  * not) */
+	char name[PROF_THREAD_NAME_MAX];
+	void *frames[];
+} recent_bt_t;
+/* At most 2 stacks a record: chains of a few entries at 1,000 records;
+ * 4 KiB of .bss, touched only once records are kept. */
+#define RECENT_BT_BUCKETS 512
+static recent_bt_t *recent_bts[RECENT_BT_BUCKETS];      /* recent_mtx */
+
 /* One record.  The free side (dalloc_*) is filled once, by the free,
- * under recent_mtx; alloc_frames follow the struct. */
+ * under recent_mtx.  The list is only ever cut at its head (the oldest)
+ * and appended to: singly linked. */
 typedef struct recent_s {
-	struct recent_s *prev, *next;    /* oldest first */
+	struct recent_s *next;           /* oldest first */
 	prof_sample_t *sample;           /* NULL once freed or unlinked */
-	size_t size, usize;
+	size_t usize;                    /* printed as size and usize */
 	uint64_t alloc_ns, dalloc_ns;
-	uint64_t alloc_uid, dalloc_uid;
+	recent_bt_t *alloc_bt, *dalloc_bt;       /* NULL: no memory */
 	bool released;
-	bool dalloc_known;               /* dalloc_uid, dalloc_name are */
-	char alloc_name[PROF_THREAD_NAME_MAX];
-	char dalloc_name[PROF_THREAD_NAME_MAX];
-	void **dalloc_frames;            /* base_malloc'd, or NULL */
-	uint32_t alloc_nframes, dalloc_nframes;
-	void *alloc_frames[];
 } recent_t;
+_Static_assert(sizeof(recent_t) <= 64, "one base_malloc line");
 
 static mp_mutex_t recent_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_RECENT);
 static mp_mutex_t recent_dump_mtx =
     MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_RECENT_DUMP);
 static recent_t *recent_head, *recent_tail;      /* recent_mtx */
 static ssize_t recent_count;                     /* recent_mtx */
+/* Bytes of the linked records and of the stacks (as base_malloc rounds
+ * them), stacks (recent_mtx). */
+static size_t recent_bytes, recent_nbts;
 /* experimental.prof_recent.alloc_max; written under recent_mtx, read
  * without it by the sampler's first check. */
 _Atomic ssize_t prof_recent_max;
@@ -65,31 +91,88 @@ static uint64_t recent_now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static size_t recent_size(uint32_t nframes) {
-	return sizeof(recent_t) + nframes * sizeof(void *);
+/* A thread name into a record's field: name may be shorter storage ("")
+ * or its thread's own, which only that thread (the caller) writes. */
+static void name_copy(char dst[PROF_THREAD_NAME_MAX], const char *name) {
+	size_t len = strnlen(name, PROF_THREAD_NAME_MAX - 1);
+	memcpy(dst, name, len);
+	memset(dst + len, 0, PROF_THREAD_NAME_MAX - len);
 }
 
-static void recent_free(recent_t *r) {
-	if (r->dalloc_frames != NULL)
-		base_free(r->dalloc_frames, r->dalloc_nframes *
-		    sizeof(void *));
-	base_free(r, recent_size(r->alloc_nframes));
+/* name: name_copy's, zero-padded: hashed a word at a time. */
+static uint64_t recent_bt_hash(bool known, uint64_t uid,
+    const char name[PROF_THREAD_NAME_MAX], void *const *frames, unsigned n) {
+	uint64_t h = 0x51ed27u ^ n ^ (uint64_t)known << 32;
+	h = (h ^ uid) * 0x9e3779b97f4a7c15ULL;
+	_Static_assert(PROF_THREAD_NAME_MAX == 2 * sizeof(uint64_t),
+	    "a name is two words");
+	uint64_t w[2];
+	memcpy(w, name, sizeof(w));
+	h = (h ^ w[0]) * 0x9e3779b97f4a7c15ULL;
+	h = (h ^ (h >> 29) ^ w[1]) * 0x9e3779b97f4a7c15ULL;
+	for (unsigned i = 0; i < n; i++) {
+		h ^= (uint64_t)(uintptr_t)frames[i];
+		h *= 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	return h;
 }
 
-static void list_unlink(recent_t *r) {
-	if (r->prev != NULL)
-		r->prev->next = r->next;
-	else
-		recent_head = r->next;
-	if (r->next != NULL)
-		r->next->prev = r->prev;
-	else
-		recent_tail = r->prev;
-	r->prev = r->next = NULL;
+static size_t recent_bt_size(uint32_t n) {
+	return sizeof(recent_bt_t) + n * sizeof(void *);
+}
+
+static recent_bt_t **recent_bt_bucket(uint64_t hash) {
+	return &recent_bts[(hash >> 7) % RECENT_BT_BUCKETS];
+}
+
+/* recent_mtx held: a reference to the side (known, uid, name[] as
+ * name_copy made it, frames[0..n)), hash recent_bt_hash's; made if new;
+ * NULL on no memory. */
+static recent_bt_t *recent_bt_get_locked(bool known, uint64_t uid,
+    const char name[PROF_THREAD_NAME_MAX], void *const *frames, unsigned n,
+    uint64_t hash) {
+	recent_bt_t **bucket = recent_bt_bucket(hash);
+	for (recent_bt_t *b = *bucket; b != NULL; b = b->next) {
+		if (b->hash == hash && b->n == n && b->known == known &&
+		    b->uid == uid && memcmp(b->name, name,
+		    PROF_THREAD_NAME_MAX) == 0 && memcmp(b->frames, frames,
+		    n * sizeof(void *)) == 0) {
+			b->refs++;
+			return b;
+		}
+	}
+	recent_bt_t *b = base_malloc(recent_bt_size(n));
+	if (b == NULL)
+		return NULL;
+	b->hash = hash;
+	b->refs = 1;
+	b->known = known;
+	b->uid = uid;
+	memcpy(b->name, name, PROF_THREAD_NAME_MAX);
+	b->n = n;
+	memcpy(b->frames, frames, n * sizeof(void *));
+	b->next = *bucket;
+	*bucket = b;
+	recent_bytes += ALIGNMENT_CEILING(recent_bt_size(n), CACHELINE);
+	recent_nbts++;
+	return b;
+}
+
+/* recent_mtx held: drop a reference (b may be NULL). */
+static void recent_bt_put_locked(recent_bt_t *b) {
+	if (b == NULL || --b->refs != 0)
+		return;
+	recent_bt_t **pp = recent_bt_bucket(b->hash);
+	while (*pp != b)
+		pp = &(*pp)->next;
+	*pp = b->next;
+	recent_bytes -= ALIGNMENT_CEILING(recent_bt_size(b->n), CACHELINE);
+	recent_nbts--;
+	base_free(b, recent_bt_size(b->n));
 }
 
 static void list_append(recent_t *r) {
-	r->prev = recent_tail;
 	r->next = NULL;
 	if (recent_tail != NULL)
 		recent_tail->next = r;
@@ -98,18 +181,25 @@ static void list_append(recent_t *r) {
 	recent_tail = r;
 }
 
-/* recent_mtx held: drop the oldest records until at most `max` are left;
- * they are returned as a list (through ->next) to free after unlocking. */
+/* recent_mtx held: drop the oldest records until at most `max` are left,
+ * with their stacks; the records are returned as a list (through ->next)
+ * to free after unlocking. */
 static recent_t *recent_trim_locked(ssize_t max) {
 	recent_t *gone = NULL;
 	while (max >= 0 && recent_count > max) {
 		recent_t *r = recent_head;
-		list_unlink(r);
+		recent_head = r->next;
+		if (recent_head == NULL)
+			recent_tail = NULL;
 		if (r->sample != NULL)
 			atomic_store_explicit(&r->sample->recent, NULL,
 			    memory_order_relaxed);
 		r->sample = NULL;
+		recent_bt_put_locked(r->alloc_bt);
+		recent_bt_put_locked(r->dalloc_bt);
+		r->alloc_bt = r->dalloc_bt = NULL;
 		recent_count--;
+		recent_bytes -= ALIGNMENT_CEILING(sizeof(*r), CACHELINE);
 		r->next = gone;
 		gone = r;
 	}
@@ -119,27 +209,24 @@ static recent_t *recent_trim_locked(ssize_t max) {
 static void recent_free_list(recent_t *r) {
 	while (r != NULL) {
 		recent_t *next = r->next;
-		recent_free(r);
+		base_free(r, sizeof(*r));
 		r = next;
 	}
 }
 
-void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
-    uint64_t uid, const char *name, void *const *frames, unsigned nframes) {
+void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
+    const char *name, void *const *frames, unsigned nframes) {
 	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) == 0)
 		return;
-	recent_t *r = base_malloc(recent_size(nframes));
+	recent_t *r = base_malloc(sizeof(*r));
 	if (r == NULL)
 		return;         /* the sample stays; it has no record */
-	r->size = size;
 	r->usize = usize;
 	r->alloc_ns = recent_now_ns();
-	r->alloc_uid = uid;
-	memcpy(r->alloc_name, name, sizeof(r->alloc_name));
-	r->alloc_name[sizeof(r->alloc_name) - 1] = '\0';
-	r->alloc_nframes = nframes;
-	memcpy(r->alloc_frames, frames, nframes * sizeof(void *));
 	r->sample = s;
+	char nm[PROF_THREAD_NAME_MAX];
+	name_copy(nm, name);
+	uint64_t hash = recent_bt_hash(true, uid, nm, frames, nframes);
 	mp_mutex_lock(&recent_mtx);
 	ssize_t max = atomic_load(&prof_recent_max);
 	recent_t *gone = NULL;
@@ -148,9 +235,12 @@ void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
 		r->next = NULL;
 		r->sample = NULL;
 	} else {
+		r->alloc_bt = recent_bt_get_locked(true, uid, nm, frames,
+		    nframes, hash);
 		atomic_store_explicit(&s->recent, r, memory_order_relaxed);
 		list_append(r);
 		recent_count++;
+		recent_bytes += ALIGNMENT_CEILING(sizeof(*r), CACHELINE);
 		gone = recent_trim_locked(max);
 	}
 	mp_mutex_unlock(&recent_mtx);
@@ -168,9 +258,11 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
 	    (uintptr_t)__builtin_frame_address(0));
 	unsigned self = prof_backtrace_self_frames(frames, n);
 	n -= self;
-	void **copy = n > 0 ? base_malloc(n * sizeof(void *)) : NULL;
-	if (copy != NULL)
-		memcpy(copy, frames + self, n * sizeof(void *));
+	char nm[PROF_THREAD_NAME_MAX];
+	name_copy(nm, known ? name : "");
+	if (!known)
+		uid = 0;
+	uint64_t hash = recent_bt_hash(known, uid, nm, frames + self, n);
 	uint64_t now = recent_now_ns();
 	mp_mutex_lock(&recent_mtx);
 	recent_t *r = atomic_load_explicit(&s->recent, memory_order_relaxed);
@@ -179,17 +271,10 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
 		r->sample = NULL;
 		r->released = true;
 		r->dalloc_ns = now;
-		r->dalloc_known = known;
-		r->dalloc_uid = uid;
-		memcpy(r->dalloc_name, name, sizeof(r->dalloc_name));
-		r->dalloc_name[sizeof(r->dalloc_name) - 1] = '\0';
-		r->dalloc_frames = copy;
-		r->dalloc_nframes = copy != NULL ? n : 0;
-		copy = NULL;
+		r->dalloc_bt = recent_bt_get_locked(known, uid, nm,
+		    frames + self, n, hash);
 	}
 	mp_mutex_unlock(&recent_mtx);
-	if (copy != NULL)
-		base_free(copy, n * sizeof(void *));
 }
 
 ssize_t prof_recent_max_get(void) {
@@ -203,6 +288,15 @@ ssize_t prof_recent_max_set(ssize_t max) {
 	mp_mutex_unlock(&recent_mtx);
 	recent_free_list(gone);
 	return old;
+}
+
+size_t prof_recent_bytes(size_t *nstacks) {
+	mp_mutex_lock(&recent_mtx);
+	size_t bytes = recent_bytes;
+	if (nstacks != NULL)
+		*nstacks = recent_nbts;
+	mp_mutex_unlock(&recent_mtx);
+	return bytes;
 }
 
 /* ------------------------------------------------------------- the dump */
@@ -252,36 +346,40 @@ static void out_name(recent_out_t *o, const char *key, const char *name) {
 	out_fmt(o, ",\"%s\":\"%s\"", key, esc);
 }
 
-static void out_trace(recent_out_t *o, const char *key, void *const *f,
-    uint32_t n) {
+static void out_trace(recent_out_t *o, const char *key,
+    const recent_bt_t *b) {
 	out_fmt(o, ",\"%s\":[", key);
-	for (uint32_t i = 0; i < n; i++)
-		out_fmt(o, "%s\"%p\"", i == 0 ? "" : ",", f[i]);
+	for (uint32_t i = 0; b != NULL && i < b->n; i++)
+		out_fmt(o, "%s\"%p\"", i == 0 ? "" : ",", b->frames[i]);
 	out_fmt(o, "]");
 }
 
-/* A record copied for the dump: the struct and its frames, in one
- * base_malloc'd block each (dalloc frames copied too). */
-static recent_t *recent_copy(const recent_t *r) {
-	recent_t *c = base_malloc(recent_size(r->alloc_nframes));
+/* A record copied for the dump, under recent_mtx: the struct, holding
+ * references to its stacks (dropped by recent_copies_free). */
+static recent_t *recent_copy_locked(const recent_t *r) {
+	recent_t *c = base_malloc(sizeof(*c));
 	if (c == NULL)
 		return NULL;
-	memcpy(c, r, recent_size(r->alloc_nframes));
-	c->prev = c->next = NULL;
+	memcpy(c, r, sizeof(*c));
+	c->next = NULL;
 	c->sample = NULL;
 	c->released = r->sample == NULL;
-	c->dalloc_frames = NULL;
-	c->dalloc_nframes = 0;
-	if (r->dalloc_frames != NULL) {
-		c->dalloc_frames = base_malloc(r->dalloc_nframes *
-		    sizeof(void *));
-		if (c->dalloc_frames != NULL) {
-			memcpy(c->dalloc_frames, r->dalloc_frames,
-			    r->dalloc_nframes * sizeof(void *));
-			c->dalloc_nframes = r->dalloc_nframes;
-		}
-	}
+	if (c->alloc_bt != NULL)
+		c->alloc_bt->refs++;
+	if (c->dalloc_bt != NULL)
+		c->dalloc_bt->refs++;
 	return c;
+}
+
+/* The dump's copies and their references, freed. */
+static void recent_copies_free(recent_t *first) {
+	mp_mutex_lock(&recent_mtx);
+	for (recent_t *c = first; c != NULL; c = c->next) {
+		recent_bt_put_locked(c->alloc_bt);
+		recent_bt_put_locked(c->dalloc_bt);
+	}
+	mp_mutex_unlock(&recent_mtx);
+	recent_free_list(first);
 }
 
 bool prof_recent_dump(void (*write_cb)(void *, const char *),
@@ -299,7 +397,7 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 	mp_mutex_lock(&recent_mtx);
 	ssize_t max = atomic_load(&prof_recent_max);
 	for (const recent_t *r = recent_head; r != NULL; r = r->next) {
-		recent_t *c = recent_copy(r);
+		recent_t *c = recent_copy_locked(r);
 		if (c == NULL)
 			continue;
 		if (last != NULL)
@@ -313,35 +411,29 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 	out_fmt(&o, "{\"sample_interval\":%" PRIu64 ",\"recent_alloc_max\":"
 	    "%zd,\"recent_alloc\":[", sample_interval, max);
 	for (recent_t *c = first; c != NULL; c = c->next) {
+		const recent_bt_t *a = c->alloc_bt, *d = c->dalloc_bt;
 		out_fmt(&o, "%s{\"size\":%zu,\"usize\":%zu,\"released\":%s,"
 		    "\"alloc_thread_uid\":%" PRIu64, c == first ? "" : ",",
-		    c->size, c->usize, c->released ? "true" : "false",
-		    c->alloc_uid);
-		if (c->alloc_name[0] != '\0')
-			out_name(&o, "alloc_thread_name", c->alloc_name);
+		    c->usize, c->usize, c->released ? "true" : "false",
+		    a != NULL ? a->uid : 0);
+		if (a != NULL && a->name[0] != '\0')
+			out_name(&o, "alloc_thread_name", a->name);
 		out_fmt(&o, ",\"alloc_time\":%" PRIu64, c->alloc_ns);
-		out_trace(&o, "alloc_trace", c->alloc_frames,
-		    c->alloc_nframes);
+		out_trace(&o, "alloc_trace", c->alloc_bt);
 		if (c->released && c->dalloc_ns != 0) {
-			if (c->dalloc_known)
+			if (d != NULL && d->known)
 				out_fmt(&o, ",\"dalloc_thread_uid\":%" PRIu64,
-				    c->dalloc_uid);
-			if (c->dalloc_known && c->dalloc_name[0] != '\0')
-				out_name(&o, "dalloc_thread_name",
-				    c->dalloc_name);
+				    d->uid);
+			if (d != NULL && d->known && d->name[0] != '\0')
+				out_name(&o, "dalloc_thread_name", d->name);
 			out_fmt(&o, ",\"dalloc_time\":%" PRIu64, c->dalloc_ns);
-			out_trace(&o, "dalloc_trace", c->dalloc_frames,
-			    c->dalloc_nframes);
+			out_trace(&o, "dalloc_trace", c->dalloc_bt);
 		}
 		out_fmt(&o, "}");
 	}
 	out_fmt(&o, "]}");
 	out_flush(&o);
-	while (first != NULL) {
-		recent_t *next = first->next;
-		recent_free(first);
-		first = next;
-	}
+	recent_copies_free(first);
 	base_free(o.buf, o.cap);
 	mp_mutex_unlock(&recent_dump_mtx);
 	return false;

@@ -468,13 +468,14 @@ static size_t objs_copy_name(const struct link_map *lm, char *dst,
 }
 
 /* Add the object d names, unless another thread just did.  Skipped
- * while another add runs (the next walk through it adds it): a walk in a
- * signal handler must not wait for the add it interrupted. */
-static void objs_add(const struct dl_find_object *d) {
+ * while another add runs (false then: the next sample of the stack adds
+ * it): a walk in a signal handler must not wait for the add it
+ * interrupted. */
+static bool objs_add(const struct dl_find_object *d) {
 	uintptr_t lo = (uintptr_t)d->dlfo_map_start;
 	if (atomic_flag_test_and_set_explicit(&objs_lock,
 	    memory_order_acquire))
-		return;
+		return false;
 	unsigned n = atomic_load_explicit(&objs_n, memory_order_relaxed);
 	if (n < OBJS_MAX && objs_find(n, lo, d->dlfo_link_map) == NULL) {
 		objs_ent_t *e = &objs[n];
@@ -501,10 +502,13 @@ static void objs_add(const struct dl_find_object *d) {
 		}
 	}
 	atomic_flag_clear_explicit(&objs_lock, memory_order_release);
+	return true;
 }
 
-/* After a walk: the objects of its frames into the table. */
-static void objs_note(void *const *vec, unsigned nframes) {
+/* The objects of a new stack's frames into the table: false if one
+ * could not be added now. */
+static bool objs_note(void *const *vec, unsigned nframes) {
+	bool done = true;
 	uintptr_t last_lo = 0;
 	const void *last_lm = NULL;
 	unsigned nf = atomic_load_explicit(&objs_fixed_n, memory_order_acquire);
@@ -541,9 +545,11 @@ static void objs_note(void *const *vec, unsigned nframes) {
 		last_lm = d.dlfo_link_map;
 		unsigned n = atomic_load_explicit(&objs_n,
 		    memory_order_acquire);
-		if (objs_find(n, lo, d.dlfo_link_map) == NULL && n < OBJS_MAX)
-			objs_add(&d);
+		if (objs_find(n, lo, d.dlfo_link_map) == NULL && n < OBJS_MAX &&
+		    !objs_add(&d))
+			done = false;
 	}
+	return done;
 }
 
 /* Whether e's object is no longer what the loader has at its address. */
@@ -554,9 +560,10 @@ static bool objs_unloaded(const objs_ent_t *e) {
 	    d.dlfo_link_map != e->lm;
 }
 #else
-static void objs_note(void *const *vec, unsigned nframes) {
+static bool objs_note(void *const *vec, unsigned nframes) {
 	(void)vec;
 	(void)nframes;
+	return true;
 }
 
 static bool objs_unloaded(const objs_ent_t *e) {
@@ -644,6 +651,94 @@ unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
 #endif
 
 /*
+ * The memo of a thread's last walks (prof_bt_memo_new).  A walk is a
+ * function of where it starts (fp, the walker's own frame, the stack's
+ * top, max and the mode), of the stack words it reads, and of the rows
+ * and text table it consults.  A row found, or an address found in the
+ * text table, stays so while its code is on the stack; so a walk whose
+ * every row was found and every text lookup succeeded is remembered with
+ * the words it read (address, value), and a later walk from the same
+ * start whose words all still hold those values would read the same
+ * addresses and take the same steps: it copies the frames.  A walk that
+ * consulted a missing row or address (tables that can change: a library
+ * loaded since) is not remembered.  Three slots: a thread's allocation
+ * walks and its free walks (the recent records' free side, whose path
+ * differs for small and large objects) start from different frames.
+ * Only the owning thread uses its memo; `busy` keeps a walk in a signal
+ * handler off a memo being written.
+ */
+#define MEMO_FRAMES 24
+#define MEMO_WORDS (2 * MEMO_FRAMES + 2)
+#define MEMO_SLOTS 3
+typedef struct {
+	uintptr_t fp, lo, hi;
+	unsigned max, mode, n, nwords;
+	bool valid;
+	uintptr_t waddr[MEMO_WORDS], wval[MEMO_WORDS];
+	void *vec[MEMO_FRAMES];
+} memo_slot_t;
+
+struct prof_bt_memo_s {
+	bool busy;
+	unsigned next;                   /* the slot to replace */
+	uint64_t hits;                   /* walks answered (for the tests) */
+	memo_slot_t slot[MEMO_SLOTS];
+};
+
+prof_bt_memo_t *prof_bt_memo_new(void) {
+	return base_malloc(sizeof(prof_bt_memo_t));
+}
+
+uint64_t prof_bt_memo_hits(const prof_bt_memo_t *m) {
+	return m != NULL ? m->hits : 0;
+}
+
+void prof_bt_memo_free(prof_bt_memo_t *m) {
+	if (m != NULL)
+		base_free(m, sizeof(*m));
+}
+
+/* A walk being recorded into a slot (NULL: not recorded). */
+typedef struct {
+	memo_slot_t *s;
+	bool ok;                         /* still worth remembering */
+} memo_rec_t;
+
+static inline void memo_word(memo_rec_t *r, uintptr_t addr, uintptr_t val) {
+	if (r->s == NULL)
+		return;
+	if (r->s->nwords == MEMO_WORDS) {
+		r->ok = false;
+		return;
+	}
+	r->s->waddr[r->s->nwords] = addr;
+	r->s->wval[r->s->nwords++] = val;
+}
+
+/* The frames of a remembered walk from this start whose words all still
+ * hold (their addresses lie inside [lo, hi): they did when recorded
+ * with the same bounds); 0 if none. */
+PROF_STACK_READER static unsigned memo_lookup(prof_bt_memo_t *m,
+    void **vec, uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned max,
+    unsigned mode) {
+	for (unsigned k = 0; k < MEMO_SLOTS; k++) {
+		const memo_slot_t *s = &m->slot[k];
+		if (!s->valid || s->fp != fp || s->lo != lo || s->hi != hi ||
+		    s->max != max || s->mode != mode)
+			continue;
+		unsigned i = 0;
+		while (i < s->nwords &&
+		    *(const uintptr_t *)s->waddr[i] == s->wval[i])
+			i++;
+		if (i < s->nwords)
+			continue;       /* the other slot may be this walk */
+		memcpy(vec, s->vec, s->n * sizeof(void *));
+		return s->n;
+	}
+	return 0;
+}
+
+/*
  * The rest of the stack by call-frame information, from the registers
  * of the caller of the last frame walked: g.rip its return address,
  * g.rsp the address above that frame, g.rbp what the frame saved; row
@@ -653,19 +748,36 @@ unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
 
 static unsigned cfi_walk(void **vec, unsigned n, unsigned max,
     prof_cfi_walk_t *w, prof_cfi_regs_t g, prof_cfi_rule_t *rule,
-    bool have_row, prof_cfi_err_t row, uintptr_t lo, uintptr_t hi) {
+    bool have_row, prof_cfi_err_t row, uintptr_t lo, uintptr_t hi,
+    memo_rec_t *rec) {
 #if defined(__x86_64__)
 	if (!have_row)
 		row = prof_cfi_row(w, g.rip, rule);
+	if (row != PROF_CFI_OK)
+		rec->ok = false;
 	while (n < max && row == PROF_CFI_OK) {
-		if (prof_cfi_apply(rule, &g, lo, hi) != PROF_CFI_OK)
+		if (prof_cfi_apply(rule, &g, lo, hi) != PROF_CFI_OK) {
+			/* Only an undefined return address ends the walk
+			 * whatever the words (the outermost frame's rule). */
+			if (rule->ra_how != PROF_CFI_UNDEF)
+				rec->ok = false;
 			break;
+		}
+		/* The words the step read: the return address below the
+		 * CFA (g.rsp now), and the saved rbp if it was read. */
+		memo_word(rec, g.rsp + (uintptr_t)rule->ra_off, g.rip);
+		if (rule->rbp_how == PROF_CFI_AT_CFA)
+			memo_word(rec, g.rsp + (uintptr_t)rule->rbp_off,
+			    g.rbp);
 		/* The caller's row (the next step's): having one says g.rip
 		 * is code; without one, the text table decides whether it
 		 * is a last frame or garbage. */
 		row = prof_cfi_row(w, g.rip, rule);
-		if (row != PROF_CFI_OK && !text_contains(g.rip))
-			break;
+		if (row != PROF_CFI_OK) {
+			rec->ok = false;
+			if (!text_contains(g.rip))
+				break;
+		}
 		vec[n++] = (void *)g.rip;
 	}
 #else
@@ -678,6 +790,7 @@ static unsigned cfi_walk(void **vec, unsigned n, unsigned max,
 	(void)row;
 	(void)lo;
 	(void)hi;
+	rec->ok = false;
 #endif
 	return n;
 }
@@ -714,6 +827,35 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	uintptr_t self_lo = atomic_load_explicit(&text_self_lo,
 	    memory_order_relaxed);
 	unsigned mode = opt_prof_unwind;
+	/* The thread's memo: a walk from here seen before, or a slot to
+	 * record this one into. */
+	prof_bt_memo_t *m = tsd->prof_tdata != NULL ?
+	    tsd->prof_tdata->bt_memo : NULL;
+	memo_rec_t rec = {NULL, true};
+	if (m != NULL && !m->busy) {
+		m->busy = true;
+		atomic_signal_fence(memory_order_seq_cst);
+		n = memo_lookup(m, vec, fp, lo, hi, max, mode);
+		if (n > 0) {
+			m->hits++;
+			atomic_signal_fence(memory_order_seq_cst);
+			m->busy = false;
+			return n;
+		}
+		rec.s = &m->slot[m->next];
+		m->next = (m->next + 1) % MEMO_SLOTS;
+		/* The header only: a walk that misses every time (stacks
+		 * that never repeat) pays for the words it records, not for
+		 * clearing the slot. */
+		rec.s->valid = false;
+		rec.s->fp = fp;
+		rec.s->lo = lo;
+		rec.s->hi = hi;
+		rec.s->max = max;
+		rec.s->mode = mode;
+		rec.s->nwords = 0;
+		rec.s->n = 0;
+	}
 	prof_cfi_walk_t w = {false};
 	uintptr_t stack_lo = lo;
 	/* The registers of the caller of the last frame recorded, and the
@@ -728,10 +870,15 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 			break;
 		uintptr_t next = ((const uintptr_t *)fp)[0];
 		uintptr_t ret = ((const uintptr_t *)fp)[1];
+		memo_word(&rec, fp, next);
+		memo_word(&rec, fp + sizeof(uintptr_t), ret);
 		if (ret == 0)
 			break;
+		/* Up to 8 of the allocator's own frames are skipped here,
+		 * with no row looked up: a free's walk (the recent
+		 * allocations' free side) starts 5-6 frames inside. */
 		if (n == 0 && ret - 1 - self_lo < self_hi - self_lo &&
-		    skipped < 4) {
+		    skipped < 8) {
 			skipped++;      /* the allocator's own frame */
 		} else {
 			/* auto: the row of the function at ret says whether
@@ -743,9 +890,12 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 			/* The first return address left is the call into
 			 * the allocator: the program's own, whatever the
 			 * tables say. */
+			if (have_row && row != PROF_CFI_OK)
+				rec.ok = false;
 			if (n > 0 && row != PROF_CFI_OK &&
 			    !text_contains(ret)) {
 				have_row = false;       /* not g.rip's */
+				rec.ok = false;
 				break;
 			}
 			vec[n++] = (void *)ret;
@@ -771,7 +921,19 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	 * recorded. */
 	if (mode != PROF_UNWIND_FP && n > 0 && n < max)
 		n = cfi_walk(vec, n, max, &w, g, &rule, have_row, row,
-		    stack_lo, hi);
-	objs_note(vec, n);
+		    stack_lo, hi, &rec);
+	if (rec.s != NULL) {
+		if (rec.ok && n <= MEMO_FRAMES) {
+			memcpy(rec.s->vec, vec, n * sizeof(void *));
+			rec.s->n = n;
+			rec.s->valid = n > 0;
+		}
+		atomic_signal_fence(memory_order_seq_cst);
+		m->busy = false;
+	}
 	return n;
+}
+
+bool prof_sys_note(void *const *vec, unsigned n) {
+	return objs_note(vec, n);
 }

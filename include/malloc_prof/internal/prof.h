@@ -102,6 +102,9 @@ struct prof_tdata_s {
 	/* thread.prof.label: the thread's current set (NULL: none); read
 	 * and written by its thread only. */
 	const prof_labels_t *labels;
+	/* prof_backtrace's memo of the thread's last walks (prof_sys.c);
+	 * NULL until its first sample, freed when the thread exits. */
+	struct prof_bt_memo_s *bt_memo;
 	prof_tdata_t *prev, *next;       /* the global list, by uid */
 };
 
@@ -127,6 +130,9 @@ struct prof_gctx_s {
 	prof_tctx_t *tctxs;
 	unsigned shard;
 	unsigned nframes;
+	/* prof_sys_note has kept the objects of its frames (read and set
+	 * with no lock, by the thread sampling it). */
+	_Atomic bool noted;
 	void *frames[];
 };
 
@@ -284,6 +290,11 @@ extern _Atomic uint64_t prof_dropped;
 
 /* Unbiasing: what one sampled object of usize bytes stands for. */
 void prof_unbias(size_t usize, uint64_t *objs_shifted, uint64_t *bytes);
+/* The same from the per-class table the sampler reads (filled at boot
+ * and by prof_reset; computed for a size it does not hold).  For the
+ * tests: it must always equal prof_unbias. */
+void prof_unbias_cached(size_t usize, uint64_t *objs_shifted,
+    uint64_t *bytes);
 
 /* Visit every gctx shard under its lock (dumps copy what they need). */
 typedef void prof_gctx_visit_t(prof_gctx_t *gctx, void *arg);
@@ -331,6 +342,24 @@ extern unsigned opt_prof_unwind;
  * in frame `fp` (the frame of the exported entry point), up to the first
  * one outside executable text; never faults, never locks. */
 unsigned prof_backtrace(void **vec, unsigned max, uintptr_t fp);
+/* The calling thread's walks are remembered in its tdata's bt_memo: a
+ * walk from the same frame whose every stack word read is unchanged
+ * gives the same frames, and then costs a compare per word instead of a
+ * row lookup and a step per frame (a loop allocating at one site samples
+ * the same stack again and again).  new: NULL on no memory (walks are
+ * not remembered then); free: at the thread's exit. */
+typedef struct prof_bt_memo_s prof_bt_memo_t;
+prof_bt_memo_t *prof_bt_memo_new(void);
+void prof_bt_memo_free(prof_bt_memo_t *m);
+/* How many walks m answered (for the tests). */
+uint64_t prof_bt_memo_hits(const prof_bt_memo_t *m);
+/* Keep the objects (file, segments) that the return addresses vec[0..n)
+ * of a new stack point into, so that dumps still name them once the
+ * loader unloads them (prof_sys_unloaded).  Once per stack, not per
+ * sample: a stack's frames, once noted, stay noted.  false if one could
+ * not be added now (another thread was adding one): note it again at
+ * the stack's next sample.  No lock, no allocation. */
+bool prof_sys_note(void *const *vec, unsigned n);
 /* How many of vec[0..n) lead with return addresses into this library's
  * own text (all but the last, at most: a walk from inside the library
  * whose every frame is its own keeps one). */
@@ -620,11 +649,12 @@ extern ssize_t opt_prof_recent_alloc_max;
 extern _Atomic ssize_t prof_recent_max;
 void prof_recent_boot(void);
 /* prof.c calls these and hands them what they record (thread uid and
- * name), so that this file uses nothing of prof.c.  A new sample s (its
- * record linked to it); from prof_sample_alloc with no profiler lock
- * held. */
-void prof_recent_alloc(prof_sample_t *s, size_t size, size_t usize,
-    uint64_t uid, const char *name, void *const *frames, unsigned nframes);
+ * name), so that this file uses nothing of prof.c.  A new sample s of
+ * usize bytes (its record linked to it; the dump prints usize as the
+ * size too, as the sampler knows no other); from prof_sample_alloc with
+ * no profiler lock held. */
+void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
+    const char *name, void *const *frames, unsigned nframes);
 /* Whether s still has a record (a peek: only its free and a trim change
  * it, and a trim leaves nothing to fill in). */
 MP_INLINE bool prof_recent_linked(prof_sample_t *s) {
@@ -639,6 +669,9 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
  * the old one and drops the oldest records past the new one. */
 ssize_t prof_recent_max_get(void);
 ssize_t prof_recent_max_set(ssize_t max);
+/* The metadata bytes the kept records and their shared stacks take now,
+ * and how many distinct stacks they hold (for the tests). */
+size_t prof_recent_bytes(size_t *nstacks);
 /* experimental.prof_recent.alloc_dump: jemalloc's JSON through write_cb;
  * true if the buffer could not be had. */
 bool prof_recent_dump(void (*write_cb)(void *, const char *),
