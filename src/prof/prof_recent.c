@@ -62,10 +62,12 @@ static recent_bt_t *recent_bts[RECENT_BT_BUCKETS];      /* recent_mtx */
 typedef struct recent_s {
 	struct recent_s *next;           /* oldest first */
 	prof_sample_t *sample;           /* NULL once freed or unlinked */
-	size_t usize;                    /* printed as size and usize */
+	size_t usize;
 	uint64_t alloc_ns, dalloc_ns;
 	recent_bt_t *alloc_bt, *dalloc_bt;       /* NULL: no memory */
 	bool released;
+	uint32_t req_pad;                /* size = usize - req_pad: the
+	                                  * sample's (prof_sample_req_pad) */
 } recent_t;
 _Static_assert(sizeof(recent_t) <= 64, "one base_malloc line");
 
@@ -222,6 +224,7 @@ void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
 	if (r == NULL)
 		return;         /* the sample stays; it has no record */
 	r->usize = usize;
+	r->req_pad = s->req_pad;
 	r->alloc_ns = recent_now_ns();
 	r->sample = s;
 	char nm[PROF_THREAD_NAME_MAX];
@@ -414,7 +417,8 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 		const recent_bt_t *a = c->alloc_bt, *d = c->dalloc_bt;
 		out_fmt(&o, "%s{\"size\":%zu,\"usize\":%zu,\"released\":%s,"
 		    "\"alloc_thread_uid\":%" PRIu64, c == first ? "" : ",",
-		    c->usize, c->usize, c->released ? "true" : "false",
+		    c->usize - c->req_pad, c->usize,
+		    c->released ? "true" : "false",
 		    a != NULL ? a->uid : 0);
 		if (a != NULL && a->name[0] != '\0')
 			out_name(&o, "alloc_thread_name", a->name);
