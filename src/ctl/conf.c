@@ -51,7 +51,7 @@ unsigned opt_tcache_nslots_small_min = CACHE_BIN_MIN;
 unsigned opt_tcache_nslots_small_max = CACHE_BIN_MAX;
 unsigned opt_tcache_nslots_large = TCACHE_LARGE_SLOTS;
 ssize_t opt_lg_tcache_nslots_mul = 1;
-size_t opt_tcache_gc_incr_bytes = (size_t)128 << 10;
+size_t opt_tcache_gc_incr_bytes = (size_t)256 << 10;
 unsigned opt_lg_tcache_flush_small_div = 1;
 unsigned opt_lg_tcache_flush_large_div = 1;
 size_t opt_tcache_gc_delay_bytes = 0;
@@ -294,7 +294,7 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "a small cache bin holds 16 KiB << N of regions, within "
 	  "tcache_nslots_small_min/max" },
 	{ .name = "tcache_gc_incr_bytes", .type = CONF_SIZE_T,
-	  .var = &opt_tcache_gc_incr_bytes, .def = "131072", .min = 1,
+	  .var = &opt_tcache_gc_incr_bytes, .def = "262144", .min = 1,
 	  .max = (intmax_t)1 << 40,
 	  .doc = "bytes a thread allocates between events (a cache GC step, "
 	  "a decay tick)" },

@@ -1018,7 +1018,7 @@ void stats_print_atexit(void) {
  * stats_interval: print every opt_stats_interval bytes allocated by all
  * threads together, as jemalloc does.  No work of its own on the malloc
  * paths: each thread adds what it allocated since its last event at its
- * next thread event (tsd_event, every tcache_gc_incr_bytes, 128 KiB by
+ * next thread event (tsd_event, every tcache_gc_incr_bytes, 256 KiB by
  * default), so an interval is honoured to within about that much per
  * thread, and a thread without the malloc fast path (tcache:false, junk,
  * zero) has no events and does not count.  Whichever thread takes the

@@ -333,8 +333,8 @@ static void test_new_thread(void **state) {
 }
 
 /* A thread already running when the hooks come sees them at its next
- * slow-path call or thread event: after 256 KiB in 1 KiB blocks (two
- * events at the default 128 KiB) every call of it is reported. */
+ * slow-path call or thread event: after 512 KiB in 1 KiB blocks (two
+ * events at the default 256 KiB) every call of it is reported. */
 static pthread_barrier_t running_barrier;
 
 static void *running_body(void *arg) {
@@ -342,7 +342,7 @@ static void *running_body(void *arg) {
 	free(malloc(opaque_size(64)));          /* set up, fast paths on */
 	pthread_barrier_wait(&running_barrier); /* main installs */
 	pthread_barrier_wait(&running_barrier);
-	for (int i = 0; i < 256; i++)
+	for (int i = 0; i < 512; i++)
 		free(malloc(opaque_size(1024)));
 	out[0] = malloc(opaque_size(48));
 	free(out[0]);
@@ -452,8 +452,8 @@ static void test_activity_callback(void **state) {
 	int r = mallctl("experimental.thread.activity_callback", &old, &len,
 	    &t, sizeof(t));
 	MP_ASSERT(r == 0 && old.callback == NULL, "set: %d", r);
-	/* 1 MiB in 1 KiB blocks: the events come every 128 KiB. */
-	for (int i = 0; i < 1024; i++)
+	/* 2 MiB in 1 KiB blocks: the events come every 256 KiB. */
+	for (int i = 0; i < 2048; i++)
 		free(malloc(opaque_size(1024)));
 	uint64_t now = 0;
 	MALLCTL_READ("thread.allocated", now);

@@ -170,7 +170,7 @@ static void test_thread_peak_events(void **state) {
 		    "junk or zero): the peak is checked at reads only");
 	}
 	const size_t big = 2 * MP_MiB;
-	enum { N = 8192 };             /* 8192 x 64 B: four event intervals */
+	enum { N = 16384 };            /* 16384 x 64 B: four event intervals */
 	static void *small[N];
 	MALLCTL_CALL("thread.peak.reset");
 	void *p = malloc(opaque_size(big));

@@ -129,7 +129,7 @@ static void child_defaults(void) {
 	UNSIGNED_IS("opt.tcache_nslots_small_max", 128);
 	UNSIGNED_IS("opt.tcache_nslots_large", 8);
 	SSIZE_IS("opt.lg_tcache_nslots_mul", 1);
-	SIZE_IS("opt.tcache_gc_incr_bytes", 131072);
+	SIZE_IS("opt.tcache_gc_incr_bytes", 262144);
 	UNSIGNED_IS("opt.lg_tcache_flush_small_div", 1);
 	UNSIGNED_IS("opt.lg_tcache_flush_large_div", 1);
 	SIZE_IS("opt.lg_tcache_max", 16);
@@ -397,7 +397,7 @@ static void test_xmalloc(void **state) {
 }
 
 /* stats_interval: 8 MiB allocated with a 1 MiB interval prints about 8
- * times (each thread event, every 128 KiB, adds its bytes); none without
+ * times (each thread event, every 256 KiB, adds its bytes); none without
  * the option.  stats_interval_opts picks what is printed. */
 static void test_stats_interval(void **state) {
 	(void)state;

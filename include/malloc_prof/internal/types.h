@@ -95,7 +95,7 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define CACHE_BIN_GROW_MID_MUL 4
 #define CACHE_BIN_BUSY_MOVES 4
 /* Bytes between two thread events (cache GC step, decay tick):
- * tcache_gc_incr_bytes, 128 KiB by default (alloc.h, conf.c). */
+ * tcache_gc_incr_bytes, 256 KiB by default (alloc.h, conf.c). */
 #define TSD_EVENT_INTERVAL ((uint64_t)opt_tcache_gc_incr_bytes)
 /* base_malloc's per-thread stash: blocks of up to this many cache lines. */
 #define BASE_STASH_CLASSES 8
