@@ -20,50 +20,8 @@
 # Skipped in a --disable-prof build.
 set -u
 
-builddir=${top_builddir:-.}
-var=${MALLOC_PROF_CONF_ENV:-MALLOC_CONF}
-mp=$builddir/bin/malloc-prof
-prog=$builddir/test/bin/lifetimes
-case $prog in
-/*) ;;
-*) prog=$(pwd)/$prog;;
-esac
-ntests=6
-
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() { n=$((n + 1)); echo "not ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-show() { sed 's/^/# /' "$@" | head -n 30; }
-check() {
-	d=$1
-	f=$2
-	shift 2
-	if "$@"; then ok "$d"; else fail "$d"; show "$f"; fi
-}
-
-echo "1..$ntests"
-for f in "$mp" "$prog"; do
-	if [ ! -x "$f" ]; then
-		echo "Bail out! $f is missing"
-		exit 1
-	fi
-done
-if [ "$("$prog" --config)" != 1 ]; then
-	while [ "$n" -lt "$ntests" ]; do skip "built with --disable-prof"; done
-	exit 0
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mp-lifetimes.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-if [ -n "${MALLOC_PROF_TOOL_WRAPPER-}" ]; then
-	case $mp in /*) ;; *) mp=$(pwd)/$mp;; esac
-	printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$MALLOC_PROF_TOOL_WRAPPER" \
-	    "$mp" >"$tmp/malloc-prof"
-	chmod +x "$tmp/malloc-prof"
-	mp=$tmp/malloc-prof
-fi
-unset MALLOC_CONF MP_MALLOC_CONF 2>/dev/null || :
+. "$(dirname "$0")/tap_prof.sh"
+tap_prof_init lifetimes 6
 life=$tmp/l.pb.gz
 heap=$tmp/h.pb.gz
 if ! env "$var=prof:true,lg_prof_sample:0" "$prog" "$life" "$heap" \
