@@ -348,6 +348,26 @@ static bool large_cached(const tcache_t *tc, const extent_t *e) {
 	return false;
 }
 
+/* Whether p is where its live extent e's block (large) or one of its
+ * regions (slab) starts. */
+static bool block_start(const void *p, const extent_t *e) {
+	if (e->kind == EXTENT_LARGE)
+		return (const char *)p == e->addr;
+	size_t off = (size_t)((const char *)p - e->addr);
+	uint32_t ind = slab_region_index(e, p);
+	return ind < e->nregs && off == (size_t)ind * e->usize;
+}
+
+/* True (reported) if p is not block_start of e: free and realloc both
+ * check. */
+static bool interior_misuse(void *p, const extent_t *e, const char *func) {
+	if (block_start(p, e))
+		return false;
+	mp_misuse(func, e->kind == EXTENT_LARGE ? "interior pointer (not a "
+	    "block start)" : "interior pointer (not a region start)", p, "");
+	return true;
+}
+
 /*
  * The misuse checks of a free that reached dalloc_impl (doc/reliability.md,
  * "Misuse"); true if p must not be freed (reported).  Every build checks
@@ -372,23 +392,14 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 			invalid_pointer(func, p);
 		return true;
 	}
+	if (interior_misuse(p, e, func))
+		return true;
 	if (e->kind == EXTENT_LARGE) {
-		if ((char *)p != e->addr) {
-			mp_misuse(func, "interior pointer (not a block "
-			    "start)", p, "");
-			return true;
-		}
 		if (large_cached(tsd->tcache, e) || large_cached(xtc, e)) {
 			mp_misuse(func, "double free of", p, "");
 			return true;
 		}
 		return false;
-	}
-	size_t off = (size_t)((char *)p - e->addr);
-	uint32_t ind = slab_region_index(e, p);
-	if (ind >= e->nregs || off != (size_t)ind * e->usize) {
-		mp_misuse(func, "interior pointer (not a region start)", p, "");
-		return true;
 	}
 	tcache_t *owner = slab_owner(e);
 	bool mine = owner != NULL && (owner == tsd->tcache || owner == xtc);
@@ -872,6 +883,12 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 		errno = EINVAL;
 		return NULL;
 	}
+	/* Before the in-place paths, which would hand an interior pointer
+	 * back as if it were the block. */
+	if (interior_misuse(p, e, func)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	alloc_opts_t o;
 	if (opts_decode(flags, &o, entry, fp, func))
 		return NULL;
@@ -924,15 +941,25 @@ in_place:
 
 /*
  * Whether `size` falls in size class `szind` of the block p, whose page
- * entry carries that class (pagemap.c): then realloc has nothing to do.
- * A tagged large block's entry is its first page, so a page-aligned p
- * there is the block's start; any other p goes to ralloc_impl, which
- * reports it.
+ * entry (tagged) carries that class (pagemap.c): then realloc has nothing
+ * to do.  A tagged large block's entry is its first page, so a
+ * page-aligned p there is the block's start; any other p goes to
+ * ralloc_impl, which reports it.  With cache_oblivious a block may start
+ * inside that page (arena.c narrows its record to the block), so the
+ * record's address decides: a page-aligned p before the block is no
+ * block's start.
  */
-static bool realloc_same_class(unsigned szind, const void *p, size_t size) {
-	return size <= sz_index2size_tab[szind] && (szind == 0 ||
-	    size > sz_index2size_tab[szind - 1]) && (szind < SC_NBINS ||
-	    ((uintptr_t)p & PAGE_MASK) == 0);
+static bool realloc_same_class(uintptr_t entry, const void *p,
+    size_t size) {
+	unsigned szind = (unsigned)(entry & PAGEMAP_TAG_MASK) - 1;
+	if (size > sz_index2size_tab[szind] || (szind != 0 &&
+	    size <= sz_index2size_tab[szind - 1]))
+		return false;
+	if (szind < SC_NBINS)
+		return true;
+	if (unlikely(opt_cache_oblivious))
+		return pagemap_entry_extent(entry)->addr == p;
+	return ((uintptr_t)p & PAGE_MASK) == 0;
 }
 
 /*
@@ -1000,7 +1027,7 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	uintptr_t entry = pagemap_lookup_entry(p);
 	uintptr_t tag = entry & PAGEMAP_TAG_MASK;
 	if (likely(tag != 0 && size != 0 && !shortcut_off)) {
-		if (realloc_same_class((unsigned)tag - 1, p, size))
+		if (realloc_same_class(entry, p, size))
 			return p;
 		/* A small block moving to another small class: malloc's and
 		 * free's fast paths around the copy (ralloc_impl's general
@@ -1028,9 +1055,12 @@ MP_EXPORT void *MP_PUBLIC(realloc)(void *p, size_t size) {
 	}
 	void *q = ralloc_impl(p, size, 0, "realloc",
 	    (void *)MP_PUBLIC(realloc), CALLER_FP());
-	if (q == NULL && pagemap_lookup(p) != NULL) {
+	/* An invalid or interior pointer keeps its EINVAL. */
+	extent_t *e = q == NULL ? pagemap_lookup(p) : NULL;
+	if (e != NULL && (e->kind == EXTENT_SLAB || e->kind == EXTENT_LARGE) &&
+	    block_start(p, e)) {
 		XMALLOC_CHECK(q, "realloc", size);
-		errno = ENOMEM;     /* an invalid pointer keeps its EINVAL */
+		errno = ENOMEM;
 	}
 	return q;
 }

@@ -1,14 +1,14 @@
 /*
  * test/integration/misuse.c - double free, free of a pointer malloc_prof
- * did not allocate, free of an interior pointer and sdallocx with a wrong
- * size (doc/reliability.md, "Misuse").  Each misuse runs in a forked child,
- * so that the abort or the corrupted heap stays there; the parent checks
- * the child's stderr line (the entry point, the misuse, the pointer) and
- * how it ended.  Debug builds detect every case and abort; release builds
- * detect the ones their slow paths check (and every double free of a
- * region that a thread other than its slab's owner frees twice), report
- * them and go on (abort: false), and miss the rest, which run on the free
- * fast path.
+ * did not allocate, free and realloc of an interior pointer and sdallocx
+ * with a wrong size (doc/reliability.md, "Misuse").  Each misuse runs in a
+ * forked child, so that the abort or the corrupted heap stays there; the
+ * parent checks the child's stderr line (the entry point, the misuse, the
+ * pointer) and how it ended.  Debug builds detect every case and abort;
+ * release builds detect the ones their slow paths check (and every double
+ * free of a region that a thread other than its slab's owner frees twice),
+ * report them and go on (abort: false), and miss the rest, which run on
+ * the free fast path.
  */
 #include "../test_util.h"
 
@@ -102,6 +102,29 @@ static void *large_interior(int fd) {
 	return p;
 }
 
+/* realloc of an interior pointer: reported, NULL with EINVAL, nothing
+ * moved or resized (the same class once went through the in-place path
+ * and came back as if it were the block). */
+static void *realloc_interior(int fd, size_t size, size_t offset,
+    size_t new_size) {
+	char *p = LAUNDER(malloc(size));
+	send_ptr(fd, p + offset);
+	errno = 0;
+	void *q = realloc(LAUNDER(p + offset), new_size);
+	if (q != NULL || errno != EINVAL) {
+		_exit(3);
+	}
+	return p;
+}
+
+static void *realloc_large_interior(int fd) {
+	return realloc_interior(fd, 32 * MP_KiB, 16, 32 * MP_KiB);
+}
+
+static void *realloc_small_interior(int fd) {
+	return realloc_interior(fd, 64, 16, 200);
+}
+
 static void *foreign(int fd) {
 	void *p = mmap(NULL, 4 * MP_KiB, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -144,6 +167,10 @@ static const misuse_case_t cases[] = {
 	{"large interior pointer", large_interior,
 	    "free(): interior pointer (not a block start)", NULL, true},
 	{"foreign pointer", foreign, "free(): invalid pointer", NULL, true},
+	{"realloc of a large interior pointer", realloc_large_interior,
+	    "realloc(): interior pointer (not a block start)", NULL, true},
+	{"realloc of a small interior pointer", realloc_small_interior,
+	    "realloc(): interior pointer (not a region start)", NULL, true},
 	{"dallocx double free", dallocx_double_free,
 	    "dallocx(): double free of", NULL, true},
 	{"sdallocx wrong size", sdallocx_wrong_size, "sdallocx(", NULL, false},
