@@ -64,23 +64,6 @@ static void frag_count(const prof_sample_t *s, void *arg) {
 		w->nsmall[sz_size2index(s->usize)]++;
 }
 
-static bool frag_frames_reserve(frag_walk_t *w, size_t n) {
-	if (w->flen + n <= w->fcap)
-		return false;
-	size_t cap = w->fcap < 1024 ? 1024 : w->fcap;
-	while (cap < w->flen + n)
-		cap *= 2;
-	void **f = base_malloc(cap * sizeof(void *));
-	if (f == NULL)
-		return true;
-	if (w->flen != 0)
-		memcpy(f, w->frames, w->flen * sizeof(void *));
-	base_free(w->frames, w->fcap * sizeof(void *));
-	w->frames = f;
-	w->fcap = cap;
-	return false;
-}
-
 /* Pass 2, under the sample's shard lock (its tctx, gctx and tdata are
  * alive): charge it to its tctx's entry.  A sample taken since pass 1
  * that finds the table too full is left out. */
@@ -98,7 +81,8 @@ static void frag_charge(const prof_sample_t *s, void *arg) {
 		if ((w->nents + 1) * 4 > w->cap * 3)
 			return;
 		const prof_gctx_t *g = s->tctx->gctx;
-		if (frag_frames_reserve(w, g->nframes)) {
+		if (prof_frames_reserve(&w->frames, &w->fcap, w->flen,
+		    g->nframes)) {
 			w->oom = true;
 			return;
 		}

@@ -290,24 +290,6 @@ static bool walk_grow(life_walk_t *w) {
 	return false;
 }
 
-static bool walk_frames_reserve(life_walk_t *w, size_t n) {
-	if (w->flen + n <= w->fcap)
-		return false;
-	size_t cap = w->fcap < 1024 ? 1024 : w->fcap;
-	while (cap < w->flen + n)
-		cap *= 2;
-	void **f = base_malloc(cap * sizeof(void *));
-	if (f == NULL)
-		return true;
-	if (w->flen != 0)
-		memcpy(f, w->frames, w->flen * sizeof(void *));
-	if (w->frames != NULL)
-		base_free(w->frames, w->fcap * sizeof(void *));
-	w->frames = f;
-	w->fcap = cap;
-	return false;
-}
-
 /* One live sample (under its sample-table shard's lock, or life_mtx for
  * a large one: its tctx and gctx are alive): its age's bucket of its
  * stack.  What it stands for is its unbiased bytes over its size, as the
@@ -325,7 +307,8 @@ static void walk_visit(const prof_sample_t *s, void *arg) {
 	life_live_t *e = walk_slot(w->ents, w->cap, h, g->frames,
 	    g->nframes, w->frames);
 	if (!e->used) {
-		if (walk_frames_reserve(w, g->nframes)) {
+		if (prof_frames_reserve(&w->frames, &w->fcap, w->flen,
+		    g->nframes)) {
 			w->oom = true;
 			return;
 		}

@@ -178,6 +178,29 @@ static inline uint32_t prof_sample_req_pad(size_t usize, size_t req) {
 	return (uint32_t)(usize - req);
 }
 
+/* Room for n more frames in a dump-time walk's frame buffer (*frames, of
+ * *cap slots, len used; base_malloc'd): grown by doubling from 1,024.
+ * True if out of memory, the buffer left as it was.  Used by the walks
+ * of prof_lifetime.c and prof_frag.c. */
+static inline bool prof_frames_reserve(void ***frames, size_t *cap,
+    size_t len, size_t n) {
+	if (len + n <= *cap)
+		return false;
+	size_t ncap = *cap < 1024 ? 1024 : *cap;
+	while (ncap < len + n)
+		ncap *= 2;
+	void **f = base_malloc(ncap * sizeof(void *));
+	if (f == NULL)
+		return true;
+	if (len != 0)
+		memcpy(f, *frames, len * sizeof(void *));
+	if (*frames != NULL)
+		base_free(*frames, *cap * sizeof(void *));
+	*frames = f;
+	*cap = ncap;
+	return false;
+}
+
 /* ------------------------------------------------------------ prof.c */
 extern bool opt_prof;
 extern bool opt_prof_active;
