@@ -8,8 +8,10 @@
  * freed and the arena purged, the dirty pages are gone (pdirty 0, the
  * pages no longer resident by mincore) and the pageslabs were dehugified
  * first (`nh`, ndehugifies); runs above hpa_slab_max_alloc take the
- * ordinary path; the opt.* read-outs say what was set.  A child with
- * retain:false and dirty_decay_ms:0 checks that empty pageslabs are
+ * ordinary path; the opt.* read-outs say what was set.  Children check
+ * the knobs (a long hugify delay: no hugification; hpa_dirty_mult:-1:
+ * dirty pages kept until arena.<i>.purge; a lower hpa_slab_max_alloc)
+ * and, with retain:false and dirty_decay_ms:0, that empty pageslabs are
  * purged at once and unmapped.  hpa:false, the default, is what every
  * other test runs.
  */
@@ -330,6 +332,50 @@ static void test_unmap_child(void **state) {
 	MP_ASSERT(left + 3 <= slabs, "pageslabs %zu -> %zu", slabs, left);
 }
 
+/* Child (a day's hugify delay, hpa_dirty_mult:-1, 16 KiB limit): dense
+ * pageslabs wait, freed pages stay dirty until a forced purge, and runs
+ * above the limit keep the extents. */
+static void test_knobs_child(void **state) {
+	(void)state;
+	unsigned a = arena_ind();
+	for (size_t i = 0; i < NOBJ; i++) {
+		objs[i] = malloc(OBJ);
+		assert_non_null(objs[i]);
+		memset(LAUNDER(objs[i]), 0x5a, OBJ);
+	}
+	assert_true(shard_size(a, "hpa_shard.nactive") >= NOBJ * OBJ / 4096);
+	assert_int_equal(shard_u64(a, "hpa_shard.nhugifies"), 0);
+	size_t before = shard_size(a, "hpa_shard.nactive");
+	void *p = mallocx(20 * 1024, MALLOCX_TCACHE_NONE);
+	assert_non_null(p);
+	assert_int_equal(shard_size(a, "hpa_shard.nactive"), before);
+	dallocx(p, MALLOCX_TCACHE_NONE);
+	for (size_t i = 0; i < NOBJ; i++) {
+		free(objs[i]);
+		objs[i] = NULL;
+	}
+	mp_tcache_flush();
+	assert_true(shard_size(a, "hpa_shard.ndirty") >= NOBJ * OBJ / 4096 / 2);
+	assert_int_equal(shard_u64(a, "hpa_shard.npurges"), 0);
+	char name[64];
+	snprintf(name, sizeof(name), "arena.%u.purge", a);
+	MALLCTL_CALL(name);
+	assert_int_equal(shard_size(a, "hpa_shard.ndirty"), 0);
+	assert_true(shard_u64(a, "hpa_shard.npurges") > 0);
+}
+
+static void test_knobs(void **state) {
+	(void)state;
+	if (mp_page_size() != 4096)
+		MP_SKIP("page size %zu", mp_page_size());
+	static char err[16384];
+	int st = mp_run_child_conf("knobs", "hpa:true,"
+	    "hpa_hugify_delay_ms:86400000,hpa_dirty_mult:-1,"
+	    "hpa_min_purge_interval_ms:0,hpa_slab_max_alloc:16384", err,
+	    sizeof(err), NULL, 0, NULL);
+	MP_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %#x", st);
+}
+
 static void test_unmap(void **state) {
 	(void)state;
 	if (mp_page_size() != 4096)
@@ -344,10 +390,15 @@ static void test_unmap(void **state) {
 int main(int argc, char **argv) {
 	mp_test_init(120);
 	if (argc > 2 && strcmp(argv[1], "--child") == 0) {
-		const struct CMUnitTest child[] = {
+		const struct CMUnitTest unmap[] = {
 			cmocka_unit_test(test_unmap_child),
 		};
-		return mp_run_tests(child);
+		const struct CMUnitTest knobs[] = {
+			cmocka_unit_test(test_knobs_child),
+		};
+		if (strcmp(argv[2], "knobs") == 0)
+			return mp_run_tests(knobs);
+		return mp_run_tests(unmap);
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_opts),
@@ -355,6 +406,7 @@ int main(int argc, char **argv) {
 		cmocka_unit_test(test_purge),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_resize_zero),
+		cmocka_unit_test(test_knobs),
 		cmocka_unit_test(test_unmap),
 	};
 	return mp_run_tests(tests);
