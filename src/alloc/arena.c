@@ -427,8 +427,15 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
 	    san_slab_decide(arena);
 	size_t carve = unlikely(guard) ? size + 2 * PAGE : size;
 	mp_mutex_lock(&arena->mtx);
-	extent_t *slab = extent_alloc_locked(arena, carve, carve, false, PAGE,
-	    &dirty_off, &dirty_len);
+	extent_t *slab = NULL;
+	/* opt.hpa: from a pageslab (hpa.c); else, or out of memory there,
+	 * from the extents. */
+	if (unlikely(opt_hpa) && !guard && hpa_eligible(arena, carve))
+		slab = extent_alloc_hpa_locked(arena, carve, &dirty_off,
+		    &dirty_len);
+	if (slab == NULL)
+		slab = extent_alloc_locked(arena, carve, carve, false, PAGE,
+		    &dirty_off, &dirty_len);
 	if (unlikely(guard) && slab != NULL)
 		san_guard(slab, dirty_off, dirty_len);
 	if (slab != NULL) {
@@ -596,9 +603,16 @@ void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
 		carve = usize + 2 * PAGE;
 	}
 	mp_mutex_lock(&arena->mtx);
-	extent_t *e = extent_alloc_locked(arena, carve,
-	    unlikely(guard) ? carve : used,
-	    zero || usize >= LARGE_CAP_MIN, align, &dirty_off, &dirty_len);
+	extent_t *e = NULL;
+	if (unlikely(opt_hpa) && !guard && align <= PAGE &&
+	    hpa_eligible(arena, carve))
+		e = extent_alloc_hpa_locked(arena, carve, &dirty_off,
+		    &dirty_len);
+	if (e == NULL)
+		e = extent_alloc_locked(arena, carve,
+		    unlikely(guard) ? carve : used,
+		    zero || usize >= LARGE_CAP_MIN, align, &dirty_off,
+		    &dirty_len);
 	if (unlikely(guard) && e != NULL) {
 		san_guard(e, dirty_off, dirty_len);
 		/* The dirty range, of the block now. */
@@ -891,6 +905,7 @@ void arena_stats_read(arena_t *arena, arena_stats_t *out) {
 	out->pdirty = arena->sets[EXTENT_FREE_DIRTY].npages;
 	out->pmuzzy = arena->sets[EXTENT_FREE_MUZZY].npages;
 	out->retained = arena->sets[EXTENT_FREE_CLEAN].npages << LG_PAGE;
+	hpa_stats_locked(arena, out);
 	mp_mutex_unlock(&arena->mtx);
 	out->nthreads = atomic_load_explicit(&arena->nthreads,
 	    memory_order_relaxed);

@@ -22,6 +22,11 @@
  * the default hooks are os.c's calls, and an arena that has them takes
  * the direct path (doc/design.md, "Extent hooks").
  *
+ * With opt.hpa, an automatic arena's small unguarded runs come from
+ * hpa.c's pageslabs instead (extent_alloc_hpa_locked, called by arena.c);
+ * an extent whose hpa_ps is set is sent there when freed or resized, and
+ * decay passes purge the pageslabs too.
+ *
  * Invariants: a free extent is maximal (no free neighbour of the same state
  * in the same mapping); extents never span two OS mappings, so a whole
  * mapping can be unmapped when retain is off.
@@ -953,6 +958,18 @@ static void move_fill(arena_t *arena, extent_t *got, size_t used,
 	}
 }
 
+/* opt.hpa: a run from a pageslab (hpa.c), its record owned as a large
+ * or free extent's until a cache takes it: no extent the page map
+ * reaches has a NULL owner. */
+extent_t *extent_alloc_hpa_locked(arena_t *arena, size_t size,
+    size_t *dirty_off, size_t *dirty_len) {
+	extent_t *e = hpa_alloc_locked(arena, size, dirty_off, dirty_len);
+	if (e != NULL)
+		atomic_store_explicit(&e->owner, &extent_large_owner,
+		    memory_order_relaxed);
+	return e;
+}
+
 extent_t *extent_alloc_locked(arena_t *arena, size_t size, size_t used,
     bool cap, size_t align, size_t *dirty_off, size_t *dirty_len) {
 	mp_assert(size % PAGE == 0 && size > 0);
@@ -1157,6 +1174,12 @@ void extent_dalloc_locked(arena_t *arena, extent_t *e) {
 }
 
 void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
+	/* opt.hpa: a run carved from a pageslab goes back to it (hpa.c). */
+	if (unlikely(opt_hpa) && e->hpa_ps != NULL) {
+		hpa_dalloc_locked(arena, e, now);
+		extent_record_free(e);
+		return;
+	}
 	extent_t *clean = NULL;
 	if (e->kind == EXTENT_LARGE && e->clean_from != 0 &&
 	    e->clean_from < e->size) {
@@ -1205,6 +1228,8 @@ void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 
 bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
     bool *zeroed_tail) {
+	if (unlikely(opt_hpa) && e->hpa_ps != NULL)
+		return hpa_expand_locked(arena, e, new_size, zeroed_tail);
 	size_t need = new_size - e->size;
 	if (e->addr + e->size == e->map_addr + e->map_size)
 		return true;
@@ -1241,6 +1266,8 @@ bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
 }
 
 bool extent_shrink_locked(arena_t *arena, extent_t *e, size_t new_size) {
+	if (unlikely(opt_hpa) && e->hpa_ps != NULL)
+		return hpa_shrink_locked(arena, e, new_size);
 	extent_t *tail = split(e, new_size);
 	if (tail == NULL)
 		return true;
@@ -1282,6 +1309,10 @@ size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force) {
 			arena->stats.muzzy_npurge++;
 		purged += step_purged;
 	}
+	/* opt.hpa: the pageslabs' dirty pages follow hpa_dirty_mult, or
+	 * all go with force (hpa.c). */
+	if (unlikely(opt_hpa))
+		purged += hpa_decay_locked(arena, now, force);
 	return purged;
 }
 

@@ -58,10 +58,55 @@ size_t opt_tcache_gc_delay_bytes = 0;
 bool opt_experimental_infallible_new = false;
 static char conf_slab_sizes[256] = "";
 static size_t conf_lg_tcache_max = 16;
-static bool conf_hpa = false;
 static bool conf_utrace = false;
 /* The profiler options of jemalloc 5.3 that the profiler issue after
  * issue 18 implements: read-outs only until then. */
+
+/* opt.hpa's fixed-point options (jemalloc's fxp_t syntax), kept as text
+ * for their opt.* read-outs and applied to hpa.c's variables; and the
+ * small extent cache's knobs, read-outs only. */
+static char conf_hpa_ratio[24] = "0.95";
+static char conf_hpa_dirty_mult[24] = "0.25";
+static size_t conf_hpa_sec[5] = { 4, 32768, 262144, 131072, 0 };
+#define CONF_HPA_SEC_NOTE "no effect: no small extent cache in front of " \
+	"the pageslabs (the thread caches keep whole slabs)"
+
+static bool conf_hpa_ratio_check(const char *v, size_t vlen,
+    char *why, size_t whysize) {
+	uint32_t x;
+	if (hpa_fxp_parse(v, vlen, &x) || x > ((uint32_t)1 << 16)) {
+		mp_snprintf(why, whysize, "expected a number from 0 to 1");
+		return true;
+	}
+	return false;
+}
+
+static void conf_hpa_ratio_apply(void) {
+	uint32_t x = 0;
+	(void)hpa_fxp_parse(conf_hpa_ratio, strlen(conf_hpa_ratio), &x);
+	size_t t = (size_t)(((uint64_t)HUGEPAGE * x) >> 16);
+	opt_hpa_hugification_threshold = t < PAGE ? PAGE : t;
+}
+
+static bool conf_hpa_dirty_mult_check(const char *v, size_t vlen,
+    char *why, size_t whysize) {
+	uint32_t x;
+	if ((vlen != 2 || strncmp(v, "-1", 2) != 0) &&
+	    hpa_fxp_parse(v, vlen, &x)) {
+		mp_snprintf(why, whysize, "expected -1 or a number below "
+		    "65536");
+		return true;
+	}
+	return false;
+}
+
+static void conf_hpa_dirty_mult_apply(void) {
+	uint32_t x = HPA_DIRTY_MULT_OFF;
+	if (strcmp(conf_hpa_dirty_mult, "-1") != 0)
+		(void)hpa_fxp_parse(conf_hpa_dirty_mult,
+		    strlen(conf_hpa_dirty_mult), &x);
+	opt_hpa_dirty_mult = x;
+}
 
 /* lg_tcache_max is tcache_max as a power of two (jemalloc's deprecated
  * spelling): each keeps the other's read-out in step. */
@@ -316,10 +361,60 @@ const conf_opt_t conf_opts[] = {
 	  .var = &conf_lg_tcache_max, .def = "16", .min = 0, .max = 23,
 	  .on_set = conf_lg_tcache_max_apply,
 	  .doc = "deprecated: tcache_max as log2" },
-	{ .name = "hpa", .type = CONF_BOOL, .var = &conf_hpa, .def = "false",
-	  .note = "no effect: there is no hugepage allocator; thp:always "
-	  "backs user data with huge pages",
-	  .doc = "jemalloc's experimental hugepage allocator" },
+	/* opt.hpa and its knobs (hpa.c), jemalloc 5.3's defaults and
+	 * bounds.  The ratio row comes before the threshold it sets, so that
+	 * the defaults end on jemalloc's threshold in bytes. */
+	{ .name = "hpa", .type = CONF_BOOL, .var = &opt_hpa, .def = "false",
+	  .doc = "page runs up to hpa_slab_max_alloc of the automatic arenas "
+	  "from 2 MiB pageslabs, hugified when dense" },
+	{ .name = "hpa_slab_max_alloc", .type = CONF_SIZE_T,
+	  .var = &opt_hpa_slab_max_alloc, .def = "65536",
+	  .min = (intmax_t)PAGE, .max = (intmax_t)HUGEPAGE,
+	  .doc = "largest page run taken from pageslabs (bytes)" },
+	{ .name = "hpa_hugification_threshold_ratio", .type = CONF_STRING,
+	  .var = conf_hpa_ratio, .def = "0.95",
+	  .bufsize = sizeof(conf_hpa_ratio),
+	  .check = conf_hpa_ratio_check, .on_set = conf_hpa_ratio_apply,
+	  .doc = "hpa_hugification_threshold as a fraction of the pageslab "
+	  "(0 to 1)" },
+	{ .name = "hpa_hugification_threshold", .type = CONF_SIZE_T,
+	  .var = &opt_hpa_hugification_threshold, .def = "1992294",
+	  .min = (intmax_t)PAGE, .max = (intmax_t)HUGEPAGE,
+	  .doc = "active bytes at which a pageslab is hugified" },
+	{ .name = "hpa_hugify_delay_ms", .type = CONF_SIZE_T,
+	  .var = &opt_hpa_hugify_delay_ms, .def = "10000", .min = 0,
+	  .max = INTMAX_MAX,
+	  .doc = "how long a pageslab stays dense before it is hugified" },
+	{ .name = "hpa_min_purge_interval_ms", .type = CONF_SIZE_T,
+	  .var = &opt_hpa_min_purge_interval_ms, .def = "5000", .min = 0,
+	  .max = INTMAX_MAX,
+	  .doc = "least time between two purges by hpa_dirty_mult" },
+	{ .name = "hpa_dirty_mult", .type = CONF_STRING,
+	  .var = conf_hpa_dirty_mult, .def = "0.25",
+	  .bufsize = sizeof(conf_hpa_dirty_mult),
+	  .check = conf_hpa_dirty_mult_check,
+	  .on_set = conf_hpa_dirty_mult_apply,
+	  .doc = "pageslabs are purged while their dirty pages exceed this "
+	  "times their active ones (-1: never)" },
+	{ .name = "hpa_sec_nshards", .type = CONF_SIZE_T,
+	  .var = &conf_hpa_sec[0], .def = "4", .min = 0, .max = INTMAX_MAX,
+	  .note = CONF_HPA_SEC_NOTE, .doc = "small extent cache: shards" },
+	{ .name = "hpa_sec_max_alloc", .type = CONF_SIZE_T,
+	  .var = &conf_hpa_sec[1], .def = "32768", .min = (intmax_t)PAGE,
+	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .doc = "small extent cache: largest extent cached" },
+	{ .name = "hpa_sec_max_bytes", .type = CONF_SIZE_T,
+	  .var = &conf_hpa_sec[2], .def = "262144", .min = (intmax_t)PAGE,
+	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .doc = "small extent cache: bytes per shard" },
+	{ .name = "hpa_sec_bytes_after_flush", .type = CONF_SIZE_T,
+	  .var = &conf_hpa_sec[3], .def = "131072", .min = (intmax_t)PAGE,
+	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .doc = "small extent cache: bytes kept by a flush" },
+	{ .name = "hpa_sec_batch_fill_extra", .type = CONF_SIZE_T,
+	  .var = &conf_hpa_sec[4], .def = "0", .min = 0,
+	  .max = (intmax_t)HPA_NPAGES, .note = CONF_HPA_SEC_NOTE,
+	  .doc = "small extent cache: extra extents per fill" },
 	{ .name = "san_guard_small", .type = CONF_SIZE_T,
 	  .var = &opt_san_guard_small, .def = "0", .min = 0,
 	  .max = INTMAX_MAX,

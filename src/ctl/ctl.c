@@ -73,6 +73,15 @@ static void ctl_stats_merge(arena_stats_t *acc, const arena_stats_t *s) {
 	acc->slabs_total += s->slabs_total;
 	acc->cached_bytes += s->cached_bytes;
 	acc->nthreads += s->nthreads;
+	/* opt.hpa's pageslabs (hpa.c). */
+	acc->hpa_npageslabs += s->hpa_npageslabs;
+	acc->hpa_nhuge += s->hpa_nhuge;
+	acc->hpa_nactive += s->hpa_nactive;
+	acc->hpa_ndirty += s->hpa_ndirty;
+	acc->hpa_npurge_passes += s->hpa_npurge_passes;
+	acc->hpa_npurges += s->hpa_npurges;
+	acc->hpa_nhugifies += s->hpa_nhugifies;
+	acc->hpa_ndehugifies += s->hpa_ndehugifies;
 }
 
 /* ------------------------------------------- per-class statistics */
@@ -1720,6 +1729,20 @@ _Static_assert(sizeof(ctl_stats_arenas_i_mutexes_children) /
     "the arena locks in ctl_arena_mutex_names' order, then jemalloc's "
     "other names, base last");
 
+/* stats.arenas.<i>.hpa_shard: opt.hpa's pageslabs (hpa.c).  jemalloc
+ * 5.3's four counters, and the state jemalloc splits by slab kind in one
+ * figure each (nhuge: hugified now). */
+static const ctl_node_t ctl_stats_arenas_i_hpa_shard_children[] = {
+	CTL_ARENA_STAT("npageslabs", CTL_T_SIZE, hpa_npageslabs),
+	CTL_ARENA_STAT("nhuge", CTL_T_SIZE, hpa_nhuge),
+	CTL_ARENA_STAT("nactive", CTL_T_SIZE, hpa_nactive),
+	CTL_ARENA_STAT("ndirty", CTL_T_SIZE, hpa_ndirty),
+	CTL_ARENA_STAT("npurge_passes", CTL_T_U64, hpa_npurge_passes),
+	CTL_ARENA_STAT("npurges", CTL_T_U64, hpa_npurges),
+	CTL_ARENA_STAT("nhugifies", CTL_T_U64, hpa_nhugifies),
+	CTL_ARENA_STAT("ndehugifies", CTL_T_U64, hpa_ndehugifies),
+};
+
 static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	CTL_ARENA_STAT("nthreads", CTL_T_UNSIGNED, nthreads),
 	CTL_ARENA_STAT("pactive", CTL_T_SIZE, pactive),
@@ -1757,6 +1780,8 @@ static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	  CTL_CHILDREN(ctl_stats_arenas_i_extents_j) },
 	{ .name = "mutexes",
 	  CTL_CHILDREN(ctl_stats_arenas_i_mutexes_children) },
+	{ .name = "hpa_shard",
+	  CTL_CHILDREN(ctl_stats_arenas_i_hpa_shard_children) },
 };
 static const ctl_node_t ctl_stats_arenas_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_children) },

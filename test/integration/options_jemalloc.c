@@ -138,15 +138,15 @@ static void child_defaults(void) {
 }
 
 /* Options that do nothing here, each set away from its default, and
- * cache_oblivious and two tcache knobs that work (no line): every one
- * reads back what was set. */
+ * cache_oblivious, hpa and two tcache knobs that work (no line): every
+ * one reads back what was set. */
 #define NOTES_CONF "cache_oblivious:true,tcache_gc_delay_bytes:4096,"	\
 	"lg_tcache_flush_large_div:2,hpa:true,utrace:true"
 #define NOTES_PROF_CONF ",prof_recent_alloc_max:-1,prof_stats:true,"	\
 	"prof_sys_thread_name:true,prof_time_resolution:high,"		\
 	"prof_unbias:false"
 static const char *const note_names[] = {
-	"hpa", "utrace",
+	"utrace",
 };
 /* prof_recent_alloc_max, prof_stats, prof_sys_thread_name,
  * prof_time_resolution and prof_unbias are set too, and work: no line. */

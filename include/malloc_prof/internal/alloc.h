@@ -324,6 +324,107 @@ extern _Atomic unsigned arena_dss_default;       /* set from opt.dss by arena_bo
 unsigned extent_dss_get(unsigned ind);
 void extent_dss_set(unsigned ind, unsigned mode);
 
+/* ------------------------------------------------------------------- hpa.c */
+/*
+ * opt.hpa: jemalloc's hugepage allocator.  An automatic arena (default
+ * hooks, no dss) takes its page runs of up to hpa_slab_max_alloc bytes,
+ * unguarded, from pageslabs: HUGEPAGE-long, HUGEPAGE-aligned mappings
+ * that are hugified once dense and dehugified before a purge (doc/
+ * design.md, "Hugepage allocator (hpa)").  Everything under arena->mtx.
+ */
+#define HPA_NPAGES (HUGEPAGE >> LG_PAGE)        /* pages per pageslab */
+#define HPA_WORDS ((HPA_NPAGES + 63) / 64)
+_Static_assert(LG_PAGE < LG_HUGEPAGE, "a pageslab holds more than one "
+    "page");
+/* The options (conf.c's rows); dirty_mult is 16.16 fixed point, as
+ * jemalloc's fxp_t (UINT32_MAX: -1, no purging by the ratio). */
+extern bool opt_hpa;
+extern size_t opt_hpa_slab_max_alloc;
+extern size_t opt_hpa_hugification_threshold;   /* bytes */
+extern size_t opt_hpa_hugify_delay_ms;
+extern size_t opt_hpa_min_purge_interval_ms;
+extern uint32_t opt_hpa_dirty_mult;
+#define HPA_DIRTY_MULT_OFF UINT32_MAX
+
+/*
+ * One pageslab.  Invariants, by page: active (in an extent handed out),
+ * dirty (free, resident: used since its last purge) and touched (may not
+ * read zero) bits, with active & dirty == 0, dirty implies touched, and
+ * active implies touched once the extent's user may have written it;
+ * nactive and ndirty count the bits; lfr is the longest run of pages not
+ * active, and the pageslab sits in its shard's bin lfr.  huge: advised
+ * MADV_HUGEPAGE and not MADV_NOHUGEPAGE since; hugify_at: when a pending
+ * hugification (dense, hpa_hugify_delay_ms not yet passed) is due.
+ */
+typedef struct hpa_ps_s hpa_ps_t;
+struct hpa_ps_s {
+	char *addr;
+	uint64_t active[HPA_WORDS];
+	uint64_t dirty[HPA_WORDS];
+	uint64_t touched[HPA_WORDS];
+	uint32_t nactive, ndirty, lfr;
+	bool huge;
+	bool hugify_pending;
+	bool hugify_failed;             /* the kernel refused: not retried
+	                                 * until the pageslab is purged */
+	uint64_t hugify_at;
+	hpa_ps_t *prev, *next;          /* bin list */
+	hpa_ps_t *all_prev, *all_next;  /* every pageslab of the shard */
+};
+
+/* An arena's pageslabs (made at its first hpa allocation).  bins[n]:
+ * the pageslabs whose longest free run is n pages (bins[0]: full ones),
+ * nonempty: which bins have any.  Counters are in arena->stats. */
+typedef struct hpa_shard_s {
+	hpa_ps_t *bins[HPA_NPAGES + 1];
+	uint64_t nonempty[(HPA_NPAGES + 1 + 63) / 64];
+	hpa_ps_t *all;
+	hpa_ps_t *spare;                /* records of unmapped pageslabs */
+	uint32_t npending;              /* pageslabs with hugify_pending */
+	uint64_t hugify_next_ns;        /* no pending one is due before */
+	uint64_t last_purge_ns;         /* of the last purge by the ratio */
+} hpa_shard_t;
+
+/* Whether a page run of `size` bytes of this arena comes from
+ * pageslabs (arena.c asks, after opt_hpa, for unguarded runs): automatic
+ * arenas only, with the default hooks and no dss. */
+extern unsigned narenas_auto;
+MP_INLINE bool hpa_eligible(arena_t *arena, size_t size) {
+	return size <= opt_hpa_slab_max_alloc && size <= HUGEPAGE &&
+	    arena->ind < narenas_auto && !arena->manual &&
+	    !extent_hooks_custom(arena) &&
+	    extent_dss_get(arena->ind) == DSS_DISABLED;
+}
+/* Like extent_alloc_locked, for an eligible run; NULL: take the ordinary
+ * path (out of memory or metadata).  extent_alloc_hpa_locked (extent.c)
+ * is the callers' way in: it gives the record its owner. */
+extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
+    size_t *dirty_len);
+extent_t *extent_alloc_hpa_locked(arena_t *arena, size_t size,
+    size_t *dirty_off, size_t *dirty_len);
+/* extent_dalloc_at_locked (which then frees the record),
+ * extent_expand_locked, extent_shrink_locked for an extent with hpa_ps
+ * set (extent.c sends them here). */
+void hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now);
+bool hpa_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
+    bool *zeroed_tail);
+bool hpa_shrink_locked(arena_t *arena, extent_t *e, size_t new_size);
+/* A decay pass: due hugifications, and purges by hpa_dirty_mult, or of
+ * every dirty page with force.  Returns the pages purged. */
+size_t hpa_decay_locked(arena_t *arena, uint64_t now, bool force);
+/* arena_stats_read: pageslab pages into pdirty and retained. */
+void hpa_stats_locked(arena_t *arena, arena_stats_t *out);
+/* The placement rule, apart for the unit test: insert or remove a
+ * pageslab (its lfr recomputed), and pick the one for a run of npages:
+ * the smallest longest free run that fits (jemalloc's psset rule), the
+ * fullest among the first few of that bin; NULL if none fits. */
+void hpa_psset_insert(hpa_shard_t *s, hpa_ps_t *ps);
+void hpa_psset_remove(hpa_shard_t *s, hpa_ps_t *ps);
+hpa_ps_t *hpa_psset_pick(hpa_shard_t *s, size_t npages);
+/* Parse a jemalloc fixed-point value ("0.25", "1"): digits, optionally a
+ * '.' and more digits, below 65536.  false on success, *out 16.16. */
+bool hpa_fxp_parse(const char *v, size_t vlen, uint32_t *out);
+
 /* ------------------------------------------------------------------- san.c */
 /* Guard pages: san_guard_large / san_guard_small (0: off; conf.c sets
  * them before any allocation). */

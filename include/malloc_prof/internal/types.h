@@ -298,6 +298,9 @@ struct extent_s {
 	                                  * arena_large_alloc_req); 0: none */
 	_Atomic uint32_t nsampled;       /* slab: live sampled regions (only
 	                                  * slabs of arena 0's prof_cache) */
+	struct hpa_ps_s *hpa_ps;         /* slab/large: the pageslab it was
+	                                  * carved from (opt.hpa, hpa.c), else
+	                                  * NULL */
 
 	uint64_t free_bits[SLAB_WORDS];  /* slab: owner's free regions */
 	/* What other threads write, on lines of their own. */
@@ -426,6 +429,18 @@ typedef struct arena_stats_s {
 	uint64_t slabs_total;    /* slabs ever created */
 	size_t cached_bytes;     /* large bytes parked in thread caches */
 	uint32_t nthreads;       /* threads attached */
+	/* opt.hpa (hpa.c; stats.arenas.<i>.hpa_shard.*): pageslabs, those
+	 * hugified now, their pages in use and dirty (pdirty counts these
+	 * too), purge passes, madvise calls that purged, hugifications and
+	 * dehugifications. */
+	size_t hpa_npageslabs;
+	size_t hpa_nhuge;
+	size_t hpa_nactive;
+	size_t hpa_ndirty;
+	uint64_t hpa_npurge_passes;
+	uint64_t hpa_npurges;
+	uint64_t hpa_nhugifies;
+	uint64_t hpa_ndehugifies;
 } arena_stats_t;
 
 /*
@@ -510,6 +525,8 @@ struct arena_s {
 	bool manual;
 	size_t grow_limit;
 	extent_t *large_head;
+	struct hpa_shard_s *hpa;         /* opt.hpa: its pageslabs (hpa.c),
+	                                  * NULL until the first */
 };
 
 /* tsd state; the fast paths run only in TSD_NOMINAL. */

@@ -1,0 +1,578 @@
+/*
+ * hpa.c: the hugepage allocator (opt.hpa, jemalloc's HPA).  With hpa:true
+ * an automatic arena with the default extent hooks and no dss takes its
+ * unguarded page runs of up to hpa_slab_max_alloc bytes (slabs and small
+ * large blocks) from pageslabs instead of its extent sets: mappings of
+ * HUGEPAGE bytes at HUGEPAGE-aligned addresses, each with a bitmap of
+ * its active, dirty and touched pages (alloc.h states the invariants).
+ *
+ * Why: the kernel backs a 2 MiB-aligned range with one huge page (one TLB
+ * entry instead of 512) only if the whole range is mapped alike.  The
+ * ordinary extents scatter small runs over unaligned mappings; here they
+ * are packed densely (a run goes to the pageslab whose longest free run
+ * is the smallest that fits, first fit inside it), so that most pageslabs
+ * are nearly full, and get MADV_HUGEPAGE once their active pages reach
+ * hpa_hugification_threshold (after hpa_hugify_delay_ms), while emptier
+ * ones can give their pages back.  Free pages stay dirty until the dirty
+ * pages of the arena's pageslabs exceed hpa_dirty_mult x the active ones
+ * (checked at most every hpa_min_purge_interval_ms): then the pageslabs
+ * with the most dirty pages are purged (MADV_DONTNEED), each dehugified
+ * first (MADV_NOHUGEPAGE): purging part of a huge page would split it
+ * anyway, and the kernel could refill the hole with a huge page again.
+ * dirty_decay_ms:0 purges freed pageslab pages at once, as it does the
+ * extents'; arena.<i>.purge (a forced decay) purges them all.
+ *
+ * Larger, guarded or aligned runs, manual arenas, arenas with hooks of
+ * their own or with dss keep extent.c's path; an extent carved here
+ * names its pageslab (extent_t.hpa_ps) and extent.c sends its free,
+ * expansion and shrinking here.  This file uses neither extent.c nor
+ * arena.c (they call it): extent.c sets the records' owner and gives
+ * them back, and arena.c decides which runs come here (hpa_eligible).  A pageslab is kept mapped when empty
+ * (retain), or unmapped once empty and purged with retain:false.
+ * Everything runs under arena->mtx, like extent.c (fork takes it).
+ */
+#include "malloc_prof/internal/internal.h"
+
+bool opt_hpa = false;
+size_t opt_hpa_slab_max_alloc = (size_t)64 << 10;
+size_t opt_hpa_hugification_threshold = HUGEPAGE * 95 / 100;
+size_t opt_hpa_hugify_delay_ms = 10 * 1000;
+size_t opt_hpa_min_purge_interval_ms = 5 * 1000;
+uint32_t opt_hpa_dirty_mult = (uint32_t)1 << 14;        /* 0.25 */
+
+/* Pageslabs looked at in a bin for the fullest: a bound on the work of
+ * a pick, the bins' heads being the pageslabs changed last. */
+#define HPA_PICK_SCAN 8
+
+/* ---- bitmaps of HPA_NPAGES bits ---- */
+
+/* The bits of [from, from + n) that fall in word from / 64 (n > 0), and
+ * how many they are. */
+static uint64_t word_mask(size_t from, size_t n, size_t *k) {
+	size_t b = from % 64;
+	*k = 64 - b < n ? 64 - b : n;
+	return (*k == 64 ? ~(uint64_t)0 : (((uint64_t)1 << *k) - 1)) << b;
+}
+
+static void bits_set(uint64_t *w, size_t from, size_t n) {
+	for (size_t k; n > 0; from += k, n -= k)
+		w[from / 64] |= word_mask(from, n, &k);
+}
+
+static void bits_clear(uint64_t *w, size_t from, size_t n) {
+	for (size_t k; n > 0; from += k, n -= k)
+		w[from / 64] &= ~word_mask(from, n, &k);
+}
+
+static size_t bits_count(const uint64_t *w, size_t from, size_t n) {
+	size_t c = 0;
+	for (size_t k; n > 0; from += k, n -= k)
+		c += (size_t)__builtin_popcountll(w[from / 64] &
+		    word_mask(from, n, &k));
+	return c;
+}
+
+/* The first index >= i whose bit is `set`, else HPA_NPAGES. */
+static size_t bit_find(const uint64_t *w, size_t i, bool set) {
+	while (i < HPA_NPAGES) {
+		uint64_t x = set ? w[i / 64] : ~w[i / 64];
+		x >>= i % 64;
+		if (x != 0) {
+			size_t j = i + (size_t)__builtin_ctzll(x);
+			return j < HPA_NPAGES ? j : HPA_NPAGES;
+		}
+		i = (i / 64 + 1) * 64;
+	}
+	return HPA_NPAGES;
+}
+
+/* The last index <= i whose bit is `set`, else SIZE_MAX (none). */
+static size_t bit_find_rev(const uint64_t *w, size_t i, bool set) {
+	for (;;) {
+		uint64_t x = set ? w[i / 64] : ~w[i / 64];
+		unsigned b = (unsigned)(i % 64);
+		x &= b == 63 ? ~(uint64_t)0 : ((uint64_t)2 << b) - 1;
+		if (x != 0)
+			return (i / 64) * 64 + 63 - (size_t)__builtin_clzll(x);
+		if (i < 64)
+			return SIZE_MAX;
+		i = (i / 64) * 64 - 1;
+	}
+}
+
+/* The free run holding [from, from + n) once those pages are free. */
+static size_t ps_free_run_around(const hpa_ps_t *ps, size_t from, size_t n) {
+	size_t lo = from == 0 ? SIZE_MAX : bit_find_rev(ps->active, from - 1,
+	    true);
+	size_t start = lo == SIZE_MAX ? 0 : lo + 1;
+	return bit_find(ps->active, from + n, true) - start;
+}
+
+static uint32_t ps_longest_free(const hpa_ps_t *ps) {
+	size_t best = 0;
+	for (size_t i = bit_find(ps->active, 0, false); i < HPA_NPAGES;) {
+		size_t end = bit_find(ps->active, i, true);
+		if (end - i > best)
+			best = end - i;
+		i = bit_find(ps->active, end, false);
+	}
+	return (uint32_t)best;
+}
+
+/* The lowest run of n free pages (the caller knows one exists); *len:
+ * the length of the free run it starts. */
+static size_t ps_first_fit(const hpa_ps_t *ps, size_t n, size_t *len) {
+	for (size_t i = bit_find(ps->active, 0, false); i < HPA_NPAGES;) {
+		size_t end = bit_find(ps->active, i, true);
+		if (end - i >= n) {
+			*len = end - i;
+			return i;
+		}
+		i = bit_find(ps->active, end, false);
+	}
+	mp_not_reached();
+}
+
+/* ---- the placement rule ---- */
+
+/* Insert ps with its longest free run known (ps->lfr): the callers
+ * below keep it up to date from the run they changed, as a walk of the
+ * bitmap on every change cost bench's midsize 5% of its instructions. */
+static void psset_insert_known(hpa_shard_t *s, hpa_ps_t *ps) {
+	uint32_t b = ps->lfr;
+	mp_assert(b == ps_longest_free(ps));
+	ps->prev = NULL;
+	ps->next = s->bins[b];
+	if (ps->next != NULL)
+		ps->next->prev = ps;
+	s->bins[b] = ps;
+	s->nonempty[b / 64] |= (uint64_t)1 << (b % 64);
+}
+
+void hpa_psset_insert(hpa_shard_t *s, hpa_ps_t *ps) {
+	ps->lfr = ps_longest_free(ps);
+	psset_insert_known(s, ps);
+}
+
+/* After pages [from, from + n) of ps were freed. */
+static void lfr_grew(hpa_ps_t *ps, size_t from, size_t n) {
+	size_t run = ps_free_run_around(ps, from, n);
+	if (run > ps->lfr)
+		ps->lfr = (uint32_t)run;
+}
+
+void hpa_psset_remove(hpa_shard_t *s, hpa_ps_t *ps) {
+	uint32_t b = ps->lfr;
+	if (ps->prev != NULL)
+		ps->prev->next = ps->next;
+	else
+		s->bins[b] = ps->next;
+	if (ps->next != NULL)
+		ps->next->prev = ps->prev;
+	if (s->bins[b] == NULL)
+		s->nonempty[b / 64] &= ~((uint64_t)1 << (b % 64));
+	ps->prev = ps->next = NULL;
+}
+
+hpa_ps_t *hpa_psset_pick(hpa_shard_t *s, size_t npages) {
+	if (npages == 0 || npages > HPA_NPAGES)
+		return NULL;
+	for (size_t w = npages / 64; w < (HPA_NPAGES + 1 + 63) / 64; w++) {
+		uint64_t bits = s->nonempty[w];
+		if (w == npages / 64)
+			bits &= ~(uint64_t)0 << (npages % 64);
+		if (bits == 0)
+			continue;
+		hpa_ps_t *best = s->bins[w * 64 + (size_t)__builtin_ctzll(bits)];
+		unsigned seen = 0;
+		for (hpa_ps_t *p = best->next; p != NULL &&
+		    ++seen < HPA_PICK_SCAN; p = p->next) {
+			if (p->nactive > best->nactive)
+				best = p;
+		}
+		return best;
+	}
+	return NULL;
+}
+
+/* ---- pageslabs ---- */
+
+static size_t hugify_threshold_pages(void) {
+	return (opt_hpa_hugification_threshold + PAGE - 1) >> LG_PAGE;
+}
+
+static uint64_t ms_to_ns(size_t ms) {
+	return ms > UINT64_MAX / 1000000u ? UINT64_MAX : (uint64_t)ms * 1000000u;
+}
+
+static hpa_ps_t *ps_new(arena_t *arena, hpa_shard_t *s) {
+	char *addr = os_map(HUGEPAGE, HUGEPAGE);
+	if (addr == NULL)
+		return NULL;
+	hpa_ps_t *ps = s->spare;
+	if (ps != NULL)
+		s->spare = ps->next;
+	else
+		ps = base_alloc(sizeof(*ps));
+	if (ps == NULL || pagemap_prepare(addr, HUGEPAGE)) {
+		if (ps != NULL) {
+			ps->next = s->spare;
+			s->spare = ps;
+		}
+		os_unmap(addr, HUGEPAGE);
+		return NULL;
+	}
+	memset(ps, 0, sizeof(*ps));
+	ps->addr = addr;
+	ps->lfr = (uint32_t)HPA_NPAGES;
+	ps->all_next = s->all;
+	if (s->all != NULL)
+		s->all->all_prev = ps;
+	s->all = ps;
+	arena->stats.mapped += HUGEPAGE;
+	arena->stats.hpa_npageslabs++;
+	psset_insert_known(s, ps);
+	return ps;
+}
+
+/* An empty, purged pageslab with retain:false: back to the OS. */
+static void ps_unmap(arena_t *arena, hpa_shard_t *s, hpa_ps_t *ps) {
+	mp_assert(ps->nactive == 0 && ps->ndirty == 0);
+	hpa_psset_remove(s, ps);
+	if (ps->all_prev != NULL)
+		ps->all_prev->all_next = ps->all_next;
+	else
+		s->all = ps->all_next;
+	if (ps->all_next != NULL)
+		ps->all_next->all_prev = ps->all_prev;
+	if (ps->hugify_pending)
+		s->npending--;
+	if (ps->huge)
+		arena->stats.hpa_nhuge--;
+	os_unmap(ps->addr, HUGEPAGE);
+	arena->stats.mapped -= HUGEPAGE;
+	arena->stats.hpa_npageslabs--;
+	ps->next = s->spare;
+	s->spare = ps;
+}
+
+static void ps_hugify(arena_t *arena, hpa_shard_t *s, hpa_ps_t *ps) {
+	if (ps->hugify_pending) {
+		ps->hugify_pending = false;
+		s->npending--;
+	}
+	if (ps->huge || ps->hugify_failed)
+		return;
+	if (os_pages_huge(ps->addr, HUGEPAGE, true)) {
+		ps->hugify_failed = true;
+		return;
+	}
+	ps->huge = true;
+	arena->stats.hpa_nhuge++;
+	arena->stats.hpa_nhugifies++;
+}
+
+/* After ps gained active pages: dense enough, it is hugified now or
+ * once hpa_hugify_delay_ms has passed. */
+static void ps_dense_check(arena_t *arena, hpa_shard_t *s, hpa_ps_t *ps) {
+	if (ps->huge || ps->hugify_pending || ps->hugify_failed ||
+	    ps->nactive < hugify_threshold_pages())
+		return;
+	if (opt_hpa_hugify_delay_ms == 0) {
+		ps_hugify(arena, s, ps);
+		return;
+	}
+	uint64_t delay = ms_to_ns(opt_hpa_hugify_delay_ms), now = os_now_ns();
+	ps->hugify_at = now > UINT64_MAX - delay ? UINT64_MAX : now + delay;
+	ps->hugify_pending = true;
+	if (s->npending++ == 0 || ps->hugify_at < s->hugify_next_ns)
+		s->hugify_next_ns = ps->hugify_at;
+}
+
+/* After ps lost active pages: a pending hugification below the
+ * threshold is called off (jemalloc's rule). */
+static void ps_sparse_check(hpa_shard_t *s, hpa_ps_t *ps) {
+	if (ps->hugify_pending && ps->nactive < hugify_threshold_pages()) {
+		ps->hugify_pending = false;
+		s->npending--;
+	}
+}
+
+/* Hugify the pending pageslabs that are due; the walk over them all
+ * happens only once the earliest is. */
+static void hugify_due(arena_t *arena, hpa_shard_t *s, uint64_t now) {
+	if (s->npending == 0 || now < s->hugify_next_ns)
+		return;
+	uint64_t next = UINT64_MAX;
+	for (hpa_ps_t *ps = s->all; ps != NULL; ps = ps->all_next) {
+		if (!ps->hugify_pending)
+			continue;
+		if (now >= ps->hugify_at)
+			ps_hugify(arena, s, ps);
+		else if (ps->hugify_at < next)
+			next = ps->hugify_at;
+	}
+	s->hugify_next_ns = next;
+}
+
+/* Purge every dirty page of ps, dehugifying it first.  Returns the
+ * pages purged. */
+static size_t ps_purge(arena_t *arena, hpa_ps_t *ps) {
+	if (ps->ndirty == 0)
+		return 0;
+	if (ps->huge) {
+		os_pages_huge(ps->addr, HUGEPAGE, false);
+		ps->huge = false;
+		arena->stats.hpa_nhuge--;
+		arena->stats.hpa_ndehugifies++;
+	}
+	ps->hugify_failed = false;
+	size_t purged = 0;
+	for (size_t i = bit_find(ps->dirty, 0, true); i < HPA_NPAGES;) {
+		size_t end = bit_find(ps->dirty, i, false);
+		bool unzeroed = os_purge_forced(ps->addr + (i << LG_PAGE),
+		    (end - i) << LG_PAGE);
+		bits_clear(ps->dirty, i, end - i);
+		if (!unzeroed)
+			bits_clear(ps->touched, i, end - i);
+		purged += end - i;
+		arena->stats.hpa_npurges++;
+		arena->stats.nmadvise++;
+		i = bit_find(ps->dirty, end, true);
+	}
+	mp_assert(purged == ps->ndirty);
+	ps->ndirty = 0;
+	arena->stats.hpa_ndirty -= purged;
+	arena->stats.purged += purged;
+	return purged;
+}
+
+/* Purge pageslabs, most dirty first (the unhugified on a tie), while
+ * the dirty pages exceed hpa_dirty_mult x the active ones; with force,
+ * all of them. */
+static size_t purge_pass(arena_t *arena, hpa_shard_t *s, uint64_t now,
+    bool force) {
+	if (!force) {
+		if (opt_hpa_dirty_mult == HPA_DIRTY_MULT_OFF)
+			return 0;
+		if (s->last_purge_ns != 0 && now >= s->last_purge_ns &&
+		    now - s->last_purge_ns <
+		    ms_to_ns(opt_hpa_min_purge_interval_ms))
+			return 0;
+	}
+	size_t purged = 0;
+	for (;;) {
+		size_t limit = force ? 0 : (size_t)(((uint64_t)
+		    arena->stats.hpa_nactive * opt_hpa_dirty_mult) >> 16);
+		if (arena->stats.hpa_ndirty <= limit)
+			break;
+		hpa_ps_t *most = NULL;
+		for (hpa_ps_t *ps = s->all; ps != NULL; ps = ps->all_next) {
+			if (ps->ndirty != 0 && (most == NULL ||
+			    ps->ndirty > most->ndirty ||
+			    (ps->ndirty == most->ndirty && most->huge)))
+				most = ps;
+		}
+		if (most == NULL)
+			break;
+		purged += ps_purge(arena, most);
+		if (most->nactive == 0 && !opt_retain)
+			ps_unmap(arena, s, most);
+	}
+	if (purged != 0) {
+		arena->stats.hpa_npurge_passes++;
+		s->last_purge_ns = now;
+	}
+	return purged;
+}
+
+/* After pages of ps turned dirty. */
+static void freed_pages(arena_t *arena, hpa_shard_t *s, uint64_t now) {
+	purge_pass(arena, s, now, arena_dirty_decay_ms(arena) == 0);
+	hugify_due(arena, s, now);
+}
+
+extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
+    size_t *dirty_len) {
+	mp_assert(size % PAGE == 0 && size > 0 && size <= HUGEPAGE);
+	size_t n = size >> LG_PAGE;
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL) {
+		s = base_alloc(sizeof(*s));
+		if (s == NULL)
+			return NULL;
+		arena->hpa = s;
+	}
+	extent_t *e = base_extent_alloc();
+	if (e == NULL)
+		return NULL;
+	hpa_ps_t *ps = hpa_psset_pick(s, n);
+	if (ps == NULL && (ps = ps_new(arena, s)) == NULL) {
+		base_extent_free(e);
+		return NULL;
+	}
+	size_t run, first = ps_first_fit(ps, n, &run);
+	/* Old data lies between the first and the last touched page. */
+	size_t lo = bit_find(ps->touched, first, true), hi = 0;
+	if (lo >= first + n)
+		lo = SIZE_MAX;
+	else
+		hi = bit_find_rev(ps->touched, first + n - 1, true) + 1;
+	size_t ndirty = bits_count(ps->dirty, first, n);
+	hpa_psset_remove(s, ps);
+	bits_clear(ps->dirty, first, n);
+	bits_set(ps->active, first, n);
+	bits_set(ps->touched, first, n);
+	ps->nactive += (uint32_t)n;
+	ps->ndirty -= (uint32_t)ndirty;
+	arena->stats.hpa_nactive += n;
+	arena->stats.hpa_ndirty -= ndirty;
+	/* Only carving the longest run can shorten it. */
+	if (run == ps->lfr)
+		ps->lfr = ps_longest_free(ps);
+	psset_insert_known(s, ps);
+	*dirty_off = lo == SIZE_MAX ? 0 : (lo - first) << LG_PAGE;
+	*dirty_len = lo == SIZE_MAX ? 0 : (hi - lo) << LG_PAGE;
+	e->addr = ps->addr + (first << LG_PAGE);
+	e->size = size;
+	e->arena = arena;
+	e->kind = EXTENT_LARGE;
+	e->map_addr = ps->addr;
+	e->map_size = HUGEPAGE;
+	e->zeroed = lo == SIZE_MAX;
+	e->hpa_ps = ps;
+	pagemap_set_bounds(e);
+	ps_dense_check(arena, s, ps);
+	if (s->npending != 0)
+		hugify_due(arena, s, os_now_ns());
+	return e;
+}
+
+void hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
+	hpa_shard_t *s = arena->hpa;
+	hpa_ps_t *ps = e->hpa_ps;
+	size_t first = (size_t)(e->addr - ps->addr) >> LG_PAGE;
+	size_t n = e->size >> LG_PAGE;
+	/* A large block's tail past clean_from was purged by arena.c. */
+	size_t dirty = e->clean_from != 0 && e->clean_from < e->size ?
+	    e->clean_from >> LG_PAGE : n;
+	/* A slab's every page maps to it, a large block's two ends. */
+	if (e->kind == EXTENT_SLAB) {
+		pagemap_set_range(e->addr, e->size, NULL);
+	} else {
+		pagemap_set_page(e->addr, NULL);
+		pagemap_set_page(e->addr + e->size - PAGE, NULL);
+	}
+	hpa_psset_remove(s, ps);
+	bits_clear(ps->active, first, n);
+	lfr_grew(ps, first, n);
+	bits_set(ps->dirty, first, dirty);
+	if (dirty < n && os_purge_zeroes())
+		bits_clear(ps->touched, first + dirty, n - dirty);
+	ps->nactive -= (uint32_t)n;
+	ps->ndirty += (uint32_t)dirty;
+	arena->stats.hpa_nactive -= n;
+	arena->stats.hpa_ndirty += dirty;
+	psset_insert_known(s, ps);
+	ps_sparse_check(s, ps);
+	e->hpa_ps = NULL;
+	freed_pages(arena, s, now);
+}
+
+bool hpa_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
+    bool *zeroed_tail) {
+	hpa_shard_t *s = arena->hpa;
+	hpa_ps_t *ps = e->hpa_ps;
+	size_t first = (size_t)(e->addr - ps->addr) >> LG_PAGE;
+	size_t n = e->size >> LG_PAGE, m = (new_size - e->size) >> LG_PAGE;
+	if (first + n + m > HPA_NPAGES)
+		return true;
+	size_t run = bit_find(ps->active, first + n, true) - (first + n);
+	if (run < m)
+		return true;
+	bool touched = bits_count(ps->touched, first + n, m) != 0;
+	size_t ndirty = bits_count(ps->dirty, first + n, m);
+	hpa_psset_remove(s, ps);
+	bits_clear(ps->dirty, first + n, m);
+	bits_set(ps->active, first + n, m);
+	bits_set(ps->touched, first + n, m);
+	ps->nactive += (uint32_t)m;
+	ps->ndirty -= (uint32_t)ndirty;
+	arena->stats.hpa_nactive += m;
+	arena->stats.hpa_ndirty -= ndirty;
+	if (run == ps->lfr)
+		ps->lfr = ps_longest_free(ps);
+	psset_insert_known(s, ps);
+	*zeroed_tail = !touched;
+	pagemap_set_page(e->addr + e->size - PAGE, NULL);
+	e->size = new_size;
+	pagemap_set_bounds(e);
+	ps_dense_check(arena, s, ps);
+	return false;
+}
+
+bool hpa_shrink_locked(arena_t *arena, extent_t *e, size_t new_size) {
+	hpa_shard_t *s = arena->hpa;
+	hpa_ps_t *ps = e->hpa_ps;
+	size_t first = (size_t)(e->addr - ps->addr) >> LG_PAGE;
+	size_t keep = new_size >> LG_PAGE, cut = (e->size - new_size) >> LG_PAGE;
+	pagemap_set_range(e->addr + new_size, e->size - new_size, NULL);
+	e->size = new_size;
+	pagemap_set_bounds(e);
+	hpa_psset_remove(s, ps);
+	bits_clear(ps->active, first + keep, cut);
+	lfr_grew(ps, first + keep, cut);
+	bits_set(ps->dirty, first + keep, cut);
+	ps->nactive -= (uint32_t)cut;
+	ps->ndirty += (uint32_t)cut;
+	arena->stats.hpa_nactive -= cut;
+	arena->stats.hpa_ndirty += cut;
+	psset_insert_known(s, ps);
+	ps_sparse_check(s, ps);
+	freed_pages(arena, s, os_now_ns());
+	return false;
+}
+
+size_t hpa_decay_locked(arena_t *arena, uint64_t now, bool force) {
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL)
+		return 0;
+	hugify_due(arena, s, now);
+	return purge_pass(arena, s, now, force);
+}
+
+void hpa_stats_locked(arena_t *arena, arena_stats_t *out) {
+	const arena_stats_t *st = &arena->stats;
+	out->pdirty += st->hpa_ndirty;
+	out->retained += (st->hpa_npageslabs * HPA_NPAGES - st->hpa_nactive -
+	    st->hpa_ndirty) << LG_PAGE;
+}
+
+/* ---- options ---- */
+
+bool hpa_fxp_parse(const char *v, size_t vlen, uint32_t *out) {
+	size_t i = 0;
+	uint64_t whole = 0, num = 0, den = 1;
+	if (vlen == 0 || v[0] < '0' || v[0] > '9')
+		return true;
+	for (; i < vlen && v[i] >= '0' && v[i] <= '9'; i++) {
+		whole = whole * 10 + (uint64_t)(v[i] - '0');
+		if (whole >= 65536)
+			return true;
+	}
+	if (i < vlen) {
+		if (v[i] != '.' || i + 1 == vlen)
+			return true;
+		for (i++; i < vlen; i++) {
+			if (v[i] < '0' || v[i] > '9')
+				return true;
+			/* Digits past the ninth are below the 16 bits. */
+			if (den < 1000000000u) {
+				num = num * 10 + (uint64_t)(v[i] - '0');
+				den *= 10;
+			}
+		}
+	}
+	*out = (uint32_t)((whole << 16) + (num << 16) / den);
+	return false;
+}
