@@ -699,6 +699,38 @@ static const char *stats_dss(void) {
 	return opt != NULL ? conf_opt_str(opt) : "disabled";
 }
 
+/* opt.hpa: the pageslabs' counters (hpa.c), in jemalloc's "HPA shard
+ * stats" place, after the arena's memory rows. */
+static void stats_hpa_text(stats_out_t *out, const arena_stats_t *s,
+    uint64_t up) {
+	static const char *const names[4] = {"Purge passes", "Purges",
+	    "Hugifies", "Dehugifies"};
+	uint64_t v[4] = {s->hpa_npurge_passes, s->hpa_npurges,
+	    s->hpa_nhugifies, s->hpa_ndehugifies};
+	stats_printf(out, "HPA shard stats:\n");
+	for (unsigned k = 0; k < 4; k++)
+		stats_printf(out, "  %s: %llu (%llu / sec)\n", names[k],
+		    (unsigned long long)v[k],
+		    (unsigned long long)stats_rate(v[k], up));
+	stats_printf(out, "  pageslabs: %zu (%zu huge)\n", s->hpa_npageslabs,
+	    s->hpa_nhuge);
+	stats_printf(out, "  active pages: %zu, dirty pages: %zu\n",
+	    s->hpa_nactive, s->hpa_ndirty);
+}
+
+static void stats_hpa_json(stats_out_t *out, const arena_stats_t *s) {
+	stats_json_open(out, "hpa_shard", '{');
+	stats_json_u64(out, "npurge_passes", s->hpa_npurge_passes);
+	stats_json_u64(out, "npurges", s->hpa_npurges);
+	stats_json_u64(out, "nhugifies", s->hpa_nhugifies);
+	stats_json_u64(out, "ndehugifies", s->hpa_ndehugifies);
+	stats_json_u64(out, "npageslabs", s->hpa_npageslabs);
+	stats_json_u64(out, "nhuge", s->hpa_nhuge);
+	stats_json_u64(out, "nactive", s->hpa_nactive);
+	stats_json_u64(out, "ndirty", s->hpa_ndirty);
+	stats_json_close(out, '}');
+}
+
 /* prof: the merged arenas' tables, with prof_stats on (see above). */
 static void stats_arena_text(stats_out_t *out, const stats_sel_t *sel,
     const arena_stats_t *s, const ctl_arena_xsnap_t *x, bool prof) {
@@ -747,6 +779,8 @@ static void stats_arena_text(stats_out_t *out, const stats_sel_t *sel,
 	stats_mem_row(out, "resident", x->resident);
 	stats_mem_row(out, "abandoned_vm", x->abandoned_vm);
 	stats_mem_row(out, "extent_avail", x->extent_avail);
+	if (opt_hpa)
+		stats_hpa_text(out, s, up);
 	if (sel->mutex) {
 		stats_mutex_header(out);
 		for (unsigned k = 0; k < CTL_ARENA_NMUTEXES; k++)
@@ -806,6 +840,8 @@ static void stats_arena_json(stats_out_t *out, const stats_sel_t *sel,
 	stats_json_u64(out, "resident", x->resident);
 	stats_json_u64(out, "abandoned_vm", x->abandoned_vm);
 	stats_json_u64(out, "extent_avail", x->extent_avail);
+	if (opt_hpa)
+		stats_hpa_json(out, s);
 	if (sel->mutex) {
 		stats_json_open(out, "mutexes", '{');
 		for (unsigned k = 0; k < CTL_ARENA_NMUTEXES; k++)

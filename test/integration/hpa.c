@@ -252,6 +252,40 @@ static void test_purge(void **state) {
 	}
 }
 
+/* malloc_stats_print shows the pageslabs' counters as jemalloc's "HPA
+ * shard stats", in text and JSON, after test_purge's purges. */
+static char stats_out[1 << 20];
+static size_t stats_len;
+
+static void stats_collect(void *opaque, const char *str) {
+	(void)opaque;
+	size_t n = strlen(str);
+	if (stats_len + n >= sizeof(stats_out))
+		n = sizeof(stats_out) - 1 - stats_len;
+	memcpy(stats_out + stats_len, str, n);
+	stats_len += n;
+	stats_out[stats_len] = '\0';
+}
+
+static void test_stats_print(void **state) {
+	(void)state;
+	stats_len = 0;
+	malloc_stats_print(stats_collect, NULL, "gblxe");
+	const char *h = strstr(stats_out, "HPA shard stats:");
+	MP_ASSERT(h != NULL, "no HPA shard stats in the text");
+	const char *p = strstr(h, "  Purges: ");
+	assert_non_null(p);
+	MP_ASSERT(strtoull(p + strlen("  Purges: "), NULL, 10) >= 1,
+	    "purges printed as %.20s", p);
+	assert_non_null(strstr(h, "  pageslabs: "));
+	stats_len = 0;
+	malloc_stats_print(stats_collect, NULL, "Jgblxe");
+	const char *j = strstr(stats_out, "\"hpa_shard\": {");
+	MP_ASSERT(j != NULL, "no hpa_shard object in the JSON");
+	assert_non_null(strstr(j, "\"npurges\": "));
+	assert_non_null(strstr(j, "\"nhugifies\": "));
+}
+
 /* Page runs above hpa_slab_max_alloc keep the extents; up to it they
  * come from pageslabs. */
 static void test_sizes(void **state) {
@@ -404,6 +438,7 @@ int main(int argc, char **argv) {
 		cmocka_unit_test(test_opts),
 		cmocka_unit_test(test_dense),
 		cmocka_unit_test(test_purge),
+		cmocka_unit_test(test_stats_print),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_resize_zero),
 		cmocka_unit_test(test_knobs),
