@@ -933,7 +933,7 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	 * thread's large cache: the buffer will not need its size again,
 	 * and in the arena it merges with its free neighbours into room for
 	 * the next growth (bench's realloc, 256 buffers grown to 1-256 KiB:
-	 * peak RSS 15.8 -> 14.2 MB; the cache kept up to 2 MiB of such
+	 * peak RSS 15.8 -> 14.5 MB; the cache kept up to 2 MiB of such
 	 * blocks out of reach). */
 	dalloc_impl(tsd, p, e, o.tcache_none || (e->kind == EXTENT_LARGE &&
 	    usize > old), o.tcache, func);

@@ -276,10 +276,11 @@ static unsigned bin_trim_cap(tcache_t *tc, unsigned ind, unsigned cap) {
  * however busy the bin.  A bin in the middle of a random walk of frees
  * and allocations holds half its slots on average, and what its regions
  * touched stays resident: with eight threads such bins of the classes
- * from 320 B to 4 KiB were most of bench's alloctest's excess over
- * jemalloc's peak (13.8 MB against 13.0 with lg_tcache_nslots_mul:-1,
- * all bins halved, at +1.5% of its instructions).  Processes with fewer
- * threads keep the full size: one thread's bins hold a megabyte at most.
+ * from 320 B to 4 KiB were much of bench's alloctest's excess over
+ * jemalloc's peak (13.8 MB, 13.2 with every bin halved by
+ * lg_tcache_nslots_mul:-1; jemalloc 13.0).  Processes with fewer threads
+ * keep the full size: one thread's bins hold a megabyte at most, and
+ * halving them costs single-thread programs' instructions.
  */
 static unsigned bin_trim_top(tcache_t *tc, unsigned ind, unsigned base) {
 	if (!atomic_load_explicit(&bins_trim_on, memory_order_relaxed) ||
