@@ -8,68 +8,16 @@
  * "Busy" is two fills in a GC period with no overflow between them: more
  * than the idle trimming allows (CACHE_BIN_SHRINK_MOVES), and no swing
  * for bin_move to grow the bin by.  The GC is driven by hand
- * (tcache_gc_step, one bin per call: SC_NBINS calls are a period), as in
- * tcache_trim.c, whose helper threads this test copies: they attach to an
- * arena and wait.
+ * (tcache_gc_step, one bin per call: SC_NBINS calls are a period), with
+ * the helper threads tcache_trim.c uses too (tcache_threads.h).
  */
 #include "../test_util.h"
 
 #include "malloc_prof/internal/internal.h"
 
 #define SIZE 1024
-#define HELPERS 7       /* with the main thread, CACHE_BIN_TRIM_THREADS */
 
-static pthread_t helpers[HELPERS];
-static pthread_barrier_t attached;
-static int helper_pipe[2];
-static bool helpers_up;
-
-static void *helper(void *arg) {
-	(void)arg;
-	free(LAUNDER(malloc(16)));
-	pthread_barrier_wait(&attached);
-	char c;
-	while (read(helper_pipe[0], &c, 1) > 0)
-		;
-	return NULL;
-}
-
-static void helpers_start(void) {
-	assert_int_equal(pipe(helper_pipe), 0);
-	assert_int_equal(pthread_barrier_init(&attached, NULL, HELPERS + 1),
-	    0);
-	for (unsigned i = 0; i < HELPERS; i++)
-		assert_int_equal(pthread_create(&helpers[i], NULL, helper,
-		    NULL), 0);
-	helpers_up = true;
-	pthread_barrier_wait(&attached);
-}
-
-static int teardown(void **state) {
-	(void)state;
-	if (!helpers_up)
-		return 0;
-	close(helper_pipe[1]);
-	for (unsigned i = 0; i < HELPERS; i++)
-		pthread_join(helpers[i], NULL);
-	close(helper_pipe[0]);
-	return 0;
-}
-
-static int setup(void **state) {
-	(void)state;
-	return malloc_init() || tsd_fetch() == NULL ? -1 : 0;
-}
-
-static MP_NOINLINE tcache_t *main_tcache(void) {
-	return tsd_fetch()->tcache;
-}
-
-static void gc_pass(void) {
-	tcache_t *tc = main_tcache();
-	for (unsigned i = 0; i < SC_NBINS; i++)
-		tcache_gc_step(tc);
-}
+#include "tcache_threads.h"
 
 /* Two fills of bin ind and no overflow: the bin is emptied into the
  * slabs, one block is allocated (a fill), checked and freed, twice. */
