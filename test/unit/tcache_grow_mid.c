@@ -14,14 +14,14 @@
  */
 #include "../test_util.h"
 
-#include <pthread.h>
-
 #include "malloc_prof/internal/internal.h"
 
 #define MID 8192
 #define SWING 12
 #define HANDOFF 16
 #define OTHER 3000      /* another class: the traffic between swings */
+
+#include "tcache_remote.h"
 
 static int setup(void **state) {
 	(void)state;
@@ -52,47 +52,6 @@ static uint64_t regions_moved(unsigned ind) {
 	return atomic_load(&bs->nmalloc) + atomic_load(&bs->ndalloc);
 }
 
-/* SWING blocks of MID bytes, each filled with its number and checked
- * before the free (a block handed out twice would be overwritten), and
- * as many bytes again in another class. */
-static void swing(unsigned round) {
-	unsigned char *v[SWING];
-	for (unsigned i = 0; i < SWING; i++) {
-		v[i] = LAUNDER(malloc(MID));
-		assert_non_null(v[i]);
-		memset(v[i], (int)((round + i) % 251), MID);
-	}
-	for (unsigned i = 0; i < SWING * MID / OTHER; i++)
-		free(LAUNDER(malloc(OTHER)));
-	for (unsigned i = 0; i < SWING; i++) {
-		unsigned char want = (unsigned char)((round + i) % 251);
-		MP_ASSERT(v[i][0] == want && v[i][MID - 1] == want,
-		    "block %u of round %u at %p overwritten", i, round,
-		    (void *)v[i]);
-		free(v[i]);
-	}
-}
-
-/* A thread that frees the blocks it is given; its cache's flush at exit
- * returns them to the main thread's slabs: remote frees of the class. */
-static void *free_them(void *arg) {
-	void **v = arg;
-	for (unsigned i = 0; i < HANDOFF; i++)
-		free(v[i]);
-	return NULL;
-}
-
-static void handoff(void) {
-	void *v[HANDOFF];
-	for (unsigned i = 0; i < HANDOFF; i++) {
-		v[i] = LAUNDER(malloc(MID));
-		assert_non_null(v[i]);
-	}
-	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, free_them, v), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
-}
-
 static void test_no_growth_without_remote_frees(void **state) {
 	(void)state;
 	const unsigned ind = sz_size2index(MID);
@@ -104,7 +63,7 @@ static void test_no_growth_without_remote_frees(void **state) {
 	 * round is looked at. */
 	unsigned most = base;
 	for (unsigned r = 0; r < 400; r++) {
-		swing(r);
+		swing(r, OTHER);
 		if (cap_of(ind) > most)
 			most = cap_of(ind);
 	}
@@ -123,7 +82,7 @@ static void test_grows_with_remote_frees(void **state) {
 	uint64_t rbefore = regions_moved(ind);
 	for (unsigned r = 0; r < 10; r++) {
 		handoff();
-		swing(r);
+		swing(r, OTHER);
 	}
 	uint64_t moves_base = fills_and_flushes(ind) - before;
 	uint64_t regions_base = regions_moved(ind) - rbefore;
@@ -132,7 +91,7 @@ static void test_grows_with_remote_frees(void **state) {
 	unsigned most = base;
 	for (unsigned r = 0; r < 400; r++) {
 		handoff();
-		swing(r);
+		swing(r, OTHER);
 		unsigned cap = cap_of(ind);
 		assert_true(cap <= base * CACHE_BIN_GROW_MID_MUL);
 		assert_true((size_t)cap * MID <= CACHE_BIN_GROW_BYTES);
@@ -148,7 +107,7 @@ static void test_grows_with_remote_frees(void **state) {
 	rbefore = regions_moved(ind);
 	for (unsigned r = 0; r < 10; r++) {
 		handoff();
-		swing(r);
+		swing(r, OTHER);
 	}
 	uint64_t regions = regions_moved(ind) - rbefore - 10 * 2 * HANDOFF;
 	regions_base -= 10 * 2 * HANDOFF;
@@ -158,7 +117,7 @@ static void test_grows_with_remote_frees(void **state) {
 	tcache_flush(main_tcache());
 	assert_int_equal(cap_of(ind), base);
 	assert_int_equal(tcache_bin_count(main_tcache(), ind), 0);
-	swing(0);
+	swing(0, OTHER);
 }
 
 int main(void) {

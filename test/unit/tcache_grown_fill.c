@@ -12,13 +12,13 @@
  */
 #include "../test_util.h"
 
-#include <pthread.h>
-
 #include "malloc_prof/internal/internal.h"
 
 #define MID 8192
 #define SWING 12
 #define HANDOFF 16
+
+#include "tcache_remote.h"
 
 static int setup(void **state) {
 	(void)state;
@@ -27,41 +27,6 @@ static int setup(void **state) {
 
 static MP_NOINLINE tcache_t *main_tcache(void) {
 	return tsd_fetch()->tcache;
-}
-
-/* SWING blocks, each checked before its free. */
-static void swing(unsigned round) {
-	unsigned char *v[SWING];
-	for (unsigned i = 0; i < SWING; i++) {
-		v[i] = LAUNDER(malloc(MID));
-		assert_non_null(v[i]);
-		memset(v[i], (int)((round + i) % 251), MID);
-	}
-	for (unsigned i = 0; i < SWING; i++) {
-		unsigned char want = (unsigned char)((round + i) % 251);
-		MP_ASSERT(v[i][0] == want && v[i][MID - 1] == want,
-		    "block %u of round %u at %p overwritten", i, round,
-		    (void *)v[i]);
-		free(v[i]);
-	}
-}
-
-static void *free_them(void *arg) {
-	void **v = arg;
-	for (unsigned i = 0; i < HANDOFF; i++)
-		free(v[i]);
-	return NULL;
-}
-
-static void handoff(void) {
-	void *v[HANDOFF];
-	for (unsigned i = 0; i < HANDOFF; i++) {
-		v[i] = LAUNDER(malloc(MID));
-		assert_non_null(v[i]);
-	}
-	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, free_them, v), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
 }
 
 /* Empty bin ind into the slabs, then one malloc: the regions the fill
@@ -93,7 +58,7 @@ static void test_grown_bin_fills_an_eighth(void **state) {
 	unsigned r = 0;
 	while (tcache_bin_cap(main_tcache(), ind) < 4 * base && r < 2000) {
 		handoff();
-		swing(r++);
+		swing(r++, 0);
 	}
 	unsigned cap = tcache_bin_cap(main_tcache(), ind);
 	MP_ASSERT(cap >= 4 * base, "bin of %u slots after %u rounds with "
