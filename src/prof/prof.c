@@ -123,6 +123,10 @@ static void buckets_grow(prof_buckets_t *t, uint64_t (*key)(const void *),
 typedef struct {
 	mp_mutex_t mtx;
 	prof_buckets_t chains;           /* of prof_gctx_t, by gctx_key */
+	/* The last gctx of the shard left without a tctx, kept in the
+	 * chains (see gctx_release_locked); NULL: none.  It may have tctxs
+	 * again by now. */
+	prof_gctx_t *kept;
 } prof_gctx_shard_t;
 static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
@@ -255,8 +259,10 @@ uint64_t prof_sample_wait(tsd_t *tsd) {
 	    1442695040888963407ULL;
 	uint64_t r = tsd->prng >> 11;
 	double ln_u = r == 0 ? 0.0 : prof_ln(r) - 53 * 0.69314718055994530942;
-	double wait = floor(ln_u * wait_scale[lg]) + 1.0;
-	return wait >= 1.8e19 ? UINT64_MAX : (uint64_t)wait;
+	/* Both factors are <= 0: floor is the conversion's truncation (and
+	 * past 2^53 every double is whole), without libm's call. */
+	double x = ln_u * wait_scale[lg];
+	return x + 1.0 >= 1.8e19 ? UINT64_MAX : (uint64_t)x + 1;
 }
 
 bool prof_thread_sampling(tsd_t *tsd) {
@@ -347,9 +353,18 @@ static void tdata_release(prof_tdata_t *td, uint64_t n) {
 
 /* prof_sys_thread_name: the thread's OS name (at most 15 characters, as
  * PR_GET_NAME gives it; printable ones only, as thread.prof.name takes
- * them) into its tdata when it changed.  A syscall per sample, only with
- * the option. */
-static void tdata_sys_name(prof_tdata_t *td) {
+ * them) into its tdata when it changed.  A system call: made at the
+ * thread's first sample, then at a sample at least
+ * PROF_SYS_NAME_PERIOD_NS after the last read on the sample clock (`now`,
+ * prof_time_ns), and at the thread's exit (prof_thread_exit), rather than
+ * at every sample as jemalloc does (one sample of a few thousand
+ * instructions would carry a system call). */
+_Atomic uint64_t prof_sys_name_reads;
+
+static void tdata_sys_name(prof_tdata_t *td, uint64_t now) {
+	td->name_read_ns = now;
+	atomic_fetch_add_explicit(&prof_sys_name_reads, 1,
+	    memory_order_relaxed);
 	char name[16] = "";
 	if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0)
 		return;
@@ -366,11 +381,22 @@ static void tdata_sys_name(prof_tdata_t *td) {
 	prof_tdatas_unlock();
 }
 
+/* At a sample taken at `now`: whether the name is due (see above).  The
+ * first read is the one with name_read_ns still 0. */
+static inline bool tdata_sys_name_due(const prof_tdata_t *td, uint64_t now) {
+	return td->name_read_ns == 0 ||
+	    now - td->name_read_ns >= PROF_SYS_NAME_PERIOD_NS;
+}
+
 void prof_thread_exit(tsd_t *tsd) {
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL)
 		return;
 	tsd->prof_tdata = NULL;
+	/* The name it leaves dumps with (prof_sys_thread_name), read once
+	 * more: a rename since its last sample shows. */
+	if (opt_prof_sys_thread_name && td->name_read_ns != 0)
+		tdata_sys_name(td, prof_time_ns());
 	/* Only its thread walks with it (the tdata may stay, for dumps). */
 	prof_bt_memo_free(td->bt_memo);
 	td->bt_memo = NULL;
@@ -651,6 +677,16 @@ void prof_shard_unlock(unsigned shard) {
 	mp_mutex_unlock(&gctx_shards[shard].mtx);
 }
 
+void prof_shards_lock_all(void) {
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
+}
+
+void prof_shards_unlock_all(void) {
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
+}
+
 void prof_gctx_foreach_locked_shard(unsigned shard,
     prof_gctx_visit_t *visit, void *arg) {
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
@@ -733,6 +769,33 @@ static bool cnt_empty(const prof_cnt_t *c) {
 	    atomic_load_explicit(&accum_holds, memory_order_relaxed) == 0));
 }
 
+static void gctx_destroy_locked(prof_gctx_shard_t *sh, prof_gctx_t *g) {
+	prof_gctx_t **gp = gctx_bucket(sh, g->hash);
+	while (*gp != g)
+		gp = &(*gp)->next;
+	*gp = g->next;
+	if (--sh->chains.count == 0)
+		atomic_fetch_and_explicit(&prof_gctx_shards_used,
+		    ~((uint64_t)1 << g->shard), memory_order_relaxed);
+	base_free(g, gctx_size(g->nframes));
+}
+
+/*
+ * g lost its last tctx: kept, in place of the shard's previous kept gctx
+ * (freed if it is still without a tctx).  A stack whose objects come and
+ * go one sample at a time (bench's churn and simple: one or two live
+ * samples) made and freed its gctx at every sample, with its frames
+ * copied, its objects noted (prof_sys_note) and its lifetime record
+ * looked up again: about 400 instructions of a sample of 2,800.  At most
+ * one a shard, 64 in all, each without counts (dumps skip them).
+ */
+static void gctx_release_locked(prof_gctx_shard_t *sh, prof_gctx_t *g) {
+	prof_gctx_t *old = sh->kept;
+	sh->kept = g;
+	if (old != NULL && old != g && old->tctxs == NULL)
+		gctx_destroy_locked(sh, old);
+}
+
 /* Free t if it counts nothing, and its gctx if that was the last tctx.
  * Shard lock held. */
 static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
@@ -746,16 +809,8 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
 	prof_tdata_t *td = t->tdata;
 	base_free(t, sizeof(*t));
 	tdata_release(td, TDATA_REF_TCTX);
-	if (g->tctxs != NULL)
-		return;
-	prof_gctx_t **gp = gctx_bucket(sh, g->hash);
-	while (*gp != g)
-		gp = &(*gp)->next;
-	*gp = g->next;
-	if (--sh->chains.count == 0)
-		atomic_fetch_and_explicit(&prof_gctx_shards_used,
-		    ~((uint64_t)1 << g->shard), memory_order_relaxed);
-	base_free(g, gctx_size(g->nframes));
+	if (g->tctxs == NULL)
+		gctx_release_locked(sh, g);
 }
 
 /* ----------------------------------------------------- sample table */
@@ -815,14 +870,14 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		prof_sys_thread_init(tsd);
 	if (td->bt_memo == NULL)
 		td->bt_memo = prof_bt_memo_new();
-	if (opt_prof_sys_thread_name)
-		tdata_sys_name(td);
+	/* The time first, nearest the allocation it dates. */
+	uint64_t now = prof_time_ns();
+	if (opt_prof_sys_thread_name && tdata_sys_name_due(td, now))
+		tdata_sys_name(td, now);
 	/* Frame 0 is the entry point the program called: jeprof knows
 	 * malloc, calloc, realloc, ... and strips frames up to it (a
 	 * prefixed build's heap_v2 writer puts the call there instead:
 	 * prof_heap_v2.c). */
-	/* The time first, nearest the allocation it dates. */
-	uint64_t now = prof_time_ns();
 	void *frames[PROF_BT_MAX_LIMIT];
 	frames[0] = entry;
 	unsigned n = 1 + prof_backtrace(frames + 1, opt_prof_bt_max - 1, fp);
@@ -839,6 +894,9 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	unsigned shard = (unsigned)(hash % PROF_GCTX_SHARDS);
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
 	uint64_t objs_u, bytes_u;
+	extent_t *e = pagemap_lookup(p);
+	bool large = e->kind == EXTENT_LARGE;
+	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 	mp_mutex_lock(&sh->mtx);
 	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td,
 	    td->labels);
@@ -862,6 +920,11 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		t->cnt.accumbytes += usize;
 		t->cnt.accumobjs_shifted_unbiased += objs_u;
 		t->cnt.accumbytes_unbiased += bytes_u;
+		s->tctx = t;
+		/* Among the live large samples of the lifetime profile:
+		 * under this lock too (prof_lifetime.c). */
+		if (large)
+			prof_lifetime_large_add(s);
 	}
 	mp_mutex_unlock(&sh->mtx);
 	if (t == NULL) {
@@ -869,7 +932,6 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		atomic_fetch_add(&prof_dropped, 1);
 		goto out;
 	}
-	s->tctx = t;
 	/* A new stack's objects, for dumps after they are unloaded (t and
 	 * its gctx live on: s, which names t, is not published yet).  The
 	 * return addresses follow the entry point in frames[0]. */
@@ -879,11 +941,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		    memory_order_relaxed);
 	if (opt_prof_stats)
 		prof_stats_alloc(prof_sample_req(s), usize);
-	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
-	extent_t *e = pagemap_lookup(p);
-	if (e->kind == EXTENT_LARGE) {
+	if (large) {
 		e->prof = s;
-		prof_lifetime_large_add(s);
 	} else {
 		prof_sample_shard_t *ss = sample_shard(p);
 		mp_mutex_lock(&ss->mtx);
@@ -956,11 +1015,10 @@ static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
 
 void prof_sample_free(void *p, extent_t *e) {
 	prof_sample_t *s;
-	if (e->kind == EXTENT_LARGE) {
+	bool large = e->kind == EXTENT_LARGE;
+	if (large) {
 		s = e->prof;
 		e->prof = NULL;
-		if (s != NULL)
-			prof_lifetime_large_del(s);
 	} else {
 		prof_sample_shard_t *ss = sample_shard(p);
 		mp_mutex_lock(&ss->mtx);
@@ -985,6 +1043,8 @@ void prof_sample_free(void *p, extent_t *e) {
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);
+	if (large)
+		prof_lifetime_large_del(s);
 	/* A prof.reset since the sample already zeroed what it added. */
 	uint64_t epoch = atomic_load(&prof_epoch);
 	if (s->epoch == (uint32_t)epoch) {
@@ -1047,8 +1107,7 @@ void prof_reset(size_t lg_sample) {
 		lg_sample = 63;
 	/* All shards at once (raw locks: same rank), so that no sample or
 	 * free sees the counters zeroed but the epoch not yet bumped. */
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
+	prof_shards_lock_all();
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		prof_gctx_shard_t *sh = &gctx_shards[i];
 		for (uint32_t b = 0; b < sh->chains.n; b++) {
@@ -1065,8 +1124,7 @@ void prof_reset(size_t lg_sample) {
 	atomic_store(&prof_lg_sample, lg_sample);
 	unbias_tab_fill();
 	prof_wait_gen_bump();
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
+	prof_shards_unlock_all();
 }
 
 /* ---------------------------------------------------------- fork */
@@ -1078,11 +1136,9 @@ void prof_prefork(void) {
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		pthread_mutex_lock(&sample_shards[i].mtx.lock);
 	prof_recent_prefork();
-	prof_lifetime_prefork();
 }
 
 void prof_postfork_parent(void) {
-	prof_lifetime_postfork_parent();
 	prof_recent_postfork_parent();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		pthread_mutex_unlock(&sample_shards[i].mtx.lock);
@@ -1092,7 +1148,6 @@ void prof_postfork_parent(void) {
 }
 
 void prof_postfork_child(void) {
-	prof_lifetime_postfork_child();
 	prof_recent_postfork_child();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		mp_mutex_postfork_child(&sample_shards[i].mtx);

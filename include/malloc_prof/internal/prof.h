@@ -105,6 +105,9 @@ struct prof_tdata_s {
 	/* prof_backtrace's memo of the thread's last walks (prof_sys.c);
 	 * NULL until its first sample, freed when the thread exits. */
 	struct prof_bt_memo_s *bt_memo;
+	/* prof_sys_thread_name: the sample time of the last read of the
+	 * OS name (0: never); its thread's only. */
+	uint64_t name_read_ns;
 	prof_tdata_t *prev, *next;       /* the global list, by uid */
 };
 
@@ -133,6 +136,9 @@ struct prof_gctx_s {
 	/* prof_sys_note has kept the objects of its frames (read and set
 	 * with no lock, by the thread sampling it). */
 	_Atomic bool noted;
+	/* Its stack's record in the lifetime table (prof_lifetime.c; NULL
+	 * until a sample of it is freed): records outlive gctxs. */
+	struct life_rec_s *life;
 	void *frames[];
 };
 
@@ -216,8 +222,13 @@ extern char opt_prof_prefix[1024];
 /* prof_dump.c: named dumps write through a final symbolic link. */
 extern bool opt_prof_dump_follow_symlinks;
 extern unsigned opt_prof_bt_max;
-/* Threads' names in dumps come from the OS (PR_GET_NAME) at each sample. */
+/* Threads' names in dumps come from the OS (PR_GET_NAME), read at the
+ * thread's first sample, then at a sample PROF_SYS_NAME_PERIOD_NS or more
+ * after the last read (on the sample clock, prof_time_ns), and at its
+ * exit; prof_sys_name_reads counts the reads (for the tests). */
 extern bool opt_prof_sys_thread_name;
+#define PROF_SYS_NAME_PERIOD_NS ((uint64_t)100 * 1000 * 1000)
+extern _Atomic uint64_t prof_sys_name_reads;
 /* prof_time_resolution (indexes of prof_time_resolution_names): the clock
  * of sample times, CLOCK_MONOTONIC_COARSE (default: a few ms, 6 ns) or
  * CLOCK_MONOTONIC (high: ns, 20 ns). */
@@ -325,6 +336,10 @@ void prof_gctx_foreach_locked_shard(unsigned shard,
     prof_gctx_visit_t *visit, void *arg);
 void prof_shard_lock(unsigned shard);
 void prof_shard_unlock(unsigned shard);
+/* Every gctx shard at once (raw locks: one rank), as prof.reset takes
+ * them: no sample or sampled free runs meanwhile. */
+void prof_shards_lock_all(void);
+void prof_shards_unlock_all(void);
 void prof_tdatas_lock(void);
 void prof_tdatas_unlock(void);
 extern prof_tdata_t *prof_tdatas_head;     /* by uid (tdatas lock) */
@@ -730,8 +745,9 @@ typedef enum {
 /* The pprof label `lifetime`'s values, by bucket. */
 extern const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS];
 /* prof_sample_free's call, under g's shard lock, for a sample of epoch
- * `epoch` (the current one) that added (objs_shifted, bytes) unbiased. */
-void prof_lifetime_free(const prof_gctx_t *g, uint64_t alloc_ns,
+ * `epoch` (the current one) that added (objs_shifted, bytes) unbiased;
+ * sets g->life. */
+void prof_lifetime_free(prof_gctx_t *g, uint64_t alloc_ns,
     uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
     uint64_t epoch);
 /* prof_samples_foreach's visitor (declared again below, with it: C11
@@ -740,7 +756,7 @@ typedef void prof_sample_visit_t(const prof_sample_t *s, void *arg);
 /* A large sample s (extent->prof, s->tctx set) was taken, or is being
  * freed (before its tctx may go): its entry among the live large samples,
  * which the collection visits as prof_samples_foreach visits the small
- * ones (chained through s->next).  No lock held. */
+ * ones (chained through s->next).  Under the shard lock of s's gctx. */
 void prof_lifetime_large_add(prof_sample_t *s);
 void prof_lifetime_large_del(prof_sample_t *s);
 /*
@@ -748,7 +764,8 @@ void prof_lifetime_large_del(prof_sample_t *s);
  * live snapshot `live` (prof_snap_collect: its lg_sample and epoch), the
  * live samples of that epoch (the small ones through `foreach`,
  * prof_samples_foreach, passed by the caller so that this file calls
- * nothing of prof.c; the large ones of its own list), aged at now_ns
+ * nothing of prof.c; the large ones of its own lists, read with every
+ * gctx shard held by lock_all, prof_shards_lock_all), aged at now_ns
  * (prof_time_ns), and the freed counts: one record per stack, whose
  * dump_tctx_t are its non-empty buckets (uid: a freed
  * prof_life_bucket_t, or PROF_LIFE_LIVE + the age bucket of live ones,
@@ -759,12 +776,8 @@ void prof_lifetime_large_del(prof_sample_t *s);
  * prof_snap_release.  true on error (out of memory) with *whyp set.
  */
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
-    void (*foreach)(prof_sample_visit_t *, void *), uint64_t now_ns,
-    const char **whyp);
-/* life_mtx around fork (prof_prefork's, after prof_recent_prefork). */
-void prof_lifetime_prefork(void);
-void prof_lifetime_postfork_parent(void);
-void prof_lifetime_postfork_child(void);
+    void (*foreach)(prof_sample_visit_t *, void *), void (*lock_all)(void),
+    void (*unlock_all)(void), uint64_t now_ns, const char **whyp);
 
 /* ------------------------------------------------------- prof_dump.c */
 extern const char *const prof_format_names[PROF_FORMAT_COUNT];
