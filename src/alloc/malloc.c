@@ -158,7 +158,9 @@ static void tsd_gdump_flush(tsd_t *tsd) {
 	if (config_prof && unlikely(tsd->prof_gdump_pending != 0)) {
 		size_t pages = tsd->prof_gdump_pending;
 		tsd->prof_gdump_pending = 0;
-		prof_gdump_maybe(pages);
+		if (pages > atomic_load_explicit(&prof_gdump_high,
+		    memory_order_relaxed))
+			prof_gdump_maybe(pages);
 	}
 }
 

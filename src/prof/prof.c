@@ -127,6 +127,9 @@ typedef struct {
 	 * chains (see gctx_release_locked); NULL: none.  It may have tctxs
 	 * again by now. */
 	prof_gctx_t *kept;
+	/* Bumped when a gctx of the shard is freed: a gctx a thread found
+	 * under an earlier value is still there (prof_bt_hint_t). */
+	uint64_t gen;
 } prof_gctx_shard_t;
 static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
@@ -710,17 +713,19 @@ static size_t gctx_size(unsigned nframes) {
 	return sizeof(prof_gctx_t) + nframes * sizeof(void *);
 }
 
-/* The tctx of (td, backtrace), created if needed; shard lock held.
+/* The tctx of (td, backtrace), created if needed; shard lock held.  g:
+ * the backtrace's gctx if the caller knows it (a hint), else NULL.
  * NULL when profiler memory ran out. */
 static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
     unsigned shard, uint64_t hash, void *const *frames, unsigned n,
-    prof_tdata_t *td, const prof_labels_t *labels) {
+    prof_tdata_t *td, const prof_labels_t *labels, prof_gctx_t *g) {
 	prof_gctx_t **bucket = gctx_bucket(sh, hash);
-	prof_gctx_t *g;
-	for (g = *bucket; g != NULL; g = g->next) {
-		if (g->hash == hash && g->nframes == n &&
-		    memcmp(g->frames, frames, n * sizeof(void *)) == 0)
-			break;
+	if (g == NULL) {
+		for (g = *bucket; g != NULL; g = g->next) {
+			if (g->hash == hash && g->nframes == n &&
+			    memcmp(g->frames, frames, n * sizeof(void *)) == 0)
+				break;
+		}
 	}
 	if (g == NULL) {
 		g = base_malloc(gctx_size(n));
@@ -770,6 +775,7 @@ static bool cnt_empty(const prof_cnt_t *c) {
 }
 
 static void gctx_destroy_locked(prof_gctx_shard_t *sh, prof_gctx_t *g) {
+	sh->gen++;
 	prof_gctx_t **gp = gctx_bucket(sh, g->hash);
 	while (*gp != g)
 		gp = &(*gp)->next;
@@ -796,9 +802,11 @@ static void gctx_release_locked(prof_gctx_shard_t *sh, prof_gctx_t *g) {
 		gctx_destroy_locked(sh, old);
 }
 
-/* Free t if it counts nothing, and its gctx if that was the last tctx.
- * Shard lock held. */
-static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
+/* Free t if it counts nothing, and its gctx if that was the last tctx
+ * (keep: keep it instead, gctx_release_locked, which may free another
+ * gctx of the shard: not while walking the chains).  Shard lock held. */
+static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t,
+    bool keep) {
 	if (!cnt_empty(&t->cnt))
 		return;
 	prof_gctx_t *g = t->gctx;
@@ -809,8 +817,15 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
 	prof_tdata_t *td = t->tdata;
 	base_free(t, sizeof(*t));
 	tdata_release(td, TDATA_REF_TCTX);
-	if (g->tctxs == NULL)
+	if (g->tctxs != NULL)
+		return;
+	if (keep) {
 		gctx_release_locked(sh, g);
+	} else {
+		if (sh->kept == g)
+			sh->kept = NULL;
+		gctx_destroy_locked(sh, g);
+	}
 }
 
 /* ----------------------------------------------------- sample table */
@@ -880,7 +895,13 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	 * prof_heap_v2.c). */
 	void *frames[PROF_BT_MAX_LIMIT];
 	frames[0] = entry;
-	unsigned n = 1 + prof_backtrace(frames + 1, opt_prof_bt_max - 1, fp);
+	/* A walk the thread's memo answered comes with what this found for
+	 * it last time: its hash and gctx. */
+	prof_bt_hint_t hint;
+	prof_bt_ref_t ref;
+	unsigned n = 1 + prof_backtrace_hinted(frames + 1, opt_prof_bt_max -
+	    1, fp, &hint, &ref);
+	bool hinted = hint.gctx != NULL && hint.entry == entry;
 	prof_sample_t *s = base_malloc(sizeof(*s));
 	if (s == NULL) {
 		atomic_fetch_add(&prof_dropped, 1);
@@ -890,7 +911,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	s->usize = usize;
 	s->req_pad = prof_sample_req_pad(usize, req);
 	s->time_ns = now;
-	uint64_t hash = bt_hash(frames, n);
+	uint64_t hash = hinted ? hint.hash : bt_hash(frames, n);
 	unsigned shard = (unsigned)(hash % PROF_GCTX_SHARDS);
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
 	uint64_t objs_u, bytes_u;
@@ -899,8 +920,9 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 	mp_mutex_lock(&sh->mtx);
 	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td,
-	    td->labels);
+	    td->labels, hinted && hint.gen == sh->gen ? hint.gctx : NULL);
 	if (t != NULL) {
+		hint = (prof_bt_hint_t){entry, hash, t->gctx, sh->gen};
 		/* Under the shard lock, like the epoch: prof_reset changes
 		 * lg_sample only while holding every shard. */
 		unbias_lookup(usize, &objs_u, &bytes_u);
@@ -927,6 +949,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 			prof_lifetime_large_add(s);
 	}
 	mp_mutex_unlock(&sh->mtx);
+	if (t != NULL)
+		prof_bt_hint_store(td->bt_memo, ref, &hint);
 	if (t == NULL) {
 		base_free(s, sizeof(*s));
 		atomic_fetch_add(&prof_dropped, 1);
@@ -1064,7 +1088,7 @@ void prof_sample_free(void *p, extent_t *e) {
 		    s->bytes_unbiased, epoch);
 	}
 	if (--t->nsamples == 0)
-		tctx_try_destroy_locked(sh, t);
+		tctx_try_destroy_locked(sh, t, true);
 	mp_mutex_unlock(&sh->mtx);
 	base_free(s, sizeof(*s));
 }
@@ -1090,7 +1114,8 @@ void prof_accum_release(void) {
 				while (t != NULL) {
 					prof_tctx_t *tnext = t->next;
 					if (t->nsamples == 0)
-						tctx_try_destroy_locked(sh, t);
+						tctx_try_destroy_locked(sh, t,
+						    false);
 					t = tnext;
 				}
 				g = gnext;

@@ -676,6 +676,11 @@ typedef struct {
 	bool valid;
 	uintptr_t waddr[MEMO_WORDS], wval[MEMO_WORDS];
 	void *vec[MEMO_FRAMES];
+	/* The sampler's hint for this walk (prof_bt_hint_t), and how many
+	 * times the slot was recorded (a hint is stored only for the
+	 * recording it was found for). */
+	prof_bt_hint_t hint;
+	uint32_t version;
 } memo_slot_t;
 
 struct prof_bt_memo_s {
@@ -717,10 +722,10 @@ static inline void memo_word(memo_rec_t *r, uintptr_t addr, uintptr_t val) {
 
 /* The frames of a remembered walk from this start whose words all still
  * hold (their addresses lie inside [lo, hi): they did when recorded
- * with the same bounds); 0 if none. */
+ * with the same bounds); 0 if none.  *slotp: the slot that answered. */
 PROF_STACK_READER static unsigned memo_lookup(prof_bt_memo_t *m,
     void **vec, uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned max,
-    unsigned mode) {
+    unsigned mode, unsigned *slotp) {
 	for (unsigned k = 0; k < MEMO_SLOTS; k++) {
 		const memo_slot_t *s = &m->slot[k];
 		if (!s->valid || s->fp != fp || s->lo != lo || s->hi != hi ||
@@ -733,6 +738,7 @@ PROF_STACK_READER static unsigned memo_lookup(prof_bt_memo_t *m,
 		if (i < s->nwords)
 			continue;       /* the other slot may be this walk */
 		memcpy(vec, s->vec, s->n * sizeof(void *));
+		*slotp = k;
 		return s->n;
 	}
 	return 0;
@@ -808,9 +814,32 @@ unsigned prof_backtrace_self_frames(void *const *vec, unsigned n) {
 	return k;
 }
 
+void prof_bt_hint_store(prof_bt_memo_t *m, prof_bt_ref_t ref,
+    const prof_bt_hint_t *hint) {
+	if (m == NULL || ref.slot >= MEMO_SLOTS || m->busy)
+		return;
+	m->busy = true;
+	atomic_signal_fence(memory_order_seq_cst);
+	memo_slot_t *s = &m->slot[ref.slot];
+	if (s->version == ref.version)
+		s->hint = *hint;
+	atomic_signal_fence(memory_order_seq_cst);
+	m->busy = false;
+}
+
 PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
     uintptr_t fp) {
+	prof_bt_hint_t hint;
+	prof_bt_ref_t ref;
+	return prof_backtrace_hinted(vec, max, fp, &hint, &ref);
+}
+
+PROF_STACK_READER unsigned prof_backtrace_hinted(void **vec, unsigned max,
+    uintptr_t fp, prof_bt_hint_t *hint, prof_bt_ref_t *ref) {
 	tsd_t *tsd = &mp_tsd;
+	memset(hint, 0, sizeof(*hint));
+	ref->slot = UINT32_MAX;
+	ref->version = 0;
 	uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t hi = tsd->stack_hi;
 	unsigned n = 0, skipped = 0;
@@ -835,15 +864,20 @@ PROF_STACK_READER unsigned prof_backtrace(void **vec, unsigned max,
 	if (m != NULL && !m->busy) {
 		m->busy = true;
 		atomic_signal_fence(memory_order_seq_cst);
-		n = memo_lookup(m, vec, fp, lo, hi, max, mode);
+		unsigned k = 0;
+		n = memo_lookup(m, vec, fp, lo, hi, max, mode, &k);
 		if (n > 0) {
 			m->hits++;
+			*hint = m->slot[k].hint;
+			*ref = (prof_bt_ref_t){k, m->slot[k].version};
 			atomic_signal_fence(memory_order_seq_cst);
 			m->busy = false;
 			return n;
 		}
+		*ref = (prof_bt_ref_t){m->next, ++m->slot[m->next].version};
 		rec.s = &m->slot[m->next];
 		m->next = (m->next + 1) % MEMO_SLOTS;
+		memset(&rec.s->hint, 0, sizeof(rec.s->hint));
 		/* The header only: a walk that misses every time (stacks
 		 * that never repeat) pays for the words it records, not for
 		 * clearing the slot. */

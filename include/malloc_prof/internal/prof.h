@@ -391,6 +391,31 @@ prof_bt_memo_t *prof_bt_memo_new(void);
 void prof_bt_memo_free(prof_bt_memo_t *m);
 /* How many walks m answered (for the tests). */
 uint64_t prof_bt_memo_hits(const prof_bt_memo_t *m);
+/*
+ * What the sampler (prof.c) found for a remembered walk, kept beside it
+ * so that the walk's next sample skips the hash of its frames and the
+ * search of its shard's chains: entry is the frame the sampler put
+ * before the walk, hash the hash of both, gctx (NULL: none) the gctx it
+ * found, valid while its shard's destroy generation is still gen.
+ * prof_backtrace_hinted is prof_backtrace that also copies the hint of
+ * the memo slot that answered (or a cleared one) into *hint and names
+ * the slot in *ref (ref->slot UINT32_MAX: no slot); prof_bt_hint_store
+ * stores a hint for the slot, unless it was recorded anew since or a
+ * walk is using the memo (a signal handler's).
+ */
+typedef struct prof_bt_hint_s {
+	void *entry;
+	uint64_t hash;
+	prof_gctx_t *gctx;
+	uint64_t gen;
+} prof_bt_hint_t;
+typedef struct prof_bt_ref_s {
+	uint32_t slot, version;
+} prof_bt_ref_t;
+unsigned prof_backtrace_hinted(void **vec, unsigned max, uintptr_t fp,
+    prof_bt_hint_t *hint, prof_bt_ref_t *ref);
+void prof_bt_hint_store(prof_bt_memo_t *m, prof_bt_ref_t ref,
+    const prof_bt_hint_t *hint);
 /* Keep the objects (file, segments) that the return addresses vec[0..n)
  * of a new stack point into, so that dumps still name them once the
  * loader unloads them (prof_sys_unloaded).  Once per stack, not per
@@ -814,6 +839,10 @@ bool prof_dump_file(const char *filename);
  * leaves its high-water mark alone, so the next growth dumps. */
 void prof_idump_maybe(size_t bytes);
 void prof_gdump_maybe(size_t active_pages);
+/* The highest count of active pages prof_gdump_maybe has seen: a count
+ * not above it needs no call (malloc.c tests it first: every new slab or
+ * large block hands one over). */
+extern _Atomic size_t prof_gdump_high;
 /* The final dump (and the final peak dump, prof_peak) and the leak
  * summary, from an atexit handler. */
 void prof_final_dump(void);
