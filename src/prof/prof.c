@@ -130,6 +130,9 @@ typedef struct {
 	/* Bumped when a gctx of the shard is freed: a gctx a thread found
 	 * under an earlier value is still there (prof_bt_hint_t). */
 	uint64_t gen;
+	/* The lifetime table's part of the shard's stacks (prof_lifetime.c):
+	 * here, in pages the shard's lock has made resident anyway. */
+	prof_life_part_t life;
 } prof_gctx_shard_t;
 static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
@@ -403,6 +406,12 @@ void prof_thread_exit(tsd_t *tsd) {
 	/* Only its thread walks with it (the tdata may stay, for dumps). */
 	prof_bt_memo_free(td->bt_memo);
 	td->bt_memo = NULL;
+	while (td->spare != NULL) {
+		prof_sample_t *s = td->spare;
+		td->spare = s->next;
+		base_free(s, sizeof(*s));
+	}
+	td->nspare = 0;
 	tdata_release(td, TDATA_REF_THREAD);
 }
 
@@ -680,6 +689,10 @@ void prof_shard_unlock(unsigned shard) {
 	mp_mutex_unlock(&gctx_shards[shard].mtx);
 }
 
+prof_life_part_t *prof_life_part(unsigned shard) {
+	return &gctx_shards[shard].life;
+}
+
 void prof_shards_lock_all(void) {
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
@@ -867,6 +880,31 @@ void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
 
 /* ---------------------------------------------------- alloc and free */
 
+/* A sample record: one the thread freed, or base_malloc's.  Every field
+ * is set before it is read (base_malloc's zeroing is not relied on). */
+static prof_sample_t *sample_new(prof_tdata_t *td) {
+	prof_sample_t *s = td->spare;
+	if (s == NULL)
+		return base_malloc(sizeof(*s));
+	td->spare = s->next;
+	td->nspare--;
+	return s;
+}
+
+/* Done with s: kept by the calling thread for its next sample while it
+ * has room and runs, else given back. */
+static void sample_dispose(prof_sample_t *s) {
+	tsd_t *tsd = &mp_tsd;
+	prof_tdata_t *td = tsd->state == TSD_NOMINAL ? tsd->prof_tdata : NULL;
+	if (td == NULL || td->nspare >= PROF_SPARE_SAMPLES) {
+		base_free(s, sizeof(*s));
+		return;
+	}
+	s->next = td->spare;
+	td->spare = s;
+	td->nspare++;
+}
+
 void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
     void *entry, uintptr_t fp) {
 	if (!atomic_load_explicit(&prof_active, memory_order_relaxed))
@@ -902,7 +940,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	unsigned n = 1 + prof_backtrace_hinted(frames + 1, opt_prof_bt_max -
 	    1, fp, &hint, &ref);
 	bool hinted = hint.gctx != NULL && hint.entry == entry;
-	prof_sample_t *s = base_malloc(sizeof(*s));
+	prof_sample_t *s = sample_new(td);
 	if (s == NULL) {
 		atomic_fetch_add(&prof_dropped, 1);
 		goto out;
@@ -946,13 +984,13 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		/* Among the live large samples of the lifetime profile:
 		 * under this lock too (prof_lifetime.c). */
 		if (large)
-			prof_lifetime_large_add(s);
+			prof_lifetime_large_add(&sh->life, s);
 	}
 	mp_mutex_unlock(&sh->mtx);
 	if (t != NULL)
 		prof_bt_hint_store(td->bt_memo, ref, &hint);
 	if (t == NULL) {
-		base_free(s, sizeof(*s));
+		sample_dispose(s);
 		atomic_fetch_add(&prof_dropped, 1);
 		goto out;
 	}
@@ -1068,7 +1106,7 @@ void prof_sample_free(void *p, extent_t *e) {
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);
 	if (large)
-		prof_lifetime_large_del(s);
+		prof_lifetime_large_del(&sh->life, s);
 	/* A prof.reset since the sample already zeroed what it added. */
 	uint64_t epoch = atomic_load(&prof_epoch);
 	if (s->epoch == (uint32_t)epoch) {
@@ -1084,13 +1122,13 @@ void prof_sample_free(void *p, extent_t *e) {
 		    memory_order_relaxed);
 		/* The lifetime profile: its stack's bucket (the gctx is
 		 * stable under its shard lock). */
-		prof_lifetime_free(t->gctx, s->time_ns, prof_time_ns(), objs_u,
-		    s->bytes_unbiased, epoch);
+		prof_lifetime_free(&sh->life, t->gctx, s->time_ns,
+		    prof_time_ns(), objs_u, s->bytes_unbiased, epoch);
 	}
 	if (--t->nsamples == 0)
 		tctx_try_destroy_locked(sh, t, true);
 	mp_mutex_unlock(&sh->mtx);
-	base_free(s, sizeof(*s));
+	sample_dispose(s);
 }
 
 void prof_accum_hold(void) {

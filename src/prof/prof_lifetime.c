@@ -18,8 +18,8 @@
  * Counting happens on the sampled free path only (prof.c's
  * prof_sample_free calls prof_lifetime_free): the fast paths do not
  * change.  The table is split by gctx shard (a stack's records sit in
- * the part of its gctx's shard, hash % PROF_GCTX_SHARDS) and each part is
- * guarded by that shard's lock, which the free holds already to count
+ * the part of its gctx's shard, hash % PROF_GCTX_SHARDS, which prof.c
+ * keeps in the shard) and each part is guarded by that shard's lock, which the free holds already to count
  * the sample off its tctx: no lock of its own on the sampled paths (a
  * lock round trip at every sampled free, and two more for each large
  * sample's entry below, were about 10% of a sample's cost on bench's
@@ -55,22 +55,16 @@ typedef struct life_rec_s {
 	void *frames[];
 } life_rec_t;
 
-/* One gctx shard's part of the table (guarded by that shard's lock):
- * the records of its stacks, and its live large samples (extent->prof,
- * which prof.c's sample table does not hold: chained through s->next,
- * unused for them, hashed by address).  Chains start at LIFE_CHAINS_INIT
- * and double past two entries a chain; out of memory they just grow
- * longer, and with none at all a record is not made (its free is not
- * counted) or a large sample is left out of the live buckets (only
- * those). */
+/* A gctx shard's part of the table (prof_life_part_t, in prof.c's shard
+ * and guarded by its lock): the records of its stacks, and its live
+ * large samples (extent->prof, which prof.c's sample table does not
+ * hold: chained through s->next, unused for them, hashed by address).
+ * Chains start at LIFE_CHAINS_INIT and double past two entries a chain;
+ * out of memory they just grow longer, and with none at all a record is
+ * not made (its free is not counted) or a large sample is left out of
+ * the live buckets (only those). */
 #define LIFE_CHAINS_INIT 8
-typedef struct {
-	life_rec_t **recs;               /* nrecs_b chains */
-	size_t nrecs_b, nrecs;
-	prof_sample_t **large;           /* nlarge_b chains */
-	size_t nlarge_b, nlarge;
-} life_part_t;
-static life_part_t life_parts[PROF_GCTX_SHARDS];
+typedef prof_life_part_t life_part_t;
 
 static size_t life_rec_size(unsigned nframes) {
 	return sizeof(life_rec_t) + nframes * sizeof(void *);
@@ -104,10 +98,10 @@ static void life_grow(life_part_t *pt) {
 	pt->nrecs_b = n;
 }
 
-/* g's record, found or made (its shard's lock held); NULL out of
- * memory. */
-static life_rec_t *life_rec_get(prof_gctx_t *g, uint64_t epoch) {
-	life_part_t *pt = &life_parts[g->shard];
+/* g's record, found or made in its shard's part pt (the shard's lock
+ * held); NULL out of memory. */
+static life_rec_t *life_rec_get(life_part_t *pt, prof_gctx_t *g,
+    uint64_t epoch) {
 	for (life_rec_t *r = pt->nrecs_b == 0 ? NULL :
 	    pt->recs[life_rec_slot(g->hash, pt->nrecs_b)]; r != NULL;
 	    r = r->next) {
@@ -148,14 +142,14 @@ static unsigned life_bucket(uint64_t ns) {
 	return PROF_LIFE_GE1S;
 }
 
-void prof_lifetime_free(prof_gctx_t *g, uint64_t alloc_ns,
+void prof_lifetime_free(life_part_t *pt, prof_gctx_t *g, uint64_t alloc_ns,
     uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
     uint64_t epoch) {
 	uint64_t ns = free_ns > alloc_ns ? free_ns - alloc_ns : 0;
 	/* Records live as long as the process: a gctx may keep its own. */
 	life_rec_t *r = g->life;
 	if (r == NULL) {
-		r = life_rec_get(g, epoch);
+		r = life_rec_get(pt, g, epoch);
 		if (r == NULL)
 			return; /* out of profiler memory: not counted (the
 				 * heap profile's counts are unaffected) */
@@ -209,8 +203,7 @@ static void large_grow(life_part_t *pt) {
 	pt->nlarge_b = n;
 }
 
-void prof_lifetime_large_add(prof_sample_t *s) {
-	life_part_t *pt = &life_parts[s->tctx->gctx->shard];
+void prof_lifetime_large_add(life_part_t *pt, prof_sample_t *s) {
 	if (pt->nlarge >= pt->nlarge_b * 2)
 		large_grow(pt);
 	if (pt->nlarge_b != 0) {
@@ -221,8 +214,7 @@ void prof_lifetime_large_add(prof_sample_t *s) {
 	}
 }
 
-void prof_lifetime_large_del(prof_sample_t *s) {
-	life_part_t *pt = &life_parts[s->tctx->gctx->shard];
+void prof_lifetime_large_del(life_part_t *pt, prof_sample_t *s) {
 	if (pt->nlarge_b == 0)
 		return;
 	prof_sample_t **c = &pt->large[large_slot(s, pt->nlarge_b)];
@@ -437,7 +429,8 @@ static bool life_emit(dump_snap_t *out, void *const *frames,
 
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
     void (*foreach)(prof_sample_visit_t *, void *), void (*lock_all)(void),
-    void (*unlock_all)(void), uint64_t now_ns, const char **whyp) {
+    void (*unlock_all)(void), life_part_t *(*part)(unsigned),
+    uint64_t now_ns, const char **whyp) {
 	memset(out, 0, sizeof(*out));
 	out->lifetimes = true;
 	out->lg_sample = live->lg_sample;
@@ -455,7 +448,7 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 	lock_all();
 	size_t nrecs = 0;
 	for (unsigned p = 0; p < PROF_GCTX_SHARDS; p++) {
-		const life_part_t *pt = &life_parts[p];
+		const life_part_t *pt = part(p);
 		nrecs += pt->nrecs;
 		for (size_t i = 0; !w.oom && i < pt->nlarge_b; i++) {
 			for (const prof_sample_t *s = pt->large[i]; s != NULL;
@@ -475,7 +468,7 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 		memset(idx, 0, n * sizeof(*idx));
 		memset(used, 0, n * sizeof(*used));
 		for (unsigned p = 0; p < PROF_GCTX_SHARDS; p++) {
-			const life_part_t *pt = &life_parts[p];
+			const life_part_t *pt = part(p);
 			for (size_t b = 0; b < pt->nrecs_b; b++) {
 				for (life_rec_t *r = pt->recs[b]; r != NULL;
 				    r = r->next) {

@@ -7,7 +7,8 @@
  * (malloc.c's alloc_large_cached / dalloc_large_cached), with their
  * records and the live estimate exact; and the lifetime table, now
  * guarded by the gctx shard locks with each gctx remembering its record,
- * counting on across a stack's gctx being freed and made again.
+ * counting on across a stack's gctx being freed and made again; and the
+ * gctxs kept when their last tctx goes, at most one a shard.
  *
  * prof_paths.conf: prof:true,lg_prof_sample:0,prof_sys_thread_name:true
  * (every allocation is a sample).  The name test's bound is the rule's
@@ -161,8 +162,8 @@ static uint64_t life_freed(void) {
 	const char *why = NULL;
 	assert_false(prof_snap_collect(&live, &why));
 	assert_false(prof_lifetime_collect(&life, &live, prof_samples_foreach,
-	    prof_shards_lock_all, prof_shards_unlock_all, prof_time_ns(),
-	    &why));
+	    prof_shards_lock_all, prof_shards_unlock_all, prof_life_part,
+	    prof_time_ns(), &why));
 	prof_snap_release(&live);
 	uint64_t freed = 0;
 	const char *p = life.gbuf;
@@ -203,11 +204,67 @@ static void test_lifetime_record_kept(void **state) {
 	}
 }
 
+/* ------------------------------------------------ kept gctxs */
+
+MP_SITE void *deep_site(int depth, size_t size);
+
+/* A distinct stack per depth (no tail calls: the barrier). */
+MP_SITE void *deep_site(int depth, size_t size) {
+	void *p = depth == 0 ? LAUNDER(malloc(size)) :
+	    deep_site(depth - 1, size);
+	__asm__ __volatile__("" ::: "memory");
+	return p;
+}
+
+static void count_empty(prof_gctx_t *g, void *arg) {
+	*(unsigned *)arg += g->tctxs == NULL;
+}
+
+static void count_all(prof_gctx_t *g, void *arg) {
+	(void)g;
+	*(unsigned *)arg += 1;
+}
+
+static unsigned gctx_count(prof_gctx_visit_t *visit) {
+	unsigned n = 0;
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+		prof_shard_lock(i);
+		prof_gctx_foreach_locked_shard(i, visit, &n);
+		prof_shard_unlock(i);
+	}
+	return n;
+}
+
+/* A gctx left without a tctx is kept, one a shard: 200 stacks each
+ * sampled once and freed leave at most PROF_GCTX_SHARDS empty gctxs, and
+ * the last stack's, sampled again, is the same gctx. */
+static void test_kept_gctx_bounded(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	for (int d = 0; d < 200; d++)
+		free(deep_site(d, 100));
+	unsigned empty = gctx_count(count_empty);
+	MP_ASSERT(empty >= 1 && empty <= PROF_GCTX_SHARDS, "%u gctxs kept "
+	    "without a tctx after 200 stacks", empty);
+	/* The last stack freed is its shard's kept one: sampled again, it
+	 * makes no new gctx. */
+	unsigned all = gctx_count(count_all);
+	void *p = deep_site(199, 100);
+	prof_sample_info_t info;
+	assert_false(prof_sample_info(p, &info));
+	unsigned again = gctx_count(count_all);
+	free(p);
+	MP_ASSERT(again == all, "%u gctxs after the stack's new sample, %u "
+	    "before", again, all);
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sys_name_period),
 		cmocka_unit_test(test_large_cached_samples),
 		cmocka_unit_test(test_lifetime_record_kept),
+		cmocka_unit_test(test_kept_gctx_bounded),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

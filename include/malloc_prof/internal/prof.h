@@ -34,6 +34,7 @@
 #define PROF_BUCKETS_LOAD 2
 #define PROF_BUCKETS_MAX ((uint32_t)1 << 20)
 #define PROF_THREAD_NAME_MAX 16         /* with the NUL */
+#define PROF_SPARE_SAMPLES 8            /* prof_tdata_t.spare */
 /* thread.prof.label: a thread's label set holds at most this many
  * key=value pairs, keys of 1..PROF_LABEL_KEY_MAX characters and values of
  * 1..PROF_LABEL_VALUE_MAX; at most PROF_LABEL_SETS_MAX distinct sets are
@@ -108,6 +109,11 @@ struct prof_tdata_s {
 	/* prof_sys_thread_name: the sample time of the last read of the
 	 * OS name (0: never); its thread's only. */
 	uint64_t name_read_ns;
+	/* Sample records its thread freed, for its next samples (at most
+	 * PROF_SPARE_SAMPLES, chained by next; given back at its exit):
+	 * base_malloc and base_free were about 110 instructions a sample. */
+	struct prof_sample_s *spare;
+	unsigned nspare;
 	prof_tdata_t *prev, *next;       /* the global list, by uid */
 };
 
@@ -769,10 +775,22 @@ typedef enum {
 #define PROF_LIFE_NUIDS (PROF_LIFE_LIVE + PROF_LIFE_FREED)
 /* The pprof label `lifetime`'s values, by bucket. */
 extern const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS];
-/* prof_sample_free's call, under g's shard lock, for a sample of epoch
- * `epoch` (the current one) that added (objs_shifted, bytes) unbiased;
- * sets g->life. */
-void prof_lifetime_free(prof_gctx_t *g, uint64_t alloc_ns,
+/* One gctx shard's part of the lifetime table (prof_lifetime.c's, kept
+ * in prof.c's shard and guarded by its lock): the records of its stacks
+ * and its live large samples, in chains. */
+typedef struct prof_life_part_s {
+	struct life_rec_s **recs;        /* nrecs_b chains */
+	size_t nrecs_b, nrecs;
+	prof_sample_t **large;           /* nlarge_b chains */
+	size_t nlarge_b, nlarge;
+} prof_life_part_t;
+/* prof.c: shard i's part (for the collection). */
+prof_life_part_t *prof_life_part(unsigned shard);
+/* prof_sample_free's call, under g's shard lock (pt its part), for a
+ * sample of epoch `epoch` (the current one) that added (objs_shifted,
+ * bytes) unbiased; sets g->life. */
+void prof_lifetime_free(prof_life_part_t *pt, prof_gctx_t *g,
+    uint64_t alloc_ns,
     uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
     uint64_t epoch);
 /* prof_samples_foreach's visitor (declared again below, with it: C11
@@ -782,15 +800,16 @@ typedef void prof_sample_visit_t(const prof_sample_t *s, void *arg);
  * freed (before its tctx may go): its entry among the live large samples,
  * which the collection visits as prof_samples_foreach visits the small
  * ones (chained through s->next).  Under the shard lock of s's gctx. */
-void prof_lifetime_large_add(prof_sample_t *s);
-void prof_lifetime_large_del(prof_sample_t *s);
+void prof_lifetime_large_add(prof_life_part_t *pt, prof_sample_t *s);
+void prof_lifetime_large_del(prof_life_part_t *pt, prof_sample_t *s);
 /*
  * The lifetime profile of now into *out (prof_dump_mtx held), from the
  * live snapshot `live` (prof_snap_collect: its lg_sample and epoch), the
  * live samples of that epoch (the small ones through `foreach`,
  * prof_samples_foreach, passed by the caller so that this file calls
- * nothing of prof.c; the large ones of its own lists, read with every
- * gctx shard held by lock_all, prof_shards_lock_all), aged at now_ns
+ * nothing of prof.c; the large ones of the shards' parts, `part`,
+ * prof_life_part, read with every gctx shard held by lock_all,
+ * prof_shards_lock_all), aged at now_ns
  * (prof_time_ns), and the freed counts: one record per stack, whose
  * dump_tctx_t are its non-empty buckets (uid: a freed
  * prof_life_bucket_t, or PROF_LIFE_LIVE + the age bucket of live ones,
@@ -802,7 +821,8 @@ void prof_lifetime_large_del(prof_sample_t *s);
  */
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
     void (*foreach)(prof_sample_visit_t *, void *), void (*lock_all)(void),
-    void (*unlock_all)(void), uint64_t now_ns, const char **whyp);
+    void (*unlock_all)(void), prof_life_part_t *(*part)(unsigned),
+    uint64_t now_ns, const char **whyp);
 
 /* ------------------------------------------------------- prof_dump.c */
 extern const char *const prof_format_names[PROF_FORMAT_COUNT];
