@@ -446,7 +446,7 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 		tcache_t *owner = slab_owner(e);
 		if (config_prof && atomic_load_explicit(&e->nsampled,
 		    memory_order_relaxed) != 0)
-			prof_sample_free(p, e);
+			prof_sample_free_at(p, e, CALLER_FP());
 		bool twice;
 		if (config_prof && owner == &e->arena->prof_cache) {
 			/* Samples are rare: free under the lock, so that the
@@ -475,7 +475,7 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 		}
 	} else {
 		if (config_prof && e->prof != NULL)
-			prof_sample_free(p, e);
+			prof_sample_free_at(p, e, CALLER_FP());
 		tcache_t *tc = xtc != NULL ? xtc : tsd_cache_usable(tsd,
 		    tcache_none) ? tsd->tcache : NULL;
 		if (tc == NULL || tcache_dalloc_large(tc, e))
@@ -519,8 +519,8 @@ static void *alloc_large_cached(tsd_t *tsd, unsigned ind) {
  * refuse the block.  Out of line: free_slow would otherwise save more
  * registers at every call. */
 static MP_NOINLINE bool dalloc_large_sampled(tsd_t *tsd, void *p,
-    extent_t *e, tcache_t *tc) {
-	prof_sample_free(p, e);
+    extent_t *e, tcache_t *tc, uintptr_t fp) {
+	prof_sample_free_at(p, e, fp);
 	if ((unsigned)e->szind - SC_NBINS >= TCACHE_NLARGE)
 		return false;
 	size_t usize = e->size;
@@ -533,14 +533,15 @@ static MP_NOINLINE bool dalloc_large_sampled(tsd_t *tsd, void *p,
 /* The same for free: p's page is tagged with a large class.  A pointer
  * inside the block, a sampled block or one the cache holds already (a
  * double free) goes to dalloc_impl, which reports or handles it. */
-static bool dalloc_large_cached(tsd_t *tsd, void *p, uintptr_t entry) {
+static bool dalloc_large_cached(tsd_t *tsd, void *p, uintptr_t entry,
+    uintptr_t fp) {
 	extent_t *e = pagemap_entry_extent(entry);
 	tcache_t *tc = tsd->fast_owner;
 	if (tc == NULL || e->kind != EXTENT_LARGE || (char *)p != e->addr)
 		return false;
 	/* Never in a cache: its first free took e->prof. */
 	if (config_prof && unlikely(e->prof != NULL))
-		return dalloc_large_sampled(tsd, p, e, tc);
+		return dalloc_large_sampled(tsd, p, e, tc, fp);
 	unsigned li = (unsigned)e->szind - SC_NBINS;
 	if (li >= TCACHE_NLARGE)
 		return false;
@@ -693,7 +694,7 @@ static MP_NOINLINE void free_slow(void *p) {
 	}
 	/* A large block's tag is on its first page only (pagemap.c). */
 	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
-	    dalloc_large_cached(tsd, p, entry))
+	    dalloc_large_cached(tsd, p, entry, CALLER_FP()))
 		return;
 	/* Only here: a thread that has seen the hooks has no cache bins and
 	 * no fast_owner, so its frees all come here; one that has not seen

@@ -1061,7 +1061,7 @@ bool prof_sample_info(void *p, prof_sample_info_t *info) {
 /* The free side of s's record among the recent allocations: the freeing
  * thread's identity (it gets one if it has none, but not while it exits:
  * its identity is gone for good). */
-static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
+static MP_NOINLINE void recent_dalloc(prof_sample_t *s, uintptr_t fp) {
 	tsd_t *tsd = &mp_tsd;
 	/* The free's stack is walked: a thread that never sampled has no
 	 * stack bounds yet. */
@@ -1072,10 +1072,14 @@ static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
 		td = prof_tdata_get(tsd);
 	/* td is this thread's: its name needs no lock (prof_sample_alloc) */
 	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0,
-	    td != NULL ? td->name : "");
+	    td != NULL ? td->name : "", fp);
 }
 
 void prof_sample_free(void *p, extent_t *e) {
+	prof_sample_free_at(p, e, 0);
+}
+
+void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 	prof_sample_t *s;
 	bool large = e->kind == EXTENT_LARGE;
 	if (large) {
@@ -1101,7 +1105,7 @@ void prof_sample_free(void *p, extent_t *e) {
 	if (opt_prof_stats)
 		prof_stats_free(prof_sample_req(s), s->usize);
 	if (prof_recent_linked(s))
-		recent_dalloc(s);
+		recent_dalloc(s, fp);
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);

@@ -7,8 +7,9 @@
  * (malloc.c's alloc_large_cached / dalloc_large_cached), with their
  * records and the live estimate exact; and the lifetime table, now
  * guarded by the gctx shard locks with each gctx remembering its record,
- * counting on across a stack's gctx being freed and made again; and the
- * gctxs kept when their last tctx goes, at most one a shard.
+ * counting on across a stack's gctx being freed and made again; the
+ * gctxs kept when their last tctx goes, at most one a shard; and the
+ * recent records' free side walked from the free's own frame.
  *
  * prof_paths.conf: prof:true,lg_prof_sample:0,prof_sys_thread_name:true
  * (every allocation is a sample).  The name test's bound is the rule's
@@ -204,6 +205,96 @@ static void test_lifetime_record_kept(void **state) {
 	}
 }
 
+/* ------------------------------------------------ recent records' frees */
+
+MP_SITE void free_site(void *p);
+
+MP_SITE void free_site(void *p) {
+	free(p);
+	__asm__ __volatile__("" ::: "memory");  /* no tail call: on the stack */
+}
+
+typedef struct {
+	char *buf;
+	size_t len, cap;
+} json_t;
+
+static void json_write(void *opaque, const char *str) {
+	json_t *j = opaque;
+	size_t n = strlen(str);
+	if (j->len + n + 1 > j->cap) {
+		size_t cap = (j->len + n + 1) * 2;
+		char *b = realloc(j->buf, cap);
+		assert_non_null(b);
+		j->buf = b;
+		j->cap = cap;
+	}
+	memcpy(j->buf + j->len, str, n + 1);
+	j->len += n;
+}
+
+/* Whether the record's array at key holds a return address into
+ * [lo, lo + 128). */
+static bool trace_has(const char *rec, const char *rec_end, const char *key,
+    uintptr_t lo) {
+	const char *t = strstr(rec, key);
+	if (t == NULL || t > rec_end)
+		return false;
+	const char *end = strchr(t, ']');
+	for (const char *q = strchr(t, '['); q != NULL && q < end;
+	    q = strchr(q + 1, '"')) {
+		if (q[1] == '0' && q[2] == 'x') {
+			uintptr_t a = (uintptr_t)strtoull(q + 1, NULL, 16);
+			if (a > lo && a < lo + 128)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The free side of a recent record is walked from the exported free's
+ * frame (free_slow, dalloc_impl): a large block freed on the cache's
+ * path and a small one on dalloc_impl's both name the free's caller
+ * first, with no frame of the allocator. */
+static void test_recent_free_walk(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	prof_recent_max_set(0);
+	free(large_site(40000));        /* the block is cached now */
+	prof_recent_max_set(16);
+	for (int i = 0; i < 4; i++) {
+		free_site(large_site(40000));
+		free_site(large_site(100));
+	}
+	json_t j = {NULL, 0, 0};
+	assert_false(prof_recent_dump(json_write, &j, 1));
+	assert_non_null(j.buf);
+	int freed = 0;
+	for (const char *r = strstr(j.buf, "{\"size\""); r != NULL;) {
+		const char *next = strstr(r + 1, "{\"size\"");
+		const char *end = next != NULL ? next : j.buf + j.len;
+		if (trace_has(r, end, "\"alloc_trace\"",
+		    (uintptr_t)large_site)) {
+			const char *d = strstr(r, "\"dalloc_trace\"");
+			MP_ASSERT(d != NULL && d < end, "a record of the site "
+			    "has no free side");
+			const char *first = strstr(d, "\"0x");
+			assert_non_null(first);
+			uintptr_t a = (uintptr_t)strtoull(first + 1, NULL, 16);
+			MP_ASSERT(a > (uintptr_t)free_site &&
+			    a < (uintptr_t)free_site + 128, "the free's first "
+			    "frame %p is not in free_site (%p)", (void *)a,
+			    (void *)free_site);
+			freed++;
+		}
+		r = next;
+	}
+	free(j.buf);
+	prof_recent_max_set(0);
+	assert_int_equal(freed, 8);
+}
+
 /* ------------------------------------------------ kept gctxs */
 
 MP_SITE void *deep_site(int depth, size_t size);
@@ -265,6 +356,7 @@ int main(void) {
 		cmocka_unit_test(test_large_cached_samples),
 		cmocka_unit_test(test_lifetime_record_kept),
 		cmocka_unit_test(test_kept_gctx_bounded),
+		cmocka_unit_test(test_recent_free_walk),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

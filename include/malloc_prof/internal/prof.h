@@ -284,6 +284,11 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
     void *entry, uintptr_t fp);
 /* Undo a sample when the object is freed (any thread). */
 void prof_sample_free(void *p, extent_t *e);
+/* The same from a free whose exported function's frame is fp (the
+ * frame holding the program's return address, where the free's walk for
+ * the recent records starts; 0: from here, the allocator's own frames
+ * left out as they are found). */
+void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp);
 /* A sample's time now, on prof_time_resolution's clock (monotonic ns). */
 uint64_t prof_time_ns(void);
 /* What the record of live sampled object p carries: true if p is not a
@@ -731,9 +736,10 @@ MP_INLINE bool prof_recent_linked(prof_sample_t *s) {
 }
 /* s's object is being freed (s unlinked from the tables, not yet
  * freed) by the thread uid/name (known false: a thread without a
- * profiling identity, exiting): fill in its record's free side. */
+ * profiling identity, exiting): fill in its record's free side, with the
+ * stack walked from frame fp (0: from here; prof_sample_free_at). */
 void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
-    const char *name);
+    const char *name, uintptr_t fp);
 /* experimental.prof_recent.alloc_max: the limit (-1: none); set returns
  * the old one and drops the oldest records past the new one. */
 ssize_t prof_recent_max_get(void);
