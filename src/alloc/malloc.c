@@ -158,7 +158,9 @@ static void tsd_gdump_flush(tsd_t *tsd) {
 	if (config_prof && unlikely(tsd->prof_gdump_pending != 0)) {
 		size_t pages = tsd->prof_gdump_pending;
 		tsd->prof_gdump_pending = 0;
-		prof_gdump_maybe(pages);
+		if (pages > atomic_load_explicit(&prof_gdump_high,
+		    memory_order_relaxed))
+			prof_gdump_maybe(pages);
 	}
 }
 
@@ -444,7 +446,7 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 		tcache_t *owner = slab_owner(e);
 		if (config_prof && atomic_load_explicit(&e->nsampled,
 		    memory_order_relaxed) != 0)
-			prof_sample_free(p, e);
+			prof_sample_free_at(p, e, CALLER_FP());
 		bool twice;
 		if (config_prof && owner == &e->arena->prof_cache) {
 			/* Samples are rare: free under the lock, so that the
@@ -473,7 +475,7 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 		}
 	} else {
 		if (config_prof && e->prof != NULL)
-			prof_sample_free(p, e);
+			prof_sample_free_at(p, e, CALLER_FP());
 		tcache_t *tc = xtc != NULL ? xtc : tsd_cache_usable(tsd,
 		    tcache_none) ? tsd->tcache : NULL;
 		if (tc == NULL || tcache_dalloc_large(tc, e))
@@ -488,13 +490,16 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
  * tests for every special case cost 250 and 165 instructions a call
  * around a pop or push of 20.  Only for a thread on the fast paths
  * (fast_owner: a cache with bins, no junk, no zero, not inside the
- * allocator) and, on the malloc side, with no sample and no cache event
- * due; NULL / false: the general path.
+ * allocator) and, on the malloc side, with no cache event due; NULL /
+ * false: the general path.  A block due to be sampled takes this path
+ * too (a large sample lives in its extent, wherever the block came
+ * from): the caller sees allocated past prof_sample_at and samples it;
+ * so does a sampled block's free, which gives the sample back first.
+ * Most of bench's midsize samples are such blocks.
  */
 static void *alloc_large_cached(tsd_t *tsd, unsigned ind) {
 	size_t usize = sz_index2size(ind);
 	if (tsd->fast_owner == NULL || usize > opt_tcache_max ||
-	    tsd->allocated + usize >= tsd->prof_sample_at ||
 	    tsd->allocated + LARGE_EVENT_BYTES >= tsd->cache_event_at)
 		return NULL;
 	void *p = tcache_alloc_large(tsd->tcache, ind);
@@ -508,15 +513,35 @@ static void *alloc_large_cached(tsd_t *tsd, unsigned ind) {
 	return p;
 }
 
+/* A sampled block into the cache (dalloc_large_cached's checks of a
+ * block that is not in a cache: its first free took e->prof): the sample
+ * given back as dalloc_impl would, e->prof NULL then should the cache
+ * refuse the block.  Out of line: free_slow would otherwise save more
+ * registers at every call. */
+static MP_NOINLINE bool dalloc_large_sampled(tsd_t *tsd, void *p,
+    extent_t *e, tcache_t *tc, uintptr_t fp) {
+	prof_sample_free_at(p, e, fp);
+	if ((unsigned)e->szind - SC_NBINS >= TCACHE_NLARGE)
+		return false;
+	size_t usize = e->size;
+	if (tcache_dalloc_large(tc, e))
+		return false;
+	tsd->deallocated += usize;
+	return true;
+}
+
 /* The same for free: p's page is tagged with a large class.  A pointer
  * inside the block, a sampled block or one the cache holds already (a
  * double free) goes to dalloc_impl, which reports or handles it. */
-static bool dalloc_large_cached(tsd_t *tsd, void *p, uintptr_t entry) {
+static bool dalloc_large_cached(tsd_t *tsd, void *p, uintptr_t entry,
+    uintptr_t fp) {
 	extent_t *e = pagemap_entry_extent(entry);
 	tcache_t *tc = tsd->fast_owner;
-	if (tc == NULL || e->kind != EXTENT_LARGE || (char *)p != e->addr ||
-	    (config_prof && e->prof != NULL))
+	if (tc == NULL || e->kind != EXTENT_LARGE || (char *)p != e->addr)
 		return false;
+	/* Never in a cache: its first free took e->prof. */
+	if (config_prof && unlikely(e->prof != NULL))
+		return dalloc_large_sampled(tsd, p, e, tc, fp);
 	unsigned li = (unsigned)e->szind - SC_NBINS;
 	if (li >= TCACHE_NLARGE)
 		return false;
@@ -566,6 +591,49 @@ static void *alloc_small_fill(tsd_t *tsd, unsigned ind, size_t usize) {
 	return p;
 }
 
+/*
+ * The same for a small block due to be sampled: alloc_impl's
+ * sample_small branch (a region of arena 0's prof_cache, under its lock)
+ * without alloc_impl's tests for every special case (about 150
+ * instructions a sample), when none applies: a thread on the fast paths
+ * and not inside the allocator or the profiler, no cache event due, no
+ * hooks, no sampling switch since its wait was drawn, the profiler
+ * active.  The caller samples it.  NULL: the general path.
+ */
+static MP_NOINLINE void *alloc_small_sampled(tsd_t *tsd, unsigned ind,
+    size_t usize) {
+	if (!config_prof || !opt_prof || tsd->fast_owner == NULL ||
+	    tsd->reentrancy != 0 || tsd->state != TSD_NOMINAL ||
+	    tsd->allocated + usize < tsd->prof_sample_at ||
+	    tsd->allocated + usize >= tsd->cache_event_at ||
+	    unlikely(hook_extent_depth != 0) ||
+	    unlikely(hook_gen_seen != atomic_load_explicit(&hook_gen,
+	    memory_order_relaxed)) ||
+	    tsd->prof_wait_gen_seen != atomic_load_explicit(&prof_wait_gen,
+	    memory_order_relaxed) ||
+	    !atomic_load_explicit(&prof_active, memory_order_relaxed))
+		return NULL;
+	arena_t *pa = arena_get(0, false);
+	mp_mutex_lock(&pa->shared_mtx);
+	void *p = tcache_alloc_small(&pa->prof_cache, ind);
+	mp_mutex_unlock(&pa->shared_mtx);
+	if (p != NULL)
+		tsd->allocated += usize;
+	return p;
+}
+
+/* Sample p, which malloc_slow's shortcuts above took past the sampling
+ * threshold (req bytes asked for), and return it.  Tail-called, so that
+ * its frame is where malloc_slow's was: the backtrace starts there. */
+static MP_NOINLINE void *malloc_sampled(tsd_t *tsd, void *p, size_t usize,
+    size_t req) {
+	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(malloc),
+	    .fp = CALLER_FP(), .req = req};
+	prof_event(tsd, p, usize, &o);
+	tsd_gdump_flush(tsd);
+	return p;
+}
+
 static MP_NOINLINE void *malloc_slow(size_t size) {
 	tsd_t *tsd = tsd_fetch();
 	if (unlikely(!malloc_initialized))
@@ -577,8 +645,19 @@ static MP_NOINLINE void *malloc_slow(size_t size) {
 	size_t usize = sz_index2size(ind);
 	void *q = ind >= SC_NBINS ? alloc_large_cached(tsd, ind) :
 	    alloc_small_fill(tsd, ind, usize);
-	if (q != NULL)
+	if (q != NULL) {
+		/* A cached large block past the sampling threshold. */
+		if (config_prof && unlikely(tsd->allocated >=
+		    tsd->prof_sample_at))
+			return malloc_sampled(tsd, q, usize, size);
 		return q;
+	}
+	if (config_prof && ind < SC_NBINS && unlikely(tsd->allocated +
+	    usize >= tsd->prof_sample_at)) {
+		q = alloc_small_sampled(tsd, ind, usize);
+		if (q != NULL)
+			return malloc_sampled(tsd, q, usize, size);
+	}
 	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(malloc),
 	    .fp = CALLER_FP(), .req = size};
 	void *p = alloc_impl(tsd, usize, 0, &o);
@@ -615,7 +694,7 @@ static MP_NOINLINE void free_slow(void *p) {
 	}
 	/* A large block's tag is on its first page only (pagemap.c). */
 	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
-	    dalloc_large_cached(tsd, p, entry))
+	    dalloc_large_cached(tsd, p, entry, CALLER_FP()))
 		return;
 	/* Only here: a thread that has seen the hooks has no cache bins and
 	 * no fast_owner, so its frees all come here; one that has not seen

@@ -123,6 +123,16 @@ static void buckets_grow(prof_buckets_t *t, uint64_t (*key)(const void *),
 typedef struct {
 	mp_mutex_t mtx;
 	prof_buckets_t chains;           /* of prof_gctx_t, by gctx_key */
+	/* The last gctx of the shard left without a tctx, kept in the
+	 * chains (see gctx_release_locked); NULL: none.  It may have tctxs
+	 * again by now. */
+	prof_gctx_t *kept;
+	/* Bumped when a gctx of the shard is freed: a gctx a thread found
+	 * under an earlier value is still there (prof_bt_hint_t). */
+	uint64_t gen;
+	/* The lifetime table's part of the shard's stacks (prof_lifetime.c):
+	 * here, in pages the shard's lock has made resident anyway. */
+	prof_life_part_t life;
 } prof_gctx_shard_t;
 static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
@@ -255,8 +265,10 @@ uint64_t prof_sample_wait(tsd_t *tsd) {
 	    1442695040888963407ULL;
 	uint64_t r = tsd->prng >> 11;
 	double ln_u = r == 0 ? 0.0 : prof_ln(r) - 53 * 0.69314718055994530942;
-	double wait = floor(ln_u * wait_scale[lg]) + 1.0;
-	return wait >= 1.8e19 ? UINT64_MAX : (uint64_t)wait;
+	/* Both factors are <= 0: floor is the conversion's truncation (and
+	 * past 2^53 every double is whole), without libm's call. */
+	double x = ln_u * wait_scale[lg];
+	return x + 1.0 >= 1.8e19 ? UINT64_MAX : (uint64_t)x + 1;
 }
 
 bool prof_thread_sampling(tsd_t *tsd) {
@@ -347,9 +359,18 @@ static void tdata_release(prof_tdata_t *td, uint64_t n) {
 
 /* prof_sys_thread_name: the thread's OS name (at most 15 characters, as
  * PR_GET_NAME gives it; printable ones only, as thread.prof.name takes
- * them) into its tdata when it changed.  A syscall per sample, only with
- * the option. */
-static void tdata_sys_name(prof_tdata_t *td) {
+ * them) into its tdata when it changed.  A system call: made at the
+ * thread's first sample, then at a sample at least
+ * PROF_SYS_NAME_PERIOD_NS after the last read on the sample clock (`now`,
+ * prof_time_ns), and at the thread's exit (prof_thread_exit), rather than
+ * at every sample as jemalloc does (one sample of a few thousand
+ * instructions would carry a system call). */
+_Atomic uint64_t prof_sys_name_reads;
+
+static void tdata_sys_name(prof_tdata_t *td, uint64_t now) {
+	td->name_read_ns = now;
+	atomic_fetch_add_explicit(&prof_sys_name_reads, 1,
+	    memory_order_relaxed);
 	char name[16] = "";
 	if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0)
 		return;
@@ -366,14 +387,31 @@ static void tdata_sys_name(prof_tdata_t *td) {
 	prof_tdatas_unlock();
 }
 
+/* At a sample taken at `now`: whether the name is due (see above).  The
+ * first read is the one with name_read_ns still 0. */
+static inline bool tdata_sys_name_due(const prof_tdata_t *td, uint64_t now) {
+	return td->name_read_ns == 0 ||
+	    now - td->name_read_ns >= PROF_SYS_NAME_PERIOD_NS;
+}
+
 void prof_thread_exit(tsd_t *tsd) {
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL)
 		return;
 	tsd->prof_tdata = NULL;
+	/* The name it leaves dumps with (prof_sys_thread_name), read once
+	 * more: a rename since its last sample shows. */
+	if (opt_prof_sys_thread_name && td->name_read_ns != 0)
+		tdata_sys_name(td, prof_time_ns());
 	/* Only its thread walks with it (the tdata may stay, for dumps). */
 	prof_bt_memo_free(td->bt_memo);
 	td->bt_memo = NULL;
+	while (td->spare != NULL) {
+		prof_sample_t *s = td->spare;
+		td->spare = s->next;
+		base_free(s, sizeof(*s));
+	}
+	td->nspare = 0;
 	tdata_release(td, TDATA_REF_THREAD);
 }
 
@@ -651,6 +689,20 @@ void prof_shard_unlock(unsigned shard) {
 	mp_mutex_unlock(&gctx_shards[shard].mtx);
 }
 
+prof_life_part_t *prof_life_part(unsigned shard) {
+	return &gctx_shards[shard].life;
+}
+
+void prof_shards_lock_all(void) {
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
+}
+
+void prof_shards_unlock_all(void) {
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
+}
+
 void prof_gctx_foreach_locked_shard(unsigned shard,
     prof_gctx_visit_t *visit, void *arg) {
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
@@ -674,17 +726,19 @@ static size_t gctx_size(unsigned nframes) {
 	return sizeof(prof_gctx_t) + nframes * sizeof(void *);
 }
 
-/* The tctx of (td, backtrace), created if needed; shard lock held.
+/* The tctx of (td, backtrace), created if needed; shard lock held.  g:
+ * the backtrace's gctx if the caller knows it (a hint), else NULL.
  * NULL when profiler memory ran out. */
 static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
     unsigned shard, uint64_t hash, void *const *frames, unsigned n,
-    prof_tdata_t *td, const prof_labels_t *labels) {
+    prof_tdata_t *td, const prof_labels_t *labels, prof_gctx_t *g) {
 	prof_gctx_t **bucket = gctx_bucket(sh, hash);
-	prof_gctx_t *g;
-	for (g = *bucket; g != NULL; g = g->next) {
-		if (g->hash == hash && g->nframes == n &&
-		    memcmp(g->frames, frames, n * sizeof(void *)) == 0)
-			break;
+	if (g == NULL) {
+		for (g = *bucket; g != NULL; g = g->next) {
+			if (g->hash == hash && g->nframes == n &&
+			    memcmp(g->frames, frames, n * sizeof(void *)) == 0)
+				break;
+		}
 	}
 	if (g == NULL) {
 		g = base_malloc(gctx_size(n));
@@ -733,9 +787,39 @@ static bool cnt_empty(const prof_cnt_t *c) {
 	    atomic_load_explicit(&accum_holds, memory_order_relaxed) == 0));
 }
 
-/* Free t if it counts nothing, and its gctx if that was the last tctx.
- * Shard lock held. */
-static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
+static void gctx_destroy_locked(prof_gctx_shard_t *sh, prof_gctx_t *g) {
+	sh->gen++;
+	prof_gctx_t **gp = gctx_bucket(sh, g->hash);
+	while (*gp != g)
+		gp = &(*gp)->next;
+	*gp = g->next;
+	if (--sh->chains.count == 0)
+		atomic_fetch_and_explicit(&prof_gctx_shards_used,
+		    ~((uint64_t)1 << g->shard), memory_order_relaxed);
+	base_free(g, gctx_size(g->nframes));
+}
+
+/*
+ * g lost its last tctx: kept, in place of the shard's previous kept gctx
+ * (freed if it is still without a tctx).  A stack whose objects come and
+ * go one sample at a time (bench's churn and simple: one or two live
+ * samples) made and freed its gctx at every sample, with its frames
+ * copied, its objects noted (prof_sys_note) and its lifetime record
+ * looked up again: about 400 instructions of a sample of 2,800.  At most
+ * one a shard, 64 in all, each without counts (dumps skip them).
+ */
+static void gctx_release_locked(prof_gctx_shard_t *sh, prof_gctx_t *g) {
+	prof_gctx_t *old = sh->kept;
+	sh->kept = g;
+	if (old != NULL && old != g && old->tctxs == NULL)
+		gctx_destroy_locked(sh, old);
+}
+
+/* Free t if it counts nothing, and its gctx if that was the last tctx
+ * (keep: keep it instead, gctx_release_locked, which may free another
+ * gctx of the shard: not while walking the chains).  Shard lock held. */
+static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t,
+    bool keep) {
 	if (!cnt_empty(&t->cnt))
 		return;
 	prof_gctx_t *g = t->gctx;
@@ -748,14 +832,13 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t) {
 	tdata_release(td, TDATA_REF_TCTX);
 	if (g->tctxs != NULL)
 		return;
-	prof_gctx_t **gp = gctx_bucket(sh, g->hash);
-	while (*gp != g)
-		gp = &(*gp)->next;
-	*gp = g->next;
-	if (--sh->chains.count == 0)
-		atomic_fetch_and_explicit(&prof_gctx_shards_used,
-		    ~((uint64_t)1 << g->shard), memory_order_relaxed);
-	base_free(g, gctx_size(g->nframes));
+	if (keep) {
+		gctx_release_locked(sh, g);
+	} else {
+		if (sh->kept == g)
+			sh->kept = NULL;
+		gctx_destroy_locked(sh, g);
+	}
 }
 
 /* ----------------------------------------------------- sample table */
@@ -797,6 +880,31 @@ void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
 
 /* ---------------------------------------------------- alloc and free */
 
+/* A sample record: one the thread freed, or base_malloc's.  Every field
+ * is set before it is read (base_malloc's zeroing is not relied on). */
+static prof_sample_t *sample_new(prof_tdata_t *td) {
+	prof_sample_t *s = td->spare;
+	if (s == NULL)
+		return base_malloc(sizeof(*s));
+	td->spare = s->next;
+	td->nspare--;
+	return s;
+}
+
+/* Done with s: kept by the calling thread for its next sample while it
+ * has room and runs, else given back. */
+static void sample_dispose(prof_sample_t *s) {
+	tsd_t *tsd = &mp_tsd;
+	prof_tdata_t *td = tsd->state == TSD_NOMINAL ? tsd->prof_tdata : NULL;
+	if (td == NULL || td->nspare >= PROF_SPARE_SAMPLES) {
+		base_free(s, sizeof(*s));
+		return;
+	}
+	s->next = td->spare;
+	td->spare = s;
+	td->nspare++;
+}
+
 void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
     void *entry, uintptr_t fp) {
 	if (!atomic_load_explicit(&prof_active, memory_order_relaxed))
@@ -815,18 +923,24 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		prof_sys_thread_init(tsd);
 	if (td->bt_memo == NULL)
 		td->bt_memo = prof_bt_memo_new();
-	if (opt_prof_sys_thread_name)
-		tdata_sys_name(td);
+	/* The time first, nearest the allocation it dates. */
+	uint64_t now = prof_time_ns();
+	if (opt_prof_sys_thread_name && tdata_sys_name_due(td, now))
+		tdata_sys_name(td, now);
 	/* Frame 0 is the entry point the program called: jeprof knows
 	 * malloc, calloc, realloc, ... and strips frames up to it (a
 	 * prefixed build's heap_v2 writer puts the call there instead:
 	 * prof_heap_v2.c). */
-	/* The time first, nearest the allocation it dates. */
-	uint64_t now = prof_time_ns();
 	void *frames[PROF_BT_MAX_LIMIT];
 	frames[0] = entry;
-	unsigned n = 1 + prof_backtrace(frames + 1, opt_prof_bt_max - 1, fp);
-	prof_sample_t *s = base_malloc(sizeof(*s));
+	/* A walk the thread's memo answered comes with what this found for
+	 * it last time: its hash and gctx. */
+	prof_bt_hint_t hint;
+	prof_bt_ref_t ref;
+	unsigned n = 1 + prof_backtrace_hinted(frames + 1, opt_prof_bt_max -
+	    1, fp, &hint, &ref);
+	bool hinted = hint.gctx != NULL && hint.entry == entry;
+	prof_sample_t *s = sample_new(td);
 	if (s == NULL) {
 		atomic_fetch_add(&prof_dropped, 1);
 		goto out;
@@ -835,14 +949,18 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	s->usize = usize;
 	s->req_pad = prof_sample_req_pad(usize, req);
 	s->time_ns = now;
-	uint64_t hash = bt_hash(frames, n);
+	uint64_t hash = hinted ? hint.hash : bt_hash(frames, n);
 	unsigned shard = (unsigned)(hash % PROF_GCTX_SHARDS);
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
 	uint64_t objs_u, bytes_u;
+	extent_t *e = pagemap_lookup(p);
+	bool large = e->kind == EXTENT_LARGE;
+	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 	mp_mutex_lock(&sh->mtx);
 	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td,
-	    td->labels);
+	    td->labels, hinted && hint.gen == sh->gen ? hint.gctx : NULL);
 	if (t != NULL) {
+		hint = (prof_bt_hint_t){entry, hash, t->gctx, sh->gen};
 		/* Under the shard lock, like the epoch: prof_reset changes
 		 * lg_sample only while holding every shard. */
 		unbias_lookup(usize, &objs_u, &bytes_u);
@@ -862,14 +980,20 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		t->cnt.accumbytes += usize;
 		t->cnt.accumobjs_shifted_unbiased += objs_u;
 		t->cnt.accumbytes_unbiased += bytes_u;
+		s->tctx = t;
+		/* Among the live large samples of the lifetime profile:
+		 * under this lock too (prof_lifetime.c). */
+		if (large)
+			prof_lifetime_large_add(&sh->life, s);
 	}
 	mp_mutex_unlock(&sh->mtx);
+	if (t != NULL)
+		prof_bt_hint_store(td->bt_memo, ref, &hint);
 	if (t == NULL) {
-		base_free(s, sizeof(*s));
+		sample_dispose(s);
 		atomic_fetch_add(&prof_dropped, 1);
 		goto out;
 	}
-	s->tctx = t;
 	/* A new stack's objects, for dumps after they are unloaded (t and
 	 * its gctx live on: s, which names t, is not published yet).  The
 	 * return addresses follow the entry point in frames[0]. */
@@ -879,11 +1003,8 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		    memory_order_relaxed);
 	if (opt_prof_stats)
 		prof_stats_alloc(prof_sample_req(s), usize);
-	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
-	extent_t *e = pagemap_lookup(p);
-	if (e->kind == EXTENT_LARGE) {
+	if (large) {
 		e->prof = s;
-		prof_lifetime_large_add(s);
 	} else {
 		prof_sample_shard_t *ss = sample_shard(p);
 		mp_mutex_lock(&ss->mtx);
@@ -940,7 +1061,7 @@ bool prof_sample_info(void *p, prof_sample_info_t *info) {
 /* The free side of s's record among the recent allocations: the freeing
  * thread's identity (it gets one if it has none, but not while it exits:
  * its identity is gone for good). */
-static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
+static MP_NOINLINE void recent_dalloc(prof_sample_t *s, uintptr_t fp) {
 	tsd_t *tsd = &mp_tsd;
 	/* The free's stack is walked: a thread that never sampled has no
 	 * stack bounds yet. */
@@ -951,16 +1072,19 @@ static MP_NOINLINE void recent_dalloc(prof_sample_t *s) {
 		td = prof_tdata_get(tsd);
 	/* td is this thread's: its name needs no lock (prof_sample_alloc) */
 	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0,
-	    td != NULL ? td->name : "");
+	    td != NULL ? td->name : "", fp);
 }
 
 void prof_sample_free(void *p, extent_t *e) {
+	prof_sample_free_at(p, e, 0);
+}
+
+void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 	prof_sample_t *s;
-	if (e->kind == EXTENT_LARGE) {
+	bool large = e->kind == EXTENT_LARGE;
+	if (large) {
 		s = e->prof;
 		e->prof = NULL;
-		if (s != NULL)
-			prof_lifetime_large_del(s);
 	} else {
 		prof_sample_shard_t *ss = sample_shard(p);
 		mp_mutex_lock(&ss->mtx);
@@ -981,10 +1105,12 @@ void prof_sample_free(void *p, extent_t *e) {
 	if (opt_prof_stats)
 		prof_stats_free(prof_sample_req(s), s->usize);
 	if (prof_recent_linked(s))
-		recent_dalloc(s);
+		recent_dalloc(s, fp);
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lock(&sh->mtx);
+	if (large)
+		prof_lifetime_large_del(&sh->life, s);
 	/* A prof.reset since the sample already zeroed what it added. */
 	uint64_t epoch = atomic_load(&prof_epoch);
 	if (s->epoch == (uint32_t)epoch) {
@@ -1000,13 +1126,13 @@ void prof_sample_free(void *p, extent_t *e) {
 		    memory_order_relaxed);
 		/* The lifetime profile: its stack's bucket (the gctx is
 		 * stable under its shard lock). */
-		prof_lifetime_free(t->gctx, s->time_ns, prof_time_ns(), objs_u,
-		    s->bytes_unbiased, epoch);
+		prof_lifetime_free(&sh->life, t->gctx, s->time_ns,
+		    prof_time_ns(), objs_u, s->bytes_unbiased, epoch);
 	}
 	if (--t->nsamples == 0)
-		tctx_try_destroy_locked(sh, t);
+		tctx_try_destroy_locked(sh, t, true);
 	mp_mutex_unlock(&sh->mtx);
-	base_free(s, sizeof(*s));
+	sample_dispose(s);
 }
 
 void prof_accum_hold(void) {
@@ -1030,7 +1156,8 @@ void prof_accum_release(void) {
 				while (t != NULL) {
 					prof_tctx_t *tnext = t->next;
 					if (t->nsamples == 0)
-						tctx_try_destroy_locked(sh, t);
+						tctx_try_destroy_locked(sh, t,
+						    false);
 					t = tnext;
 				}
 				g = gnext;
@@ -1047,8 +1174,7 @@ void prof_reset(size_t lg_sample) {
 		lg_sample = 63;
 	/* All shards at once (raw locks: same rank), so that no sample or
 	 * free sees the counters zeroed but the epoch not yet bumped. */
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
+	prof_shards_lock_all();
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		prof_gctx_shard_t *sh = &gctx_shards[i];
 		for (uint32_t b = 0; b < sh->chains.n; b++) {
@@ -1065,8 +1191,7 @@ void prof_reset(size_t lg_sample) {
 	atomic_store(&prof_lg_sample, lg_sample);
 	unbias_tab_fill();
 	prof_wait_gen_bump();
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
+	prof_shards_unlock_all();
 }
 
 /* ---------------------------------------------------------- fork */
@@ -1078,11 +1203,9 @@ void prof_prefork(void) {
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		pthread_mutex_lock(&sample_shards[i].mtx.lock);
 	prof_recent_prefork();
-	prof_lifetime_prefork();
 }
 
 void prof_postfork_parent(void) {
-	prof_lifetime_postfork_parent();
 	prof_recent_postfork_parent();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		pthread_mutex_unlock(&sample_shards[i].mtx.lock);
@@ -1092,7 +1215,6 @@ void prof_postfork_parent(void) {
 }
 
 void prof_postfork_child(void) {
-	prof_lifetime_postfork_child();
 	prof_recent_postfork_child();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
 		mp_mutex_postfork_child(&sample_shards[i].mtx);

@@ -62,7 +62,7 @@ static uint64_t dump_fail_last_ns;
 
 /* Triggers (lock-free). */
 static _Atomic uint64_t idump_accum;
-static _Atomic size_t gdump_high;
+_Atomic size_t prof_gdump_high;
 
 typedef enum {
 	DUMP_NAMED,          /* prof.dump with a file name */
@@ -496,7 +496,9 @@ static bool src_ready_locked(dump_src_t src, prof_dump_build_t *build,
 		if (prof_snap_collect(&live, whyp))
 			return true;
 		bool fail = prof_lifetime_collect(life, &live,
-		    prof_samples_foreach, prof_time_ns(), whyp);
+		    prof_samples_foreach, prof_shards_lock_all,
+		    prof_shards_unlock_all, prof_life_part, prof_time_ns(),
+		    whyp);
 		prof_snap_release(&live);
 		if (fail)
 			return true;
@@ -1216,12 +1218,13 @@ void prof_gdump_maybe(size_t active_pages) {
 		return;
 	/* The mark follows every high, also while prof.gdump is off (as in
 	 * jemalloc): turning it on later dumps only above the true maximum. */
-	size_t high = atomic_load_explicit(&gdump_high, memory_order_relaxed);
+	size_t high = atomic_load_explicit(&prof_gdump_high,
+	    memory_order_relaxed);
 	do {
 		if (active_pages <= high)
 			return;
-	} while (!atomic_compare_exchange_weak_explicit(&gdump_high, &high,
-	    active_pages, memory_order_relaxed, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&prof_gdump_high,
+	    &high, active_pages, memory_order_relaxed, memory_order_relaxed));
 	if (atomic_load_explicit(&prof_gdump_enabled, memory_order_relaxed) &&
 	    dump_trigger_allowed())
 		dump_auto(DUMP_U, "gdump (prof.gdump)");

@@ -17,15 +17,21 @@
  *
  * Counting happens on the sampled free path only (prof.c's
  * prof_sample_free calls prof_lifetime_free): the fast paths do not
- * change.  life_mtx (LOCK_RANK_PROF_LIFETIME) guards the table; it is
- * taken under a gctx shard lock (the free) or under prof_dump_mtx (the
- * collection), and nothing under it allocates but base_malloc (a leaf).
- * This file calls no other file of the profiler (prof.c calls it), so a
- * dump's live samples come through the caller's walk of prof.c's sample
- * table (small objects) and a list of its own (large ones, which that
- * table does not hold: prof.c adds and removes them, under life_mtx), each
- * aged at the dump: the cost is the dump's, plus a lock and a chain link
- * per large sample and its free.
+ * change.  The table is split by gctx shard (a stack's records sit in
+ * the part of its gctx's shard, hash % PROF_GCTX_SHARDS, which prof.c
+ * keeps in the shard) and each part is guarded by that shard's lock, which the free holds already to count
+ * the sample off its tctx: no lock of its own on the sampled paths (a
+ * lock round trip at every sampled free, and two more for each large
+ * sample's entry below, were about 10% of a sample's cost on bench's
+ * midsize), and a gctx remembers its record (gctx->life), so only the
+ * first free of a stack's samples looks it up.  Nothing under a part
+ * allocates but base_malloc (a leaf).  This file calls no other file of
+ * the profiler (prof.c calls it), so a dump's live samples come through
+ * the caller's walk of prof.c's sample table (small objects) and lists
+ * of its own (large ones, which that table does not hold: prof.c adds and
+ * removes them under their gctx's shard lock), each aged at the dump,
+ * and the collection takes every shard's lock through the caller's
+ * lock_all: the cost is the dump's.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -49,37 +55,78 @@ typedef struct life_rec_s {
 	void *frames[];
 } life_rec_t;
 
-static mp_mutex_t life_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_LIFETIME);
-static life_rec_t **life_buckets;        /* life_nbuckets chains */
-static size_t life_nbuckets;
-static size_t life_count;
+/* A gctx shard's part of the table (prof_life_part_t, in prof.c's shard
+ * and guarded by its lock): the records of its stacks, and its live
+ * large samples (extent->prof, which prof.c's sample table does not
+ * hold: chained through s->next, unused for them, hashed by address).
+ * Chains start at LIFE_CHAINS_INIT and double past two entries a chain;
+ * out of memory they just grow longer, and with none at all a record is
+ * not made (its free is not counted) or a large sample is left out of
+ * the live buckets (only those). */
+#define LIFE_CHAINS_INIT 8
+typedef prof_life_part_t life_part_t;
 
 static size_t life_rec_size(unsigned nframes) {
 	return sizeof(life_rec_t) + nframes * sizeof(void *);
 }
 
-/* Double the chains (or make the first 64); out of memory, the chains
- * just grow longer. */
-static void life_grow_locked(void) {
-	size_t n = life_nbuckets == 0 ? 64 : life_nbuckets * 2;
+static size_t life_rec_slot(uint64_t hash, size_t n) {
+	/* The low bits picked the shard. */
+	return (size_t)(hash / PROF_GCTX_SHARDS) & (n - 1);
+}
+
+/* Double a part's record chains (or make the first ones). */
+static void life_grow(life_part_t *pt) {
+	size_t n = pt->nrecs_b == 0 ? LIFE_CHAINS_INIT : pt->nrecs_b * 2;
 	life_rec_t **b = base_malloc(n * sizeof(*b));
 	if (b == NULL)
 		return;
 	memset(b, 0, n * sizeof(*b));
-	for (size_t i = 0; i < life_nbuckets; i++) {
-		life_rec_t *r = life_buckets[i];
+	for (size_t i = 0; i < pt->nrecs_b; i++) {
+		life_rec_t *r = pt->recs[i];
 		while (r != NULL) {
 			life_rec_t *next = r->next;
-			life_rec_t **c = &b[(r->hash >> 6) & (n - 1)];
+			life_rec_t **c = &b[life_rec_slot(r->hash, n)];
 			r->next = *c;
 			*c = r;
 			r = next;
 		}
 	}
-	if (life_buckets != NULL)
-		base_free(life_buckets, life_nbuckets * sizeof(*b));
-	life_buckets = b;
-	life_nbuckets = n;
+	if (pt->recs != NULL)
+		base_free(pt->recs, pt->nrecs_b * sizeof(*b));
+	pt->recs = b;
+	pt->nrecs_b = n;
+}
+
+/* g's record, found or made in its shard's part pt (the shard's lock
+ * held); NULL out of memory. */
+static life_rec_t *life_rec_get(life_part_t *pt, prof_gctx_t *g,
+    uint64_t epoch) {
+	for (life_rec_t *r = pt->nrecs_b == 0 ? NULL :
+	    pt->recs[life_rec_slot(g->hash, pt->nrecs_b)]; r != NULL;
+	    r = r->next) {
+		if (r->hash == g->hash && r->nframes == g->nframes &&
+		    memcmp(r->frames, g->frames, g->nframes *
+		    sizeof(void *)) == 0)
+			return r;
+	}
+	if (pt->nrecs >= pt->nrecs_b * 2)
+		life_grow(pt);
+	life_rec_t *r = pt->nrecs_b == 0 ? NULL :
+	    base_malloc(life_rec_size(g->nframes));
+	if (r == NULL)
+		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->hash = g->hash;
+	r->epoch = epoch;
+	r->min_ns = UINT64_MAX;
+	r->nframes = g->nframes;
+	memcpy(r->frames, g->frames, g->nframes * sizeof(void *));
+	life_rec_t **c = &pt->recs[life_rec_slot(r->hash, pt->nrecs_b)];
+	r->next = *c;
+	*c = r;
+	pt->nrecs++;
+	return r;
 }
 
 /* Which freed bucket a lifetime falls in. */
@@ -95,43 +142,18 @@ static unsigned life_bucket(uint64_t ns) {
 	return PROF_LIFE_GE1S;
 }
 
-void prof_lifetime_free(const prof_gctx_t *g, uint64_t alloc_ns,
+void prof_lifetime_free(life_part_t *pt, prof_gctx_t *g, uint64_t alloc_ns,
     uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
     uint64_t epoch) {
 	uint64_t ns = free_ns > alloc_ns ? free_ns - alloc_ns : 0;
-	mp_mutex_lock(&life_mtx);
-	life_rec_t *r = NULL;
-	if (life_nbuckets != 0) {
-		for (r = life_buckets[(g->hash >> 6) & (life_nbuckets - 1)];
-		    r != NULL; r = r->next) {
-			if (r->hash == g->hash && r->nframes == g->nframes &&
-			    memcmp(r->frames, g->frames, g->nframes *
-			    sizeof(void *)) == 0)
-				break;
-		}
-	}
+	/* Records live as long as the process: a gctx may keep its own. */
+	life_rec_t *r = g->life;
 	if (r == NULL) {
-		if (life_count >= life_nbuckets * 2)
-			life_grow_locked();
-		r = life_nbuckets == 0 ? NULL :
-		    base_malloc(life_rec_size(g->nframes));
-		if (r == NULL) {
-			/* Out of profiler memory: this free is not counted
-			 * (the heap profile's counts are unaffected). */
-			mp_mutex_unlock(&life_mtx);
-			return;
-		}
-		memset(r, 0, sizeof(*r));
-		r->hash = g->hash;
-		r->epoch = epoch;
-		r->min_ns = UINT64_MAX;
-		r->nframes = g->nframes;
-		memcpy(r->frames, g->frames, g->nframes * sizeof(void *));
-		life_rec_t **c = &life_buckets[(r->hash >> 6) &
-		    (life_nbuckets - 1)];
-		r->next = *c;
-		*c = r;
-		life_count++;
+		r = life_rec_get(pt, g, epoch);
+		if (r == NULL)
+			return; /* out of profiler memory: not counted (the
+				 * heap profile's counts are unaffected) */
+		g->life = r;
 	}
 	if (r->epoch != epoch) {
 		/* A prof.reset since: start over. */
@@ -150,31 +172,23 @@ void prof_lifetime_free(const prof_gctx_t *g, uint64_t alloc_ns,
 		r->min_ns = ns;
 	if (ns > r->max_ns)
 		r->max_ns = ns;
-	mp_mutex_unlock(&life_mtx);
 }
 
 /* ---------------------------------------------------- live large samples */
-
-/* The live large samples (extent->prof), which prof.c's sample table does
- * not hold: chained through s->next (unused for them), hashed by address,
- * under life_mtx.  Out of memory the chains grow longer; with no chains
- * at all a sample is left out of the live buckets (only those). */
-static prof_sample_t **large_chains;
-static size_t large_n, large_count;
 
 static size_t large_slot(const prof_sample_t *s, size_t n) {
 	uint64_t k = (uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ULL;
 	return (size_t)(k >> 32) & (n - 1);
 }
 
-static void large_grow_locked(void) {
-	size_t n = large_n == 0 ? 64 : large_n * 2;
+static void large_grow(life_part_t *pt) {
+	size_t n = pt->nlarge_b == 0 ? LIFE_CHAINS_INIT : pt->nlarge_b * 2;
 	prof_sample_t **c = base_malloc(n * sizeof(*c));
 	if (c == NULL)
 		return;
 	memset(c, 0, n * sizeof(*c));
-	for (size_t i = 0; i < large_n; i++) {
-		prof_sample_t *s = large_chains[i];
+	for (size_t i = 0; i < pt->nlarge_b; i++) {
+		prof_sample_t *s = pt->large[i];
 		while (s != NULL) {
 			prof_sample_t *next = s->next;
 			size_t j = large_slot(s, n);
@@ -183,37 +197,33 @@ static void large_grow_locked(void) {
 			s = next;
 		}
 	}
-	if (large_chains != NULL)
-		base_free(large_chains, large_n * sizeof(*c));
-	large_chains = c;
-	large_n = n;
+	if (pt->large != NULL)
+		base_free(pt->large, pt->nlarge_b * sizeof(*c));
+	pt->large = c;
+	pt->nlarge_b = n;
 }
 
-void prof_lifetime_large_add(prof_sample_t *s) {
-	mp_mutex_lock(&life_mtx);
-	if (large_count >= large_n)
-		large_grow_locked();
-	if (large_n != 0) {
-		size_t j = large_slot(s, large_n);
-		s->next = large_chains[j];
-		large_chains[j] = s;
-		large_count++;
+void prof_lifetime_large_add(life_part_t *pt, prof_sample_t *s) {
+	if (pt->nlarge >= pt->nlarge_b * 2)
+		large_grow(pt);
+	if (pt->nlarge_b != 0) {
+		size_t j = large_slot(s, pt->nlarge_b);
+		s->next = pt->large[j];
+		pt->large[j] = s;
+		pt->nlarge++;
 	}
-	mp_mutex_unlock(&life_mtx);
 }
 
-void prof_lifetime_large_del(prof_sample_t *s) {
-	mp_mutex_lock(&life_mtx);
-	if (large_n != 0) {
-		prof_sample_t **c = &large_chains[large_slot(s, large_n)];
-		while (*c != NULL && *c != s)
-			c = &(*c)->next;
-		if (*c != NULL) {
-			*c = s->next;
-			large_count--;
-		}
+void prof_lifetime_large_del(life_part_t *pt, prof_sample_t *s) {
+	if (pt->nlarge_b == 0)
+		return;
+	prof_sample_t **c = &pt->large[large_slot(s, pt->nlarge_b)];
+	while (*c != NULL && *c != s)
+		c = &(*c)->next;
+	if (*c != NULL) {
+		*c = s->next;
+		pt->nlarge--;
 	}
-	mp_mutex_unlock(&life_mtx);
 }
 
 /* ------------------------------------------------------------ collect */
@@ -290,8 +300,8 @@ static bool walk_grow(life_walk_t *w) {
 	return false;
 }
 
-/* One live sample (under its sample-table shard's lock, or life_mtx for
- * a large one: its tctx and gctx are alive): its age's bucket of its
+/* One live sample (under its sample-table shard's lock, or its gctx
+ * shard's for a large one: its tctx and gctx are alive): its age's bucket of its
  * stack.  What it stands for is its unbiased bytes over its size, as the
  * heap profile's counts (objects shifted by 3). */
 static void walk_visit(const prof_sample_t *s, void *arg) {
@@ -418,14 +428,16 @@ static bool life_emit(dump_snap_t *out, void *const *frames,
 }
 
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
-    void (*foreach)(prof_sample_visit_t *, void *), uint64_t now_ns,
-    const char **whyp) {
+    void (*foreach)(prof_sample_visit_t *, void *), void (*lock_all)(void),
+    void (*unlock_all)(void), life_part_t *(*part)(unsigned),
+    uint64_t now_ns, const char **whyp) {
 	memset(out, 0, sizeof(*out));
 	out->lifetimes = true;
 	out->lg_sample = live->lg_sample;
 	out->epoch = live->epoch;
-	/* The small live samples first, without life_mtx (the sample-table
-	 * shards rank below it), then the large ones under it. */
+	/* The small live samples first, with no gctx shard held (the
+	 * sample-table shards rank below them), then every part under every
+	 * shard's lock. */
 	life_walk_t w;
 	memset(&w, 0, sizeof(w));
 	w.now_ns = now_ns;
@@ -433,16 +445,21 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 	w.oom = walk_grow(&w);
 	if (!w.oom)
 		foreach(walk_visit, &w);
-	mp_mutex_lock(&life_mtx);
-	for (size_t i = 0; !w.oom && i < large_n; i++) {
-		for (const prof_sample_t *s = large_chains[i]; s != NULL;
-		    s = s->next)
-			walk_visit(s, &w);
+	lock_all();
+	size_t nrecs = 0;
+	for (unsigned p = 0; p < PROF_GCTX_SHARDS; p++) {
+		const life_part_t *pt = part(p);
+		nrecs += pt->nrecs;
+		for (size_t i = 0; !w.oom && i < pt->nlarge_b; i++) {
+			for (const prof_sample_t *s = pt->large[i]; s != NULL;
+			    s = s->next)
+				walk_visit(s, &w);
+		}
 	}
 	/* An index of this epoch's records by the collection's hash, and
 	 * which of them a live stack took already. */
 	size_t n = 16;
-	while (n < life_count * 2)
+	while (n < nrecs * 2)
 		n *= 2;
 	life_rec_t **idx = base_malloc(n * sizeof(*idx));
 	bool *used = base_malloc(n * sizeof(*used));
@@ -450,16 +467,20 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 	if (!fail) {
 		memset(idx, 0, n * sizeof(*idx));
 		memset(used, 0, n * sizeof(*used));
-		for (size_t b = 0; b < life_nbuckets; b++) {
-			for (life_rec_t *r = life_buckets[b]; r != NULL;
-			    r = r->next) {
-				if (r->epoch != live->epoch || r->nfreed == 0)
-					continue;
-				size_t i = life_frames_hash(r->frames,
-				    r->nframes) & (n - 1);
-				while (idx[i] != NULL)
-					i = (i + 1) & (n - 1);
-				idx[i] = r;
+		for (unsigned p = 0; p < PROF_GCTX_SHARDS; p++) {
+			const life_part_t *pt = part(p);
+			for (size_t b = 0; b < pt->nrecs_b; b++) {
+				for (life_rec_t *r = pt->recs[b]; r != NULL;
+				    r = r->next) {
+					if (r->epoch != live->epoch ||
+					    r->nfreed == 0)
+						continue;
+					size_t i = life_frames_hash(r->frames,
+					    r->nframes) & (n - 1);
+					while (idx[i] != NULL)
+						i = (i + 1) & (n - 1);
+					idx[i] = r;
+				}
 			}
 		}
 	}
@@ -486,7 +507,7 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 			fail = life_emit(out, idx[i]->frames,
 			    idx[i]->nframes, NULL, idx[i]);
 	}
-	mp_mutex_unlock(&life_mtx);
+	unlock_all();
 	walk_release(&w);
 	if (idx != NULL)
 		base_free(idx, n * sizeof(*idx));
@@ -502,18 +523,4 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 	/* The threads of the live snapshot are not copied: the lifetime
 	 * profile's samples carry buckets, not threads. */
 	return false;
-}
-
-/* Raw locks, as prof_prefork takes the others: held across fork, not
- * counted as held by the rank checks. */
-void prof_lifetime_prefork(void) {
-	pthread_mutex_lock(&life_mtx.lock);
-}
-
-void prof_lifetime_postfork_parent(void) {
-	pthread_mutex_unlock(&life_mtx.lock);
-}
-
-void prof_lifetime_postfork_child(void) {
-	mp_mutex_postfork_child(&life_mtx);
 }

@@ -5,11 +5,19 @@
  * prof_sys_thread_name.conf: prof:true,lg_prof_sample:0,
  * prof_sys_thread_name:true.  A thread names itself with
  * pthread_setname_np (never thread.prof.name) and allocates at a known
- * site; the heap_v2 dump's header names that site's thread "os-named";
- * renamed, its next sample renames it in the next dump; the read-out is
+ * site; the heap_v2 dump's header names that site's thread "os-named".
+ * The rule (doc/profiling.md): the name is read at the thread's first
+ * sample, then at a sample at least 100 ms after the last read on the
+ * sample clock (CLOCK_MONOTONIC_COARSE with the default
+ * prof_time_resolution), and at the thread's exit.  So: renamed, and
+ * sampling again once the sample clock has moved 100 ms on, the thread
+ * shows its new name in a dump taken while it still runs; renamed once
+ * more and exiting without a sample, its last name.  The read-out is
  * opt.prof_sys_thread_name.
  */
 #include "../test_util.h"
+
+#include <time.h>
 
 #define NOBJ 10
 
@@ -24,12 +32,46 @@ MP_SITE void sysname_site(void **out) {
 	__asm__ volatile("" : : : "memory");
 }
 
+static pthread_mutex_t step_mtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t step_cv = PTHREAD_COND_INITIALIZER;
+static int step;
+
+static void step_to(int s) {
+	pthread_mutex_lock(&step_mtx);
+	step = s;
+	pthread_cond_broadcast(&step_cv);
+	pthread_mutex_unlock(&step_mtx);
+}
+
+static void step_wait(int s) {
+	pthread_mutex_lock(&step_mtx);
+	while (step < s)
+		pthread_cond_wait(&step_cv, &step_mtx);
+	pthread_mutex_unlock(&step_mtx);
+}
+
+/* The sample clock of prof_time_resolution:default. */
+static uint64_t coarse_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *thr_main(void *arg) {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "os-named");
 	sysname_site(objs);
 	pthread_setname_np(pthread_self(), "renamed");
+	/* Every earlier read was at or before this time. */
+	uint64_t renamed = coarse_ns();
+	while (coarse_ns() - renamed < 100 * 1000 * 1000) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
 	sysname_site(objs + NOBJ);
+	step_to(1);             /* main dumps while we run */
+	step_wait(2);
+	pthread_setname_np(pthread_self(), "at-exit");
 	return NULL;
 }
 
@@ -57,13 +99,20 @@ static void test_os_name(void **state) {
 	assert_true(on);
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, thr_main, NULL), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	step_wait(1);
 	char path[512], name[64];
 	snprintf(path, sizeof(path), "%s/sys.heap", tmpdir);
 	assert_int_equal(mp_prof_dump(path), 0);
 	site_thread_name(path, name, sizeof(name));
-	/* The last sample of the thread was taken after the rename. */
+	/* Its last sample came a period after the rename. */
 	assert_string_equal(name, "renamed");
+	step_to(2);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	snprintf(path, sizeof(path), "%s/sys2.heap", tmpdir);
+	assert_int_equal(mp_prof_dump(path), 0);
+	site_thread_name(path, name, sizeof(name));
+	/* Read again as it exited. */
+	assert_string_equal(name, "at-exit");
 	for (int i = 0; i < 2 * NOBJ; i++)
 		free(objs[i]);
 }

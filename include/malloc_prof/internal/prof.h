@@ -34,6 +34,7 @@
 #define PROF_BUCKETS_LOAD 2
 #define PROF_BUCKETS_MAX ((uint32_t)1 << 20)
 #define PROF_THREAD_NAME_MAX 16         /* with the NUL */
+#define PROF_SPARE_SAMPLES 8            /* prof_tdata_t.spare */
 /* thread.prof.label: a thread's label set holds at most this many
  * key=value pairs, keys of 1..PROF_LABEL_KEY_MAX characters and values of
  * 1..PROF_LABEL_VALUE_MAX; at most PROF_LABEL_SETS_MAX distinct sets are
@@ -105,6 +106,14 @@ struct prof_tdata_s {
 	/* prof_backtrace's memo of the thread's last walks (prof_sys.c);
 	 * NULL until its first sample, freed when the thread exits. */
 	struct prof_bt_memo_s *bt_memo;
+	/* prof_sys_thread_name: the sample time of the last read of the
+	 * OS name (0: never); its thread's only. */
+	uint64_t name_read_ns;
+	/* Sample records its thread freed, for its next samples (at most
+	 * PROF_SPARE_SAMPLES, chained by next; given back at its exit):
+	 * base_malloc and base_free were about 110 instructions a sample. */
+	struct prof_sample_s *spare;
+	unsigned nspare;
 	prof_tdata_t *prev, *next;       /* the global list, by uid */
 };
 
@@ -133,6 +142,9 @@ struct prof_gctx_s {
 	/* prof_sys_note has kept the objects of its frames (read and set
 	 * with no lock, by the thread sampling it). */
 	_Atomic bool noted;
+	/* Its stack's record in the lifetime table (prof_lifetime.c; NULL
+	 * until a sample of it is freed): records outlive gctxs. */
+	struct life_rec_s *life;
 	void *frames[];
 };
 
@@ -216,8 +228,13 @@ extern char opt_prof_prefix[1024];
 /* prof_dump.c: named dumps write through a final symbolic link. */
 extern bool opt_prof_dump_follow_symlinks;
 extern unsigned opt_prof_bt_max;
-/* Threads' names in dumps come from the OS (PR_GET_NAME) at each sample. */
+/* Threads' names in dumps come from the OS (PR_GET_NAME), read at the
+ * thread's first sample, then at a sample PROF_SYS_NAME_PERIOD_NS or more
+ * after the last read (on the sample clock, prof_time_ns), and at its
+ * exit; prof_sys_name_reads counts the reads (for the tests). */
 extern bool opt_prof_sys_thread_name;
+#define PROF_SYS_NAME_PERIOD_NS ((uint64_t)100 * 1000 * 1000)
+extern _Atomic uint64_t prof_sys_name_reads;
 /* prof_time_resolution (indexes of prof_time_resolution_names): the clock
  * of sample times, CLOCK_MONOTONIC_COARSE (default: a few ms, 6 ns) or
  * CLOCK_MONOTONIC (high: ns, 20 ns). */
@@ -267,6 +284,11 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
     void *entry, uintptr_t fp);
 /* Undo a sample when the object is freed (any thread). */
 void prof_sample_free(void *p, extent_t *e);
+/* The same from a free whose exported function's frame is fp (the
+ * frame holding the program's return address, where the free's walk for
+ * the recent records starts; 0: from here, the allocator's own frames
+ * left out as they are found). */
+void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp);
 /* A sample's time now, on prof_time_resolution's clock (monotonic ns). */
 uint64_t prof_time_ns(void);
 /* What the record of live sampled object p carries: true if p is not a
@@ -325,6 +347,10 @@ void prof_gctx_foreach_locked_shard(unsigned shard,
     prof_gctx_visit_t *visit, void *arg);
 void prof_shard_lock(unsigned shard);
 void prof_shard_unlock(unsigned shard);
+/* Every gctx shard at once (raw locks: one rank), as prof.reset takes
+ * them: no sample or sampled free runs meanwhile. */
+void prof_shards_lock_all(void);
+void prof_shards_unlock_all(void);
 void prof_tdatas_lock(void);
 void prof_tdatas_unlock(void);
 extern prof_tdata_t *prof_tdatas_head;     /* by uid (tdatas lock) */
@@ -376,6 +402,31 @@ prof_bt_memo_t *prof_bt_memo_new(void);
 void prof_bt_memo_free(prof_bt_memo_t *m);
 /* How many walks m answered (for the tests). */
 uint64_t prof_bt_memo_hits(const prof_bt_memo_t *m);
+/*
+ * What the sampler (prof.c) found for a remembered walk, kept beside it
+ * so that the walk's next sample skips the hash of its frames and the
+ * search of its shard's chains: entry is the frame the sampler put
+ * before the walk, hash the hash of both, gctx (NULL: none) the gctx it
+ * found, valid while its shard's destroy generation is still gen.
+ * prof_backtrace_hinted is prof_backtrace that also copies the hint of
+ * the memo slot that answered (or a cleared one) into *hint and names
+ * the slot in *ref (ref->slot UINT32_MAX: no slot); prof_bt_hint_store
+ * stores a hint for the slot, unless it was recorded anew since or a
+ * walk is using the memo (a signal handler's).
+ */
+typedef struct prof_bt_hint_s {
+	void *entry;
+	uint64_t hash;
+	prof_gctx_t *gctx;
+	uint64_t gen;
+} prof_bt_hint_t;
+typedef struct prof_bt_ref_s {
+	uint32_t slot, version;
+} prof_bt_ref_t;
+unsigned prof_backtrace_hinted(void **vec, unsigned max, uintptr_t fp,
+    prof_bt_hint_t *hint, prof_bt_ref_t *ref);
+void prof_bt_hint_store(prof_bt_memo_t *m, prof_bt_ref_t ref,
+    const prof_bt_hint_t *hint);
 /* Keep the objects (file, segments) that the return addresses vec[0..n)
  * of a new stack point into, so that dumps still name them once the
  * loader unloads them (prof_sys_unloaded).  Once per stack, not per
@@ -685,9 +736,10 @@ MP_INLINE bool prof_recent_linked(prof_sample_t *s) {
 }
 /* s's object is being freed (s unlinked from the tables, not yet
  * freed) by the thread uid/name (known false: a thread without a
- * profiling identity, exiting): fill in its record's free side. */
+ * profiling identity, exiting): fill in its record's free side, with the
+ * stack walked from frame fp (0: from here; prof_sample_free_at). */
 void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
-    const char *name);
+    const char *name, uintptr_t fp);
 /* experimental.prof_recent.alloc_max: the limit (-1: none); set returns
  * the old one and drops the oldest records past the new one. */
 ssize_t prof_recent_max_get(void);
@@ -729,9 +781,22 @@ typedef enum {
 #define PROF_LIFE_NUIDS (PROF_LIFE_LIVE + PROF_LIFE_FREED)
 /* The pprof label `lifetime`'s values, by bucket. */
 extern const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS];
-/* prof_sample_free's call, under g's shard lock, for a sample of epoch
- * `epoch` (the current one) that added (objs_shifted, bytes) unbiased. */
-void prof_lifetime_free(const prof_gctx_t *g, uint64_t alloc_ns,
+/* One gctx shard's part of the lifetime table (prof_lifetime.c's, kept
+ * in prof.c's shard and guarded by its lock): the records of its stacks
+ * and its live large samples, in chains. */
+typedef struct prof_life_part_s {
+	struct life_rec_s **recs;        /* nrecs_b chains */
+	size_t nrecs_b, nrecs;
+	prof_sample_t **large;           /* nlarge_b chains */
+	size_t nlarge_b, nlarge;
+} prof_life_part_t;
+/* prof.c: shard i's part (for the collection). */
+prof_life_part_t *prof_life_part(unsigned shard);
+/* prof_sample_free's call, under g's shard lock (pt its part), for a
+ * sample of epoch `epoch` (the current one) that added (objs_shifted,
+ * bytes) unbiased; sets g->life. */
+void prof_lifetime_free(prof_life_part_t *pt, prof_gctx_t *g,
+    uint64_t alloc_ns,
     uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
     uint64_t epoch);
 /* prof_samples_foreach's visitor (declared again below, with it: C11
@@ -740,15 +805,17 @@ typedef void prof_sample_visit_t(const prof_sample_t *s, void *arg);
 /* A large sample s (extent->prof, s->tctx set) was taken, or is being
  * freed (before its tctx may go): its entry among the live large samples,
  * which the collection visits as prof_samples_foreach visits the small
- * ones (chained through s->next).  No lock held. */
-void prof_lifetime_large_add(prof_sample_t *s);
-void prof_lifetime_large_del(prof_sample_t *s);
+ * ones (chained through s->next).  Under the shard lock of s's gctx. */
+void prof_lifetime_large_add(prof_life_part_t *pt, prof_sample_t *s);
+void prof_lifetime_large_del(prof_life_part_t *pt, prof_sample_t *s);
 /*
  * The lifetime profile of now into *out (prof_dump_mtx held), from the
  * live snapshot `live` (prof_snap_collect: its lg_sample and epoch), the
  * live samples of that epoch (the small ones through `foreach`,
  * prof_samples_foreach, passed by the caller so that this file calls
- * nothing of prof.c; the large ones of its own list), aged at now_ns
+ * nothing of prof.c; the large ones of the shards' parts, `part`,
+ * prof_life_part, read with every gctx shard held by lock_all,
+ * prof_shards_lock_all), aged at now_ns
  * (prof_time_ns), and the freed counts: one record per stack, whose
  * dump_tctx_t are its non-empty buckets (uid: a freed
  * prof_life_bucket_t, or PROF_LIFE_LIVE + the age bucket of live ones,
@@ -759,12 +826,9 @@ void prof_lifetime_large_del(prof_sample_t *s);
  * prof_snap_release.  true on error (out of memory) with *whyp set.
  */
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
-    void (*foreach)(prof_sample_visit_t *, void *), uint64_t now_ns,
-    const char **whyp);
-/* life_mtx around fork (prof_prefork's, after prof_recent_prefork). */
-void prof_lifetime_prefork(void);
-void prof_lifetime_postfork_parent(void);
-void prof_lifetime_postfork_child(void);
+    void (*foreach)(prof_sample_visit_t *, void *), void (*lock_all)(void),
+    void (*unlock_all)(void), prof_life_part_t *(*part)(unsigned),
+    uint64_t now_ns, const char **whyp);
 
 /* ------------------------------------------------------- prof_dump.c */
 extern const char *const prof_format_names[PROF_FORMAT_COUNT];
@@ -801,6 +865,10 @@ bool prof_dump_file(const char *filename);
  * leaves its high-water mark alone, so the next growth dumps. */
 void prof_idump_maybe(size_t bytes);
 void prof_gdump_maybe(size_t active_pages);
+/* The highest count of active pages prof_gdump_maybe has seen: a count
+ * not above it needs no call (malloc.c tests it first: every new slab or
+ * large block hands one over). */
+extern _Atomic size_t prof_gdump_high;
 /* The final dump (and the final peak dump, prof_peak) and the leak
  * summary, from an atexit handler. */
 void prof_final_dump(void);

@@ -1,0 +1,362 @@
+/*
+ * test/unit/prof_paths.c - the profiler's cheaper sampled paths must keep
+ * what they record: prof_sys_thread_name's reads at most once a period
+ * (PROF_SYS_NAME_PERIOD_NS on the sample clock, and at the thread's
+ * exit) with a rename showing at the first sample a period later; large
+ * samples taken and given back on the thread cache's own path
+ * (malloc.c's alloc_large_cached / dalloc_large_cached), with their
+ * records and the live estimate exact; and the lifetime table, now
+ * guarded by the gctx shard locks with each gctx remembering its record,
+ * counting on across a stack's gctx being freed and made again; the
+ * gctxs kept when their last tctx goes, at most one a shard; and the
+ * recent records' free side walked from the free's own frame.
+ *
+ * prof_paths.conf: prof:true,lg_prof_sample:0,prof_sys_thread_name:true
+ * (every allocation is a sample).  The name test's bound is the rule's
+ * own (reads by the sample clock's elapsed time), never a speed.
+ */
+#include "../test_util.h"
+
+#include "malloc_prof/internal/internal.h"
+
+#include <time.h>
+
+static int setup(void **state) {
+	(void)state;
+	return malloc_init() || tsd_fetch() == NULL ? -1 : 0;
+}
+
+/* ------------------------------------------------ prof_sys_thread_name */
+
+typedef struct {
+	uint64_t reads_loop;     /* PR_GET_NAME reads over the loop */
+	uint64_t loop_ns;        /* the loop's length, on CLOCK_MONOTONIC */
+	char first[PROF_THREAD_NAME_MAX];
+	char later[PROF_THREAD_NAME_MAX];
+	prof_tdata_t *td;
+	void *keep;              /* a live sample: td outlives the thread */
+} name_run_t;
+
+static uint64_t mono_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define NAME_LOOP 4000
+
+static void *name_thread(void *arg) {
+	name_run_t *r = arg;
+	pthread_setname_np(pthread_self(), "first-name");
+	uint64_t reads0 = atomic_load(&prof_sys_name_reads);
+	uint64_t t0 = mono_ns();
+	for (int i = 0; i < NAME_LOOP; i++)
+		free(LAUNDER(malloc(opaque_size(48))));
+	r->loop_ns = mono_ns() - t0;
+	r->reads_loop = atomic_load(&prof_sys_name_reads) - reads0;
+	tsd_t *tsd = tsd_fetch();
+	r->td = tsd->prof_tdata;
+	memcpy(r->first, r->td->name, PROF_THREAD_NAME_MAX);
+	/* Renamed: shown at the first sample a period after the last read,
+	 * which came before the rename (the sample clock is monotonic). */
+	pthread_setname_np(pthread_self(), "later-name");
+	uint64_t renamed = prof_time_ns();
+	while (prof_time_ns() - renamed < PROF_SYS_NAME_PERIOD_NS) {
+		struct timespec ts = {0, 5 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	r->keep = LAUNDER(malloc(opaque_size(48)));
+	memcpy(r->later, r->td->name, PROF_THREAD_NAME_MAX);
+	/* And at the exit, with no sample after the rename. */
+	pthread_setname_np(pthread_self(), "exit-name");
+	return NULL;
+}
+
+static void test_sys_name_period(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof || !opt_prof_sys_thread_name)
+		MP_SKIP("profiling not built in / not on");
+	name_run_t r;
+	memset(&r, 0, sizeof(r));
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, name_thread, &r), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	/* The first sample reads; then one read a period at most (the
+	 * coarse clock may run up to a tick behind: 10 ms more). */
+	uint64_t bound = 1 + (r.loop_ns + 10 * 1000 * 1000) /
+	    PROF_SYS_NAME_PERIOD_NS;
+	MP_ASSERT(r.reads_loop >= 1 && r.reads_loop <= bound, "%" PRIu64
+	    " name reads over %d samples in %" PRIu64 " ns (at most %"
+	    PRIu64 ")", r.reads_loop, NAME_LOOP, r.loop_ns, bound);
+	assert_string_equal(r.first, "first-name");
+	assert_string_equal(r.later, "later-name");
+	/* The live sample keeps the tdata: its name as the thread left. */
+	prof_tdatas_lock();
+	char left[PROF_THREAD_NAME_MAX];
+	memcpy(left, r.td->name, sizeof(left));
+	prof_tdatas_unlock();
+	assert_string_equal(left, "exit-name");
+	free(r.keep);
+}
+
+/* ------------------------------------------------ large cached samples */
+
+MP_SITE void *large_site(size_t size);
+
+MP_SITE void *large_site(size_t size) {
+	return LAUNDER(malloc(size));
+}
+
+/* Blocks of a class the thread cache keeps (16 KiB to tcache_max), each
+ * sampled, freed and taken again: after the first, malloc pops the cached
+ * block and samples it there, and free gives the sample back before
+ * caching the block.  Each must carry its own record, and the live
+ * estimate must come back to where it was. */
+static void test_large_cached_samples(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	if (opt_tcache_max < 40960)
+		MP_SKIP("tcache_max below the test's class");
+	/* Warm: the class's first block, then its cached copy. */
+	free(large_site(40000));
+	uint64_t live0 = atomic_load(&prof_live_bytes);
+	uint64_t uid = prof_tdata_get(tsd_fetch())->uid;
+	void *prev = NULL;
+	int reused = 0;
+	for (int i = 0; i < 64; i++) {
+		void *p = large_site(40000);
+		assert_non_null(p);
+		prof_sample_info_t info;
+		MP_ASSERT(!prof_sample_info(p, &info), "block %d (%p) is "
+		    "not a sample", i, p);
+		assert_int_equal(info.usize, 40960);
+		assert_int_equal(info.uid, uid);
+		MP_ASSERT(atomic_load(&prof_live_bytes) > live0, "block %d: "
+		    "live estimate did not grow", i);
+		reused += p == prev;
+		prev = p;
+		free(p);
+		MP_ASSERT(prof_sample_info(p, &info), "block %d is still a "
+		    "sample after its free", i);
+		MP_ASSERT(atomic_load(&prof_live_bytes) == live0, "block %d: "
+		    "live estimate %" PRIu64 " after the free, %" PRIu64
+		    " before", i, atomic_load(&prof_live_bytes), live0);
+	}
+	/* The cached path was the one taken (the same block each time). */
+	MP_ASSERT(reused >= 32, "only %d of 64 blocks came from the cache",
+	    reused);
+}
+
+/* ------------------------------------------------ lifetime records */
+
+MP_SITE void *life_site(size_t size);
+
+MP_SITE void *life_site(size_t size) {
+	return LAUNDER(malloc(size));
+}
+
+/* The freed count of the lifetime record whose stack holds a return
+ * address into life_site; 0 if none. */
+static uint64_t life_freed(void) {
+	dump_snap_t live, life;
+	const char *why = NULL;
+	assert_false(prof_snap_collect(&live, &why));
+	assert_false(prof_lifetime_collect(&life, &live, prof_samples_foreach,
+	    prof_shards_lock_all, prof_shards_unlock_all, prof_life_part,
+	    prof_time_ns(), &why));
+	prof_snap_release(&live);
+	uint64_t freed = 0;
+	const char *p = life.gbuf;
+	for (size_t i = 0; i < life.ngctx; i++) {
+		const dump_gctx_t *g = (const dump_gctx_t *)p;
+		void *const *frames = (void *const *)(p + sizeof(*g));
+		for (uint32_t f = 0; f < g->nframes; f++) {
+			uintptr_t a = (uintptr_t)frames[f];
+			if (a > (uintptr_t)life_site &&
+			    a < (uintptr_t)life_site + 128)
+				freed += g->cnt.accumobjs;
+		}
+		p += sizeof(*g) + dump_frames_size(g->nframes) + g->ntctx *
+		    sizeof(dump_tctx_t);
+	}
+	prof_snap_release(&life);
+	return freed;
+}
+
+/* Small and large samples of one site, all freed (so its gctx goes with
+ * its last tctx), twice: the second gctx finds the first one's record,
+ * and the freed count adds up. */
+static void test_lifetime_record_kept(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	uint64_t before = life_freed();
+	static void *objs[40];
+	for (int round = 1; round <= 2; round++) {
+		for (int i = 0; i < 40; i++)
+			objs[i] = life_site(i % 2 ? 100 : 50000);
+		for (int i = 0; i < 40; i++)
+			free(objs[i]);
+		uint64_t freed = life_freed() - before;
+		MP_ASSERT(freed == (uint64_t)(40 * round), "round %d: %"
+		    PRIu64 " frees counted, %d made", round, freed,
+		    40 * round);
+	}
+}
+
+/* ------------------------------------------------ recent records' frees */
+
+MP_SITE void free_site(void *p);
+
+MP_SITE void free_site(void *p) {
+	free(p);
+	__asm__ __volatile__("" ::: "memory");  /* no tail call: on the stack */
+}
+
+typedef struct {
+	char *buf;
+	size_t len, cap;
+} json_t;
+
+static void json_write(void *opaque, const char *str) {
+	json_t *j = opaque;
+	size_t n = strlen(str);
+	if (j->len + n + 1 > j->cap) {
+		size_t cap = (j->len + n + 1) * 2;
+		char *b = realloc(j->buf, cap);
+		assert_non_null(b);
+		j->buf = b;
+		j->cap = cap;
+	}
+	memcpy(j->buf + j->len, str, n + 1);
+	j->len += n;
+}
+
+/* Whether the record's array at key holds a return address into
+ * [lo, lo + 128). */
+static bool trace_has(const char *rec, const char *rec_end, const char *key,
+    uintptr_t lo) {
+	const char *t = strstr(rec, key);
+	if (t == NULL || t > rec_end)
+		return false;
+	const char *end = strchr(t, ']');
+	for (const char *q = strchr(t, '['); q != NULL && q < end;
+	    q = strchr(q + 1, '"')) {
+		if (q[1] == '0' && q[2] == 'x') {
+			uintptr_t a = (uintptr_t)strtoull(q + 1, NULL, 16);
+			if (a > lo && a < lo + 128)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The free side of a recent record is walked from the exported free's
+ * frame (free_slow, dalloc_impl): a large block freed on the cache's
+ * path and a small one on dalloc_impl's both name the free's caller
+ * first, with no frame of the allocator. */
+static void test_recent_free_walk(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	prof_recent_max_set(0);
+	free(large_site(40000));        /* the block is cached now */
+	prof_recent_max_set(16);
+	for (int i = 0; i < 4; i++) {
+		free_site(large_site(40000));
+		free_site(large_site(100));
+	}
+	json_t j = {NULL, 0, 0};
+	assert_false(prof_recent_dump(json_write, &j, 1));
+	assert_non_null(j.buf);
+	int freed = 0;
+	for (const char *r = strstr(j.buf, "{\"size\""); r != NULL;) {
+		const char *next = strstr(r + 1, "{\"size\"");
+		const char *end = next != NULL ? next : j.buf + j.len;
+		if (trace_has(r, end, "\"alloc_trace\"",
+		    (uintptr_t)large_site)) {
+			const char *d = strstr(r, "\"dalloc_trace\"");
+			MP_ASSERT(d != NULL && d < end, "a record of the site "
+			    "has no free side");
+			const char *first = strstr(d, "\"0x");
+			assert_non_null(first);
+			uintptr_t a = (uintptr_t)strtoull(first + 1, NULL, 16);
+			MP_ASSERT(a > (uintptr_t)free_site &&
+			    a < (uintptr_t)free_site + 128, "the free's first "
+			    "frame %p is not in free_site (%p)", (void *)a,
+			    (void *)free_site);
+			freed++;
+		}
+		r = next;
+	}
+	free(j.buf);
+	prof_recent_max_set(0);
+	assert_int_equal(freed, 8);
+}
+
+/* ------------------------------------------------ kept gctxs */
+
+MP_SITE void *deep_site(int depth, size_t size);
+
+/* A distinct stack per depth (no tail calls: the barrier). */
+MP_SITE void *deep_site(int depth, size_t size) {
+	void *p = depth == 0 ? LAUNDER(malloc(size)) :
+	    deep_site(depth - 1, size);
+	__asm__ __volatile__("" ::: "memory");
+	return p;
+}
+
+static void count_empty(prof_gctx_t *g, void *arg) {
+	*(unsigned *)arg += g->tctxs == NULL;
+}
+
+static void count_all(prof_gctx_t *g, void *arg) {
+	(void)g;
+	*(unsigned *)arg += 1;
+}
+
+static unsigned gctx_count(prof_gctx_visit_t *visit) {
+	unsigned n = 0;
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+		prof_shard_lock(i);
+		prof_gctx_foreach_locked_shard(i, visit, &n);
+		prof_shard_unlock(i);
+	}
+	return n;
+}
+
+/* A gctx left without a tctx is kept, one a shard: 200 stacks each
+ * sampled once and freed leave at most PROF_GCTX_SHARDS empty gctxs, and
+ * the last stack's, sampled again, is the same gctx. */
+static void test_kept_gctx_bounded(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	for (int d = 0; d < 200; d++)
+		free(deep_site(d, 100));
+	unsigned empty = gctx_count(count_empty);
+	MP_ASSERT(empty >= 1 && empty <= PROF_GCTX_SHARDS, "%u gctxs kept "
+	    "without a tctx after 200 stacks", empty);
+	/* The last stack freed is its shard's kept one: sampled again, it
+	 * makes no new gctx. */
+	unsigned all = gctx_count(count_all);
+	void *p = deep_site(199, 100);
+	prof_sample_info_t info;
+	assert_false(prof_sample_info(p, &info));
+	unsigned again = gctx_count(count_all);
+	free(p);
+	MP_ASSERT(again == all, "%u gctxs after the stack's new sample, %u "
+	    "before", again, all);
+}
+
+int main(void) {
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sys_name_period),
+		cmocka_unit_test(test_large_cached_samples),
+		cmocka_unit_test(test_lifetime_record_kept),
+		cmocka_unit_test(test_kept_gctx_bounded),
+		cmocka_unit_test(test_recent_free_walk),
+	};
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
