@@ -57,7 +57,11 @@ static void list_push(extent_t **head, extent_t *e) {
 /* The partial list also keeps its tail: a slab that comes back from the
  * full list goes to the end, so that it gathers more free regions before
  * it is current again (at the front it would be the emptiest slab, taken
- * up and parked again after a region or two). */
+ * up and parked again after a region or two), unless it lies below the
+ * current slab in a class kept lowest first (slab_current). */
+#define SLAB_LOWEST_SCAN 64
+#define SLAB_LOWEST_MAX_SIZE 4096
+
 static void partial_remove(tcache_bin_t *bin, extent_t *e) {
 	if (bin->partial_tail == e)
 		bin->partial_tail = e->prev;
@@ -72,6 +76,11 @@ static void partial_push(tcache_bin_t *bin, extent_t *e) {
 
 static void partial_append(tcache_bin_t *bin, extent_t *e) {
 	extent_t *tail = bin->partial_tail;
+	if (e->usize <= SLAB_LOWEST_MAX_SIZE && bin->partial != NULL &&
+	    e->addr < bin->partial->addr) {
+		partial_push(bin, e);
+		return;
+	}
 	if (tail == NULL) {
 		partial_push(bin, e);
 		return;
@@ -263,9 +272,39 @@ static bool slab_park_full(tcache_bin_t *bin, extent_t *slab) {
 	return true;
 }
 
+/*
+ * Lowest slab first (jemalloc's choice of a bin's next slab): when the
+ * current slab runs dry, the partial slab of the lowest address of the
+ * first SLAB_LOWEST_SCAN becomes current, and a slab back from the full
+ * list that lies below the current one takes its place.  Taking regions
+ * from the low slabs leaves the high ones to drain under random frees
+ * until they are empty and go back to the arena, instead of the slabs a
+ * class needed at its busiest moment all staying resident, each a little
+ * used (alloctest's peak 13.2 -> 11.6 MB, larson's 7.9 -> 7.55).  Only
+ * for classes up to SLAB_LOWEST_MAX_SIZE: the slabs above are 64-86 KiB
+ * and share the arena with mid-size large blocks, and emptying them more
+ * often left realloc's arena with dirty runs that its growing buffers
+ * did not fit (14.5 -> 16.1 MB with every class).
+ */
+static void partial_lowest_first(tcache_bin_t *bin) {
+	extent_t *low = bin->partial;
+	if (low == NULL || low->usize > SLAB_LOWEST_MAX_SIZE)
+		return;
+	unsigned k = 0;
+	for (extent_t *s = low->next; s != NULL && k < SLAB_LOWEST_SCAN;
+	    s = s->next, k++) {
+		if (s->addr < low->addr)
+			low = s;
+	}
+	if (low != bin->partial) {
+		partial_remove(bin, low);
+		partial_push(bin, low);
+	}
+}
+
 /* The current slab of class ind with a free region in free_bits: the
- * partial list's head, after collecting remote frees and parking slabs
- * that have none, or a fresh slab.  NULL on OOM. */
+ * partial list's lowest slab, after collecting remote frees and parking
+ * slabs that have none, or a fresh slab.  NULL on OOM. */
 static extent_t *slab_current(tcache_t *tc, unsigned ind) {
 	tcache_bin_t *bin = &tc->bins[ind];
 	slab_inbox_drain(tc);
@@ -275,6 +314,7 @@ static extent_t *slab_current(tcache_t *tc, unsigned ind) {
 			goto found;
 		if (slab_park_full(bin, slab) && slab_collect_remote(slab))
 			goto found;
+		partial_lowest_first(bin);
 	}
 	slab = slab_get(tc, ind);
 	if (slab == NULL)

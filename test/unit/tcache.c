@@ -222,7 +222,10 @@ static void test_regions_every_class(void **state) {
 		assert_int_equal(st.pactive, cur_pages + 3 * sz_slab_size[ind] /
 		    PAGE);
 		/* Free in random order: the two non-current slabs go back to
-		 * the arena, the current one stays (empty). */
+		 * the arena, the current one stays (empty).  Which one is
+		 * current at the end depends on the order: in classes kept
+		 * lowest slab first (slab.c), a slab back from the full list
+		 * below the current one takes its place. */
 		for (size_t i = n - 1; i > 0; i--) {
 			size_t j = mp_rng_below(&rng, i + 1);
 			void *t = p[i];
@@ -232,10 +235,11 @@ static void test_regions_every_class(void **state) {
 		for (size_t i = 0; i < n; i++)
 			free_local(tc, p[i]);
 		assert_int_equal(bin->nslabs, 1);
-		assert_ptr_equal(bin->partial, slabs[2]);
+		assert_true(bin->partial == slabs[2] || (usize <= 4096 &&
+		    (bin->partial == slabs[0] || bin->partial == slabs[1])));
 		assert_null(bin->partial->next);
 		assert_null(bin->full);
-		assert_int_equal(slabs[2]->used, 0);
+		assert_int_equal(bin->partial->used, 0);
 		cur_pages += sz_slab_size[ind] / PAGE;
 		st = stats(a);
 		assert_int_equal(st.slabs_cur, 1 + ind);
@@ -256,7 +260,9 @@ static void test_used_and_release(void **state) {
 	(void)state;
 	arena_t *a = new_arena();
 	tcache_t *tc = new_tcache(a, true);
-	const unsigned ind = 3;
+	/* A class above 4 KiB: a slab back from the full list goes behind
+	 * the current one (below, it would become current: slab_lowest.c). */
+	const unsigned ind = sz_size2index(8192);
 	const size_t nregs = sz_slab_nregs[ind];
 	void **p = malloc(nregs * sizeof(void *));
 	assert_non_null(p);
@@ -435,19 +441,27 @@ static void test_full_protocol_remote(void **state) {
 	assert_ptr_equal(atomic_load(&tc->inbox), S);
 	assert_null(S->inbox_next);
 
-	/* Use up T; then S is found again and its regions are reused. */
-	for (size_t i = 1; i < nregs; i++) {
+	/* S is found again at a slow allocation (the inbox is drained) and
+	 * its two regions are reused: after the rest of T, or before it when
+	 * S lies below T (the class is kept lowest slab first, slab.c). */
+	bool got_r = false, got_r2 = false;
+	size_t from_t = 0;
+	for (size_t i = 0; i < nregs - 1 + 2; i++) {
 		void *q = alloc_checked(tc, ind);
-		assert_ptr_equal(slab_of(q), T);
+		if (q == r) {
+			got_r = true;
+		} else if (q == r2) {
+			got_r2 = true;
+		} else {
+			assert_ptr_equal(slab_of(q), T);
+			from_t++;
+		}
 	}
+	assert_true(got_r && got_r2);
+	assert_int_equal(from_t, nregs - 1);
 	assert_null(atomic_load(&tc->inbox));
-	assert_int_equal(S->list, SLAB_LIST_PARTIAL);
-	void *q1 = alloc_checked(tc, ind);
-	void *q2 = alloc_checked(tc, ind);
-	assert_true((q1 == r && q2 == r2) || (q1 == r2 && q2 == r));
 	assert_int_equal(S->used, nregs);
-	assert_ptr_equal(tc->bins[ind].partial, S);
-	assert_int_equal(T->list, SLAB_LIST_FULL);
+	assert_int_equal(T->used, nregs);
 	assert_int_equal(tc->bins[ind].nslabs, 2);
 	assert_int_equal(stats(a).slabs_total, 2);
 	tcache_flush(tc);   /* both still full of live regions */
@@ -483,14 +497,25 @@ static void test_full_protocol_local_and_mixed(void **state) {
 	assert_ptr_equal(atomic_load(&S->owner), tc);   /* tag cleared */
 	assert_int_equal(atomic_load(&S->full), 0);
 	assert_null(tc->bins[ind].full);
-	assert_ptr_equal(tc->bins[ind].partial, T);
-	assert_ptr_equal(T->next, S);
+	/* Behind T, or current if it lies below T (lowest slab first). */
+	extent_t *first = S->addr < T->addr ? S : T;
+	extent_t *second = first == S ? T : S;
+	assert_ptr_equal(tc->bins[ind].partial, first);
+	assert_ptr_equal(first->next, second);
 	assert_null(atomic_load(&tc->inbox));
-	for (size_t i = 1; i < nregs; i++) {
-		t[i] = alloc_checked(tc, ind);
-		assert_ptr_equal(slab_of(t[i]), T);
+	/* T's other regions and x, x first when S is current. */
+	size_t k = 1;
+	for (size_t i = 0; i < nregs; i++) {
+		void *q = alloc_checked(tc, ind);
+		if (q == x) {
+			assert_int_equal(k, first == S ? 1 : nregs);
+			continue;
+		}
+		assert_ptr_equal(slab_of(q), T);
+		assert_true(k < nregs);
+		t[k++] = q;
 	}
-	assert_ptr_equal(alloc_checked(tc, ind), x);
+	assert_int_equal(k, nregs);
 	assert_int_equal(S->used, nregs);
 	assert_int_equal(stats(a).slabs_total, 2);
 
@@ -513,14 +538,24 @@ static void test_full_protocol_local_and_mixed(void **state) {
 	/* The next slow allocation drains the inbox, which collects S's
 	 * remote free on the way; using up U then reaches S's regions, in
 	 * address order. */
-	size_t left = nregs - 1;
-	for (size_t i = 0; i < left; i++)
-		assert_ptr_equal(slab_of(alloc_checked(tc, ind)), U);
-	assert_int_equal(S->list, SLAB_LIST_PARTIAL);
-	void *q1 = alloc_checked(tc, ind);
-	void *q2 = alloc_checked(tc, ind);
-	assert_ptr_equal(q1, r);
-	assert_ptr_equal(q2, y);
+	size_t left = nregs - 1, from_u = 0, from_s = 0;
+	void *qs[2] = {NULL, NULL};
+	for (size_t i = 0; i < left + 2; i++) {
+		void *q = alloc_checked(tc, ind);
+		if (slab_of(q) == U) {
+			from_u++;
+			continue;
+		}
+		/* S's two, in address order: before the rest of U when S is
+		 * below U (lowest slab first), after it otherwise. */
+		assert_ptr_equal(slab_of(q), S);
+		assert_true(from_s < 2);
+		qs[from_s++] = q;
+	}
+	assert_int_equal(from_u, left);
+	assert_true(S->list == SLAB_LIST_PARTIAL || S->list == SLAB_LIST_FULL);
+	assert_ptr_equal(qs[0], r);
+	assert_ptr_equal(qs[1], y);
 	assert_int_equal(S->used, nregs);
 	assert_int_equal(stats(a).slabs_total, 3);
 
