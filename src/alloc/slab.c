@@ -174,11 +174,23 @@ static bool slab_has_free(const extent_t *slab) {
 	return false;
 }
 
+/* The prof_cache keeps an emptied slab while its kept ones stay within
+ * PROF_CACHE_EMPTY_SLABS_MAX and PROF_CACHE_EMPTY_BYTES (a walk of at
+ * most that many). */
+static bool slab_prof_keep(const tcache_t *tc, const extent_t *slab) {
+	if (tc->nempty >= PROF_CACHE_EMPTY_SLABS_MAX)
+		return false;
+	size_t bytes = slab->size;
+	for (const extent_t *s = tc->empty; s != NULL; s = s->next)
+		bytes += s->size;
+	return bytes <= PROF_CACHE_EMPTY_BYTES;
+}
+
 static void slab_release(tcache_t *tc, extent_t *slab) {
 	tc->bins[slab->szind].nslabs--;
 	slab_stat_sub(&slab_bstats(slab)->curslabs, 1);
 	slab->list = SLAB_LIST_NONE;
-	if (tc->small_slabs ? tc->nempty < PROF_CACHE_EMPTY_SLABS_MAX :
+	if (tc->small_slabs ? slab_prof_keep(tc, slab) :
 	    tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
 		slab->list = SLAB_LIST_EMPTY;
 		list_push(&tc->empty, slab);
@@ -198,14 +210,23 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 	    : sz_slab_size_get(ind);
 	extent_t *slab = NULL;
 	for (extent_t *s = tc->empty; s != NULL; s = s->next) {
-		if (s->size == size) {
-			list_remove(&tc->empty, s);
-			tc->nempty--;
-			if (!tc->small_slabs || s->szind != ind)
-				arena_slab_init(s, ind, !tc->small_slabs);
+		if (s->size != size)
+			continue;
+		/* The prof_cache's kept slab of this very class if it has
+		 * one: ready as it is, where another class's is set up
+		 * again (~190 instructions, pagemap included). */
+		if (!tc->small_slabs || s->szind == ind) {
 			slab = s;
 			break;
 		}
+		if (slab == NULL)
+			slab = s;
+	}
+	if (slab != NULL) {
+		list_remove(&tc->empty, slab);
+		tc->nempty--;
+		if (!tc->small_slabs || slab->szind != ind)
+			arena_slab_init(slab, ind, !tc->small_slabs);
 	}
 	if (slab == NULL) {
 		slab = arena_slab_alloc(tc->arena, ind, size, !tc->small_slabs);

@@ -1,0 +1,141 @@
+/*
+ * test/unit/prof_slabs.c - the slabs of arena 0's prof_cache, where
+ * sampled small objects live (slab.c, slab_release): emptied slabs are
+ * kept for the next samples up to PROF_CACHE_EMPTY_SLABS_MAX slabs and
+ * PROF_CACHE_EMPTY_BYTES, so that two samples live at once no longer
+ * send a slab to the arena and back at every sample (brief pcost3), a
+ * sample takes the kept slab of its own class first (no set-up), and
+ * what is kept stays within the caps.
+ *
+ * prof_slabs.conf: prof:true; the rate is set with prof_reset(0) (every
+ * allocation is a sample).  No check depends on the machine's speed.
+ */
+#include "../test_util.h"
+
+#include "malloc_prof/internal/internal.h"
+
+#define ROUNDS 100
+
+static int setup(void **state) {
+	(void)state;
+	return malloc_init() || tsd_fetch() == NULL ? -1 : 0;
+}
+
+static int teardown(void **state) {
+	(void)state;
+	prof_reset(opt_lg_prof_sample);
+	tcache_arena_decay(arena_get(0, false), false);
+	return 0;
+}
+
+static bool on_empty_list(tcache_t *tc, const extent_t *slab) {
+	for (const extent_t *s = tc->empty; s != NULL; s = s->next) {
+		if (s == slab)
+			return true;
+	}
+	return false;
+}
+
+/* Two samples of two classes live at once, then freed, over and over:
+ * both emptied slabs are kept (one was, and the other went to the arena
+ * at every round), and each class takes its own slab again. */
+static void test_two_live_samples_keep_slabs(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	arena_t *a0 = arena_get(0, false);
+	tcache_t *pc = &a0->prof_cache;
+	prof_reset(0);
+	free(LAUNDER(malloc(64)));  /* the next event redraws the wait */
+	tcache_arena_decay(a0, false);     /* no kept slab to start with */
+	extent_t *first[2] = {NULL, NULL};
+	for (int r = 0; r < ROUNDS; r++) {
+		void *a = LAUNDER(malloc(40));
+		void *b = LAUNDER(malloc(300));
+		assert_non_null(a);
+		assert_non_null(b);
+		extent_t *ea = pagemap_lookup(a), *eb = pagemap_lookup(b);
+		MP_ASSERT(slab_owner(ea) == pc && slab_owner(eb) == pc &&
+		    ea != eb, "round %d: samples %p, %p not in two prof_cache "
+		    "slabs", r, a, b);
+		if (r == 0) {
+			first[0] = ea;
+			first[1] = eb;
+		} else {
+			/* Each class takes its own kept slab back, with no
+			 * set-up (the other one was pushed last). */
+			MP_ASSERT(ea == first[0] && eb == first[1], "round %d: "
+			    "slabs %p, %p, kept %p, %p", r, (void *)ea,
+			    (void *)eb, (void *)first[0], (void *)first[1]);
+		}
+		free(a);
+		free(b);
+		mp_mutex_lock(&a0->shared_mtx);
+		bool kept = on_empty_list(pc, ea) && on_empty_list(pc, eb);
+		uint32_t nempty = pc->nempty;
+		mp_mutex_unlock(&a0->shared_mtx);
+		MP_ASSERT(kept, "round %d: an emptied slab left the prof_cache "
+		    "(%u kept)", r, (unsigned)nempty);
+	}
+}
+
+/* Samples in many classes, some of multi-page slabs, all freed: what the
+ * cache keeps stays within both caps, and no empty slab stays current. */
+static void test_kept_slabs_capped(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	static const size_t sizes[] = {16, 48, 96, 160, 320, 640, 1280, 2560,
+	    5120, 10240, 14336, 24, 200, 448};
+	arena_t *a0 = arena_get(0, false);
+	tcache_t *pc = &a0->prof_cache;
+	prof_reset(0);
+	free(LAUNDER(malloc(64)));
+	tcache_arena_decay(a0, false);
+	void *p[MP_ARRAY_SIZE(sizes)];
+	size_t slab_bytes = 0;
+	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++) {
+		p[i] = LAUNDER(malloc(sizes[i]));
+		assert_non_null(p[i]);
+		extent_t *e = pagemap_lookup(p[i]);
+		assert_ptr_equal(slab_owner(e), pc);
+		slab_bytes += e->size;
+	}
+	/* More than the cap was in use, so the cap is what limits. */
+	assert_true(slab_bytes > PROF_CACHE_EMPTY_BYTES);
+	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++)
+		free(p[i]);
+	mp_mutex_lock(&a0->shared_mtx);
+	size_t bytes = 0;
+	unsigned n = 0, empty_current = 0;
+	for (const extent_t *s = pc->empty; s != NULL; s = s->next) {
+		bytes += s->size;
+		n++;
+	}
+	for (unsigned ind = 0; ind < SC_NBINS; ind++) {
+		for (extent_t *s = pc->bins[ind].partial; s != NULL;
+		    s = s->next)
+			empty_current += s->used == 0;
+	}
+	uint32_t nempty = pc->nempty;
+	mp_mutex_unlock(&a0->shared_mtx);
+	MP_ASSERT(n == nempty && n >= 2 && n <= PROF_CACHE_EMPTY_SLABS_MAX &&
+	    bytes <= PROF_CACHE_EMPTY_BYTES && empty_current == 0,
+	    "the prof_cache keeps %u slabs (count %u) of %zu bytes, %u empty "
+	    "current ones", n, (unsigned)nempty, bytes, empty_current);
+	/* The arena's decay gives them all back. */
+	tcache_arena_decay(a0, false);
+	mp_mutex_lock(&a0->shared_mtx);
+	nempty = pc->nempty;
+	mp_mutex_unlock(&a0->shared_mtx);
+	assert_int_equal(nempty, 0);
+}
+
+int main(void) {
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_two_live_samples_keep_slabs,
+		    teardown),
+		cmocka_unit_test_teardown(test_kept_slabs_capped, teardown),
+	};
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
