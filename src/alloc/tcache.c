@@ -867,8 +867,9 @@ void tcache_arena_shared_flush(arena_t *arena) {
 
 void tcache_arena_decay(arena_t *arena, bool force) {
 	tcache_arena_shared_flush(arena);
-	/* Emptied prof_cache slabs retire as they empty; this returns the
-	 * one it keeps. */
+	/* Emptied prof_cache slabs retire as they empty, past the few it
+	 * keeps (PROF_CACHE_EMPTY_SLABS_MAX, PROF_CACHE_EMPTY_BYTES); this
+	 * returns those. */
 	mp_mutex_lock(&arena->shared_mtx);
 	tcache_flush(&arena->prof_cache);
 	mp_mutex_unlock(&arena->shared_mtx);
