@@ -394,6 +394,8 @@ const conf_opt_t conf_opts[] = {
 	  .bufsize = sizeof(conf_hpa_dirty_mult),
 	  .check = conf_hpa_dirty_mult_check,
 	  .on_set = conf_hpa_dirty_mult_apply,
+	  .readout = &opt_hpa_dirty_mult,
+	  .readout_size = sizeof(opt_hpa_dirty_mult),
 	  .doc = "pageslabs are purged while their dirty pages exceed this "
 	  "times their active ones (-1: never)" },
 	{ .name = "hpa_sec_nshards", .type = CONF_SIZE_T,

@@ -573,6 +573,9 @@ static int ctl_opt_read(const ctl_node_t *node, const size_t *mib,
 	if (ctl_writes(newp, newlen))
 		return EPERM;
 	const conf_opt_t *opt = &conf_opts[mib[1]];
+	if (opt->readout != NULL)
+		return ctl_read(oldp, oldlenp, opt->readout,
+		    opt->readout_size);
 	const char *s;
 	switch (opt->type) {
 	case CONF_BOOL:

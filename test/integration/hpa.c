@@ -155,8 +155,10 @@ static void test_opts(void **state) {
 	assert_int_equal(z, 0);
 	MALLCTL_READ("opt.hpa_min_purge_interval_ms", z);
 	assert_int_equal(z, 0);
-	MALLCTL_READ("opt.hpa_dirty_mult", s);
-	assert_string_equal(s, "0.25");
+	/* jemalloc's type: its 16.16 fixed-point fxp_t. */
+	uint32_t mult = 0;
+	MALLCTL_READ("opt.hpa_dirty_mult", mult);
+	assert_int_equal(mult, (uint32_t)1 << 14);
 	MALLCTL_READ("opt.hpa_hugification_threshold_ratio", s);
 	assert_string_equal(s, "0.95");
 	MALLCTL_READ("opt.hpa_sec_max_bytes", z);
@@ -371,6 +373,9 @@ static void test_unmap_child(void **state) {
  * above the limit keep the extents. */
 static void test_knobs_child(void **state) {
 	(void)state;
+	uint32_t mult = 0;
+	MALLCTL_READ("opt.hpa_dirty_mult", mult);
+	assert_int_equal(mult, UINT32_MAX);   /* jemalloc's (fxp_t)-1 */
 	unsigned a = arena_ind();
 	for (size_t i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(OBJ);

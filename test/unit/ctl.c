@@ -265,6 +265,8 @@ static void test_every_opt_readable(void **state) {
 		case CONF_SSIZE_T: want = sizeof(ssize_t); break;
 		default: want = sizeof(const char *); break;
 		}
+		if (o->readout != NULL)
+			want = o->readout_size;
 		memset(&v, 0, sizeof(v));
 		int r = rd(name, &v, want);
 		/* Profiler options are absent from a build without it. */
@@ -273,6 +275,15 @@ static void test_every_opt_readable(void **state) {
 			continue;
 		}
 		MP_ASSERT(r == 0, "%s: %d", name, r);
+		/* Read as jemalloc's type: the bytes of its variable. */
+		if (o->readout != NULL) {
+			assert_memory_equal(&v, o->readout, want);
+			size_t len = want + 1;
+			char junk[16];
+			assert_int_equal(mallctl(name, junk, &len, NULL, 0),
+			    EINVAL);
+			continue;
+		}
 		switch (o->type) {
 		case CONF_BOOL:
 			assert_int_equal(v.b, *(bool *)o->var);

@@ -45,6 +45,11 @@ typedef struct conf_opt_s {
 	 * (or not all it does there): why, said in one line when it is set
 	 * to anything but its default.  NULL: it does what it says. */
 	const char *note;
+	/* opt.<name> reads these bytes instead of the row's own type, where
+	 * jemalloc's read-out has another type than its conf syntax (a
+	 * string parsed into a number).  NULL: the type's read-out. */
+	const void *readout;
+	size_t readout_size;
 } conf_opt_t;
 extern const conf_opt_t conf_opts[];
 extern const unsigned conf_nopts;
