@@ -16,6 +16,8 @@
 
 #include "malloc_prof/internal/internal.h"
 
+#include "prof_recent_json.h"
+
 #define NSITE 500
 
 static int setup(void **state) {
@@ -78,25 +80,6 @@ MP_SITE void cost_free_site(void *p) {
 	__asm__ __volatile__("" ::: "memory");  /* no tail call: on the stack */
 }
 
-typedef struct {
-	char *buf;
-	size_t len, cap;
-} json_t;
-
-static void json_write(void *opaque, const char *s) {
-	json_t *j = opaque;
-	size_t n = strlen(s);
-	if (j->len + n + 1 > j->cap) {
-		size_t cap = (j->len + n + 1) * 2;
-		char *b = realloc(j->buf, cap);
-		assert_non_null(b);
-		j->buf = b;
-		j->cap = cap;
-	}
-	memcpy(j->buf + j->len, s, n + 1);
-	j->len += n;
-}
-
 /* The end of site function f's code, as far as the test needs it: the
  * next of the three sites above it, or 256 bytes. */
 static uintptr_t site_end(uintptr_t f) {
@@ -108,26 +91,6 @@ static uintptr_t site_end(uintptr_t f) {
 			end = sites[i];
 	}
 	return end;
-}
-
-/* Whether the JSON array of addresses at key (the text after "key":[)
- * holds a return address into site function lo. */
-static bool trace_has(const char *rec, const char *rec_end, const char *key,
-    uintptr_t lo) {
-	uintptr_t hi = site_end(lo);
-	const char *t = strstr(rec, key);
-	if (t == NULL || t > rec_end)
-		return false;
-	const char *end = strchr(t, ']');
-	for (const char *q = strchr(t, '['); q != NULL && q < end;
-	    q = strchr(q + 1, '"')) {
-		if (q[1] == '0' && q[2] == 'x') {
-			uintptr_t a = (uintptr_t)strtoull(q + 1, NULL, 16);
-			if (a > lo && a < hi)
-				return true;
-		}
-	}
-	return false;
 }
 
 /* Records of two sites, half of them freed at a third: a record is 64
@@ -178,15 +141,16 @@ static void test_recent_shared_stacks(void **state) {
 		const char *end = next != NULL ? next : j.buf + j.len;
 		records++;
 		bool sa = trace_has(r, end, "\"alloc_trace\"",
-		    (uintptr_t)cost_site_a);
+		    (uintptr_t)cost_site_a, site_end((uintptr_t)cost_site_a));
 		bool sb = trace_has(r, end, "\"alloc_trace\"",
-		    (uintptr_t)cost_site_b);
+		    (uintptr_t)cost_site_b, site_end((uintptr_t)cost_site_b));
 		MP_ASSERT(sa != sb, "record %d names %s site", records,
 		    sa ? "both" : "no");
 		in_a += sa;
 		in_b += sb;
 		bool fr = trace_has(r, end, "\"dalloc_trace\"",
-		    (uintptr_t)cost_free_site);
+		    (uintptr_t)cost_free_site,
+		    site_end((uintptr_t)cost_free_site));
 		MP_ASSERT(fr == sa, "record %d: %s, %s at the free site",
 		    records, sa ? "site a" : "site b", fr ? "freed" :
 		    "not freed");

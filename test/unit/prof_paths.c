@@ -19,6 +19,8 @@
 
 #include "malloc_prof/internal/internal.h"
 
+#include "prof_recent_json.h"
+
 #include <time.h>
 
 static int setup(void **state) {
@@ -214,44 +216,6 @@ MP_SITE void free_site(void *p) {
 	__asm__ __volatile__("" ::: "memory");  /* no tail call: on the stack */
 }
 
-typedef struct {
-	char *buf;
-	size_t len, cap;
-} json_t;
-
-static void json_write(void *opaque, const char *str) {
-	json_t *j = opaque;
-	size_t n = strlen(str);
-	if (j->len + n + 1 > j->cap) {
-		size_t cap = (j->len + n + 1) * 2;
-		char *b = realloc(j->buf, cap);
-		assert_non_null(b);
-		j->buf = b;
-		j->cap = cap;
-	}
-	memcpy(j->buf + j->len, str, n + 1);
-	j->len += n;
-}
-
-/* Whether the record's array at key holds a return address into
- * [lo, lo + 128). */
-static bool trace_has(const char *rec, const char *rec_end, const char *key,
-    uintptr_t lo) {
-	const char *t = strstr(rec, key);
-	if (t == NULL || t > rec_end)
-		return false;
-	const char *end = strchr(t, ']');
-	for (const char *q = strchr(t, '['); q != NULL && q < end;
-	    q = strchr(q + 1, '"')) {
-		if (q[1] == '0' && q[2] == 'x') {
-			uintptr_t a = (uintptr_t)strtoull(q + 1, NULL, 16);
-			if (a > lo && a < lo + 128)
-				return true;
-		}
-	}
-	return false;
-}
-
 /* The free side of a recent record is walked from the exported free's
  * frame (free_slow, dalloc_impl): a large block freed on the cache's
  * path and a small one on dalloc_impl's both name the free's caller
@@ -275,7 +239,7 @@ static void test_recent_free_walk(void **state) {
 		const char *next = strstr(r + 1, "{\"size\"");
 		const char *end = next != NULL ? next : j.buf + j.len;
 		if (trace_has(r, end, "\"alloc_trace\"",
-		    (uintptr_t)large_site)) {
+		    (uintptr_t)large_site, (uintptr_t)large_site + 128)) {
 			const char *d = strstr(r, "\"dalloc_trace\"");
 			MP_ASSERT(d != NULL && d < end, "a record of the site "
 			    "has no free side");
