@@ -212,6 +212,25 @@ static MP_COLD MP_NOINLINE void *alloc_fail(void) {
 	return NULL;
 }
 
+/* Whether this allocation may be a small sample: the profiler on and
+ * active, and the thread neither inside the allocator nor starting up
+ * or exiting.  alloc_impl and malloc_slow's shortcut both ask. */
+static inline bool sample_small_allowed(const tsd_t *tsd) {
+	return opt_prof && tsd->reentrancy == 0 &&
+	    tsd->state == TSD_NOMINAL &&
+	    atomic_load_explicit(&prof_active, memory_order_relaxed);
+}
+
+/* A small object about to be sampled comes from arena 0's prof_cache,
+ * shared by every thread (see prof.c), under that arena's shared_mtx. */
+static void *prof_cache_alloc_small(unsigned ind) {
+	arena_t *pa = arena_get(0, false);
+	mp_mutex_lock(&pa->shared_mtx);
+	void *p = tcache_alloc_small(&pa->prof_cache, ind);
+	mp_mutex_unlock(&pa->shared_mtx);
+	return p;
+}
+
 /* Every allocation that misses the fast path ends here. */
 static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
@@ -260,19 +279,12 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	    tsd->state == TSD_NOMINAL)
 		tsd_prof_wait_redraw(tsd, tsd->allocated);
 	void *p;
-	/* A small object about to be sampled comes from arena 0's
-	 * prof_cache, shared by every thread (see prof.c). */
 	bool sample_small = config_prof &&
 	    unlikely(tsd->allocated + usize >= tsd->prof_sample_at) &&
-	    ind < SC_NBINS && opt_prof &&
-	    tsd->reentrancy == 0 && tsd->state == TSD_NOMINAL &&
-	    atomic_load_explicit(&prof_active, memory_order_relaxed);
+	    ind < SC_NBINS && sample_small_allowed(tsd);
 	if (ind < SC_NBINS) {
 		if (sample_small) {
-			arena_t *pa = arena_get(0, false);
-			mp_mutex_lock(&pa->shared_mtx);
-			p = tcache_alloc_small(&pa->prof_cache, ind);
-			mp_mutex_unlock(&pa->shared_mtx);
+			p = prof_cache_alloc_small(ind);
 		} else if (use_tcache) {
 			if (!tsd_cache_bins(tsd))
 				p = tcache_alloc_small(tsd->tcache, ind);
@@ -602,21 +614,16 @@ static void *alloc_small_fill(tsd_t *tsd, unsigned ind, size_t usize) {
  */
 static MP_NOINLINE void *alloc_small_sampled(tsd_t *tsd, unsigned ind,
     size_t usize) {
-	if (!config_prof || !opt_prof || tsd->fast_owner == NULL ||
-	    tsd->reentrancy != 0 || tsd->state != TSD_NOMINAL ||
+	if (!config_prof || tsd->fast_owner == NULL ||
 	    tsd->allocated + usize < tsd->prof_sample_at ||
 	    tsd->allocated + usize >= tsd->cache_event_at ||
 	    unlikely(hook_extent_depth != 0) ||
 	    unlikely(hook_gen_seen != atomic_load_explicit(&hook_gen,
 	    memory_order_relaxed)) ||
 	    tsd->prof_wait_gen_seen != atomic_load_explicit(&prof_wait_gen,
-	    memory_order_relaxed) ||
-	    !atomic_load_explicit(&prof_active, memory_order_relaxed))
+	    memory_order_relaxed) || !sample_small_allowed(tsd))
 		return NULL;
-	arena_t *pa = arena_get(0, false);
-	mp_mutex_lock(&pa->shared_mtx);
-	void *p = tcache_alloc_small(&pa->prof_cache, ind);
-	mp_mutex_unlock(&pa->shared_mtx);
+	void *p = prof_cache_alloc_small(ind);
 	if (p != NULL)
 		tsd->allocated += usize;
 	return p;
