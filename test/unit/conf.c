@@ -248,6 +248,20 @@ static void test_bad_enum_and_string(void **state) {
 	snprintf(conf, sizeof(conf), "stats_print_opts:%063d", 0);
 	assert_false(conf_parse("MALLOC_CONF", conf));
 	assert_int_equal(strlen(opt_stats_print_opts), 63);
+
+	/* opt.hpa's fixed-point options: a value out of range or not a
+	 * number is refused and the option keeps its default. */
+	EXPECT_ERROR("hpa_dirty_mult:0.5x", "invalid value \"0.5x\" for "
+	    "option \"hpa_dirty_mult\": expected -1 or a number below 65536");
+	EXPECT_ERROR("hpa_dirty_mult:-2", "\"-2\"", "expected -1 or a number");
+	assert_int_equal(opt_hpa_dirty_mult, (uint32_t)1 << 14);
+	EXPECT_ERROR("hpa_hugification_threshold_ratio:1.5", "\"1.5\"",
+	    "\"hpa_hugification_threshold_ratio\": expected a number from "
+	    "0 to 1");
+	assert_false(conf_parse("MALLOC_CONF", "hpa_dirty_mult:-1"));
+	assert_int_equal(opt_hpa_dirty_mult, HPA_DIRTY_MULT_OFF);
+	assert_false(conf_parse("MALLOC_CONF", "hpa_dirty_mult:0.25"));
+	assert_int_equal(opt_hpa_dirty_mult, (uint32_t)1 << 14);
 }
 
 static void test_malformed(void **state) {
