@@ -196,7 +196,7 @@ static double wait_scale[64];
 
 static void wait_scale_fill(void) {
 	for (unsigned lg = 1; lg < 64; lg++)
-		wait_scale[lg] = 1.0 / log1p(-1.0 / (double)((uint64_t)1 << lg));
+		wait_scale[lg] = 1.0 / util_log1p(-1.0 / (double)((uint64_t)1 << lg));
 }
 
 bool prof_boot(void) {
@@ -295,14 +295,14 @@ void prof_wait_gen_bump(void) {
 void prof_unbias(size_t usize, uint64_t *objs_shifted, uint64_t *bytes) {
 	double R = (double)((uint64_t)1 << atomic_load_explicit(
 	    &prof_lg_sample, memory_order_relaxed));
-	double p = 1.0 - exp(-(double)usize / R);
+	double p = 1.0 - util_exp(-(double)usize / R);
 	if (p <= 0.0) {
 		*objs_shifted = 8;
 		*bytes = usize;
 		return;
 	}
-	*objs_shifted = (uint64_t)llround(8.0 / p);
-	*bytes = (uint64_t)llround((double)usize / p);
+	*objs_shifted = (uint64_t)util_llround(8.0 / p);
+	*bytes = (uint64_t)util_llround((double)usize / p);
 }
 
 static uint64_t bt_hash(void *const *frames, unsigned n) {
