@@ -199,7 +199,7 @@ static void wait_scale_fill(void) {
 		wait_scale[lg] = 1.0 / util_log1p(-1.0 / (double)((uint64_t)1 << lg));
 }
 
-bool prof_boot(void) {
+MP_WARM bool prof_boot(void) {
 	mp_mutex_init(&tdatas_mtx, LOCK_RANK_PROF_TDATAS);
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		mp_mutex_init(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
@@ -398,7 +398,7 @@ static inline bool tdata_sys_name_due(const prof_tdata_t *td, uint64_t now) {
 	    now - td->name_read_ns >= PROF_SYS_NAME_PERIOD_NS;
 }
 
-void prof_thread_exit(tsd_t *tsd) {
+MP_WARM void prof_thread_exit(tsd_t *tsd) {
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL)
 		return;

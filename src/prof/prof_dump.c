@@ -1328,7 +1328,7 @@ void prof_final_dump(void) {
 }
 
 /* stats.mutexes.prof_dump (prof_ctl_boot). */
-void prof_dump_mutex_register(void) {
+MP_WARM void prof_dump_mutex_register(void) {
 	ctl_mutex_register("prof_dump", &prof_dump_mtx);
 }
 
