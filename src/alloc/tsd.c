@@ -206,6 +206,7 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	 * these, and a zero usize must never pass it (see malloc_fast). */
 	for (unsigned i = 0; i < SC_NBINS; i++)
 		tsd->bin_usize[i + 1] = (uint32_t)sz_index2size_tab[i];
+	malloc_size_tags_copy(tsd->size_tags);
 	tsd->state = TSD_NOMINAL;
 	tsd_update_fast(tsd);
 }
@@ -289,8 +290,11 @@ bool tsd_arena_set(tsd_t *tsd, unsigned ind) {
 		atomic_fetch_sub(&tsd->arena->nthreads, 1);
 	atomic_fetch_add(&arena->nthreads, 1);
 	tsd->arena = arena;
-	if (tsd->tcache != NULL)
+	if (tsd->tcache != NULL) {
+		/* What it served so far was the old arena's. */
+		tcache_requests_merge(tsd->tcache);
 		tsd->tcache->arena = arena;
+	}
 	return false;
 }
 
