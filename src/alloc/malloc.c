@@ -3,12 +3,14 @@
  * behind them (misuse checks included).  Per-thread state, initialisation
  * and fork are in tsd.c.
  *
- * The malloc fast path is: size -> class by table, one compare of the
- * thread's allocated-bytes counter against its single event threshold, a
- * pop from the thread's cache bin of the class.  The threshold is 0 for a
- * thread that is not initialised or must take the slow path (junk, zero,
- * tcache off), so that one branch catches every special case; events
- * (cache GC, decay, profiler sampling) fire when the counter crosses it.
+ * The malloc fast path is: size -> class by the thread's table, one
+ * compare of the thread's allocated-bytes counter against its single event
+ * threshold, a pop from the thread's cache bin of the class and a count of
+ * the bin's requests (stats' nrequests, merged by tcache.c).  The
+ * threshold is 0 for a thread that is not initialised or must take the
+ * slow path (junk, zero, tcache off), so that one branch catches every
+ * special case; events (cache GC, decay, profiler sampling) fire when the
+ * counter crosses it.
  * The free fast path is: page map -> the class tag of the page, one
  * compare of the thread's cache bin of that class with its full mark, a
  * push.  Everything else is out of line.

@@ -219,7 +219,10 @@ static void test_explicit_tcache(void **state) {
 
 /* A workload that reuses its memory, every small class in batches: each
  * bin has at least as many requests as regions taken from its slabs, and
- * small.nrequests is the bins' sum, in the thread's arena and over all. */
+ * small.nrequests is the bins' sum, in the thread's arena and over all.
+ * The bound only over all arenas: a request counts against its cache's
+ * arena, a region against its slab's, and the cache that test_arena_change
+ * moved still holds slabs of both (jemalloc counts alike). */
 static void test_mixed(void **state) {
 	(void)state;
 	unsigned nbins = 0;
@@ -250,9 +253,9 @@ static void test_mixed(void **state) {
 			uint64_t nmalloc = bin_stat(a, j, "nmalloc");
 			MP_ASSERT(nreq >= 40 * 64, "arena %u bin %u: nrequests "
 			    "%" PRIu64, a, j, nreq);
-			MP_ASSERT(nreq >= nmalloc, "arena %u bin %u: nrequests "
-			    "%" PRIu64 " < nmalloc %" PRIu64, a, j, nreq,
-			    nmalloc);
+			MP_ASSERT(a != MALLCTL_ARENAS_ALL || nreq >= nmalloc,
+			    "bin %u: nrequests %" PRIu64 " < nmalloc %" PRIu64
+			    " over all arenas", j, nreq, nmalloc);
 			sum += nreq;
 		}
 		uint64_t small = 0;
