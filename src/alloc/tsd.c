@@ -40,6 +40,17 @@ static void malloc_postfork_parent(void);
 static void malloc_postfork_child(void);
 static void tsd_cleanup(void *arg);
 
+/* stats_print:true at exit: the exiting thread's cache bins' requests
+ * merged first (jemalloc merges its caches' there too), or the main
+ * thread's work since its last fill or flush would be missing from
+ * nrequests.  Other threads' counts are theirs to merge. */
+static void stats_print_exit(void) {
+	tsd_t *tsd = &mp_tsd;
+	if (tsd->state == TSD_NOMINAL && tsd->tcache != NULL)
+		tcache_requests_merge(tsd->tcache);
+	stats_print_atexit();
+}
+
 static MP_COLD bool malloc_init_hard(void) {
 	if (init_in_progress)
 		return true;    /* recursion from inside init: cannot serve */
@@ -70,7 +81,7 @@ static MP_COLD bool malloc_init_hard(void) {
 		pthread_atfork(malloc_prefork, malloc_postfork_parent,
 		    malloc_postfork_child);
 		if (opt_stats_print)
-			atexit(stats_print_atexit);
+			atexit(stats_print_exit);
 		/* Registered first, so it runs after the program's own exit
 		 * handlers: the final dump sees what they freed. */
 		if (config_prof && opt_prof && opt_prof_final)
