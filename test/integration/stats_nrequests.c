@@ -3,8 +3,9 @@
  * with jemalloc's meaning: every allocation request of the class, those a
  * thread's cache bin served included, merged into the arena when the
  * cache is flushed (thread.tcache.flush, tcache.flush, thread exit, a
- * change of thread.arena).  Warm-cache hits are counted exactly, by every
- * thread and through an explicit cache, with the cache off too;
+ * change of thread.arena, stats_print's report at exit).  Warm-cache hits
+ * are counted exactly, by every thread and through an explicit cache, with
+ * the cache off too;
  * small.nrequests is the sum of the bins'; a workload that reuses its
  * memory has at least as many requests as regions taken from the slabs.
  * Before issue 18's change nrequests was nmalloc, which cache hits do not
@@ -267,7 +268,61 @@ static void test_mixed(void **state) {
 	}
 }
 
-int main(void) {
+/* The child of test_exit_print: 20,000 requests of 448 B merged by a
+ * flush, 100 more left in the cache bin for the exit report to merge. */
+static int child_main(void) {
+	pairs(448, 20000);
+	if (mallctl("thread.tcache.flush", NULL, NULL, NULL, 0) != 0) {
+		return 2;
+	}
+	pairs(448, 100);
+	return atomic_load(&mp_failures) == 0 ? 0 : 1;
+}
+
+/* stats_print:true: the report printed at exit counts the exiting
+ * thread's requests still in its cache bins (as jemalloc's does). */
+static void test_exit_print(void **state) {
+	(void)state;
+	if (!exact_counts()) {
+		MP_SKIP("opt.prof is on: samples are arena 0's requests");
+	}
+	static char out[1 << 20];
+	static char err[1 << 16];
+	int status = mp_run_child_conf("exit_print", "stats_print:true", err,
+	    sizeof(err), out, sizeof(out), NULL);
+	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child "
+	    "status %#x", status);
+	/* The first table of bins is the merged arenas': its 448 row. */
+	const char *t = strstr(out, "bins:");
+	if (t == NULL) {
+		t = strstr(err, "bins:");
+	}
+	MP_ASSERT(t != NULL, "no bins table in the exit report");
+	const char *line = t;
+	bool found = false;
+	uint64_t nreq = 0;
+	while ((line = strchr(line, '\n')) != NULL) {
+		line++;
+		size_t size = 0, alloc = 0;
+		unsigned ind = 0;
+		uint64_t nmalloc, r1, ndalloc, r2;
+		if (sscanf(line, "%zu %u %zu %" SCNu64 " %" SCNu64 " %" SCNu64
+		    " %" SCNu64 " %" SCNu64, &size, &ind, &alloc, &nmalloc, &r1,
+		    &ndalloc, &r2, &nreq) == 8 && size == 448) {
+			found = true;
+			break;
+		}
+	}
+	MP_ASSERT(found, "no row of 448 B in the exit report's bins");
+	MP_ASSERT(nreq >= 20100, "exit report: nrequests %" PRIu64 " of "
+	    "448 B, 20100 asked for", nreq);
+}
+
+int main(int argc, char **argv) {
+	if (argc == 3 && strcmp(argv[1], "--child") == 0 &&
+	    strcmp(argv[2], "exit_print") == 0) {
+		return child_main();
+	}
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_warm_hits),
@@ -276,6 +331,7 @@ int main(void) {
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_explicit_tcache),
 		cmocka_unit_test(test_mixed),
+		cmocka_unit_test(test_exit_print),
 	};
 	return mp_run_tests(tests);
 }
