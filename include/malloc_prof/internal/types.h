@@ -455,8 +455,9 @@ typedef struct arena_stats_s {
  * bins (fills, flushes), where slabs come and go, and on the paths that
  * use no cache bin; never per cached malloc or free (nrequests gets the
  * cache bins' own counts, tsd's bin_nreq, in batches).  A region counts
- * against the arena of its slab, a request against its cache's.  curregs is nmalloc - ndalloc: regions
- * held by the program or sitting in cache bins, as jemalloc counts them.
+ * against the arena of its slab, a request against its cache's.  curregs
+ * is nmalloc - ndalloc: regions held by the program or sitting in cache
+ * bins, as jemalloc counts them.
  */
 typedef struct arena_bin_stats_s {
 	_Atomic uint64_t nmalloc;        /* regions taken from slabs */
@@ -572,7 +573,7 @@ struct tsd_s {
 	uint64_t deallocated;            /* thread.deallocated */
 	/* Requests served by each cache bin (by class tag) not yet added to
 	 * the arena's stats.arenas.<i>.bins.<j>.nrequests: one increment per
-	 * malloc, folded in at the bin's fills, flushes and GC visits
+	 * malloc, folded in at the bin's fills and flushes and the cache's
 	 * (tcache.c, bin_requests_merge), as jemalloc's tstats.nrequests. */
 	uint64_t bin_nreq[SC_NBINS + 1];
 	/* The thread's copy of malloc.c's size -> class tag table, read at a
