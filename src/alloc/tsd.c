@@ -422,6 +422,19 @@ static void malloc_postfork_parent(void) {
  * their free memory is lost to the child, which is safe.  Their counters
  * are folded so that stats stay right.
  */
+/* A thread the child does not have: what its cache bins served and did
+ * not merge yet goes to its arena (nrequests), as its byte counters are
+ * folded.  Its cache may have been mid-update; these counters are its
+ * own plain words, read once. */
+static void tsd_requests_fold(tsd_t *t) {
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		if (t->bin_nreq[i + 1] != 0)
+			atomic_fetch_add_explicit(
+			    &t->arena->bstats[i].nrequests, t->bin_nreq[i + 1],
+			    memory_order_relaxed);
+	}
+}
+
 static void malloc_postfork_child(void) {
 	if (!malloc_initialized)
 		return;
@@ -443,8 +456,10 @@ static void malloc_postfork_child(void) {
 		tsd_t *next = t->reg_next;
 		if (t != self) {
 			registry_remove_locked(t);
-			if (t->arena != NULL)
+			if (t->arena != NULL) {
 				atomic_fetch_sub(&t->arena->nthreads, 1);
+				tsd_requests_fold(t);
+			}
 		}
 		t = next;
 	}

@@ -3,7 +3,7 @@
  * with jemalloc's meaning: every allocation request of the class, those a
  * thread's cache bin served included, merged into the arena when the
  * cache is flushed (thread.tcache.flush, tcache.flush, thread exit, a
- * change of thread.arena, stats_print's report at exit).  Warm-cache hits
+ * change of thread.arena, stats_print's report at exit, a fork's child).  Warm-cache hits
  * are counted exactly, by every thread and through an explicit cache, with
  * the cache off too;
  * small.nrequests is the sum of the bins'; a workload that reuses its
@@ -186,6 +186,60 @@ static void test_threads(void **state) {
 	assert_int_equal(atomic_load(&mp_failures), 0);
 }
 
+static atomic_int fork_stage;
+
+/* 3000 requests of 2560 B merged by a flush, 20 more left in the cache
+ * bin, then wait (alive, unmerged) until the parent has forked. */
+static void *fork_thread(void *arg) {
+	(void)arg;
+	pairs(2560, 3000);
+	MP_CHECK(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0) == 0,
+	    "thread.tcache.flush");
+	pairs(2560, 20);
+	atomic_store(&fork_stage, 1);
+	while (atomic_load(&fork_stage) != 2) {
+		sched_yield();
+	}
+	return NULL;
+}
+
+/* fork: the child has only the forking thread; the others' requests
+ * still in their cache bins are folded into their arenas' counts. */
+static void test_fork(void **state) {
+	(void)state;
+	unsigned j = bin_of(2560);
+	uint64_t before = nrequests_now(MALLCTL_ARENAS_ALL, j);
+	atomic_store(&fork_stage, 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, fork_thread, NULL), 0);
+	while (atomic_load(&fork_stage) != 1) {
+		sched_yield();
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		mp_epoch();
+		uint64_t v = 0;
+		size_t sz = sizeof(v);
+		int r = mallctl_fmt(&v, &sz, NULL, 0,
+		    "stats.arenas.%u.bins.%u.nrequests", MALLCTL_ARENAS_ALL, j);
+		if (r != 0 || v < before + 3020) {
+			fprintf(stderr, "# child: nrequests +%" PRIu64 " of 3020 "
+			    "(mallctl %d)\n", v - before, r);
+			_exit(1);
+		}
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	atomic_store(&fork_stage, 2);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork child "
+	    "status %#x (see above)", status);
+	assert_int_equal(atomic_load(&mp_failures), 0);
+}
+
 /* MALLOCX_TCACHE(tc): an explicit cache's hits count too, merged at
  * tcache.flush and at tcache.destroy. */
 static void test_explicit_tcache(void **state) {
@@ -329,6 +383,7 @@ int main(int argc, char **argv) {
 		cmocka_unit_test(test_cache_off),
 		cmocka_unit_test(test_arena_change),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_explicit_tcache),
 		cmocka_unit_test(test_mixed),
 		cmocka_unit_test(test_exit_print),
