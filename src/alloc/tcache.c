@@ -368,7 +368,8 @@ MP_NOINLINE static bool bin_gc_delayed(tcache_t *tc, unsigned ind) {
  * stats.arenas.<i>.bins.<j>.nrequests: the requests bin ind served since
  * the last merge (one increment per malloc, in the owner's tsd or an
  * explicit cache's entry: cb_nreq) go to the cache's arena.  At the bin's
- * fills and flushes (overflow, the GC's flush of an idle bin), at
+ * fills (tcache_bin_fill adds them with the fill's own request, one atomic
+ * add) and flushes (overflow, the GC's flush of an idle bin), at
  * thread.tcache.flush, tcache.flush and tcache.destroy, when the bins are
  * turned off (thread exit, tcache off) and before the cache changes arena:
  * where jemalloc merges its cache bins' tstats.nrequests, so the figure
@@ -451,7 +452,6 @@ static unsigned bin_fill_count(tcache_t *tc, unsigned ind) {
 
 void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
 	mp_assert(tcache_bin_count(tc, ind) == 0);
-	bin_requests_merge(tc, ind);
 	bin_move(tc, ind, BIN_MOVE_FILL);
 	unsigned n = bin_fill_count(tc, ind);
 	void **empty = tc->cb_empty[ind];
@@ -465,8 +465,11 @@ void *tcache_bin_fill(tcache_t *tc, unsigned ind) {
 	if (got < n)
 		memmove(empty - got, first, got * sizeof(void *));
 	tc->cb_cur[ind] = empty - got + 1;
-	/* The request this fill serves: counted here for every caller. */
-	tc->cb_nreq[ind]++;
+	/* The bin's requests since its last merge and the one this fill
+	 * serves (counted here for every caller), in one add. */
+	atomic_fetch_add_explicit(&tc->arena->bstats[ind].nrequests,
+	    tc->cb_nreq[ind] + 1, memory_order_relaxed);
+	tc->cb_nreq[ind] = 0;
 	return empty[-(ptrdiff_t)got];
 }
 
