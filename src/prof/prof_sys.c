@@ -962,6 +962,8 @@ PROF_STACK_READER unsigned prof_backtrace_hinted(void **vec, unsigned max,
 	if (mode != PROF_UNWIND_FP && n > 0 && n < max)
 		n = cfi_walk(vec, n, max, &w, g, &rule, have_row, row,
 		    stack_lo, hi, &rec);
+	if (w.read_pc[0] != 0)
+		prof_cfi_walk_end(&w);
 	if (rec.s != NULL) {
 		if (rec.ok && n <= MEMO_FRAMES) {
 			memcpy(rec.s->vec, vec, n * sizeof(void *));
