@@ -32,6 +32,10 @@
  * by the loader's count of unloads as well, read by a walk before it
  * first needs one (prof_cfi_unloads_check): after a dlclose, no row of
  * the object that went is used for code mapped later at its addresses.
+ * The first few walks that read an object's tables drop the pages the
+ * read mapped at their end (prof_cfi_walk_end: one madvise), so that a
+ * small process does not keep libc's tables resident for the rows the
+ * cache holds.
  */
 #include "malloc_prof/internal/internal.h"
 
