@@ -1306,7 +1306,8 @@ static void drop_obj_pages(uintptr_t pc, uintptr_t done) {
 	if (_dl_find_object((void *)pc, &d) != 0 || d.dlfo_eh_frame == NULL)
 		return;
 	key = (uintptr_t)d.dlfo_map_start;
-	if (key == done)
+	/* The vDSO's pages are the kernel's, not a file's. */
+	if (key == done || key == (uintptr_t)getauxval(AT_SYSINFO_EHDR))
 		return;
 	_Atomic unsigned *cnt = drop_slot(key, true);
 	if (cnt == NULL)
