@@ -139,8 +139,8 @@ static _Atomic uint64_t text_loaded_ns;  /* monotonic time of the load */
 static _Atomic bool text_busy;           /* a reload is running */
 /* The executable segment holding this code, when this is a shared object
  * and not the main program (else 0, 0); set by text_self_init. */
-static _Atomic uintptr_t text_self_lo, text_self_hi;
-static _Atomic bool text_self_known;
+static PROF_DATA _Atomic uintptr_t text_self_lo, text_self_hi;
+static PROF_DATA _Atomic bool text_self_known;
 static char text_buf[4096];              /* text_busy */
 
 enum { TEXT_NO, TEXT_YES, TEXT_UNKNOWN, TEXT_UNLOADED };
