@@ -40,6 +40,19 @@ size_t opt_hpa_hugify_delay_ms = 10 * 1000;
 size_t opt_hpa_min_purge_interval_ms = 5 * 1000;
 uint32_t opt_hpa_dirty_mult = (uint32_t)1 << 14;        /* 0.25 */
 
+/* Deferral (jemalloc's deferral_allowed): background_thread.c sets it
+ * while the background thread is enabled and points hpa_work_due at its
+ * wake-up, so that this file does not depend on it. */
+_Atomic bool hpa_deferral;
+static void work_due_none(uint64_t due_ns) {
+	(void)due_ns;
+}
+void (*hpa_work_due)(uint64_t due_ns) = work_due_none;
+
+static bool deferred(void) {
+	return atomic_load_explicit(&hpa_deferral, memory_order_relaxed);
+}
+
 /* Pageslabs looked at in a bin for the fullest: a bound on the work of
  * a pick, the bins' heads being the pageslabs changed last. */
 #define HPA_PICK_SCAN 8
@@ -278,7 +291,8 @@ static void ps_dense_check(arena_t *arena, hpa_shard_t *s, hpa_ps_t *ps) {
 	if (ps->huge || ps->hugify_pending || ps->hugify_failed ||
 	    ps->nactive < hugify_threshold_pages())
 		return;
-	if (opt_hpa_hugify_delay_ms == 0) {
+	bool defer = deferred();
+	if (opt_hpa_hugify_delay_ms == 0 && !defer) {
 		ps_hugify(arena, s, ps);
 		return;
 	}
@@ -287,6 +301,8 @@ static void ps_dense_check(arena_t *arena, hpa_shard_t *s, hpa_ps_t *ps) {
 	ps->hugify_pending = true;
 	if (s->npending++ == 0 || ps->hugify_at < s->hugify_next_ns)
 		s->hugify_next_ns = ps->hugify_at;
+	if (defer)
+		hpa_work_due(ps->hugify_at);
 }
 
 /* After ps lost active pages: a pending hugification below the
@@ -386,9 +402,32 @@ static size_t purge_pass(arena_t *arena, hpa_shard_t *s, uint64_t now,
 	return purged;
 }
 
-/* After pages of ps turned dirty. */
+/* When a purge by hpa_dirty_mult is due (dirty pages over the limit,
+ * and hpa_min_purge_interval_ms since the last), else UINT64_MAX. */
+static uint64_t purge_next_ns(arena_t *arena, hpa_shard_t *s, uint64_t now) {
+	if (opt_hpa_dirty_mult == HPA_DIRTY_MULT_OFF ||
+	    arena->stats.hpa_ndirty <= (size_t)(((uint64_t)
+	    arena->stats.hpa_nactive * opt_hpa_dirty_mult) >> 16))
+		return UINT64_MAX;
+	if (s->last_purge_ns == 0 || now < s->last_purge_ns)
+		return now;
+	uint64_t iv = ms_to_ns(opt_hpa_min_purge_interval_ms);
+	return s->last_purge_ns > UINT64_MAX - iv ? UINT64_MAX :
+	    s->last_purge_ns + iv;
+}
+
+/* After pages of ps turned dirty.  Deferred, the background thread is
+ * told when the purge is due; dirty_decay_ms:0 purges at once either
+ * way, as it does the extents. */
 static void freed_pages(arena_t *arena, hpa_shard_t *s, uint64_t now) {
-	purge_pass(arena, s, now, arena_dirty_decay_ms(arena) == 0);
+	bool now_all = arena_dirty_decay_ms(arena) == 0;
+	if (deferred() && !now_all) {
+		uint64_t due = purge_next_ns(arena, s, now);
+		if (due != UINT64_MAX)
+			hpa_work_due(due);
+		return;
+	}
+	purge_pass(arena, s, now, now_all);
 	hugify_due(arena, s, now);
 }
 
@@ -443,7 +482,7 @@ extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
 	e->hpa_ps = ps;
 	pagemap_set_bounds(e);
 	ps_dense_check(arena, s, ps);
-	if (s->npending != 0)
+	if (s->npending != 0 && !deferred())
 		hugify_due(arena, s, os_now_ns());
 	return e;
 }
@@ -535,10 +574,22 @@ bool hpa_shrink_locked(arena_t *arena, extent_t *e, size_t new_size) {
 
 size_t hpa_decay_locked(arena_t *arena, uint64_t now, bool force) {
 	hpa_shard_t *s = arena->hpa;
-	if (s == NULL)
+	if (s == NULL || (!force && deferred()))
 		return 0;
 	hugify_due(arena, s, now);
 	return purge_pass(arena, s, now, force);
+}
+
+uint64_t hpa_deferred_work_locked(arena_t *arena, uint64_t now) {
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL)
+		return UINT64_MAX;
+	hugify_due(arena, s, now);
+	purge_pass(arena, s, now, false);
+	uint64_t next = purge_next_ns(arena, s, now);
+	if (s->npending != 0 && s->hugify_next_ns < next)
+		next = s->hugify_next_ns;
+	return next;
 }
 
 void hpa_stats_locked(arena_t *arena, arena_stats_t *out) {

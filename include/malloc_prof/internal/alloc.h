@@ -410,8 +410,18 @@ bool hpa_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
     bool *zeroed_tail);
 bool hpa_shrink_locked(arena_t *arena, extent_t *e, size_t new_size);
 /* A decay pass: due hugifications, and purges by hpa_dirty_mult, or of
- * every dirty page with force.  Returns the pages purged. */
+ * every dirty page with force.  Returns the pages purged.  While the work
+ * is deferred (hpa_deferral) only a forced pass does anything here. */
 size_t hpa_decay_locked(arena_t *arena, uint64_t now, bool force);
+/* Deferred work (jemalloc's with background_thread:true): while
+ * hpa_deferral is set, hugifications and purges by hpa_dirty_mult are
+ * left to the background thread, which background_thread.c wakes through
+ * hpa_work_due(when) as work becomes due, and which runs
+ * hpa_deferred_work_locked: what is due at `now`, then the time the next
+ * work is due (UINT64_MAX: none). */
+extern _Atomic bool hpa_deferral;
+extern void (*hpa_work_due)(uint64_t due_ns);
+uint64_t hpa_deferred_work_locked(arena_t *arena, uint64_t now);
 /* arena_stats_read: pageslab pages into pdirty and retained. */
 void hpa_stats_locked(arena_t *arena, arena_stats_t *out);
 /* The placement rule, apart for the unit test: insert or remove a
@@ -547,6 +557,9 @@ bool background_thread_set(bool enable, bool *was);
 bool background_thread_enabled(void);
 /* Pages were freed: wake the thread if it waits with nothing to purge. */
 void background_thread_notify(void);
+/* hpa_work_due's target: pageslab work (hpa.c) is due at due_ns; wakes
+ * the thread if it would sleep past it.  Callable under an arena lock. */
+void background_thread_hpa_due(uint64_t due_ns);
 /* The background thread's lock, for its counters
  * (stats.mutexes.background_thread). */
 mp_mutex_t *background_thread_mutex(void);
