@@ -878,6 +878,13 @@ void arena_reset(arena_t *arena) {
 			arena_large_unsample(e->addr, e);
 		arena_large_dalloc(e);
 	}
+	/* opt.hpa: the small extent cache's runs go back to the pageslabs
+	 * too (jemalloc's pa_shard_reset flushes it). */
+	if (unlikely(opt_hpa)) {
+		mp_mutex_lock(&arena->mtx);
+		hpa_sec_flush_locked(arena);
+		mp_mutex_unlock(&arena->mtx);
+	}
 }
 
 bool arena_destroy(arena_t *arena) {

@@ -1176,8 +1176,8 @@ void extent_dalloc_locked(arena_t *arena, extent_t *e) {
 void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	/* opt.hpa: a run carved from a pageslab goes back to it (hpa.c). */
 	if (unlikely(opt_hpa) && e->hpa_ps != NULL) {
-		hpa_dalloc_locked(arena, e, now);
-		extent_record_free(e);
+		if (!hpa_dalloc_locked(arena, e, now))
+			extent_record_free(e);
 		return;
 	}
 	extent_t *clean = NULL;

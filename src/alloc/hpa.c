@@ -44,6 +44,13 @@ uint32_t opt_hpa_dirty_mult = (uint32_t)1 << 14;        /* 0.25 */
  * while the background thread is enabled and points hpa_work_due at its
  * wake-up, so that this file does not depend on it. */
 _Atomic bool hpa_deferral;
+
+/* The small extent cache (jemalloc 5.3's sec_opts and defaults). */
+size_t opt_hpa_sec_nshards = 4;
+size_t opt_hpa_sec_max_alloc = (size_t)32 << 10;
+size_t opt_hpa_sec_max_bytes = (size_t)256 << 10;
+size_t opt_hpa_sec_bytes_after_flush = (size_t)128 << 10;
+size_t opt_hpa_sec_batch_fill_extra = 0;
 static void work_due_none(uint64_t due_ns) {
 	(void)due_ns;
 }
@@ -431,25 +438,14 @@ static void freed_pages(arena_t *arena, hpa_shard_t *s, uint64_t now) {
 	hugify_due(arena, s, now);
 }
 
-extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
-    size_t *dirty_len) {
-	mp_assert(size % PAGE == 0 && size > 0 && size <= HUGEPAGE);
+/* A run of size bytes from the pageslabs into the record e; false if
+ * no pageslab could be had. */
+static bool ps_alloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
+    size_t size, size_t *dirty_off, size_t *dirty_len) {
 	size_t n = size >> LG_PAGE;
-	hpa_shard_t *s = arena->hpa;
-	if (s == NULL) {
-		s = base_alloc(sizeof(*s));
-		if (s == NULL)
-			return NULL;
-		arena->hpa = s;
-	}
-	extent_t *e = base_extent_alloc();
-	if (e == NULL)
-		return NULL;
 	hpa_ps_t *ps = hpa_psset_pick(s, n);
-	if (ps == NULL && (ps = ps_new(arena, s)) == NULL) {
-		base_extent_free(e);
-		return NULL;
-	}
+	if (ps == NULL && (ps = ps_new(arena, s)) == NULL)
+		return false;
 	size_t run, first = ps_first_fit(ps, n, &run);
 	/* Old data lies between the first and the last touched page. */
 	size_t lo = bit_find(ps->touched, first, true), hi = 0;
@@ -480,21 +476,185 @@ extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
 	e->map_size = HUGEPAGE;
 	e->zeroed = lo == SIZE_MAX;
 	e->hpa_ps = ps;
-	pagemap_set_bounds(e);
 	ps_dense_check(arena, s, ps);
 	if (s->npending != 0 && !deferred())
 		hugify_due(arena, s, os_now_ns());
+	return true;
+}
+
+/* ---- the small extent cache ---- */
+
+/* The thread's shard, 1-based (0: none picked yet): threads take the
+ * shards in turn, as jemalloc gives each thread one for good. */
+static __thread uint8_t sec_shard_tls __attribute__((tls_model(
+    "initial-exec")));
+static _Atomic unsigned sec_next_shard;
+
+static bool sec_on(void) {
+	return opt_hpa_sec_nshards != 0;
+}
+
+/* The largest run cached: whole pages, no more than a pageslab run. */
+static size_t sec_max_pages(void) {
+	size_t m = opt_hpa_sec_max_alloc < opt_hpa_slab_max_alloc ?
+	    opt_hpa_sec_max_alloc : opt_hpa_slab_max_alloc;
+	if (m > HUGEPAGE)
+		m = HUGEPAGE;
+	return m >> LG_PAGE;
+}
+
+/* The calling thread's shard, made with the arena's first use of the
+ * cache; NULL out of metadata (the cache is then bypassed). */
+static hpa_sec_shard_t *sec_shard(hpa_shard_t *s) {
+	if (s->sec == NULL) {
+		size_t nshards = opt_hpa_sec_nshards > 255 ? 255 :
+		    opt_hpa_sec_nshards;
+		size_t npages = sec_max_pages();
+		hpa_sec_shard_t *sh = base_alloc(nshards * sizeof(*sh));
+		extent_t **bins = base_alloc(nshards * npages *
+		    sizeof(*bins));
+		if (sh == NULL || bins == NULL || npages == 0)
+			return NULL;
+		for (size_t i = 0; i < nshards; i++) {
+			sh[i].bins = bins + i * npages;
+			sh[i].bytes = 0;
+			sh[i].flush_next = 0;
+		}
+		s->sec_npages = npages;
+		s->sec_nshards = (unsigned)nshards;
+		s->sec = sh;
+	}
+	unsigned k = sec_shard_tls;
+	if (k == 0) {
+		k = atomic_fetch_add_explicit(&sec_next_shard, 1,
+		    memory_order_relaxed) % 255 + 1;
+		sec_shard_tls = (uint8_t)k;
+	}
+	return &s->sec[(k - 1) % s->sec_nshards];
+}
+
+static void ps_dalloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
+    uint64_t now);
+
+/* Give a cached record's run back to its pageslab, and the record to
+ * base.c. */
+static void sec_release(arena_t *arena, hpa_shard_t *s, extent_t *e,
+    uint64_t now) {
+	ps_dalloc(arena, s, e, now);
+	base_extent_free(e);
+}
+
+/* Empty whole bins, from where the last flush stopped, until the shard
+ * holds no more than `keep` bytes (jemalloc's flush). */
+static void sec_flush_shard(arena_t *arena, hpa_shard_t *s,
+    hpa_sec_shard_t *sh, size_t keep, uint64_t now) {
+	while (sh->bytes > keep) {
+		size_t b = sh->flush_next;
+		sh->flush_next = (b + 1) % s->sec_npages;
+		for (extent_t *e = sh->bins[b], *n; e != NULL; e = n) {
+			n = e->next;
+			sh->bytes -= e->size;
+			s->sec_bytes -= e->size;
+			sec_release(arena, s, e, now);
+		}
+		sh->bins[b] = NULL;
+	}
+}
+
+void hpa_sec_flush_locked(arena_t *arena) {
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL || s->sec == NULL)
+		return;
+	uint64_t now = os_now_ns();
+	for (unsigned i = 0; i < s->sec_nshards; i++)
+		sec_flush_shard(arena, s, &s->sec[i], 0, now);
+}
+
+/* A cached run of n pages for the record-less caller, or NULL. */
+static extent_t *sec_take(hpa_sec_shard_t *sh, hpa_shard_t *s, size_t n) {
+	extent_t *e = sh->bins[n - 1];
+	if (e == NULL)
+		return NULL;
+	sh->bins[n - 1] = e->next;
+	sh->bytes -= e->size;
+	s->sec_bytes -= e->size;
 	return e;
 }
 
-void hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
-	hpa_shard_t *s = arena->hpa;
-	hpa_ps_t *ps = e->hpa_ps;
-	size_t first = (size_t)(e->addr - ps->addr) >> LG_PAGE;
+static void sec_put(hpa_sec_shard_t *sh, hpa_shard_t *s, extent_t *e) {
 	size_t n = e->size >> LG_PAGE;
-	/* A large block's tail past clean_from was purged by arena.c. */
-	size_t dirty = e->clean_from != 0 && e->clean_from < e->size ?
-	    e->clean_from >> LG_PAGE : n;
+	e->prev = NULL;
+	e->next = sh->bins[n - 1];
+	sh->bins[n - 1] = e;
+	sh->bytes += e->size;
+	s->sec_bytes += e->size;
+}
+
+/* A cached record handed out again: as ps_alloc leaves a new one; the
+ * whole run may hold old data. */
+static void sec_reuse(arena_t *arena, extent_t *e, size_t *dirty_off,
+    size_t *dirty_len) {
+	char *addr = e->addr;
+	size_t size = e->size;
+	hpa_ps_t *ps = e->hpa_ps;
+	memset(e, 0, sizeof(*e));
+	e->addr = addr;
+	e->size = size;
+	e->arena = arena;
+	e->kind = EXTENT_LARGE;
+	e->map_addr = ps->addr;
+	e->map_size = HUGEPAGE;
+	e->hpa_ps = ps;
+	*dirty_off = 0;
+	*dirty_len = size;
+}
+
+extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
+    size_t *dirty_len) {
+	mp_assert(size % PAGE == 0 && size > 0 && size <= HUGEPAGE);
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL) {
+		s = base_alloc(sizeof(*s));
+		if (s == NULL)
+			return NULL;
+		arena->hpa = s;
+	}
+	size_t n = size >> LG_PAGE;
+	hpa_sec_shard_t *sh = sec_on() && n <= sec_max_pages() ?
+	    sec_shard(s) : NULL;
+	extent_t *e = sh != NULL ? sec_take(sh, s, n) : NULL;
+	if (e != NULL) {
+		sec_reuse(arena, e, dirty_off, dirty_len);
+		pagemap_set_bounds(e);
+		return e;
+	}
+	e = base_extent_alloc();
+	if (e == NULL)
+		return NULL;
+	if (!ps_alloc(arena, s, e, size, dirty_off, dirty_len)) {
+		base_extent_free(e);
+		return NULL;
+	}
+	pagemap_set_bounds(e);
+	/* A miss fills the bin with batch_fill_extra more runs, as far as
+	 * the shard's bound allows. */
+	for (size_t k = 0; sh != NULL && k < opt_hpa_sec_batch_fill_extra &&
+	    sh->bytes + size <= opt_hpa_sec_max_bytes; k++) {
+		extent_t *x = base_extent_alloc();
+		size_t off, len;
+		if (x == NULL)
+			break;
+		if (!ps_alloc(arena, s, x, size, &off, &len)) {
+			base_extent_free(x);
+			break;
+		}
+		sec_put(sh, s, x);
+	}
+	return e;
+}
+
+/* Unmap the page map's entries of e, kept by a cached record too. */
+static void pagemap_clear(extent_t *e) {
 	/* A slab's every page maps to it, a large block's two ends. */
 	if (e->kind == EXTENT_SLAB) {
 		pagemap_set_range(e->addr, e->size, NULL);
@@ -502,6 +662,37 @@ void hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
 		pagemap_set_page(e->addr, NULL);
 		pagemap_set_page(e->addr + e->size - PAGE, NULL);
 	}
+}
+
+bool hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
+	hpa_shard_t *s = arena->hpa;
+	size_t n = e->size >> LG_PAGE;
+	pagemap_clear(e);
+	hpa_sec_shard_t *sh = sec_on() && n <= sec_max_pages() ?
+	    sec_shard(s) : NULL;
+	if (sh != NULL) {
+		/* A purged tail (clean_from) is dirty again once reused:
+		 * the record forgets it. */
+		e->clean_from = 0;
+		sec_put(sh, s, e);
+		if (sh->bytes > opt_hpa_sec_max_bytes)
+			sec_flush_shard(arena, s, sh,
+			    opt_hpa_sec_bytes_after_flush, now);
+		return true;
+	}
+	ps_dalloc(arena, s, e, now);
+	e->hpa_ps = NULL;
+	return false;
+}
+
+static void ps_dalloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
+    uint64_t now) {
+	hpa_ps_t *ps = e->hpa_ps;
+	size_t first = (size_t)(e->addr - ps->addr) >> LG_PAGE;
+	size_t n = e->size >> LG_PAGE;
+	/* A large block's tail past clean_from was purged by arena.c. */
+	size_t dirty = e->clean_from != 0 && e->clean_from < e->size ?
+	    e->clean_from >> LG_PAGE : n;
 	hpa_psset_remove(s, ps);
 	bits_clear(ps->active, first, n);
 	lfr_grew(ps, first, n);
@@ -514,7 +705,6 @@ void hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	arena->stats.hpa_ndirty += dirty;
 	psset_insert_known(s, ps);
 	ps_sparse_check(s, ps);
-	e->hpa_ps = NULL;
 	freed_pages(arena, s, now);
 }
 
@@ -576,6 +766,10 @@ size_t hpa_decay_locked(arena_t *arena, uint64_t now, bool force) {
 	hpa_shard_t *s = arena->hpa;
 	if (s == NULL || (!force && deferred()))
 		return 0;
+	/* A forced pass (arena.<i>.purge, malloc_trim, destroy) empties
+	 * the small extent cache first, as jemalloc's does. */
+	if (force)
+		hpa_sec_flush_locked(arena);
 	hugify_due(arena, s, now);
 	return purge_pass(arena, s, now, force);
 }
@@ -592,8 +786,23 @@ uint64_t hpa_deferred_work_locked(arena_t *arena, uint64_t now) {
 	return next;
 }
 
+void hpa_destroy_locked(arena_t *arena) {
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL)
+		return;
+	hpa_sec_flush_locked(arena);
+	purge_pass(arena, s, os_now_ns(), true);
+	for (hpa_ps_t *ps = s->all, *n; ps != NULL; ps = n) {
+		n = ps->all_next;
+		if (ps->nactive == 0)
+			ps_unmap(arena, s, ps);
+	}
+}
+
 void hpa_stats_locked(arena_t *arena, arena_stats_t *out) {
 	const arena_stats_t *st = &arena->stats;
+	if (arena->hpa != NULL)
+		out->hpa_sec_bytes = arena->hpa->sec_bytes;
 	out->pdirty += st->hpa_ndirty;
 	out->retained += (st->hpa_npageslabs * HPA_NPAGES - st->hpa_nactive -
 	    st->hpa_ndirty) << LG_PAGE;
