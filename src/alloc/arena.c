@@ -137,7 +137,11 @@ static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
 		mp_mutex_lock(&arena->shared_mtx);
 		mp_mutex_lock(&arena->orphans_mtx);
 		mp_mutex_lock(&arena->mtx);
+		/* opt.hpa: the pageslabs' record, emptied by the destroy,
+		 * stays with the arena (base.c's memory is kept). */
+		struct hpa_shard_s *hpa = arena->hpa;
 		arena_clear_reused(arena);
+		arena->hpa = hpa;
 	} else {
 		arena = base_alloc(sizeof(arena_t));
 		if (arena == NULL)

@@ -412,12 +412,14 @@ typedef struct hpa_shard_s {
 } hpa_shard_t;
 
 /* Whether a page run of `size` bytes of this arena comes from
- * pageslabs (arena.c asks, after opt_hpa, for unguarded runs): automatic
- * arenas only, with the default hooks and no dss. */
-extern unsigned narenas_auto;
+ * pageslabs (arena.c asks, after opt_hpa, for unguarded runs): any arena
+ * with the default hooks, automatic or manual (arenas.create), arena 0
+ * included, as in jemalloc 5.3 (arena_new leaves out only custom hooks,
+ * and arena 0, whose shard malloc_init_hard_a0_locked enables once it is
+ * made); hooks set later turn it off as jemalloc's
+ * arena_set_extent_hooks does.  An arena with dss keeps the extents. */
 MP_INLINE bool hpa_eligible(arena_t *arena, size_t size) {
 	return size <= opt_hpa_slab_max_alloc && size <= HUGEPAGE &&
-	    arena->ind < narenas_auto && !arena->manual &&
 	    !extent_hooks_custom(arena) &&
 	    extent_dss_get(arena->ind) == DSS_DISABLED;
 }
