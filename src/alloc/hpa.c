@@ -1,10 +1,11 @@
 /*
  * hpa.c: the hugepage allocator (opt.hpa, jemalloc's HPA).  With hpa:true
- * an automatic arena with the default extent hooks and no dss takes its
- * unguarded page runs of up to hpa_slab_max_alloc bytes (slabs and small
- * large blocks) from pageslabs instead of its extent sets: mappings of
- * HUGEPAGE bytes at HUGEPAGE-aligned addresses, each with a bitmap of
- * its active, dirty and touched pages (alloc.h states the invariants).
+ * every arena with the default extent hooks and no dss (automatic or
+ * manual, as jemalloc 5.3 decides) takes its unguarded page runs of up to
+ * hpa_slab_max_alloc bytes (slabs and small large blocks) from pageslabs
+ * instead of its extent sets: mappings of HUGEPAGE bytes at
+ * HUGEPAGE-aligned addresses, each with a bitmap of its active, dirty and
+ * touched pages (alloc.h states the invariants).
  *
  * Why: the kernel backs a 2 MiB-aligned range with one huge page (one TLB
  * entry instead of 512) only if the whole range is mapped alike.  The
@@ -22,14 +23,30 @@
  * dirty_decay_ms:0 purges freed pageslab pages at once, as it does the
  * extents'; arena.<i>.purge (a forced decay) purges them all.
  *
- * Larger, guarded or aligned runs, manual arenas, arenas with hooks of
- * their own or with dss keep extent.c's path; an extent carved here
- * names its pageslab (extent_t.hpa_ps) and extent.c sends its free,
- * expansion and shrinking here.  This file uses neither extent.c nor
- * arena.c (they call it): extent.c sets the records' owner and gives
- * them back, and arena.c decides which runs come here (hpa_eligible).  A pageslab is kept mapped when empty
- * (retain), or unmapped once empty and purged with retain:false.
- * Everything runs under arena->mtx, like extent.c (fork takes it).
+ * Deferred work: while the background thread is enabled (hpa_deferral,
+ * set by background_thread.c) hugifications and purges by the ratio are
+ * its work, as jemalloc defers them (deferral_allowed): the paths here
+ * only say when the work is due (hpa_work_due) and the thread runs
+ * hpa_deferred_work_locked.  Otherwise they run inline, as above.
+ *
+ * In front of the pageslabs sits the small extent cache (hpa_sec_*,
+ * jemalloc's SEC): a freed run of up to hpa_sec_max_alloc keeps its
+ * record and its pages (still active in the pageslab) in a bin per page
+ * count of the freeing thread's shard, and is handed out again before
+ * the pageslabs are searched, because a bin pop is cheaper than the
+ * bitmap work and keeps a just-freed run's pages where they are; a shard
+ * past hpa_sec_max_bytes gives whole bins back down to
+ * hpa_sec_bytes_after_flush.
+ *
+ * Guarded or aligned runs, larger ones, and arenas with hooks of their
+ * own or with dss keep extent.c's path; an extent carved here names its
+ * pageslab (extent_t.hpa_ps) and extent.c sends its free, expansion and
+ * shrinking here.  This file uses neither extent.c nor arena.c (they call
+ * it): extent.c sets the records' owner and gives them back, and arena.c
+ * decides which runs come here (hpa_eligible).  A pageslab is kept mapped
+ * when empty (retain), or unmapped once empty and purged with
+ * retain:false, and by arena.<i>.destroy.  Everything, the cache
+ * included, runs under arena->mtx, like extent.c (fork takes it).
  */
 #include "malloc_prof/internal/internal.h"
 
