@@ -456,8 +456,9 @@ static void freed_pages(arena_t *arena, hpa_shard_t *s, uint64_t now) {
 }
 
 /* A run of size bytes from the pageslabs into the record e; false if
- * no pageslab could be had. */
-static bool ps_alloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
+ * no pageslab could be had.  Inlined, as is ps_dalloc: out of line, the
+ * calls cost midsize (hpa:true) 0.3% of its instructions. */
+MP_INLINE bool ps_alloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
     size_t size, size_t *dirty_off, size_t *dirty_len) {
 	size_t n = size >> LG_PAGE;
 	hpa_ps_t *ps = hpa_psset_pick(s, n);
@@ -494,9 +495,38 @@ static bool ps_alloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
 	e->zeroed = lo == SIZE_MAX;
 	e->hpa_ps = ps;
 	ps_dense_check(arena, s, ps);
-	if (s->npending != 0 && !deferred())
-		hugify_due(arena, s, os_now_ns());
+	/* hugify_due's own test first: on most allocations a hugification
+	 * is pending but not due, and the call would cost more. */
+	if (s->npending != 0 && !deferred()) {
+		uint64_t now = os_now_ns();
+		if (now >= s->hugify_next_ns)
+			hugify_due(arena, s, now);
+	}
 	return true;
+}
+
+/* The pages of e back to its pageslab (the record stays the caller's). */
+MP_INLINE void ps_dalloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
+    uint64_t now) {
+	hpa_ps_t *ps = e->hpa_ps;
+	size_t first = (size_t)(e->addr - ps->addr) >> LG_PAGE;
+	size_t n = e->size >> LG_PAGE;
+	/* A large block's tail past clean_from was purged by arena.c. */
+	size_t dirty = e->clean_from != 0 && e->clean_from < e->size ?
+	    e->clean_from >> LG_PAGE : n;
+	hpa_psset_remove(s, ps);
+	bits_clear(ps->active, first, n);
+	lfr_grew(ps, first, n);
+	bits_set(ps->dirty, first, dirty);
+	if (dirty < n && os_purge_zeroes())
+		bits_clear(ps->touched, first + dirty, n - dirty);
+	ps->nactive -= (uint32_t)n;
+	ps->ndirty += (uint32_t)dirty;
+	arena->stats.hpa_nactive -= n;
+	arena->stats.hpa_ndirty += dirty;
+	psset_insert_known(s, ps);
+	ps_sparse_check(s, ps);
+	freed_pages(arena, s, now);
 }
 
 /* ---- the small extent cache ---- */
@@ -550,8 +580,6 @@ static hpa_sec_shard_t *sec_shard(hpa_shard_t *s) {
 	return &s->sec[(k - 1) % s->sec_nshards];
 }
 
-static void ps_dalloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
-    uint64_t now);
 
 /* Give a cached record's run back to its pageslab, and the record to
  * base.c. */
@@ -702,28 +730,6 @@ bool hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	return false;
 }
 
-static void ps_dalloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
-    uint64_t now) {
-	hpa_ps_t *ps = e->hpa_ps;
-	size_t first = (size_t)(e->addr - ps->addr) >> LG_PAGE;
-	size_t n = e->size >> LG_PAGE;
-	/* A large block's tail past clean_from was purged by arena.c. */
-	size_t dirty = e->clean_from != 0 && e->clean_from < e->size ?
-	    e->clean_from >> LG_PAGE : n;
-	hpa_psset_remove(s, ps);
-	bits_clear(ps->active, first, n);
-	lfr_grew(ps, first, n);
-	bits_set(ps->dirty, first, dirty);
-	if (dirty < n && os_purge_zeroes())
-		bits_clear(ps->touched, first + dirty, n - dirty);
-	ps->nactive -= (uint32_t)n;
-	ps->ndirty += (uint32_t)dirty;
-	arena->stats.hpa_nactive -= n;
-	arena->stats.hpa_ndirty += dirty;
-	psset_insert_known(s, ps);
-	ps_sparse_check(s, ps);
-	freed_pages(arena, s, now);
-}
 
 bool hpa_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
     bool *zeroed_tail) {
