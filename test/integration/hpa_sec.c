@@ -4,8 +4,9 @@
  * 32 KiB.  A freed pageslab run of up to hpa_sec_max_alloc comes back at
  * the same address from the cache (stats.arenas.<i>.hpa_sec_bytes counts
  * it meanwhile); the shard never holds more than hpa_sec_max_bytes and a
- * flush gives runs back to the pageslabs; arena.<i>.purge empties it;
- * malloc_stats_print shows it.  Children: hpa_sec_nshards:0 turns it off
+ * flush gives runs back to the pageslabs; arena.<i>.purge and malloc_trim
+ * empty it; a child of fork() finds it intact; malloc_stats_print shows
+ * it.  Children: hpa_sec_nshards:0 turns it off
  * (a freed run goes straight back), hpa_sec_batch_fill_extra fills the
  * cache on a miss.
  */
@@ -119,6 +120,56 @@ static void test_bound(void **state) {
 	    "nactive %zu -> %zu", active, st_size(a, "hpa_shard.nactive"));
 }
 
+/* malloc_trim empties the cache, as arena.<i>.purge does. */
+static void test_trim(void **state) {
+	(void)state;
+	/* A prefixed build leaves malloc_trim to the C library. */
+	if (mp_env_prefix()[0] != '\0')
+		MP_SKIP("prefixed build: malloc_trim is glibc's");
+	unsigned a = arena_ind();
+	void *p = mallocx(RUN, MALLOCX_TCACHE_NONE);
+	assert_non_null(p);
+	dallocx(p, MALLOCX_TCACHE_NONE);
+	assert_true(st_size(a, "hpa_sec_bytes") >= RUN);
+	malloc_trim(0);
+	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+}
+
+/* A child of fork() inherits a consistent cache (it lives under the
+ * arena lock, which fork takes): the run cached before the fork comes
+ * back there too, and a purge empties the child's. */
+static void test_fork(void **state) {
+	(void)state;
+	unsigned a = arena_ind();
+	void *p = mallocx(RUN, MALLOCX_TCACHE_NONE);
+	assert_non_null(p);
+	dallocx(p, MALLOCX_TCACHE_NONE);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		void *q = mallocx(RUN, MALLOCX_TCACHE_NONE);
+		int bad = q != p;
+		dallocx(q, MALLOCX_TCACHE_NONE);
+		char name[64];
+		snprintf(name, sizeof(name), "arena.%u.purge", a);
+		mallctl(name, NULL, NULL, NULL, 0);
+		size_t v = 1, sz = sizeof(v);
+		mp_epoch();
+		mallctl_fmt(&v, &sz, NULL, 0, "stats.arenas.%u.hpa_sec_bytes",
+		    a);
+		_exit(bad ? 1 : v != 0 ? 2 : 0);
+	}
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	MP_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %#x "
+	    "(1: not the cached run, 2: cache not emptied)", st);
+	/* The parent's cache still holds it. */
+	void *q = mallocx(RUN, MALLOCX_TCACHE_NONE);
+	assert_ptr_equal(q, p);
+	dallocx(q, MALLOCX_TCACHE_NONE);
+}
+
 static char stats_out[1 << 20];
 static size_t stats_len;
 
@@ -216,6 +267,8 @@ int main(int argc, char **argv) {
 		cmocka_unit_test(test_reuse),
 		cmocka_unit_test(test_bound),
 		cmocka_unit_test(test_stats_print),
+		cmocka_unit_test(test_trim),
+		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_batch),
 	};
