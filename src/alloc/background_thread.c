@@ -143,7 +143,7 @@ static void *bg_main(void *arg) {
 			next = kick;
 		uint64_t now = os_now_ns();
 		if (opt_hpa && atomic_load(&hpa_deferral) &&
-		    (next == UINT64_MAX || next - now > BG_HPA_MAX_SLEEP_NS))
+		    next > now && next - now > BG_HPA_MAX_SLEEP_NS)
 			next = now + BG_HPA_MAX_SLEEP_NS;
 		if (next == UINT64_MAX) {
 			atomic_store(&bg_idle, true);
