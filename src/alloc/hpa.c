@@ -57,17 +57,18 @@ size_t opt_hpa_hugify_delay_ms = 10 * 1000;
 size_t opt_hpa_min_purge_interval_ms = 5 * 1000;
 uint32_t opt_hpa_dirty_mult = (uint32_t)1 << 14;        /* 0.25 */
 
-/* Deferral (jemalloc's deferral_allowed): background_thread.c sets it
- * while the background thread is enabled and points hpa_work_due at its
- * wake-up, so that this file does not depend on it. */
-_Atomic bool hpa_deferral;
-
 /* The small extent cache (jemalloc 5.3's sec_opts and defaults). */
 size_t opt_hpa_sec_nshards = 4;
 size_t opt_hpa_sec_max_alloc = (size_t)32 << 10;
 size_t opt_hpa_sec_max_bytes = (size_t)256 << 10;
 size_t opt_hpa_sec_bytes_after_flush = (size_t)128 << 10;
 size_t opt_hpa_sec_batch_fill_extra = 0;
+
+/* Deferral (jemalloc's deferral_allowed): background_thread.c sets it
+ * while the background thread is enabled and points hpa_work_due at its
+ * wake-up, so that this file does not depend on it. */
+_Atomic bool hpa_deferral;
+
 static void work_due_none(uint64_t due_ns) {
 	(void)due_ns;
 }
@@ -580,7 +581,6 @@ static hpa_sec_shard_t *sec_shard(hpa_shard_t *s) {
 	return &s->sec[(k - 1) % s->sec_nshards];
 }
 
-
 /* Give a cached record's run back to its pageslab, and the record to
  * base.c. */
 static void sec_release(arena_t *arena, hpa_shard_t *s, extent_t *e,
@@ -615,7 +615,7 @@ void hpa_sec_flush_locked(arena_t *arena) {
 		sec_flush_shard(arena, s, &s->sec[i], 0, now);
 }
 
-/* A cached run of n pages for the record-less caller, or NULL. */
+/* A cached run of n pages from the shard, or NULL. */
 static extent_t *sec_take(hpa_sec_shard_t *sh, hpa_shard_t *s, size_t n) {
 	extent_t *e = sh->bins[n - 1];
 	if (e == NULL)
@@ -698,7 +698,8 @@ extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
 	return e;
 }
 
-/* Unmap the page map's entries of e, kept by a cached record too. */
+/* Clear the page map's entries of e: no lookup reaches a record that
+ * the cache holds or that is gone. */
 static void pagemap_clear(extent_t *e) {
 	/* A slab's every page maps to it, a large block's two ends. */
 	if (e->kind == EXTENT_SLAB) {
@@ -729,7 +730,6 @@ bool hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	e->hpa_ps = NULL;
 	return false;
 }
-
 
 bool hpa_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
     bool *zeroed_tail) {
