@@ -2,7 +2,8 @@
  * test/integration/hpa_arenas.c - which arenas use opt.hpa's pageslabs
  * (issue 18), jemalloc 5.3's rule: every arena with the default extent
  * hooks, arena 0 and manual ones (arenas.create) included; an arena made
- * with hooks of its own keeps the extents.  A manual arena's reset gives
+ * with hooks of its own keeps the extents, and one given hooks later
+ * takes no more pageslab runs (those carved go back).  A manual arena's reset gives
  * its pageslab pages back (nothing active, small extent cache empty);
  * destroy unmaps its pageslabs (mincore says ENOMEM), and the index,
  * reused by the next arenas.create, takes pageslabs again.
@@ -124,12 +125,44 @@ static void test_custom_hooks(void **state) {
 		dallocx(runs[i], MALLOCX_TCACHE_NONE);
 }
 
+/* Hooks set later through arena.<i>.extent_hooks take the arena off the
+ * pageslabs for new runs (jemalloc's arena_set_extent_hooks disables its
+ * HPA); runs carved before still go back to them. */
+static void test_hooks_later(void **state) {
+	(void)state;
+	if (mp_page_size() != 4096)
+		MP_SKIP("page size %zu", mp_page_size());
+	extent_hooks_t *def = NULL;
+	size_t sz = sizeof(def);
+	assert_int_equal(mallctl("arena.0.extent_hooks", &def, &sz, NULL, 0),
+	    0);
+	copy = *def;
+	unsigned a = arena_make(NULL);
+	fill(a);
+	size_t active = st_size(a, "hpa_shard.nactive");
+	assert_true(active >= NRUN * RUN / 4096);
+	char name[64];
+	snprintf(name, sizeof(name), "arena.%u.extent_hooks", a);
+	extent_hooks_t *h = &copy;
+	assert_int_equal(mallctl(name, NULL, NULL, &h, sizeof(h)), 0);
+	void *later = mallocx(RUN, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
+	assert_non_null(later);
+	assert_int_equal(st_size(a, "hpa_shard.nactive"), active);
+	for (int i = 0; i < NRUN; i++)
+		dallocx(runs[i], MALLOCX_TCACHE_NONE);
+	arena_call(a, "purge");
+	assert_int_equal(st_size(a, "hpa_shard.nactive"), 0);
+	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+	dallocx(later, MALLOCX_TCACHE_NONE);
+}
+
 int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_arena0),
 		cmocka_unit_test(test_manual),
 		cmocka_unit_test(test_custom_hooks),
+		cmocka_unit_test(test_hooks_later),
 	};
 	return mp_run_tests(tests);
 }
