@@ -140,8 +140,8 @@ static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
  * lg_prof_sample: written with every gctx shard held, read under one.
  * Large classes too: their exp() and two llround()s were about 120
  * instructions at each sample and again at its free (8% of the per-sample
- * cost on bench's midsize, whose samples are mostly large).  Filled for
- * the small classes only while the profiler is off; 1.3 KiB in all. */
+ * cost on bench's midsize, whose samples are mostly large).  Filled at
+ * boot with prof:true only (prof_boot); 1.3 KiB in all. */
 #define UNBIAS_MAX ((size_t)64 << 20)
 #define UNBIAS_NCLASSES (8 + 4 * (26 - 7))      /* classes <= UNBIAS_MAX */
 _Static_assert(UNBIAS_NCLASSES <= SC_NSIZES && UNBIAS_NCLASSES > SC_NBINS,
@@ -152,9 +152,8 @@ static struct {
 static unsigned unbias_n;               /* classes filled */
 
 static void unbias_tab_fill(void) {
-	unsigned n = opt_prof ? UNBIAS_NCLASSES : SC_NBINS;
-	unbias_n = n;
-	for (unsigned i = 0; i < n; i++)
+	unbias_n = UNBIAS_NCLASSES;
+	for (unsigned i = 0; i < UNBIAS_NCLASSES; i++)
 		prof_unbias(sz_index2size(i), &unbias_tab[i].objs_shifted,
 		    &unbias_tab[i].bytes);
 }
@@ -228,8 +227,13 @@ bool prof_boot(void) {
 	atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
 	atomic_store(&prof_gdump_enabled, opt_prof && opt_prof_gdump);
 	atomic_store(&prof_lg_sample, opt_lg_prof_sample);
-	unbias_tab_fill();
-	wait_scale_fill();
+	/* Only for the profiler: they call libm, whose pages (and those
+	 * fault-around maps beside them) were 270 KiB of every process's
+	 * resident set (test/integration/boot_libm). */
+	if (opt_prof) {
+		unbias_tab_fill();
+		wait_scale_fill();
+	}
 	return false;
 }
 

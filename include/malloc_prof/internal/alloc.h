@@ -645,6 +645,9 @@ void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep);
 void *tcache_alloc_large(tcache_t *tc, unsigned ind);
 bool tcache_dalloc_large(tcache_t *tc, extent_t *e);
 void tcache_flush(tcache_t *tc);         /* thread.tcache.flush */
+/* The requests tc's bins and large classes served, not yet in its
+ * arena's stats, go there now (nrequests: tcache.c). */
+void tcache_requests_merge(tcache_t *tc);
 void tcache_gc_step(tcache_t *tc);       /* one incremental GC step */
 /* Reclaim free memory held by orphaned caches of `arena`. */
 void tcache_orphans_collect(arena_t *arena, unsigned max);
@@ -916,6 +919,9 @@ void cxx_free_aligned_sized(void *p, size_t align, size_t size);
  * malloc_init, before malloc_initialized is published); until then every
  * sized free takes the page map's path. */
 void malloc_sized_boot(void);
+/* Fill a thread's size -> class tag table (tsd's size_tags, which
+ * malloc's fast path reads) before its fast paths are armed. */
+void malloc_size_tags_copy(uint8_t *tags);
 
 /* The junk bytes written over new and freed memory when junk is on. */
 #define JUNK_ALLOC_BYTE 0xa5
