@@ -562,9 +562,10 @@ static inline bool large_push(tcache_t *tc, unsigned li, extent_t *e) {
 /*
  * lg_tcache_flush_large_div as in jemalloc: a class found full returns
  * all but 1/2^N of its blocks, the oldest (as a small bin's overflow
- * does), and then caches the freed one.  At N = 1, the default, the class
- * keeps all of them and the freed block goes to the arena, as before the
- * option acted: the default behaviour stays as it was measured.  Out of
+ * does), and then caches the freed one.  Not set at all (N = 1 read out,
+ * jemalloc's default), the class keeps all of them and the freed block
+ * goes to the arena, as before the option acted: the default behaviour
+ * stays as it was measured; set, even to 1, it does what jemalloc does.  Out of
  * line, reached by a tail call with two arguments: so tcache_dalloc_large
  * stays a leaf that saves no registers (with the flush inlined, or a third
  * argument, it saved some at every call: +0.25% to +0.7% of bench's
@@ -594,7 +595,8 @@ bool tcache_dalloc_large(tcache_t *tc, extent_t *e) {
 		return true;
 	tcache_large_t *c = &tc->large[li];
 	if (c->n >= opt_tcache_nslots_large) {
-		if (opt_lg_tcache_flush_large_div < 2)
+		if (opt_lg_tcache_flush_large_div < 2 &&
+		    !opt_lg_tcache_flush_large_div_given)
 			return true;
 		return large_dalloc_full(tc, e);
 	}

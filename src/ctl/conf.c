@@ -54,6 +54,7 @@ ssize_t opt_lg_tcache_nslots_mul = 1;
 size_t opt_tcache_gc_incr_bytes = (size_t)256 << 10;
 unsigned opt_lg_tcache_flush_small_div = 1;
 unsigned opt_lg_tcache_flush_large_div = 1;
+bool opt_lg_tcache_flush_large_div_given = false;
 size_t opt_tcache_gc_delay_bytes = 0;
 bool opt_experimental_infallible_new = false;
 static char conf_slab_sizes[256] = "";
@@ -350,9 +351,9 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "a full small cache bin keeps 1/2^N of its slots" },
 	{ .name = "lg_tcache_flush_large_div", .type = CONF_UNSIGNED,
 	  .var = &opt_lg_tcache_flush_large_div, .def = "1", .min = 1,
-	  .max = 16,
-	  .doc = "a full large cache class keeps 1/2^N of its blocks (1: "
-	  "all of them, the freed block goes to the arena)" },
+	  .max = 16, .given = &opt_lg_tcache_flush_large_div_given,
+	  .doc = "a full large cache class keeps 1/2^N of its blocks (not "
+	  "set: all of them, the freed block goes to the arena)" },
 	{ .name = "lg_tcache_max", .type = CONF_SIZE_T,
 	  .var = &conf_lg_tcache_max, .def = "16", .min = 0, .max = 23,
 	  .on_set = conf_lg_tcache_max_apply,
@@ -695,6 +696,8 @@ void conf_reset_defaults(void) {
 		/* A default the parser rejects is a bug in the table. */
 		mp_assert(r == CONF_SET_OK);
 		(void)r;
+		if (opt->given != NULL)
+			*opt->given = false;
 	}
 }
 
@@ -902,6 +905,8 @@ static bool conf_pair(const char *source, const char *key, size_t klen,
 	}
 	switch (conf_set_value(opt, val, vlen)) {
 	case CONF_SET_OK:
+		if (opt->given != NULL)
+			*opt->given = true;
 		if (opt->note != NULL)
 			conf_note(source, opt);
 		if (opt_confirm_conf) {

@@ -64,6 +64,7 @@ extern size_t opt_tcache_gc_incr_bytes;  /* the thread event interval */
 extern size_t opt_tcache_gc_delay_bytes;
 extern unsigned opt_lg_tcache_flush_small_div;
 extern unsigned opt_lg_tcache_flush_large_div;
+extern bool opt_lg_tcache_flush_large_div_given;
 extern bool opt_experimental_infallible_new;
 
 /* -------------------------------------------------------------------- sz.c */
