@@ -64,13 +64,9 @@ static bool conf_utrace = false;
  * issue 18 implements: read-outs only until then. */
 
 /* opt.hpa's fixed-point options (jemalloc's fxp_t syntax), kept as text
- * for their opt.* read-outs and applied to hpa.c's variables; and the
- * small extent cache's knobs, read-outs only. */
+ * for their opt.* read-outs and applied to hpa.c's variables. */
 static char conf_hpa_ratio[24] = "0.95";
 static char conf_hpa_dirty_mult[24] = "0.25";
-static size_t conf_hpa_sec[5] = { 4, 32768, 262144, 131072, 0 };
-#define CONF_HPA_SEC_NOTE "no effect: no small extent cache in front of " \
-	"the pageslabs (the thread caches keep whole slabs)"
 
 static bool conf_hpa_ratio_check(const char *v, size_t vlen,
     char *why, size_t whysize) {
@@ -400,23 +396,23 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "pageslabs are purged while their dirty pages exceed this "
 	  "times their active ones (-1: never)" },
 	{ .name = "hpa_sec_nshards", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[0], .def = "4", .min = 0, .max = INTMAX_MAX,
-	  .note = CONF_HPA_SEC_NOTE, .doc = "small extent cache: shards" },
+	  .var = &opt_hpa_sec_nshards, .def = "4", .min = 0,
+	  .max = INTMAX_MAX, .doc = "small extent cache: shards (0: none)" },
 	{ .name = "hpa_sec_max_alloc", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[1], .def = "32768", .min = (intmax_t)PAGE,
-	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .var = &opt_hpa_sec_max_alloc, .def = "32768",
+	  .min = (intmax_t)PAGE, .max = INTMAX_MAX,
 	  .doc = "small extent cache: largest extent cached" },
 	{ .name = "hpa_sec_max_bytes", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[2], .def = "262144", .min = (intmax_t)PAGE,
-	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .var = &opt_hpa_sec_max_bytes, .def = "262144",
+	  .min = (intmax_t)PAGE, .max = INTMAX_MAX,
 	  .doc = "small extent cache: bytes per shard" },
 	{ .name = "hpa_sec_bytes_after_flush", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[3], .def = "131072", .min = (intmax_t)PAGE,
-	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .var = &opt_hpa_sec_bytes_after_flush, .def = "131072",
+	  .min = (intmax_t)PAGE, .max = INTMAX_MAX,
 	  .doc = "small extent cache: bytes kept by a flush" },
 	{ .name = "hpa_sec_batch_fill_extra", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[4], .def = "0", .min = 0,
-	  .max = (intmax_t)HPA_NPAGES, .note = CONF_HPA_SEC_NOTE,
+	  .var = &opt_hpa_sec_batch_fill_extra, .def = "0", .min = 0,
+	  .max = (intmax_t)HPA_NPAGES,
 	  .doc = "small extent cache: extra extents per fill" },
 	{ .name = "san_guard_small", .type = CONF_SIZE_T,
 	  .var = &opt_san_guard_small, .def = "0", .min = 0,

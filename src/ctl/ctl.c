@@ -82,6 +82,7 @@ static void ctl_stats_merge(arena_stats_t *acc, const arena_stats_t *s) {
 	acc->hpa_npurges += s->hpa_npurges;
 	acc->hpa_nhugifies += s->hpa_nhugifies;
 	acc->hpa_ndehugifies += s->hpa_ndehugifies;
+	acc->hpa_sec_bytes += s->hpa_sec_bytes;
 }
 
 /* ------------------------------------------- per-class statistics */
@@ -1787,6 +1788,8 @@ static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	  CTL_CHILDREN(ctl_stats_arenas_i_mutexes_children) },
 	{ .name = "hpa_shard",
 	  CTL_CHILDREN(ctl_stats_arenas_i_hpa_shard_children) },
+	/* opt.hpa's small extent cache (hpa.c): jemalloc 5.3's one name. */
+	CTL_ARENA_STAT("hpa_sec_bytes", CTL_T_SIZE, hpa_sec_bytes),
 };
 static const ctl_node_t ctl_stats_arenas_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_children) },

@@ -447,6 +447,7 @@ typedef struct arena_stats_s {
 	uint64_t hpa_npurges;
 	uint64_t hpa_nhugifies;
 	uint64_t hpa_ndehugifies;
+	size_t hpa_sec_bytes;            /* in the small extent cache */
 } arena_stats_t;
 
 /*
