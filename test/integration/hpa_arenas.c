@@ -8,22 +8,13 @@
  * destroy unmaps its pageslabs (mincore says ENOMEM), and the index,
  * reused by the next arenas.create, takes pageslabs again.
  */
-#include "../test_util.h"
+#include "hpa_stats.h"
 
 #include <sys/mman.h>
 
 #define HP ((uintptr_t)2 << 20)
 #define RUN (20 * 1024)
 #define NRUN 64
-
-static size_t st_size(unsigned a, const char *name) {
-	size_t v = 0, sz = sizeof(v);
-	mp_epoch();
-	int r = mallctl_fmt(&v, &sz, NULL, 0, "stats.arenas.%u.%s", a, name);
-	MP_ASSERT(r == 0 && sz == sizeof(v), "stats.arenas.%u.%s: %d", a,
-	    name, r);
-	return v;
-}
 
 static unsigned arena_make(extent_hooks_t *hooks) {
 	unsigned ind = 0;
@@ -57,7 +48,7 @@ static void test_arena0(void **state) {
 	MALLCTL_WRITE("thread.arena", zero);
 	void *p = mallocx(RUN, MALLOCX_TCACHE_NONE);
 	assert_non_null(p);
-	assert_true(st_size(0, "hpa_shard.nactive") >= RUN / 4096);
+	assert_true(hpa_stat_size(0, "hpa_shard.nactive") >= RUN / 4096);
 	dallocx(p, MALLOCX_TCACHE_NONE);
 }
 
@@ -67,17 +58,17 @@ static void test_manual(void **state) {
 		MP_SKIP("page size %zu", mp_page_size());
 	unsigned a = arena_make(NULL);
 	fill(a);
-	MP_ASSERT(st_size(a, "hpa_shard.nactive") >= NRUN * RUN / 4096,
+	MP_ASSERT(hpa_stat_size(a, "hpa_shard.nactive") >= NRUN * RUN / 4096,
 	    "manual arena %u: %zu pageslab pages active", a,
-	    st_size(a, "hpa_shard.nactive"));
-	assert_true(st_size(a, "hpa_shard.npageslabs") >= 1);
+	    hpa_stat_size(a, "hpa_shard.nactive"));
+	assert_true(hpa_stat_size(a, "hpa_shard.npageslabs") >= 1);
 	void *small = mallocx(64, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
 	assert_non_null(small);
 	/* reset: every allocation of the arena goes, and with them the
 	 * pageslab pages (the small extent cache flushed too). */
 	arena_call(a, "reset");
-	assert_int_equal(st_size(a, "hpa_shard.nactive"), 0);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.nactive"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 0);
 	/* destroy: the pageslabs are unmapped. */
 	fill(a);
 	uintptr_t g = (uintptr_t)runs[0] & ~(HP - 1);
@@ -94,7 +85,7 @@ static void test_manual(void **state) {
 	unsigned b = arena_make(NULL);
 	assert_int_equal(b, a);
 	fill(b);
-	assert_true(st_size(b, "hpa_shard.nactive") >= NRUN * RUN / 4096);
+	assert_true(hpa_stat_size(b, "hpa_shard.nactive") >= NRUN * RUN / 4096);
 	for (int i = 0; i < NRUN; i++)
 		dallocx(runs[i], MALLOCX_TCACHE_NONE);
 	arena_call(b, "destroy");
@@ -113,14 +104,14 @@ static void test_custom_hooks(void **state) {
 	copy = *def;
 	unsigned a = arena_make(&copy);
 	fill(a);
-	assert_int_equal(st_size(a, "hpa_shard.npageslabs"), 0);
-	assert_int_equal(st_size(a, "hpa_shard.nactive"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.npageslabs"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.nactive"), 0);
 	for (int i = 0; i < NRUN; i++)
 		dallocx(runs[i], MALLOCX_TCACHE_NONE);
 	/* The default hooks by their own address are the defaults. */
 	unsigned b = arena_make(def);
 	fill(b);
-	assert_true(st_size(b, "hpa_shard.nactive") >= NRUN * RUN / 4096);
+	assert_true(hpa_stat_size(b, "hpa_shard.nactive") >= NRUN * RUN / 4096);
 	for (int i = 0; i < NRUN; i++)
 		dallocx(runs[i], MALLOCX_TCACHE_NONE);
 }
@@ -139,7 +130,7 @@ static void test_hooks_later(void **state) {
 	copy = *def;
 	unsigned a = arena_make(NULL);
 	fill(a);
-	size_t active = st_size(a, "hpa_shard.nactive");
+	size_t active = hpa_stat_size(a, "hpa_shard.nactive");
 	assert_true(active >= NRUN * RUN / 4096);
 	char name[64];
 	snprintf(name, sizeof(name), "arena.%u.extent_hooks", a);
@@ -147,12 +138,12 @@ static void test_hooks_later(void **state) {
 	assert_int_equal(mallctl(name, NULL, NULL, &h, sizeof(h)), 0);
 	void *later = mallocx(RUN, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
 	assert_non_null(later);
-	assert_int_equal(st_size(a, "hpa_shard.nactive"), active);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.nactive"), active);
 	for (int i = 0; i < NRUN; i++)
 		dallocx(runs[i], MALLOCX_TCACHE_NONE);
 	arena_call(a, "purge");
-	assert_int_equal(st_size(a, "hpa_shard.nactive"), 0);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.nactive"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 0);
 	dallocx(later, MALLOCX_TCACHE_NONE);
 }
 

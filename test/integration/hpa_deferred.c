@@ -9,42 +9,12 @@
  * (MP_WAIT_S, a hang detector), never a timing assertion.  Turning the
  * thread off brings the inline path back: a forced purge still works.
  */
-#include "../test_util.h"
+#include "hpa_stats.h"
 
 #define OBJ 1024
 #define NOBJ (6 * 1024)          /* 6 MiB of 1 KiB objects */
 
 static void *objs[NOBJ];
-
-static unsigned arena_ind(void) {
-	unsigned a = 0;
-	MALLCTL_READ("thread.arena", a);
-	return a;
-}
-
-static size_t st_size(unsigned a, const char *name) {
-	size_t v = 0, sz = sizeof(v);
-	mp_epoch();
-	int r = mallctl_fmt(&v, &sz, NULL, 0, "stats.arenas.%u.%s", a, name);
-	MP_ASSERT(r == 0 && sz == sizeof(v), "stats.arenas.%u.%s: %d", a,
-	    name, r);
-	return v;
-}
-
-static uint64_t st_u64(unsigned a, const char *name) {
-	uint64_t v = 0;
-	size_t sz = sizeof(v);
-	mp_epoch();
-	int r = mallctl_fmt(&v, &sz, NULL, 0, "stats.arenas.%u.%s", a, name);
-	MP_ASSERT(r == 0 && sz == sizeof(v), "stats.arenas.%u.%s: %d", a,
-	    name, r);
-	return v;
-}
-
-static bool thp_available(void) {
-	return access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) ==
-	    0;
-}
 
 static size_t bg_threads(void) {
 	size_t n = 0;
@@ -73,24 +43,24 @@ static void test_hugify_in_background(void **state) {
 	(void)state;
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
-	unsigned a = arena_ind();
-	uint64_t hug0 = st_u64(a, "hpa_shard.nhugifies");
+	unsigned a = hpa_arena_ind();
+	uint64_t hug0 = hpa_stat_u64(a, "hpa_shard.nhugifies");
 	for (size_t i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(OBJ);
 		assert_non_null(objs[i]);
 		memset(LAUNDER(objs[i]), 0x5a, OBJ);
 	}
-	assert_true(st_size(a, "hpa_shard.nactive") >= NOBJ * OBJ / 4096);
-	if (!thp_available())
+	assert_true(hpa_stat_size(a, "hpa_shard.nactive") >= NOBJ * OBJ / 4096);
+	if (!hpa_thp_available())
 		MP_SKIP("no transparent huge pages: hugification not checked");
 	uint64_t t0 = mp_now_ns();
-	while (st_u64(a, "hpa_shard.nhugifies") < hug0 + 2) {
+	while (hpa_stat_u64(a, "hpa_shard.nhugifies") < hug0 + 2) {
 		MP_ASSERT(!mp_waited_too_long(t0), "nhugifies %" PRIu64
 		    " -> %" PRIu64 " with no allocation", hug0,
-		    st_u64(a, "hpa_shard.nhugifies"));
+		    hpa_stat_u64(a, "hpa_shard.nhugifies"));
 		mp_sleep_ms(20);
 	}
-	assert_true(st_size(a, "hpa_shard.nhuge") >= 2);
+	assert_true(hpa_stat_size(a, "hpa_shard.nhuge") >= 2);
 }
 
 /* Freed pages over hpa_dirty_mult x the active ones are purged while the
@@ -99,7 +69,7 @@ static void test_purge_in_background(void **state) {
 	(void)state;
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	if (objs[0] == NULL) {
 		for (size_t i = 0; i < NOBJ; i++) {
 			objs[i] = malloc(OBJ);
@@ -107,7 +77,7 @@ static void test_purge_in_background(void **state) {
 			memset(LAUNDER(objs[i]), 0x5a, OBJ);
 		}
 	}
-	uint64_t passes0 = st_u64(a, "hpa_shard.npurge_passes");
+	uint64_t passes0 = hpa_stat_u64(a, "hpa_shard.npurge_passes");
 	for (size_t i = 0; i < NOBJ; i++) {
 		if (i % 512 != 0) {
 			free(objs[i]);
@@ -117,10 +87,10 @@ static void test_purge_in_background(void **state) {
 	mp_tcache_flush();
 	uint64_t t0 = mp_now_ns();
 	for (;;) {
-		size_t dirty = st_size(a, "hpa_shard.ndirty");
-		size_t active = st_size(a, "hpa_shard.nactive");
+		size_t dirty = hpa_stat_size(a, "hpa_shard.ndirty");
+		size_t active = hpa_stat_size(a, "hpa_shard.nactive");
 		/* hpa_dirty_mult 0.25: at most a quarter of the active. */
-		if (st_u64(a, "hpa_shard.npurge_passes") > passes0 &&
+		if (hpa_stat_u64(a, "hpa_shard.npurge_passes") > passes0 &&
 		    dirty * 4 <= active)
 			break;
 		MP_ASSERT(!mp_waited_too_long(t0), "still %zu dirty pages "
@@ -143,7 +113,7 @@ static void test_inline_again(void **state) {
 	    sizeof(off)), 0);
 	assert_true(was);
 	assert_int_equal(bg_threads(), 0);
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	for (size_t i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(OBJ);
 		assert_non_null(objs[i]);
@@ -156,7 +126,7 @@ static void test_inline_again(void **state) {
 	char name[64];
 	snprintf(name, sizeof(name), "arena.%u.purge", a);
 	MALLCTL_CALL(name);
-	assert_int_equal(st_size(a, "hpa_shard.ndirty"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.ndirty"), 0);
 }
 
 int main(void) {

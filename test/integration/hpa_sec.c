@@ -10,26 +10,11 @@
  * (a freed run goes straight back), hpa_sec_batch_fill_extra fills the
  * cache on a miss.
  */
-#include "../test_util.h"
+#include "hpa_stats.h"
 
 #include <sys/wait.h>
 
 #define RUN (20 * 1024)          /* 5 pages: cached (max_alloc 32 KiB) */
-
-static unsigned arena_ind(void) {
-	unsigned a = 0;
-	MALLCTL_READ("thread.arena", a);
-	return a;
-}
-
-static size_t st_size(unsigned a, const char *name) {
-	size_t v = 0, sz = sizeof(v);
-	mp_epoch();
-	int r = mallctl_fmt(&v, &sz, NULL, 0, "stats.arenas.%u.%s", a, name);
-	MP_ASSERT(r == 0 && sz == sizeof(v), "stats.arenas.%u.%s: %d", a,
-	    name, r);
-	return v;
-}
 
 static void test_opts(void **state) {
 	(void)state;
@@ -52,21 +37,21 @@ static void test_reuse(void **state) {
 	(void)state;
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	char name[64];
 	snprintf(name, sizeof(name), "arena.%u.purge", a);
 	MALLCTL_CALL(name);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 0);
 	void *p = mallocx(RUN, MALLOCX_TCACHE_NONE);
 	assert_non_null(p);
 	memset(LAUNDER(p), 0x77, RUN);
-	size_t active = st_size(a, "hpa_shard.nactive");
+	size_t active = hpa_stat_size(a, "hpa_shard.nactive");
 	dallocx(p, MALLOCX_TCACHE_NONE);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), RUN);
-	assert_int_equal(st_size(a, "hpa_shard.nactive"), active);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), RUN);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.nactive"), active);
 	void *q = mallocx(RUN, MALLOCX_TCACHE_NONE);
 	MP_ASSERT(q == p, "freed run %p, then got %p", p, q);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 0);
 	/* Reused with MALLOCX_ZERO, the old contents are gone. */
 	dallocx(q, MALLOCX_TCACHE_NONE);
 	unsigned char *z = mallocx(RUN, MALLOCX_TCACHE_NONE | MALLOCX_ZERO);
@@ -76,13 +61,13 @@ static void test_reuse(void **state) {
 	/* Above hpa_sec_max_alloc a run goes straight back. */
 	void *big = mallocx(40 * 1024, MALLOCX_TCACHE_NONE);
 	assert_non_null(big);
-	size_t sec = st_size(a, "hpa_sec_bytes");
-	active = st_size(a, "hpa_shard.nactive");
+	size_t sec = hpa_stat_size(a, "hpa_sec_bytes");
+	active = hpa_stat_size(a, "hpa_shard.nactive");
 	dallocx(big, MALLOCX_TCACHE_NONE);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), sec);
-	assert_int_equal(st_size(a, "hpa_shard.nactive"), active - 10);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), sec);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.nactive"), active - 10);
 	MALLCTL_CALL(name);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 0);
 }
 
 /* The shard stays within hpa_sec_max_bytes: going over, it flushes down
@@ -91,20 +76,20 @@ static void test_bound(void **state) {
 	(void)state;
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	enum { N = 12 };
 	void *p[N];
 	for (int i = 0; i < N; i++) {
 		p[i] = mallocx(16 * 1024, MALLOCX_TCACHE_NONE);
 		assert_non_null(p[i]);
 	}
-	size_t active = st_size(a, "hpa_shard.nactive");
+	size_t active = hpa_stat_size(a, "hpa_shard.nactive");
 	size_t most = 0;
 	bool dropped = false;
 	for (int i = 0; i < N; i++) {
-		size_t before = st_size(a, "hpa_sec_bytes");
+		size_t before = hpa_stat_size(a, "hpa_sec_bytes");
 		dallocx(p[i], MALLOCX_TCACHE_NONE);
-		size_t now = st_size(a, "hpa_sec_bytes");
+		size_t now = hpa_stat_size(a, "hpa_sec_bytes");
 		MP_ASSERT(now <= 65536, "%zu bytes cached", now);
 		if (now < before) {
 			dropped = true;
@@ -116,8 +101,8 @@ static void test_bound(void **state) {
 	/* 192 KiB freed through a 64 KiB cache. */
 	assert_true(dropped);
 	assert_true(most >= 32768);
-	MP_ASSERT(st_size(a, "hpa_shard.nactive") + 24 <= active,
-	    "nactive %zu -> %zu", active, st_size(a, "hpa_shard.nactive"));
+	MP_ASSERT(hpa_stat_size(a, "hpa_shard.nactive") + 24 <= active,
+	    "nactive %zu -> %zu", active, hpa_stat_size(a, "hpa_shard.nactive"));
 }
 
 /* malloc_trim empties the cache, as arena.<i>.purge does. */
@@ -126,13 +111,13 @@ static void test_trim(void **state) {
 	/* A prefixed build leaves malloc_trim to the C library. */
 	if (mp_env_prefix()[0] != '\0')
 		MP_SKIP("prefixed build: malloc_trim is glibc's");
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	void *p = mallocx(RUN, MALLOCX_TCACHE_NONE);
 	assert_non_null(p);
 	dallocx(p, MALLOCX_TCACHE_NONE);
-	assert_true(st_size(a, "hpa_sec_bytes") >= RUN);
+	assert_true(hpa_stat_size(a, "hpa_sec_bytes") >= RUN);
 	malloc_trim(0);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 0);
 }
 
 /* A child of fork() inherits a consistent cache (it lives under the
@@ -140,7 +125,7 @@ static void test_trim(void **state) {
  * back there too, and a purge empties the child's. */
 static void test_fork(void **state) {
 	(void)state;
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	void *p = mallocx(RUN, MALLOCX_TCACHE_NONE);
 	assert_non_null(p);
 	dallocx(p, MALLOCX_TCACHE_NONE);
@@ -202,30 +187,30 @@ static void test_stats_print(void **state) {
 /* Child (hpa_sec_nshards:0): no cache. */
 static void test_off_child(void **state) {
 	(void)state;
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	void *p = mallocx(RUN, MALLOCX_TCACHE_NONE);
 	assert_non_null(p);
-	size_t active = st_size(a, "hpa_shard.nactive");
+	size_t active = hpa_stat_size(a, "hpa_shard.nactive");
 	dallocx(p, MALLOCX_TCACHE_NONE);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
-	assert_int_equal(st_size(a, "hpa_shard.nactive"), active - 5);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.nactive"), active - 5);
 }
 
 /* Child (hpa_sec_batch_fill_extra:2): a miss caches two more runs. */
 static void test_batch_child(void **state) {
 	(void)state;
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	/* Start-up's slabs filled the cache too: empty it first. */
 	char name[64];
 	snprintf(name, sizeof(name), "arena.%u.purge", a);
 	MALLCTL_CALL(name);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 0);
 	void *p = mallocx(RUN, MALLOCX_TCACHE_NONE);
 	assert_non_null(p);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), 2 * RUN);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), 2 * RUN);
 	void *q = mallocx(RUN, MALLOCX_TCACHE_NONE);
 	assert_non_null(q);
-	assert_int_equal(st_size(a, "hpa_sec_bytes"), RUN);
+	assert_int_equal(hpa_stat_size(a, "hpa_sec_bytes"), RUN);
 	dallocx(p, MALLOCX_TCACHE_NONE);
 	dallocx(q, MALLOCX_TCACHE_NONE);
 }
