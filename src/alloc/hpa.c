@@ -1,7 +1,7 @@
 /*
  * hpa.c: the hugepage allocator (opt.hpa, jemalloc's HPA).  With hpa:true
- * every arena with the default extent hooks and no dss (automatic or
- * manual, as jemalloc 5.3 decides) takes its unguarded page runs of up to
+ * every arena with the default extent hooks (automatic or manual, with
+ * or without dss, as jemalloc 5.3 decides) takes its unguarded page runs of up to
  * hpa_slab_max_alloc bytes (slabs and small large blocks) from pageslabs
  * instead of its extent sets: mappings of HUGEPAGE bytes at
  * HUGEPAGE-aligned addresses, each with a bitmap of its active, dirty and
@@ -39,7 +39,7 @@
  * hpa_sec_bytes_after_flush.
  *
  * Guarded or aligned runs, larger ones, and arenas with hooks of their
- * own or with dss keep extent.c's path; an extent carved here names its
+ * own keep extent.c's path (dss applies to that path only); an extent carved here names its
  * pageslab (extent_t.hpa_ps) and extent.c sends its free, expansion and
  * shrinking here.  This file uses neither extent.c nor arena.c (they call
  * it): extent.c sets the records' owner and gives them back, and arena.c

@@ -6,7 +6,10 @@
  * takes no more pageslab runs (those carved go back).  A manual arena's reset gives
  * its pageslab pages back (nothing active, small extent cache empty);
  * destroy unmaps its pageslabs (mincore says ENOMEM), and the index,
- * reused by the next arenas.create, takes pageslabs again.
+ * reused by the next arenas.create, takes pageslabs again.  An arena
+ * with dss:primary still takes its small runs from pageslabs (jemalloc
+ * 5.3's pa_alloc tries the HPA whatever dss says); dss applies to the
+ * runs that go to the extents.
  */
 #include "hpa_stats.h"
 
@@ -147,12 +150,44 @@ static void test_hooks_later(void **state) {
 	dallocx(later, MALLOCX_TCACHE_NONE);
 }
 
+static void test_dss(void **state) {
+	(void)state;
+	if (mp_page_size() != 4096)
+		MP_SKIP("page size %zu", mp_page_size());
+	unsigned a = arena_make(NULL);
+	const char *primary = "primary";
+	char name[64];
+	snprintf(name, sizeof(name), "arena.%u.dss", a);
+	assert_int_equal(mallctl(name, NULL, NULL, &primary, sizeof(primary)),
+	    0);
+	int flags = MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE;
+	char *brk0 = sbrk(0);
+	char *run = mallocx(RUN, flags);
+	assert_non_null(run);
+	MP_ASSERT(hpa_stat_size(a, "hpa_shard.nactive") >= RUN / 4096,
+	    "dss arena %u: %zu pageslab pages active", a,
+	    hpa_stat_size(a, "hpa_shard.nactive"));
+	/* A block above hpa_slab_max_alloc comes from the program break. */
+	char *big = mallocx(3 * MP_MiB, flags);
+	assert_non_null(big);
+	char *brk1 = sbrk(0);
+	MP_ASSERT(big >= brk0 && big + 3 * MP_MiB <= brk1,
+	    "%p not in the break [%p, %p)", (void *)big, (void *)brk0,
+	    (void *)brk1);
+	MP_ASSERT(!(run >= brk0 && run < brk1), "run %p from the break",
+	    (void *)run);
+	dallocx(big, flags);
+	dallocx(run, flags);
+	arena_call(a, "destroy");
+}
+
 int main(void) {
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_arena0),
 		cmocka_unit_test(test_manual),
 		cmocka_unit_test(test_custom_hooks),
+		cmocka_unit_test(test_dss),
 		cmocka_unit_test(test_hooks_later),
 	};
 	return mp_run_tests(tests);

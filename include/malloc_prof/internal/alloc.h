@@ -419,10 +419,12 @@ typedef struct hpa_shard_s {
  * and arena 0, whose shard malloc_init_hard_a0_locked enables once it is
  * made); hooks set later turn it off as jemalloc's
  * arena_set_extent_hooks does.  An arena with dss keeps the extents. */
+/* jemalloc 5.3's pa_alloc tries its HPA before the extents whatever the
+ * arena's dss setting: dss decides only where the extents' pages come
+ * from, and so it does here. */
 MP_INLINE bool hpa_eligible(arena_t *arena, size_t size) {
 	return size <= opt_hpa_slab_max_alloc && size <= HUGEPAGE &&
-	    !extent_hooks_custom(arena) &&
-	    extent_dss_get(arena->ind) == DSS_DISABLED;
+	    !extent_hooks_custom(arena);
 }
 /* Like extent_alloc_locked, for an eligible run; NULL: take the ordinary
  * path (out of memory or metadata).  extent_alloc_hpa_locked (extent.c)
