@@ -137,7 +137,11 @@ static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
 		mp_mutex_lock(&arena->shared_mtx);
 		mp_mutex_lock(&arena->orphans_mtx);
 		mp_mutex_lock(&arena->mtx);
+		/* opt.hpa: the pageslabs' record, emptied by the destroy,
+		 * stays with the arena (base.c's memory is kept). */
+		struct hpa_shard_s *hpa = arena->hpa;
 		arena_clear_reused(arena);
+		arena->hpa = hpa;
 	} else {
 		arena = base_alloc(sizeof(arena_t));
 		if (arena == NULL)
@@ -877,6 +881,13 @@ void arena_reset(arena_t *arena) {
 		    arena_large_unsample != NULL)
 			arena_large_unsample(e->addr, e);
 		arena_large_dalloc(e);
+	}
+	/* opt.hpa: the small extent cache's runs go back to the pageslabs
+	 * too (jemalloc's pa_shard_reset flushes it). */
+	if (unlikely(opt_hpa)) {
+		mp_mutex_lock(&arena->mtx);
+		hpa_sec_flush_locked(arena);
+		mp_mutex_unlock(&arena->mtx);
 	}
 }
 

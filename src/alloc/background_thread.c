@@ -13,6 +13,20 @@
  * that arena.c does not depend on this file).  One thread serves all
  * arenas: purging is a few madvise calls per period.
  *
+ * With opt.hpa it also does the pageslabs' deferred work, as jemalloc's
+ * does while its background threads are enabled (deferral_allowed):
+ * hugifications after hpa_hugify_delay_ms and purges by hpa_dirty_mult
+ * leave the allocation and free paths (hpa.c defers them while
+ * hpa_deferral is set, which follows `enabled` here) and run here.  hpa.c
+ * says when new work is due (hpa_work_due, called under an arena lock);
+ * jemalloc's rule decides whether to wake the thread: when it sleeps
+ * with no deadline or past the new one.  Under the arena lock bg_mtx may
+ * only be tried (its rank is lower), so the due time is also left in
+ * bg_kick_ns, which the thread reads before it sleeps, and the sleep is
+ * bounded by 5 s while pageslab work is deferred (jemalloc's default
+ * background_thread_hpa_interval_max_ms), which bounds a wake-up lost to
+ * a busy bg_mtx.
+ *
  * The option starts it lazily, at a thread's first slow-path allocation
  * (never inside malloc_init, where creating a thread would allocate); the
  * mallctl starts it at once.  It runs with every signal blocked and holds
@@ -45,6 +59,10 @@ static _Atomic bool bg_idle;
 static _Atomic bool bg_start_pending;
 /* stats.background_thread: runs, and the first and last run's start. */
 static _Atomic uint64_t bg_runs, bg_first_ns, bg_last_ns;
+/* The deadline the thread sleeps to (UINT64_MAX: none, or running), and
+ * the earliest time pageslab work is due that it may not have seen. */
+static _Atomic uint64_t bg_sleep_ns, bg_kick_ns = UINT64_MAX;
+#define BG_HPA_MAX_SLEEP_NS ((uint64_t)5000 * 1000000u)
 
 static void bg_cond_init(void) {
 	pthread_condattr_t attr;
@@ -61,6 +79,8 @@ bool background_thread_boot(void) {
 	bg_enabled = opt_background_thread;
 	atomic_store(&bg_start_pending, opt_background_thread);
 	arena_pages_freed = background_thread_notify;
+	hpa_work_due = background_thread_hpa_due;
+	atomic_store(&hpa_deferral, opt_background_thread);
 	return false;
 }
 
@@ -84,16 +104,21 @@ static uint64_t bg_run(void) {
 		if (arena == NULL)
 			continue;
 		mp_mutex_lock(&arena->mtx);
-		extent_decay_locked(arena, os_now_ns(), false);
+		uint64_t now = os_now_ns();
+		extent_decay_locked(arena, now, false);
 		uint64_t d = set_deadline(&arena->sets[EXTENT_FREE_DIRTY],
 		    arena_dirty_decay_ms(arena));
 		uint64_t m = set_deadline(&arena->sets[EXTENT_FREE_MUZZY],
 		    arena_muzzy_decay_ms(arena));
+		uint64_t h = opt_hpa && atomic_load(&hpa_deferral) ?
+		    hpa_deferred_work_locked(arena, now) : UINT64_MAX;
 		mp_mutex_unlock(&arena->mtx);
 		if (d < next)
 			next = d;
 		if (m < next)
 			next = m;
+		if (h < next)
+			next = h;
 	}
 	return next;
 }
@@ -103,27 +128,41 @@ static void *bg_main(void *arg) {
 	pthread_setname_np(pthread_self(), "malloc_prof_bg");
 	mp_mutex_lock(&bg_mtx);
 	while (gen == bg_gen) {
+		atomic_store(&bg_kick_ns, UINT64_MAX);
 		mp_mutex_unlock(&bg_mtx);
 		uint64_t next = bg_run();
 		mp_mutex_lock(&bg_mtx);
 		if (gen != bg_gen)
 			break;
+		/* Pageslab work made due while this run went by: the
+		 * deadline is published first, so that a waker either
+		 * sees it or is seen here. */
+		atomic_store(&bg_sleep_ns, next);
+		uint64_t kick = atomic_load(&bg_kick_ns);
+		if (kick < next)
+			next = kick;
+		uint64_t now = os_now_ns();
+		if (opt_hpa && atomic_load(&hpa_deferral) &&
+		    next > now && next - now > BG_HPA_MAX_SLEEP_NS)
+			next = now + BG_HPA_MAX_SLEEP_NS;
 		if (next == UINT64_MAX) {
 			atomic_store(&bg_idle, true);
+			atomic_store(&bg_sleep_ns, UINT64_MAX);
 			while (atomic_load(&bg_idle) && gen == bg_gen)
 				pthread_cond_wait(&bg_cond, &bg_mtx.lock);
 			continue;
 		}
 		/* At least a millisecond, so that a burst of deadlines
 		 * is purged in one run. */
-		uint64_t now = os_now_ns();
 		if (next < now + 1000000u)
 			next = now + 1000000u;
+		atomic_store(&bg_sleep_ns, next);
 		struct timespec ts = {
 			.tv_sec = (time_t)(next / 1000000000u),
 			.tv_nsec = (long)(next % 1000000000u),
 		};
 		pthread_cond_timedwait(&bg_cond, &bg_mtx.lock, &ts);
+		atomic_store(&bg_sleep_ns, 0);
 	}
 	mp_mutex_unlock(&bg_mtx);
 	return NULL;
@@ -169,10 +208,13 @@ bool background_thread_set(bool enable, bool *was) {
 	mp_mutex_lock(&bg_mtx);
 	*was = bg_enabled;
 	bg_enabled = enable;
+	atomic_store(&hpa_deferral, enable);
 	if (enable) {
 		bool err = bg_start_locked();
-		if (err)
+		if (err) {
 			bg_enabled = false;
+			atomic_store(&hpa_deferral, false);
+		}
 		mp_mutex_unlock(&bg_mtx);
 		return err;
 	}
@@ -208,6 +250,22 @@ void background_thread_notify(void) {
 	mp_mutex_unlock(&bg_mtx);
 }
 
+void background_thread_hpa_due(uint64_t due_ns) {
+	uint64_t k = atomic_load_explicit(&bg_kick_ns, memory_order_relaxed);
+	while (due_ns < k && !atomic_compare_exchange_weak(&bg_kick_ns, &k,
+	    due_ns))
+		;
+	/* Asleep past due_ns (bg_idle: with no deadline), or running (0):
+	 * a running thread reads bg_kick_ns before it sleeps. */
+	if (due_ns >= atomic_load(&bg_sleep_ns) && !atomic_load(&bg_idle))
+		return;
+	if (!mp_mutex_trylock(&bg_mtx))
+		return;
+	atomic_store(&bg_idle, false);
+	pthread_cond_broadcast(&bg_cond);
+	mp_mutex_unlock(&bg_mtx);
+}
+
 mp_mutex_t *background_thread_mutex(void) {
 	return &bg_mtx;
 }
@@ -236,5 +294,6 @@ void background_thread_postfork_child(void) {
 	bg_cond_init();
 	bg_running = false;
 	atomic_store(&bg_idle, false);
+	atomic_store(&bg_sleep_ns, 0);
 	atomic_store(&bg_start_pending, bg_enabled);
 }

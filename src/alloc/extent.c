@@ -1176,8 +1176,8 @@ void extent_dalloc_locked(arena_t *arena, extent_t *e) {
 void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	/* opt.hpa: a run carved from a pageslab goes back to it (hpa.c). */
 	if (unlikely(opt_hpa) && e->hpa_ps != NULL) {
-		hpa_dalloc_locked(arena, e, now);
-		extent_record_free(e);
+		if (!hpa_dalloc_locked(arena, e, now))
+			extent_record_free(e);
 		return;
 	}
 	extent_t *clean = NULL;
@@ -1324,6 +1324,9 @@ size_t extent_decay_locked(arena_t *arena, uint64_t now, bool force) {
  */
 void extent_destroy_all_locked(arena_t *arena) {
 	extent_decay_locked(arena, os_now_ns(), true);
+	/* opt.hpa: the pageslabs go too (hpa.c). */
+	if (unlikely(opt_hpa))
+		hpa_destroy_locked(arena);
 	extent_hooks_t *h = hooks_of(arena);
 	for (unsigned k = 0; k < EXTENT_NFREE_KINDS; k++) {
 		extent_set_t *set = &arena->sets[k];

@@ -1,10 +1,11 @@
 /*
  * hpa.c: the hugepage allocator (opt.hpa, jemalloc's HPA).  With hpa:true
- * an automatic arena with the default extent hooks and no dss takes its
- * unguarded page runs of up to hpa_slab_max_alloc bytes (slabs and small
- * large blocks) from pageslabs instead of its extent sets: mappings of
- * HUGEPAGE bytes at HUGEPAGE-aligned addresses, each with a bitmap of
- * its active, dirty and touched pages (alloc.h states the invariants).
+ * every arena with the default extent hooks (automatic or manual, with
+ * or without dss, as jemalloc 5.3 decides) takes its unguarded page runs of up to
+ * hpa_slab_max_alloc bytes (slabs and small large blocks) from pageslabs
+ * instead of its extent sets: mappings of HUGEPAGE bytes at
+ * HUGEPAGE-aligned addresses, each with a bitmap of its active, dirty and
+ * touched pages (alloc.h states the invariants).
  *
  * Why: the kernel backs a 2 MiB-aligned range with one huge page (one TLB
  * entry instead of 512) only if the whole range is mapped alike.  The
@@ -22,14 +23,30 @@
  * dirty_decay_ms:0 purges freed pageslab pages at once, as it does the
  * extents'; arena.<i>.purge (a forced decay) purges them all.
  *
- * Larger, guarded or aligned runs, manual arenas, arenas with hooks of
- * their own or with dss keep extent.c's path; an extent carved here
- * names its pageslab (extent_t.hpa_ps) and extent.c sends its free,
- * expansion and shrinking here.  This file uses neither extent.c nor
- * arena.c (they call it): extent.c sets the records' owner and gives
- * them back, and arena.c decides which runs come here (hpa_eligible).  A pageslab is kept mapped when empty
- * (retain), or unmapped once empty and purged with retain:false.
- * Everything runs under arena->mtx, like extent.c (fork takes it).
+ * Deferred work: while the background thread is enabled (hpa_deferral,
+ * set by background_thread.c) hugifications and purges by the ratio are
+ * its work, as jemalloc defers them (deferral_allowed): the paths here
+ * only say when the work is due (hpa_work_due) and the thread runs
+ * hpa_deferred_work_locked.  Otherwise they run inline, as above.
+ *
+ * In front of the pageslabs sits the small extent cache (hpa_sec_*,
+ * jemalloc's SEC): a freed run of up to hpa_sec_max_alloc keeps its
+ * record and its pages (still active in the pageslab) in a bin per page
+ * count of the freeing thread's shard, and is handed out again before
+ * the pageslabs are searched, because a bin pop is cheaper than the
+ * bitmap work and keeps a just-freed run's pages where they are; a shard
+ * past hpa_sec_max_bytes gives whole bins back down to
+ * hpa_sec_bytes_after_flush.
+ *
+ * Guarded or aligned runs, larger ones, and arenas with hooks of their
+ * own keep extent.c's path (dss applies to that path only); an extent carved here names its
+ * pageslab (extent_t.hpa_ps) and extent.c sends its free, expansion and
+ * shrinking here.  This file uses neither extent.c nor arena.c (they call
+ * it): extent.c sets the records' owner and gives them back, and arena.c
+ * decides which runs come here (hpa_eligible).  A pageslab is kept mapped
+ * when empty (retain), or unmapped once empty and purged with
+ * retain:false, and by arena.<i>.destroy.  Everything, the cache
+ * included, runs under arena->mtx, like extent.c (fork takes it).
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -39,6 +56,27 @@ size_t opt_hpa_hugification_threshold = HUGEPAGE * 95 / 100;
 size_t opt_hpa_hugify_delay_ms = 10 * 1000;
 size_t opt_hpa_min_purge_interval_ms = 5 * 1000;
 uint32_t opt_hpa_dirty_mult = (uint32_t)1 << 14;        /* 0.25 */
+
+/* The small extent cache (jemalloc 5.3's sec_opts and defaults). */
+size_t opt_hpa_sec_nshards = 4;
+size_t opt_hpa_sec_max_alloc = (size_t)32 << 10;
+size_t opt_hpa_sec_max_bytes = (size_t)256 << 10;
+size_t opt_hpa_sec_bytes_after_flush = (size_t)128 << 10;
+size_t opt_hpa_sec_batch_fill_extra = 0;
+
+/* Deferral (jemalloc's deferral_allowed): background_thread.c sets it
+ * while the background thread is enabled and points hpa_work_due at its
+ * wake-up, so that this file does not depend on it. */
+_Atomic bool hpa_deferral;
+
+static void work_due_none(uint64_t due_ns) {
+	(void)due_ns;
+}
+void (*hpa_work_due)(uint64_t due_ns) = work_due_none;
+
+static bool deferred(void) {
+	return atomic_load_explicit(&hpa_deferral, memory_order_relaxed);
+}
 
 /* Pageslabs looked at in a bin for the fullest: a bound on the work of
  * a pick, the bins' heads being the pageslabs changed last. */
@@ -278,7 +316,8 @@ static void ps_dense_check(arena_t *arena, hpa_shard_t *s, hpa_ps_t *ps) {
 	if (ps->huge || ps->hugify_pending || ps->hugify_failed ||
 	    ps->nactive < hugify_threshold_pages())
 		return;
-	if (opt_hpa_hugify_delay_ms == 0) {
+	bool defer = deferred();
+	if (opt_hpa_hugify_delay_ms == 0 && !defer) {
 		ps_hugify(arena, s, ps);
 		return;
 	}
@@ -287,6 +326,8 @@ static void ps_dense_check(arena_t *arena, hpa_shard_t *s, hpa_ps_t *ps) {
 	ps->hugify_pending = true;
 	if (s->npending++ == 0 || ps->hugify_at < s->hugify_next_ns)
 		s->hugify_next_ns = ps->hugify_at;
+	if (defer)
+		hpa_work_due(ps->hugify_at);
 }
 
 /* After ps lost active pages: a pending hugification below the
@@ -386,31 +427,44 @@ static size_t purge_pass(arena_t *arena, hpa_shard_t *s, uint64_t now,
 	return purged;
 }
 
-/* After pages of ps turned dirty. */
+/* When a purge by hpa_dirty_mult is due (dirty pages over the limit,
+ * and hpa_min_purge_interval_ms since the last), else UINT64_MAX. */
+static uint64_t purge_next_ns(arena_t *arena, hpa_shard_t *s, uint64_t now) {
+	if (opt_hpa_dirty_mult == HPA_DIRTY_MULT_OFF ||
+	    arena->stats.hpa_ndirty <= (size_t)(((uint64_t)
+	    arena->stats.hpa_nactive * opt_hpa_dirty_mult) >> 16))
+		return UINT64_MAX;
+	if (s->last_purge_ns == 0 || now < s->last_purge_ns)
+		return now;
+	uint64_t iv = ms_to_ns(opt_hpa_min_purge_interval_ms);
+	return s->last_purge_ns > UINT64_MAX - iv ? UINT64_MAX :
+	    s->last_purge_ns + iv;
+}
+
+/* After pages of ps turned dirty.  Deferred, the background thread is
+ * told when the purge is due; dirty_decay_ms:0 purges at once either
+ * way, as it does the extents. */
 static void freed_pages(arena_t *arena, hpa_shard_t *s, uint64_t now) {
-	purge_pass(arena, s, now, arena_dirty_decay_ms(arena) == 0);
+	bool now_all = arena_dirty_decay_ms(arena) == 0;
+	if (deferred() && !now_all) {
+		uint64_t due = purge_next_ns(arena, s, now);
+		if (due != UINT64_MAX)
+			hpa_work_due(due);
+		return;
+	}
+	purge_pass(arena, s, now, now_all);
 	hugify_due(arena, s, now);
 }
 
-extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
-    size_t *dirty_len) {
-	mp_assert(size % PAGE == 0 && size > 0 && size <= HUGEPAGE);
+/* A run of size bytes from the pageslabs into the record e; false if
+ * no pageslab could be had.  Inlined, as is ps_dalloc: out of line, the
+ * calls cost midsize (hpa:true) 0.3% of its instructions. */
+MP_INLINE bool ps_alloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
+    size_t size, size_t *dirty_off, size_t *dirty_len) {
 	size_t n = size >> LG_PAGE;
-	hpa_shard_t *s = arena->hpa;
-	if (s == NULL) {
-		s = base_alloc(sizeof(*s));
-		if (s == NULL)
-			return NULL;
-		arena->hpa = s;
-	}
-	extent_t *e = base_extent_alloc();
-	if (e == NULL)
-		return NULL;
 	hpa_ps_t *ps = hpa_psset_pick(s, n);
-	if (ps == NULL && (ps = ps_new(arena, s)) == NULL) {
-		base_extent_free(e);
-		return NULL;
-	}
+	if (ps == NULL && (ps = ps_new(arena, s)) == NULL)
+		return false;
 	size_t run, first = ps_first_fit(ps, n, &run);
 	/* Old data lies between the first and the last touched page. */
 	size_t lo = bit_find(ps->touched, first, true), hi = 0;
@@ -441,28 +495,26 @@ extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
 	e->map_size = HUGEPAGE;
 	e->zeroed = lo == SIZE_MAX;
 	e->hpa_ps = ps;
-	pagemap_set_bounds(e);
 	ps_dense_check(arena, s, ps);
-	if (s->npending != 0)
-		hugify_due(arena, s, os_now_ns());
-	return e;
+	/* hugify_due's own test first: on most allocations a hugification
+	 * is pending but not due, and the call would cost more. */
+	if (s->npending != 0 && !deferred()) {
+		uint64_t now = os_now_ns();
+		if (now >= s->hugify_next_ns)
+			hugify_due(arena, s, now);
+	}
+	return true;
 }
 
-void hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
-	hpa_shard_t *s = arena->hpa;
+/* The pages of e back to its pageslab (the record stays the caller's). */
+MP_INLINE void ps_dalloc(arena_t *arena, hpa_shard_t *s, extent_t *e,
+    uint64_t now) {
 	hpa_ps_t *ps = e->hpa_ps;
 	size_t first = (size_t)(e->addr - ps->addr) >> LG_PAGE;
 	size_t n = e->size >> LG_PAGE;
 	/* A large block's tail past clean_from was purged by arena.c. */
 	size_t dirty = e->clean_from != 0 && e->clean_from < e->size ?
 	    e->clean_from >> LG_PAGE : n;
-	/* A slab's every page maps to it, a large block's two ends. */
-	if (e->kind == EXTENT_SLAB) {
-		pagemap_set_range(e->addr, e->size, NULL);
-	} else {
-		pagemap_set_page(e->addr, NULL);
-		pagemap_set_page(e->addr + e->size - PAGE, NULL);
-	}
 	hpa_psset_remove(s, ps);
 	bits_clear(ps->active, first, n);
 	lfr_grew(ps, first, n);
@@ -475,8 +527,208 @@ void hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
 	arena->stats.hpa_ndirty += dirty;
 	psset_insert_known(s, ps);
 	ps_sparse_check(s, ps);
-	e->hpa_ps = NULL;
 	freed_pages(arena, s, now);
+}
+
+/* ---- the small extent cache ---- */
+
+/* The thread's shard, 1-based (0: none picked yet): threads take the
+ * shards in turn, as jemalloc gives each thread one for good. */
+static __thread uint8_t sec_shard_tls __attribute__((tls_model(
+    "initial-exec")));
+static _Atomic unsigned sec_next_shard;
+
+static bool sec_on(void) {
+	return opt_hpa_sec_nshards != 0;
+}
+
+/* The largest run cached: whole pages, no more than a pageslab run. */
+static size_t sec_max_pages(void) {
+	size_t m = opt_hpa_sec_max_alloc < opt_hpa_slab_max_alloc ?
+	    opt_hpa_sec_max_alloc : opt_hpa_slab_max_alloc;
+	if (m > HUGEPAGE)
+		m = HUGEPAGE;
+	return m >> LG_PAGE;
+}
+
+/* The calling thread's shard, made with the arena's first use of the
+ * cache; NULL out of metadata (the cache is then bypassed). */
+static hpa_sec_shard_t *sec_shard(hpa_shard_t *s) {
+	if (s->sec == NULL) {
+		size_t nshards = opt_hpa_sec_nshards > 255 ? 255 :
+		    opt_hpa_sec_nshards;
+		size_t npages = sec_max_pages();
+		hpa_sec_shard_t *sh = base_alloc(nshards * sizeof(*sh));
+		extent_t **bins = base_alloc(nshards * npages *
+		    sizeof(*bins));
+		if (sh == NULL || bins == NULL || npages == 0)
+			return NULL;
+		for (size_t i = 0; i < nshards; i++) {
+			sh[i].bins = bins + i * npages;
+			sh[i].bytes = 0;
+			sh[i].flush_next = 0;
+		}
+		s->sec_npages = npages;
+		s->sec_nshards = (unsigned)nshards;
+		s->sec = sh;
+	}
+	unsigned k = sec_shard_tls;
+	if (k == 0) {
+		k = atomic_fetch_add_explicit(&sec_next_shard, 1,
+		    memory_order_relaxed) % 255 + 1;
+		sec_shard_tls = (uint8_t)k;
+	}
+	return &s->sec[(k - 1) % s->sec_nshards];
+}
+
+/* Give a cached record's run back to its pageslab, and the record to
+ * base.c. */
+static void sec_release(arena_t *arena, hpa_shard_t *s, extent_t *e,
+    uint64_t now) {
+	ps_dalloc(arena, s, e, now);
+	base_extent_free(e);
+}
+
+/* Empty whole bins, from where the last flush stopped, until the shard
+ * holds no more than `keep` bytes (jemalloc's flush). */
+static void sec_flush_shard(arena_t *arena, hpa_shard_t *s,
+    hpa_sec_shard_t *sh, size_t keep, uint64_t now) {
+	while (sh->bytes > keep) {
+		size_t b = sh->flush_next;
+		sh->flush_next = (b + 1) % s->sec_npages;
+		for (extent_t *e = sh->bins[b], *n; e != NULL; e = n) {
+			n = e->next;
+			sh->bytes -= e->size;
+			s->sec_bytes -= e->size;
+			sec_release(arena, s, e, now);
+		}
+		sh->bins[b] = NULL;
+	}
+}
+
+void hpa_sec_flush_locked(arena_t *arena) {
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL || s->sec == NULL)
+		return;
+	uint64_t now = os_now_ns();
+	for (unsigned i = 0; i < s->sec_nshards; i++)
+		sec_flush_shard(arena, s, &s->sec[i], 0, now);
+}
+
+/* A cached run of n pages from the shard, or NULL. */
+static extent_t *sec_take(hpa_sec_shard_t *sh, hpa_shard_t *s, size_t n) {
+	extent_t *e = sh->bins[n - 1];
+	if (e == NULL)
+		return NULL;
+	sh->bins[n - 1] = e->next;
+	sh->bytes -= e->size;
+	s->sec_bytes -= e->size;
+	return e;
+}
+
+static void sec_put(hpa_sec_shard_t *sh, hpa_shard_t *s, extent_t *e) {
+	size_t n = e->size >> LG_PAGE;
+	e->prev = NULL;
+	e->next = sh->bins[n - 1];
+	sh->bins[n - 1] = e;
+	sh->bytes += e->size;
+	s->sec_bytes += e->size;
+}
+
+/* A cached record handed out again: as ps_alloc leaves a new one; the
+ * whole run may hold old data. */
+static void sec_reuse(arena_t *arena, extent_t *e, size_t *dirty_off,
+    size_t *dirty_len) {
+	char *addr = e->addr;
+	size_t size = e->size;
+	hpa_ps_t *ps = e->hpa_ps;
+	memset(e, 0, sizeof(*e));
+	e->addr = addr;
+	e->size = size;
+	e->arena = arena;
+	e->kind = EXTENT_LARGE;
+	e->map_addr = ps->addr;
+	e->map_size = HUGEPAGE;
+	e->hpa_ps = ps;
+	*dirty_off = 0;
+	*dirty_len = size;
+}
+
+extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
+    size_t *dirty_len) {
+	mp_assert(size % PAGE == 0 && size > 0 && size <= HUGEPAGE);
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL) {
+		s = base_alloc(sizeof(*s));
+		if (s == NULL)
+			return NULL;
+		arena->hpa = s;
+	}
+	size_t n = size >> LG_PAGE;
+	hpa_sec_shard_t *sh = sec_on() && n <= sec_max_pages() ?
+	    sec_shard(s) : NULL;
+	extent_t *e = sh != NULL ? sec_take(sh, s, n) : NULL;
+	if (e != NULL) {
+		sec_reuse(arena, e, dirty_off, dirty_len);
+		pagemap_set_bounds(e);
+		return e;
+	}
+	e = base_extent_alloc();
+	if (e == NULL)
+		return NULL;
+	if (!ps_alloc(arena, s, e, size, dirty_off, dirty_len)) {
+		base_extent_free(e);
+		return NULL;
+	}
+	pagemap_set_bounds(e);
+	/* A miss fills the bin with batch_fill_extra more runs, as far as
+	 * the shard's bound allows. */
+	for (size_t k = 0; sh != NULL && k < opt_hpa_sec_batch_fill_extra &&
+	    sh->bytes + size <= opt_hpa_sec_max_bytes; k++) {
+		extent_t *x = base_extent_alloc();
+		size_t off, len;
+		if (x == NULL)
+			break;
+		if (!ps_alloc(arena, s, x, size, &off, &len)) {
+			base_extent_free(x);
+			break;
+		}
+		sec_put(sh, s, x);
+	}
+	return e;
+}
+
+/* Clear the page map's entries of e: no lookup reaches a record that
+ * the cache holds or that is gone. */
+static void pagemap_clear(extent_t *e) {
+	/* A slab's every page maps to it, a large block's two ends. */
+	if (e->kind == EXTENT_SLAB) {
+		pagemap_set_range(e->addr, e->size, NULL);
+	} else {
+		pagemap_set_page(e->addr, NULL);
+		pagemap_set_page(e->addr + e->size - PAGE, NULL);
+	}
+}
+
+bool hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now) {
+	hpa_shard_t *s = arena->hpa;
+	size_t n = e->size >> LG_PAGE;
+	pagemap_clear(e);
+	hpa_sec_shard_t *sh = sec_on() && n <= sec_max_pages() ?
+	    sec_shard(s) : NULL;
+	if (sh != NULL) {
+		/* A purged tail (clean_from) is dirty again once reused:
+		 * the record forgets it. */
+		e->clean_from = 0;
+		sec_put(sh, s, e);
+		if (sh->bytes > opt_hpa_sec_max_bytes)
+			sec_flush_shard(arena, s, sh,
+			    opt_hpa_sec_bytes_after_flush, now);
+		return true;
+	}
+	ps_dalloc(arena, s, e, now);
+	e->hpa_ps = NULL;
+	return false;
 }
 
 bool hpa_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
@@ -535,14 +787,45 @@ bool hpa_shrink_locked(arena_t *arena, extent_t *e, size_t new_size) {
 
 size_t hpa_decay_locked(arena_t *arena, uint64_t now, bool force) {
 	hpa_shard_t *s = arena->hpa;
-	if (s == NULL)
+	if (s == NULL || (!force && deferred()))
 		return 0;
+	/* A forced pass (arena.<i>.purge, malloc_trim, destroy) empties
+	 * the small extent cache first, as jemalloc's does. */
+	if (force)
+		hpa_sec_flush_locked(arena);
 	hugify_due(arena, s, now);
 	return purge_pass(arena, s, now, force);
 }
 
+uint64_t hpa_deferred_work_locked(arena_t *arena, uint64_t now) {
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL)
+		return UINT64_MAX;
+	hugify_due(arena, s, now);
+	purge_pass(arena, s, now, false);
+	uint64_t next = purge_next_ns(arena, s, now);
+	if (s->npending != 0 && s->hugify_next_ns < next)
+		next = s->hugify_next_ns;
+	return next;
+}
+
+void hpa_destroy_locked(arena_t *arena) {
+	hpa_shard_t *s = arena->hpa;
+	if (s == NULL)
+		return;
+	hpa_sec_flush_locked(arena);
+	purge_pass(arena, s, os_now_ns(), true);
+	for (hpa_ps_t *ps = s->all, *n; ps != NULL; ps = n) {
+		n = ps->all_next;
+		if (ps->nactive == 0)
+			ps_unmap(arena, s, ps);
+	}
+}
+
 void hpa_stats_locked(arena_t *arena, arena_stats_t *out) {
 	const arena_stats_t *st = &arena->stats;
+	if (arena->hpa != NULL)
+		out->hpa_sec_bytes = arena->hpa->sec_bytes;
 	out->pdirty += st->hpa_ndirty;
 	out->retained += (st->hpa_npageslabs * HPA_NPAGES - st->hpa_nactive -
 	    st->hpa_ndirty) << LG_PAGE;

@@ -3,12 +3,14 @@
  * behind them (misuse checks included).  Per-thread state, initialisation
  * and fork are in tsd.c.
  *
- * The malloc fast path is: size -> class by table, one compare of the
- * thread's allocated-bytes counter against its single event threshold, a
- * pop from the thread's cache bin of the class.  The threshold is 0 for a
- * thread that is not initialised or must take the slow path (junk, zero,
- * tcache off), so that one branch catches every special case; events
- * (cache GC, decay, profiler sampling) fire when the counter crosses it.
+ * The malloc fast path is: size -> class by the thread's table, one
+ * compare of the thread's allocated-bytes counter against its single event
+ * threshold, a pop from the thread's cache bin of the class and a count of
+ * the bin's requests (stats' nrequests, merged by tcache.c).  The
+ * threshold is 0 for a thread that is not initialised or must take the
+ * slow path (junk, zero, tcache off), so that one branch catches every
+ * special case; events (cache GC, decay, profiler sampling) fire when the
+ * counter crosses it.
  * The free fast path is: page map -> the class tag of the page, one
  * compare of the thread's cache bin of that class with its full mark, a
  * push.  Everything else is out of line.
@@ -221,12 +223,24 @@ static inline bool sample_small_allowed(const tsd_t *tsd) {
 	    atomic_load_explicit(&prof_active, memory_order_relaxed);
 }
 
+/* A small request served without a cache bin, p (NULL: none), counted in
+ * arena's stats.arenas.<i>.bins.<j>.nrequests at once: these paths take a
+ * lock or go to the slabs anyway. */
+static inline void *small_request(arena_t *arena, unsigned ind, void *p) {
+	if (p != NULL)
+		atomic_fetch_add_explicit(&arena->bstats[ind].nrequests, 1,
+		    memory_order_relaxed);
+	return p;
+}
+
 /* A small object about to be sampled comes from arena 0's prof_cache,
  * shared by every thread (see prof.c), under that arena's shared_mtx. */
 static void *prof_cache_alloc_small(unsigned ind) {
 	arena_t *pa = arena_get(0, false);
 	mp_mutex_lock(&pa->shared_mtx);
-	void *p = tcache_alloc_small(&pa->prof_cache, ind);
+	/* A request of arena 0, whose slab serves it (nmalloc too). */
+	void *p = small_request(pa, ind,
+	    tcache_alloc_small(&pa->prof_cache, ind));
 	mp_mutex_unlock(&pa->shared_mtx);
 	return p;
 }
@@ -283,20 +297,29 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	    unlikely(tsd->allocated + usize >= tsd->prof_sample_at) &&
 	    ind < SC_NBINS && sample_small_allowed(tsd);
 	if (ind < SC_NBINS) {
+		/* Each branch counts the request (nrequests): a cache bin
+		 * in its cache's count, merged later (tcache.c), a fill
+		 * in tcache_bin_fill, the rest in the arena's stats.  A
+		 * thread on the fast path has its bins on (tsd.c): its
+		 * test spares the thread events tsd_cache_bins' loads. */
 		if (sample_small) {
 			p = prof_cache_alloc_small(ind);
 		} else if (use_tcache) {
-			if (!tsd_cache_bins(tsd))
-				p = tcache_alloc_small(tsd->tcache, ind);
-			else if (*tsd->bin_cur[ind + 1] != NULL)
+			if (tsd->fast_owner == NULL && !tsd_cache_bins(tsd)) {
+				p = small_request(tsd->tcache->arena, ind,
+				    tcache_alloc_small(tsd->tcache, ind));
+			} else if (*tsd->bin_cur[ind + 1] != NULL) {
 				p = *tsd->bin_cur[ind + 1]++;
-			else
+				tsd->bin_nreq[ind + 1]++;
+			} else {
 				p = tcache_bin_fill(tsd->tcache, ind);
+			}
 		} else if (xtc != NULL) {
 			p = tcache_explicit_alloc_small(xtc, ind);
 		} else {
 			mp_mutex_lock(&arena->shared_mtx);
-			p = tcache_alloc_small(&arena->shared, ind);
+			p = small_request(arena, ind,
+			    tcache_alloc_small(&arena->shared, ind));
 			mp_mutex_unlock(&arena->shared_mtx);
 		}
 		if (p == NULL)
@@ -593,9 +616,10 @@ static void *alloc_small_fill(tsd_t *tsd, unsigned ind, size_t usize) {
 	void *p;
 	if (*cur != NULL) {
 		tsd->bin_cur[ind + 1] = cur + 1;
+		tsd->bin_nreq[ind + 1]++;
 		p = *cur;
 	} else {
-		p = tcache_bin_fill(tc, ind);
+		p = tcache_bin_fill(tc, ind);   /* counts the request */
 		if (p == NULL)
 			return NULL;
 	}
@@ -734,10 +758,12 @@ static void *alloc_aligned(size_t size, size_t align, int flags,
 
 /*
  * Size (by quantum, up to SC_LOOKUP_MAX) -> class tag (szind + 1, what
- * indexes the cache bins), for malloc's fast path (malloc_tags) and the
- * sized frees' (free_sized_tags).  Filled by malloc_sized_boot; all zero
- * before, tag 0 naming a bin that is always off.  sz_size2index_tab
- * would cost the fast paths an add of the 1.
+ * indexes the cache bins), for malloc's fast path (each thread's copy in
+ * tsd, size_tags: read at a fixed TLS offset, it costs no load of a table
+ * address, and that instruction pays for the count of the bin's requests)
+ * and the sized frees' (free_sized_tags, a global).  All zero before
+ * they are filled, tag 0 naming a bin that is always off.
+ * sz_size2index_tab would cost the fast paths an add of the 1.
  *
  * free_sized_tags stays zero with prof:true: a sampled small region sits
  * in the profiler's slabs, untagged in the page map, and its free must
@@ -746,30 +772,47 @@ static void *alloc_aligned(size_t size, size_t align, int flags,
  * class and that switch.  Relaxed atomics: the bytes are written once,
  * before malloc_initialized is published.
  */
-static _Atomic uint8_t malloc_tags[SC_LOOKUP_LEN];
 static _Atomic uint8_t free_sized_tags[SC_LOOKUP_LEN];
 
 void malloc_sized_boot(void) {
 	for (size_t q = 0; q < SC_LOOKUP_LEN; q++) {
 		uint8_t tag = (uint8_t)(sz_size2index_tab[q] + 1);
-		atomic_store_explicit(&malloc_tags[q], tag,
-		    memory_order_relaxed);
 		if (!config_prof || !opt_prof)
 			atomic_store_explicit(&free_sized_tags[q], tag,
 			    memory_order_relaxed);
 	}
 }
 
+/* 897 bytes of TLS per thread, written once at its start (tsd_init),
+ * eight tags a step (a byte loop was about 5,400 instructions a thread:
+ * gcc's -O2 does not vectorise it).  No index in the table is 255, so
+ * adding 1 to every byte of a word carries into no neighbour. */
+_Static_assert(SC_NSIZES <= 255, "a class index + 1 fits a byte");
+void malloc_size_tags_copy(uint8_t *tags) {
+	const uint64_t ones = 0x0101010101010101u;
+	size_t q = 0;
+	for (; q + 8 <= SC_LOOKUP_LEN; q += 8) {
+		uint64_t w;
+		memcpy(&w, &sz_size2index_tab[q], sizeof(w));
+		w += ones;
+		memcpy(&tags[q], &w, sizeof(w));
+	}
+	for (; q < SC_LOOKUP_LEN; q++)
+		tags[q] = (uint8_t)(sz_size2index_tab[q] + 1);
+}
+
 /* malloc's fast path: a block of size's class from the thread's cache
  * bin, or NULL for the slow path (too big, an event due, the bin empty).
- * malloc and C++'s operator new differ only in what follows a NULL. */
+ * malloc and C++'s operator new differ only in what follows a NULL.
+ * Every pop counts a request of the bin (bin_nreq: one `incq`, the
+ * stats' nrequests, merged into the arena's in batches by tcache.c). */
 MP_INLINE void *malloc_fast(size_t size) {
 	tsd_t *tsd = &mp_tsd;
 	if (likely(size <= SC_LOOKUP_MAX)) {
-		size_t tag = atomic_load_explicit(&malloc_tags[(size +
-		    (QUANTUM - 1)) >> LG_QUANTUM], memory_order_relaxed);
-		/* bin_usize is 0 in a thread not set up yet, and the tag 0
-		 * before boot, where next_event is 0 too: the compare fails
+		size_t tag = tsd->size_tags[(size + (QUANTUM - 1)) >>
+		    LG_QUANTUM];
+		/* bin_usize is 0 in a thread not set up yet, and so is its
+		 * tag table, where next_event is 0 too: the compare fails
 		 * all the same. */
 		uint64_t allocated = tsd->allocated + tsd->bin_usize[tag];
 		if (likely(allocated < tsd->next_event)) {
@@ -779,6 +822,7 @@ MP_INLINE void *malloc_fast(size_t size) {
 			if (likely(p != NULL)) {
 				tsd->bin_cur[tag] = cur + 1;
 				tsd->allocated = allocated;
+				tsd->bin_nreq[tag]++;
 				return p;
 			}
 		}

@@ -40,6 +40,17 @@ static void malloc_postfork_parent(void);
 static void malloc_postfork_child(void);
 static void tsd_cleanup(void *arg);
 
+/* stats_print:true at exit: the exiting thread's cache bins' requests
+ * merged first (jemalloc merges its caches' there too), or the main
+ * thread's work since its last fill or flush would be missing from
+ * nrequests.  Other threads' counts are theirs to merge. */
+static void stats_print_exit(void) {
+	tsd_t *tsd = &mp_tsd;
+	if (tsd->state == TSD_NOMINAL && tsd->tcache != NULL)
+		tcache_requests_merge(tsd->tcache);
+	stats_print_atexit();
+}
+
 static MP_COLD bool malloc_init_hard(void) {
 	if (init_in_progress)
 		return true;    /* recursion from inside init: cannot serve */
@@ -70,7 +81,7 @@ static MP_COLD bool malloc_init_hard(void) {
 		pthread_atfork(malloc_prefork, malloc_postfork_parent,
 		    malloc_postfork_child);
 		if (opt_stats_print)
-			atexit(stats_print_atexit);
+			atexit(stats_print_exit);
 		/* Registered first, so it runs after the program's own exit
 		 * handlers: the final dump sees what they freed. */
 		if (config_prof && opt_prof && opt_prof_final)
@@ -206,6 +217,7 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	 * these, and a zero usize must never pass it (see malloc_fast). */
 	for (unsigned i = 0; i < SC_NBINS; i++)
 		tsd->bin_usize[i + 1] = (uint32_t)sz_index2size_tab[i];
+	malloc_size_tags_copy(tsd->size_tags);
 	tsd->state = TSD_NOMINAL;
 	tsd_update_fast(tsd);
 }
@@ -289,8 +301,11 @@ bool tsd_arena_set(tsd_t *tsd, unsigned ind) {
 		atomic_fetch_sub(&tsd->arena->nthreads, 1);
 	atomic_fetch_add(&arena->nthreads, 1);
 	tsd->arena = arena;
-	if (tsd->tcache != NULL)
+	if (tsd->tcache != NULL) {
+		/* What it served so far was the old arena's. */
+		tcache_requests_merge(tsd->tcache);
 		tsd->tcache->arena = arena;
+	}
 	return false;
 }
 
@@ -407,6 +422,19 @@ static void malloc_postfork_parent(void) {
  * their free memory is lost to the child, which is safe.  Their counters
  * are folded so that stats stay right.
  */
+/* A thread the child does not have: what its cache bins served and did
+ * not merge yet goes to its arena (nrequests), as its byte counters are
+ * folded.  Its cache may have been mid-update; these counters are its
+ * own plain words, read once. */
+static void tsd_requests_fold(tsd_t *t) {
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		if (t->bin_nreq[i + 1] != 0)
+			atomic_fetch_add_explicit(
+			    &t->arena->bstats[i].nrequests, t->bin_nreq[i + 1],
+			    memory_order_relaxed);
+	}
+}
+
 static void malloc_postfork_child(void) {
 	if (!malloc_initialized)
 		return;
@@ -428,8 +456,10 @@ static void malloc_postfork_child(void) {
 		tsd_t *next = t->reg_next;
 		if (t != self) {
 			registry_remove_locked(t);
-			if (t->arena != NULL)
+			if (t->arena != NULL) {
 				atomic_fetch_sub(&t->arena->nthreads, 1);
+				tsd_requests_fold(t);
+			}
 		}
 		t = next;
 	}

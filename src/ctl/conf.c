@@ -54,6 +54,7 @@ ssize_t opt_lg_tcache_nslots_mul = 1;
 size_t opt_tcache_gc_incr_bytes = (size_t)256 << 10;
 unsigned opt_lg_tcache_flush_small_div = 1;
 unsigned opt_lg_tcache_flush_large_div = 1;
+bool opt_lg_tcache_flush_large_div_given = false;
 size_t opt_tcache_gc_delay_bytes = 0;
 bool opt_experimental_infallible_new = false;
 static char conf_slab_sizes[256] = "";
@@ -63,13 +64,9 @@ static bool conf_utrace = false;
  * issue 18 implements: read-outs only until then. */
 
 /* opt.hpa's fixed-point options (jemalloc's fxp_t syntax), kept as text
- * for their opt.* read-outs and applied to hpa.c's variables; and the
- * small extent cache's knobs, read-outs only. */
+ * for their opt.* read-outs and applied to hpa.c's variables. */
 static char conf_hpa_ratio[24] = "0.95";
 static char conf_hpa_dirty_mult[24] = "0.25";
-static size_t conf_hpa_sec[5] = { 4, 32768, 262144, 131072, 0 };
-#define CONF_HPA_SEC_NOTE "no effect: no small extent cache in front of " \
-	"the pageslabs (the thread caches keep whole slabs)"
 
 static bool conf_hpa_ratio_check(const char *v, size_t vlen,
     char *why, size_t whysize) {
@@ -354,9 +351,9 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "a full small cache bin keeps 1/2^N of its slots" },
 	{ .name = "lg_tcache_flush_large_div", .type = CONF_UNSIGNED,
 	  .var = &opt_lg_tcache_flush_large_div, .def = "1", .min = 1,
-	  .max = 16,
-	  .doc = "a full large cache class keeps 1/2^N of its blocks (1: "
-	  "all of them, the freed block goes to the arena)" },
+	  .max = 16, .given = &opt_lg_tcache_flush_large_div_given,
+	  .doc = "a full large cache class keeps 1/2^N of its blocks (not "
+	  "set: all of them, the freed block goes to the arena)" },
 	{ .name = "lg_tcache_max", .type = CONF_SIZE_T,
 	  .var = &conf_lg_tcache_max, .def = "16", .min = 0, .max = 23,
 	  .on_set = conf_lg_tcache_max_apply,
@@ -399,23 +396,23 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "pageslabs are purged while their dirty pages exceed this "
 	  "times their active ones (-1: never)" },
 	{ .name = "hpa_sec_nshards", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[0], .def = "4", .min = 0, .max = INTMAX_MAX,
-	  .note = CONF_HPA_SEC_NOTE, .doc = "small extent cache: shards" },
+	  .var = &opt_hpa_sec_nshards, .def = "4", .min = 0,
+	  .max = INTMAX_MAX, .doc = "small extent cache: shards (0: none)" },
 	{ .name = "hpa_sec_max_alloc", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[1], .def = "32768", .min = (intmax_t)PAGE,
-	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .var = &opt_hpa_sec_max_alloc, .def = "32768",
+	  .min = (intmax_t)PAGE, .max = INTMAX_MAX,
 	  .doc = "small extent cache: largest extent cached" },
 	{ .name = "hpa_sec_max_bytes", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[2], .def = "262144", .min = (intmax_t)PAGE,
-	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .var = &opt_hpa_sec_max_bytes, .def = "262144",
+	  .min = (intmax_t)PAGE, .max = INTMAX_MAX,
 	  .doc = "small extent cache: bytes per shard" },
 	{ .name = "hpa_sec_bytes_after_flush", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[3], .def = "131072", .min = (intmax_t)PAGE,
-	  .max = INTMAX_MAX, .note = CONF_HPA_SEC_NOTE,
+	  .var = &opt_hpa_sec_bytes_after_flush, .def = "131072",
+	  .min = (intmax_t)PAGE, .max = INTMAX_MAX,
 	  .doc = "small extent cache: bytes kept by a flush" },
 	{ .name = "hpa_sec_batch_fill_extra", .type = CONF_SIZE_T,
-	  .var = &conf_hpa_sec[4], .def = "0", .min = 0,
-	  .max = (intmax_t)HPA_NPAGES, .note = CONF_HPA_SEC_NOTE,
+	  .var = &opt_hpa_sec_batch_fill_extra, .def = "0", .min = 0,
+	  .max = (intmax_t)HPA_NPAGES,
 	  .doc = "small extent cache: extra extents per fill" },
 	{ .name = "san_guard_small", .type = CONF_SIZE_T,
 	  .var = &opt_san_guard_small, .def = "0", .min = 0,
@@ -699,6 +696,8 @@ void conf_reset_defaults(void) {
 		/* A default the parser rejects is a bug in the table. */
 		mp_assert(r == CONF_SET_OK);
 		(void)r;
+		if (opt->given != NULL)
+			*opt->given = false;
 	}
 }
 
@@ -906,6 +905,8 @@ static bool conf_pair(const char *source, const char *key, size_t klen,
 	}
 	switch (conf_set_value(opt, val, vlen)) {
 	case CONF_SET_OK:
+		if (opt->given != NULL)
+			*opt->given = true;
 		if (opt->note != NULL)
 			conf_note(source, opt);
 		if (opt_confirm_conf) {

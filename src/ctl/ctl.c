@@ -82,6 +82,7 @@ static void ctl_stats_merge(arena_stats_t *acc, const arena_stats_t *s) {
 	acc->hpa_npurges += s->hpa_npurges;
 	acc->hpa_nhugifies += s->hpa_nhugifies;
 	acc->hpa_ndehugifies += s->hpa_ndehugifies;
+	acc->hpa_sec_bytes += s->hpa_sec_bytes;
 }
 
 /* ------------------------------------------- per-class statistics */
@@ -212,10 +213,12 @@ static void ctl_xsnap_read(arena_t *arena, const arena_stats_t *s,
 		/* ndalloc first: a region is freed after it is taken. */
 		b->ndalloc = ctl_load(&bs->ndalloc);
 		b->nmalloc = ctl_load(&bs->nmalloc);
-		/* Requests served from the cache bins are not counted (that
-		 * would cost the fast paths an instruction): the requests
-		 * that reached the slabs are the regions they handed out. */
-		b->nrequests = b->nmalloc;
+		/* Every malloc of the class, those served by cache bins
+		 * included, as they were merged: a bin's own count reaches
+		 * the arena at its fills, flushes and GC visits (tcache.c),
+		 * so it lags as jemalloc's does.  Not a bound of nmalloc
+		 * either way: a fill takes regions no request used yet. */
+		b->nrequests = ctl_load(&bs->nrequests);
 		b->nfills = ctl_load(&bs->nfills);
 		b->nflushes = ctl_load(&bs->nflushes);
 		b->nslabs = ctl_load(&bs->nslabs);
@@ -1785,6 +1788,8 @@ static const ctl_node_t ctl_stats_arenas_i_children[] = {
 	  CTL_CHILDREN(ctl_stats_arenas_i_mutexes_children) },
 	{ .name = "hpa_shard",
 	  CTL_CHILDREN(ctl_stats_arenas_i_hpa_shard_children) },
+	/* opt.hpa's small extent cache (hpa.c): jemalloc 5.3's one name. */
+	CTL_ARENA_STAT("hpa_sec_bytes", CTL_T_SIZE, hpa_sec_bytes),
 };
 static const ctl_node_t ctl_stats_arenas_i[] = {
 	{ .name = "", CTL_CHILDREN(ctl_stats_arenas_i_children) },

@@ -699,14 +699,17 @@ static const char *stats_dss(void) {
 	return opt != NULL ? conf_opt_str(opt) : "disabled";
 }
 
-/* opt.hpa: the pageslabs' counters (hpa.c), in jemalloc's "HPA shard
- * stats" place, after the arena's memory rows. */
+/* opt.hpa: the small extent cache's bytes and the pageslabs' counters
+ * (hpa.c), in jemalloc's "HPA shard stats" place, after the arena's
+ * memory rows. */
 static void stats_hpa_text(stats_out_t *out, const arena_stats_t *s,
     uint64_t up) {
 	static const char *const names[4] = {"Purge passes", "Purges",
 	    "Hugifies", "Dehugifies"};
 	uint64_t v[4] = {s->hpa_npurge_passes, s->hpa_npurges,
 	    s->hpa_nhugifies, s->hpa_ndehugifies};
+	stats_printf(out, "Bytes in small extent cache: %zu\n",
+	    s->hpa_sec_bytes);
 	stats_printf(out, "HPA shard stats:\n");
 	for (unsigned k = 0; k < 4; k++)
 		stats_printf(out, "  %s: %llu (%llu / sec)\n", names[k],
@@ -719,6 +722,7 @@ static void stats_hpa_text(stats_out_t *out, const arena_stats_t *s,
 }
 
 static void stats_hpa_json(stats_out_t *out, const arena_stats_t *s) {
+	stats_json_u64(out, "sec_bytes", s->hpa_sec_bytes);
 	stats_json_open(out, "hpa_shard", '{');
 	stats_json_u64(out, "npurge_passes", s->hpa_npurge_passes);
 	stats_json_u64(out, "npurges", s->hpa_npurges);

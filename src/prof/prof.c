@@ -963,6 +963,10 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	mp_mutex_lock(&sh->mtx);
 	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td,
 	    td->labels, hinted && hint.gen == sh->gen ? hint.gctx : NULL);
+	/* The memo's hint was right: it stays as it is (most samples of
+	 * a repeated stack; its store was 20 instructions of them). */
+	bool hint_kept = t != NULL && hinted && hint.gen == sh->gen &&
+	    hint.gctx == t->gctx;
 	if (t != NULL) {
 		hint = (prof_bt_hint_t){entry, hash, t->gctx, sh->gen};
 		/* Under the shard lock, like the epoch: prof_reset changes
@@ -991,7 +995,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 			prof_lifetime_large_add(&sh->life, s);
 	}
 	mp_mutex_unlock(&sh->mtx);
-	if (t != NULL)
+	if (t != NULL && !hint_kept)
 		prof_bt_hint_store(td->bt_memo, ref, &hint);
 	if (t == NULL) {
 		sample_dispose(s);

@@ -32,6 +32,10 @@
  * by the loader's count of unloads as well, read by a walk before it
  * first needs one (prof_cfi_unloads_check): after a dlclose, no row of
  * the object that went is used for code mapped later at its addresses.
+ * The first few walks that read an object's tables drop the pages the
+ * read mapped at their end (prof_cfi_walk_end: one madvise), so that a
+ * small process does not keep libc's tables resident for the rows the
+ * cache holds.
  */
 #include "malloc_prof/internal/internal.h"
 
@@ -1217,6 +1221,151 @@ static void obj_postfork(void) {
 }
 #endif
 
+/* ------------------------------------------------- pages dropped */
+
+/*
+ * The first read of an object's tables (libc's, for the start code at the
+ * bottom of every stack) maps their pages into the process, 64 KiB around
+ * each fault (the kernel's fault-around), for the few rows the walk then
+ * keeps in the row cache: in a 3 MB process that alone was 2% of its peak
+ * RSS.  At the end of such a walk the pages are dropped again, the first
+ * few times per object only (a syscall each): read-only pages of a file
+ * mapping that no one wrote are the page cache's, and a later read maps
+ * them again as they were.  prof_cfi_drop_range refuses anything else.
+ */
+bool prof_cfi_drop_range(const void *phdrs, unsigned phnum, uintptr_t bias,
+    uintptr_t hdr, uintptr_t *lop, uintptr_t *hip) {
+	const ElfW(Phdr) *ph = phdrs;
+	uintptr_t lo = 0, hi = 0;
+	for (unsigned i = 0; i < phnum; i++) {
+		uintptr_t a = bias + (uintptr_t)ph[i].p_vaddr;
+		if (ph[i].p_type != PT_LOAD || hdr < a ||
+		    hdr - a >= (uintptr_t)ph[i].p_memsz)
+			continue;
+		if ((ph[i].p_flags & PF_W) != 0 ||
+		    ph[i].p_filesz != ph[i].p_memsz)
+			return true;
+		/* hdr's own page may hold the end of .rodata: kept. */
+		lo = PAGE_CEILING(hdr + 1);
+		hi = PAGE_CEILING(a + (uintptr_t)ph[i].p_memsz);
+	}
+	if (lo >= hi)
+		return true;
+	for (unsigned i = 0; i < phnum; i++) {
+		uintptr_t a = bias + (uintptr_t)ph[i].p_vaddr;
+		uintptr_t n = (uintptr_t)ph[i].p_memsz;
+		if (((ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_W) != 0) ||
+		    ph[i].p_type == PT_GNU_RELRO) && n != 0 &&
+		    (a & ~(uintptr_t)PAGE_MASK) < hi && PAGE_CEILING(a + n) > lo)
+			return true;
+		if (ph[i].p_type != PT_DYNAMIC)
+			continue;
+		const ElfW(Dyn) *d = (const ElfW(Dyn) *)a;
+		size_t nd = n / sizeof(*d);
+		for (size_t j = 0; j < nd && j < 4096 && d[j].d_tag != DT_NULL;
+		    j++) {
+			if (d[j].d_tag == DT_TEXTREL || (d[j].d_tag ==
+			    DT_FLAGS && (d[j].d_un.d_val & DF_TEXTREL) != 0))
+				return true;
+		}
+	}
+	*lop = lo;
+	*hip = hi;
+	return false;
+}
+
+static _Atomic uint64_t drops_total;
+
+#if MP_HAVE_DL_FIND_OBJECT
+/* The objects dropped from (their mapping's start) and how often. */
+#define DROP_OBJS 16
+static _Atomic uintptr_t drop_obj[DROP_OBJS];
+static _Atomic unsigned drop_count[DROP_OBJS];
+
+/* The count of the object mapped at key; claimed if new (NULL: no room). */
+static _Atomic unsigned *drop_slot(uintptr_t key, bool claim) {
+	for (unsigned i = 0; i < DROP_OBJS; i++) {
+		uintptr_t k = atomic_load_explicit(&drop_obj[i],
+		    memory_order_acquire);
+		if (k == 0 && claim && atomic_compare_exchange_strong(
+		    &drop_obj[i], &k, key))
+			return &drop_count[i];
+		if (k == key)
+			return &drop_count[i];
+		if (k == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+static void drop_obj_pages(uintptr_t pc, uintptr_t done) {
+	struct dl_find_object d;
+	const ElfW(Phdr) *ph;
+	unsigned phnum;
+	uintptr_t bias, lo, hi, key;
+	if (_dl_find_object((void *)pc, &d) != 0 || d.dlfo_eh_frame == NULL)
+		return;
+	key = (uintptr_t)d.dlfo_map_start;
+	/* The vDSO's pages are the kernel's, not a file's. */
+	if (key == done || key == (uintptr_t)getauxval(AT_SYSINFO_EHDR))
+		return;
+	_Atomic unsigned *cnt = drop_slot(key, true);
+	if (cnt == NULL)
+		return;
+	unsigned c = atomic_load_explicit(cnt, memory_order_relaxed);
+	do {
+		if (c >= PROF_CFI_DROPS_PER_OBJ)
+			return;
+	} while (!atomic_compare_exchange_weak_explicit(cnt, &c, c + 1,
+	    memory_order_relaxed, memory_order_relaxed));
+	if (obj_phdrs(key, (uintptr_t)d.dlfo_map_end, &ph, &phnum, &bias) ||
+	    prof_cfi_drop_range(ph, phnum, bias, (uintptr_t)d.dlfo_eh_frame,
+	    &lo, &hi) || lo < key || hi > (uintptr_t)d.dlfo_map_end)
+		return;
+	int saved = errno;
+	if (!os_file_pages_drop((const void *)lo, hi - lo))
+		atomic_fetch_add_explicit(&drops_total, 1,
+		    memory_order_relaxed);
+	errno = saved;
+}
+
+void prof_cfi_walk_end(prof_cfi_walk_t *w) {
+	uintptr_t done = 0;
+	for (unsigned i = 0; i < 2 && w->read_pc[i] != 0; i++) {
+		struct dl_find_object d;
+		drop_obj_pages(w->read_pc[i], done);
+		if (_dl_find_object((void *)w->read_pc[i], &d) == 0)
+			done = (uintptr_t)d.dlfo_map_start;
+		w->read_pc[i] = 0;
+		w->read_hdr[i] = NULL;
+	}
+}
+
+unsigned prof_cfi_drops_of(uintptr_t pc) {
+	struct dl_find_object d;
+	if (_dl_find_object((void *)pc, &d) != 0)
+		return 0;
+	_Atomic unsigned *cnt = drop_slot((uintptr_t)d.dlfo_map_start, false);
+	return cnt != NULL ? atomic_load(cnt) : 0;
+}
+#else
+/* Without _dl_find_object the table's pages stay (no mapping bounds
+ * without the loader's lock here). */
+void prof_cfi_walk_end(prof_cfi_walk_t *w) {
+	w->read_pc[0] = w->read_pc[1] = 0;
+	w->read_hdr[0] = w->read_hdr[1] = NULL;
+}
+
+unsigned prof_cfi_drops_of(uintptr_t pc) {
+	(void)pc;
+	return 0;
+}
+#endif
+
+uint64_t prof_cfi_drops(void) {
+	return atomic_load(&drops_total);
+}
+
 /* -------------------------------------------------------------- cache */
 
 /*
@@ -1507,6 +1656,16 @@ static MP_COLD prof_cfi_err_t row_miss(prof_cfi_walk_t *w, cache_tab_t *t,
 		return PROF_CFI_NOT_FOUND;      /* not cached: the object
 						 * may come */
 	prof_cfi_err_t err = prof_cfi_find(&obj, pc, rule);
+	/* Its tables' pages mapped: the walk's end may drop them (once
+	 * an object: its .eh_frame_hdr tells). */
+	for (unsigned i = 0; i < 2; i++) {
+		if (w->read_pc[i] == 0) {
+			w->read_pc[i] = pc;
+			w->read_hdr[i] = obj.hdr;
+		}
+		if (w->read_hdr[i] == obj.hdr)
+			break;
+	}
 	if (atomic_load_explicit(&cfi_fixed_state, memory_order_relaxed) == 0)
 		fixed_find();
 	cache_put(t, pc, fixed_has(pc) ? (uint64_t)pc : key, rule, err);
@@ -1534,6 +1693,8 @@ prof_cfi_err_t prof_cfi_unwind(prof_cfi_regs_t *regs, uintptr_t lo,
 	prof_cfi_walk_t w = {false};
 	prof_cfi_rule_t rule;
 	prof_cfi_err_t err = row_at(&w, regs->rip, &rule);
+	if (w.read_pc[0] != 0)
+		prof_cfi_walk_end(&w);
 	if (err != PROF_CFI_OK)
 		return err;
 	return prof_cfi_apply(&rule, regs, lo, hi);
@@ -1547,7 +1708,10 @@ prof_cfi_err_t prof_cfi_row(prof_cfi_walk_t *w, uintptr_t ret,
 bool prof_cfi_keeps_fp(uintptr_t ret) {
 	prof_cfi_walk_t w = {false};
 	prof_cfi_rule_t r;
-	return row_at(&w, ret, &r) != PROF_CFI_OK || prof_cfi_rule_keeps_fp(&r);
+	prof_cfi_err_t err = row_at(&w, ret, &r);
+	if (w.read_pc[0] != 0)
+		prof_cfi_walk_end(&w);
+	return err != PROF_CFI_OK || prof_cfi_rule_keeps_fp(&r);
 }
 
 /* Whether pc's rows are cached without the unload epoch (unit tests). */

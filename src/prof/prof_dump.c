@@ -803,15 +803,15 @@ char opt_prof_peak_growth[16] = "1.1";
 _Atomic uint64_t prof_peak_next;
 /* prof_peak_growth in 1/1024ths (1.1: 1126), from the option's text
  * (peak_growth; 0 until read). */
-static uint64_t peak_growth_1024;
-static dump_snap_t peak_snap;
-static bool peak_kept;
+static PROF_DATA uint64_t peak_growth_1024;
+static PROF_DATA dump_snap_t peak_snap;
+static PROF_DATA bool peak_kept;
 /* The previous copy's buffers, for the next copy, while they are of the
  * smallest size (a small table: no mapping per copy, and little memory
  * kept); bigger ones are given back. */
-static dump_snap_t peak_spare;
+static PROF_DATA dump_snap_t peak_spare;
 #define PEAK_SPARE_MAX ((size_t)64 << 10)
-static _Atomic uint64_t peak_bytes;
+static PROF_DATA _Atomic uint64_t peak_bytes;
 
 /* "1.1": digits, then optionally '.' and digits, as 1/1024ths; true if
  * it is not a number above 1 (by 1/1024 at least) and at most 1000. */

@@ -21,8 +21,15 @@
 #include <errno.h>
 #include <math.h>
 
-/* The first record buffer: grown by doubling from there. */
-#define SNAP_GBUF_MIN ((size_t)64 << 10)
+/* The first record buffer: grown by doubling from there.  Small, so that
+ * a small snapshot (the peak's of a small program, taken at every new
+ * peak and kept) comes from base_malloc's small classes, on pages the
+ * profiler's records use already: from 64 KiB, two mappings (the peak
+ * and its spare) kept a page each resident. */
+#define SNAP_GBUF_MIN ((size_t)1 << 10)
+/* Room added to what a shard that did not fit needed: for the records
+ * samplers add meanwhile. */
+#define SNAP_GBUF_SLACK ((size_t)256)
 
 static void cnt_add(prof_cnt_t *acc, const prof_cnt_t *c) {
 	acc->curobjs += c->curobjs;
@@ -230,7 +237,8 @@ static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool accum,
 			s->ngctx = ngctx;
 			s->ncontexts = ncontexts;
 			s->total = total;
-			if (snap_reserve(s, v.need + v.need / 4 + 4096)) {
+			if (snap_reserve(s, v.need + v.need / 4 +
+			    SNAP_GBUF_SLACK)) {
 				*whyp = "out of memory for the dump snapshot";
 				prof_snap_release(s);
 				return true;

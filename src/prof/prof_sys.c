@@ -139,8 +139,8 @@ static _Atomic uint64_t text_loaded_ns;  /* monotonic time of the load */
 static _Atomic bool text_busy;           /* a reload is running */
 /* The executable segment holding this code, when this is a shared object
  * and not the main program (else 0, 0); set by text_self_init. */
-static _Atomic uintptr_t text_self_lo, text_self_hi;
-static _Atomic bool text_self_known;
+static PROF_DATA _Atomic uintptr_t text_self_lo, text_self_hi;
+static PROF_DATA _Atomic bool text_self_known;
 static char text_buf[4096];              /* text_busy */
 
 enum { TEXT_NO, TEXT_YES, TEXT_UNKNOWN, TEXT_UNLOADED };
@@ -962,6 +962,8 @@ PROF_STACK_READER unsigned prof_backtrace_hinted(void **vec, unsigned max,
 	if (mode != PROF_UNWIND_FP && n > 0 && n < max)
 		n = cfi_walk(vec, n, max, &w, g, &rule, have_row, row,
 		    stack_lo, hi, &rec);
+	if (w.read_pc[0] != 0)
+		prof_cfi_walk_end(&w);
 	if (rec.s != NULL) {
 		if (rec.ok && n <= MEMO_FRAMES) {
 			memcpy(rec.s->vec, vec, n * sizeof(void *));

@@ -234,6 +234,14 @@ bool os_purge_forced(void *addr, size_t size) {
 	return failed || !os_purge_zeroes();
 }
 
+/* Pages of a read-only file mapping out of the process's page tables:
+ * they are read again from the page cache when touched (for the
+ * profiler's one-time reads of .eh_frame: prof_cfi.c says when that is
+ * safe).  true on failure. */
+bool os_file_pages_drop(const void *addr, size_t size) {
+	return madvise((void *)(uintptr_t)addr, size, MADV_DONTNEED) != 0;
+}
+
 /*
  * Move the pages of [from, from + size) to [to, to + size), replacing
  * what was mapped there, and leave `from` mapped and reading as zero, as

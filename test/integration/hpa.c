@@ -11,11 +11,11 @@
  * ordinary path; the opt.* read-outs say what was set.  Children check
  * the knobs (a long hugify delay: no hugification; hpa_dirty_mult:-1:
  * dirty pages kept until arena.<i>.purge; a lower hpa_slab_max_alloc)
- * and, with retain:false and dirty_decay_ms:0, that empty pageslabs are
- * purged at once and unmapped.  hpa:false, the default, is what every
+ * and, with retain:false, dirty_decay_ms:0 and no small extent cache,
+ * that empty pageslabs are purged at once and unmapped.  hpa:false, the default, is what every
  * other test runs.
  */
-#include "../test_util.h"
+#include "hpa_stats.h"
 
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -25,36 +25,6 @@
 #define NOBJ (6 * 1024)          /* 6 MiB of 1 KiB objects */
 
 static void *objs[NOBJ];
-
-static unsigned arena_ind(void) {
-	unsigned a = 0;
-	MALLCTL_READ("thread.arena", a);
-	return a;
-}
-
-static size_t shard_size(unsigned a, const char *name) {
-	size_t v = 0, sz = sizeof(v);
-	mp_epoch();
-	int r = mallctl_fmt(&v, &sz, NULL, 0, "stats.arenas.%u.%s", a, name);
-	MP_ASSERT(r == 0 && sz == sizeof(v), "stats.arenas.%u.%s: %d", a,
-	    name, r);
-	return v;
-}
-
-static uint64_t shard_u64(unsigned a, const char *name) {
-	uint64_t v = 0;
-	size_t sz = sizeof(v);
-	mp_epoch();
-	int r = mallctl_fmt(&v, &sz, NULL, 0, "stats.arenas.%u.%s", a, name);
-	MP_ASSERT(r == 0 && sz == sizeof(v), "stats.arenas.%u.%s: %d", a,
-	    name, r);
-	return v;
-}
-
-static bool thp_available(void) {
-	return access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) ==
-	    0;
-}
 
 /* /proc/self/smaps, read without the allocator into a static buffer. */
 static char smaps[4 << 20];
@@ -169,15 +139,15 @@ static void test_dense(void **state) {
 	(void)state;
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
-	unsigned a = arena_ind();
-	size_t active0 = shard_size(a, "hpa_shard.nactive");
-	uint64_t hug0 = shard_u64(a, "hpa_shard.nhugifies");
+	unsigned a = hpa_arena_ind();
+	size_t active0 = hpa_stat_size(a, "hpa_shard.nactive");
+	uint64_t hug0 = hpa_stat_u64(a, "hpa_shard.nhugifies");
 	for (size_t i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(OBJ);
 		assert_non_null(objs[i]);
 		memset(LAUNDER(objs[i]), 0x5a, OBJ);
 	}
-	size_t active = shard_size(a, "hpa_shard.nactive");
+	size_t active = hpa_stat_size(a, "hpa_shard.nactive");
 	MP_ASSERT(active - active0 >= NOBJ * OBJ / 4096, "nactive %zu -> %zu",
 	    active0, active);
 	/* 6 MiB of slabs packed into pageslabs: 3 granules and at most one
@@ -186,14 +156,14 @@ static void test_dense(void **state) {
 	MP_ASSERT(ngran <= 4, "objects over %zu 2 MiB granules", ngran);
 	resident_before = resident_pages(gran, ngran);
 	assert_true(resident_before >= NOBJ * OBJ / 4096);
-	if (!thp_available()) {
-		assert_int_equal(shard_u64(a, "hpa_shard.nhugifies"), hug0);
+	if (!hpa_thp_available()) {
+		assert_int_equal(hpa_stat_u64(a, "hpa_shard.nhugifies"), hug0);
 		MP_SKIP("no transparent huge pages: hugification not checked");
 	}
-	uint64_t hug = shard_u64(a, "hpa_shard.nhugifies");
+	uint64_t hug = hpa_stat_u64(a, "hpa_shard.nhugifies");
 	MP_ASSERT(hug - hug0 >= 2, "nhugifies %" PRIu64 " -> %" PRIu64,
 	    hug0, hug);
-	assert_true(shard_size(a, "hpa_shard.nhuge") >= 2);
+	assert_true(hpa_stat_size(a, "hpa_shard.nhuge") >= 2);
 	smaps_read();
 	size_t hg = 0;
 	for (size_t i = 0; i < ngran; i++) {
@@ -214,9 +184,9 @@ static void test_purge(void **state) {
 	(void)state;
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
-	unsigned a = arena_ind();
-	uint64_t deh0 = shard_u64(a, "hpa_shard.ndehugifies");
-	uint64_t npurges0 = shard_u64(a, "hpa_shard.npurges");
+	unsigned a = hpa_arena_ind();
+	uint64_t deh0 = hpa_stat_u64(a, "hpa_shard.ndehugifies");
+	uint64_t npurges0 = hpa_stat_u64(a, "hpa_shard.npurges");
 	/* Most objects go; one in 512 (a slab's worth and more apart)
 	 * keeps a few slabs in use. */
 	for (size_t i = 0; i < NOBJ; i++) {
@@ -229,14 +199,14 @@ static void test_purge(void **state) {
 	char name[64];
 	snprintf(name, sizeof(name), "arena.%u.purge", a);
 	MALLCTL_CALL(name);
-	assert_int_equal(shard_size(a, "hpa_shard.ndirty"), 0);
-	assert_int_equal(shard_size(a, "pdirty"), 0);
-	assert_true(shard_u64(a, "hpa_shard.npurges") > npurges0);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.ndirty"), 0);
+	assert_int_equal(hpa_stat_size(a, "pdirty"), 0);
+	assert_true(hpa_stat_u64(a, "hpa_shard.npurges") > npurges0);
 	size_t after = resident_pages(gran, ngran);
 	MP_ASSERT(after * 4 < resident_before, "resident pages of the "
 	    "pageslabs: %zu -> %zu", resident_before, after);
-	if (thp_available()) {
-		MP_ASSERT(shard_u64(a, "hpa_shard.ndehugifies") > deh0,
+	if (hpa_thp_available()) {
+		MP_ASSERT(hpa_stat_u64(a, "hpa_shard.ndehugifies") > deh0,
 		    "no dehugification before the purges");
 		smaps_read();
 		size_t nh = 0;
@@ -294,7 +264,7 @@ static void test_sizes(void **state) {
 	(void)state;
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	static const struct {
 		size_t size;
 		size_t pages;
@@ -303,16 +273,16 @@ static void test_sizes(void **state) {
 		{ 128 * 1024, 0 }, { 1 << 20, 0 },
 	};
 	for (size_t i = 0; i < MP_ARRAY_SIZE(cases); i++) {
-		size_t before = shard_size(a, "hpa_shard.nactive");
+		size_t before = hpa_stat_size(a, "hpa_shard.nactive");
 		void *p = mallocx(cases[i].size, MALLOCX_TCACHE_NONE);
 		assert_non_null(p);
-		size_t after = shard_size(a, "hpa_shard.nactive");
+		size_t after = hpa_stat_size(a, "hpa_shard.nactive");
 		MP_ASSERT(after - before == cases[i].pages, "%zu bytes: "
 		    "pageslab pages %zu -> %zu", cases[i].size, before, after);
 		if (cases[i].pages != 0) {
 			memset(LAUNDER(p), 1, cases[i].size);
 			dallocx(p, MALLOCX_TCACHE_NONE);
-			after = shard_size(a, "hpa_shard.nactive");
+			after = hpa_stat_size(a, "hpa_shard.nactive");
 			assert_int_equal(after, before);
 		} else {
 			dallocx(p, MALLOCX_TCACHE_NONE);
@@ -350,21 +320,21 @@ static void test_resize_zero(void **state) {
  * purged at once, and empty pageslabs go back to the OS. */
 static void test_unmap_child(void **state) {
 	(void)state;
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	for (size_t i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(OBJ);
 		assert_non_null(objs[i]);
 		memset(LAUNDER(objs[i]), 0x5a, OBJ);
 	}
-	size_t slabs = shard_size(a, "hpa_shard.npageslabs");
+	size_t slabs = hpa_stat_size(a, "hpa_shard.npageslabs");
 	assert_true(slabs >= 3);
 	for (size_t i = 0; i < NOBJ; i++) {
 		free(objs[i]);
 		objs[i] = NULL;
 	}
 	mp_tcache_flush();
-	assert_int_equal(shard_size(a, "hpa_shard.ndirty"), 0);
-	size_t left = shard_size(a, "hpa_shard.npageslabs");
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.ndirty"), 0);
+	size_t left = hpa_stat_size(a, "hpa_shard.npageslabs");
 	MP_ASSERT(left + 3 <= slabs, "pageslabs %zu -> %zu", slabs, left);
 }
 
@@ -376,31 +346,31 @@ static void test_knobs_child(void **state) {
 	uint32_t mult = 0;
 	MALLCTL_READ("opt.hpa_dirty_mult", mult);
 	assert_int_equal(mult, UINT32_MAX);   /* jemalloc's (fxp_t)-1 */
-	unsigned a = arena_ind();
+	unsigned a = hpa_arena_ind();
 	for (size_t i = 0; i < NOBJ; i++) {
 		objs[i] = malloc(OBJ);
 		assert_non_null(objs[i]);
 		memset(LAUNDER(objs[i]), 0x5a, OBJ);
 	}
-	assert_true(shard_size(a, "hpa_shard.nactive") >= NOBJ * OBJ / 4096);
-	assert_int_equal(shard_u64(a, "hpa_shard.nhugifies"), 0);
-	size_t before = shard_size(a, "hpa_shard.nactive");
+	assert_true(hpa_stat_size(a, "hpa_shard.nactive") >= NOBJ * OBJ / 4096);
+	assert_int_equal(hpa_stat_u64(a, "hpa_shard.nhugifies"), 0);
+	size_t before = hpa_stat_size(a, "hpa_shard.nactive");
 	void *p = mallocx(20 * 1024, MALLOCX_TCACHE_NONE);
 	assert_non_null(p);
-	assert_int_equal(shard_size(a, "hpa_shard.nactive"), before);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.nactive"), before);
 	dallocx(p, MALLOCX_TCACHE_NONE);
 	for (size_t i = 0; i < NOBJ; i++) {
 		free(objs[i]);
 		objs[i] = NULL;
 	}
 	mp_tcache_flush();
-	assert_true(shard_size(a, "hpa_shard.ndirty") >= NOBJ * OBJ / 4096 / 2);
-	assert_int_equal(shard_u64(a, "hpa_shard.npurges"), 0);
+	assert_true(hpa_stat_size(a, "hpa_shard.ndirty") >= NOBJ * OBJ / 4096 / 2);
+	assert_int_equal(hpa_stat_u64(a, "hpa_shard.npurges"), 0);
 	char name[64];
 	snprintf(name, sizeof(name), "arena.%u.purge", a);
 	MALLCTL_CALL(name);
-	assert_int_equal(shard_size(a, "hpa_shard.ndirty"), 0);
-	assert_true(shard_u64(a, "hpa_shard.npurges") > 0);
+	assert_int_equal(hpa_stat_size(a, "hpa_shard.ndirty"), 0);
+	assert_true(hpa_stat_u64(a, "hpa_shard.npurges") > 0);
 }
 
 static void test_knobs(void **state) {
@@ -420,9 +390,12 @@ static void test_unmap(void **state) {
 	if (mp_page_size() != 4096)
 		MP_SKIP("page size %zu", mp_page_size());
 	static char err[16384];
+	/* No small extent cache: the runs it keeps would keep pageslabs
+	 * in use (hpa_sec.c tests it). */
 	int st = mp_run_child_conf("unmap", "hpa:true,retain:false,"
 	    "dirty_decay_ms:0,hpa_hugify_delay_ms:0,"
-	    "hpa_min_purge_interval_ms:0", err, sizeof(err), NULL, 0, NULL);
+	    "hpa_min_purge_interval_ms:0,hpa_sec_nshards:0", err, sizeof(err),
+	    NULL, 0, NULL);
 	MP_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %#x", st);
 }
 

@@ -31,7 +31,8 @@ static void other_traffic(size_t size, unsigned n) {
  * hands out the most recently cached first; what it gave back comes
  * from the slabs or the arena in another order.
  */
-static unsigned lifo_run(size_t size, unsigned n, unsigned events) {
+static unsigned lifo_run(size_t size, unsigned n, unsigned events,
+    unsigned *top) {
 	void *p[512];
 	void *q[512];
 	MP_CHECK(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0) == 0,
@@ -46,6 +47,7 @@ static unsigned lifo_run(size_t size, unsigned n, unsigned events) {
 	unsigned j = 0;
 	while (j < n && p[j] != q[0])
 		j++;
+	*top = j;
 	unsigned run = 0;
 	while (j < n && run <= j && q[run] == p[j - run])
 		run++;
@@ -61,12 +63,16 @@ static void child_small(void) {
 	size_t len = sizeof(nbins);
 	MP_CHECK(mallctl("arenas.nbins", &nbins, &len, NULL, 0) == 0,
 	    "arenas.nbins");
-	printf("small %u\n", lifo_run(64, 300, 3 * nbins));
+	unsigned top;
+	printf("small %u\n", lifo_run(64, 300, 3 * nbins, &top));
 	fflush(stdout);
 }
 
 static void child_large(void) {
-	printf("large %u\n", lifo_run(32 << 10, 12, 0));
+	/* And which free the cache hands out first: the last one cached. */
+	unsigned top;
+	unsigned run = lifo_run(32 << 10, 12, 0, &top);
+	printf("large %u %u\n", run, top);
 	fflush(stdout);
 }
 
@@ -84,6 +90,7 @@ static int child_main(const char *mode) {
 
 static char err[64 << 10];
 static char out[4096];
+static unsigned child_top;      /* the large child's first block, by free */
 
 static unsigned run_child(const char *mode, const char *conf) {
 	int status = mp_run_child_conf(mode, conf, err, sizeof(err), out,
@@ -96,6 +103,9 @@ static unsigned run_child(const char *mode, const char *conf) {
 	char want[32];
 	snprintf(want, sizeof(want), "%s %%u", mode);
 	MP_ASSERT(sscanf(out, want, &kept) == 1, "%s", out);
+	child_top = 0;
+	snprintf(want, sizeof(want), "%s %%*u %%u", mode);
+	(void)sscanf(out, want, &child_top);
 	print_message("# %s (%s): %u kept\n", mode, conf, kept);
 	return kept;
 }
@@ -137,9 +147,12 @@ static void test_gc_delay(void **state) {
 #define LARGE_CONF "junk:false,tcache_gc_incr_bytes:1099511627776"
 
 /*
- * 12 blocks of 32 KiB freed in order into a class of 8 slots.  At the
- * default (1) the class keeps the first 8 and the other 4 go to the
- * arena: the run is 8.  At 2 the ninth free finds the class full, gives
+ * 12 blocks of 32 KiB freed in order into a class of 8 slots.  Not set
+ * (1 read out) the class keeps the first 8 and the other 4 go to the
+ * arena: the run is 8, from the eighth free.  Set to 1, jemalloc's way:
+ * the ninth free finds the class full, gives back its 4 oldest, keeps 4
+ * and caches the ninth; the last three join them: 8, from the twelfth
+ * free down to the fifth.  At 2 the ninth free finds the class full, gives
  * back its 6 oldest, keeps 2 and caches the ninth; the last three join
  * them: 6, the last 6 freed.  At 3 it keeps 1: 5.  At 4 it keeps none:
  * the last 4.
@@ -147,10 +160,12 @@ static void test_gc_delay(void **state) {
 static void test_flush_large_div(void **state) {
 	(void)state;
 	unsigned d1 = run_child("large", LARGE_CONF);
-	MP_ASSERT(d1 == 8, "default: %u kept", d1);
+	MP_ASSERT(d1 == 8 && child_top == 7, "default: %u kept from %u", d1,
+	    child_top);
 	unsigned d1x = run_child("large", LARGE_CONF
 	    ",lg_tcache_flush_large_div:1");
-	MP_ASSERT(d1x == 8, "div 1: %u kept", d1x);
+	MP_ASSERT(d1x == 8 && child_top == 11, "div 1: %u kept from %u", d1x,
+	    child_top);
 	unsigned d2 = run_child("large", LARGE_CONF
 	    ",lg_tcache_flush_large_div:2");
 	MP_ASSERT(d2 == 6, "div 2: %u kept", d2);

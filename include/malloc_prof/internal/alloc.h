@@ -64,6 +64,7 @@ extern size_t opt_tcache_gc_incr_bytes;  /* the thread event interval */
 extern size_t opt_tcache_gc_delay_bytes;
 extern unsigned opt_lg_tcache_flush_small_div;
 extern unsigned opt_lg_tcache_flush_large_div;
+extern bool opt_lg_tcache_flush_large_div_given;
 extern bool opt_experimental_infallible_new;
 
 /* -------------------------------------------------------------------- sz.c */
@@ -345,6 +346,16 @@ extern size_t opt_hpa_hugify_delay_ms;
 extern size_t opt_hpa_min_purge_interval_ms;
 extern uint32_t opt_hpa_dirty_mult;
 #define HPA_DIRTY_MULT_OFF UINT32_MAX
+/* The small extent cache's (hpa_sec_nshards 0: none): freed runs of up
+ * to max_alloc bytes kept per size in the freeing thread's shard and
+ * handed out again before the pageslabs are searched; a shard over
+ * max_bytes is flushed down to bytes_after_flush; a miss takes
+ * batch_fill_extra more runs of its size into the cache. */
+extern size_t opt_hpa_sec_nshards;
+extern size_t opt_hpa_sec_max_alloc;
+extern size_t opt_hpa_sec_max_bytes;
+extern size_t opt_hpa_sec_bytes_after_flush;
+extern size_t opt_hpa_sec_batch_fill_extra;
 
 /*
  * One pageslab.  Invariants, by page: active (in an extent handed out),
@@ -372,9 +383,21 @@ struct hpa_ps_s {
 	hpa_ps_t *all_prev, *all_next;  /* every pageslab of the shard */
 };
 
+/* The small extent cache (opt.hpa_sec_*, jemalloc's SEC): one shard of
+ * it.  bins[n - 1]: records of freed runs of n pages, whose pages stay
+ * active in their pageslab, linked through next; bytes: their total;
+ * flush_next: the bin the next flush starts with. */
+typedef struct hpa_sec_shard_s {
+	extent_t **bins;
+	size_t bytes;
+	size_t flush_next;
+} hpa_sec_shard_t;
+
 /* An arena's pageslabs (made at its first hpa allocation).  bins[n]:
  * the pageslabs whose longest free run is n pages (bins[0]: full ones),
- * nonempty: which bins have any.  Counters are in arena->stats. */
+ * nonempty: which bins have any.  Counters are in arena->stats.  sec:
+ * the cache's sec_nshards shards of sec_npages bins (made at its first
+ * use), holding sec_bytes in all. */
 typedef struct hpa_shard_s {
 	hpa_ps_t *bins[HPA_NPAGES + 1];
 	uint64_t nonempty[(HPA_NPAGES + 1 + 63) / 64];
@@ -383,17 +406,25 @@ typedef struct hpa_shard_s {
 	uint32_t npending;              /* pageslabs with hugify_pending */
 	uint64_t hugify_next_ns;        /* no pending one is due before */
 	uint64_t last_purge_ns;         /* of the last purge by the ratio */
+	hpa_sec_shard_t *sec;
+	unsigned sec_nshards;
+	size_t sec_npages;
+	size_t sec_bytes;
 } hpa_shard_t;
 
 /* Whether a page run of `size` bytes of this arena comes from
- * pageslabs (arena.c asks, after opt_hpa, for unguarded runs): automatic
- * arenas only, with the default hooks and no dss. */
-extern unsigned narenas_auto;
+ * pageslabs (arena.c asks, after opt_hpa, for unguarded runs): any arena
+ * with the default hooks, automatic or manual (arenas.create), arena 0
+ * included, as in jemalloc 5.3 (arena_new leaves out only custom hooks,
+ * and arena 0, whose shard malloc_init_hard_a0_locked enables once it is
+ * made); hooks set later turn it off as jemalloc's
+ * arena_set_extent_hooks does.  An arena with dss keeps the extents. */
+/* jemalloc 5.3's pa_alloc tries its HPA before the extents whatever the
+ * arena's dss setting: dss decides only where the extents' pages come
+ * from, and so it does here. */
 MP_INLINE bool hpa_eligible(arena_t *arena, size_t size) {
 	return size <= opt_hpa_slab_max_alloc && size <= HUGEPAGE &&
-	    arena->ind < narenas_auto && !arena->manual &&
-	    !extent_hooks_custom(arena) &&
-	    extent_dss_get(arena->ind) == DSS_DISABLED;
+	    !extent_hooks_custom(arena);
 }
 /* Like extent_alloc_locked, for an eligible run; NULL: take the ordinary
  * path (out of memory or metadata).  extent_alloc_hpa_locked (extent.c)
@@ -402,16 +433,33 @@ extent_t *hpa_alloc_locked(arena_t *arena, size_t size, size_t *dirty_off,
     size_t *dirty_len);
 extent_t *extent_alloc_hpa_locked(arena_t *arena, size_t size,
     size_t *dirty_off, size_t *dirty_len);
-/* extent_dalloc_at_locked (which then frees the record),
+/* extent_dalloc_at_locked (which then frees the record, unless
+ * hpa_dalloc_locked returns true: the small extent cache keeps it),
  * extent_expand_locked, extent_shrink_locked for an extent with hpa_ps
  * set (extent.c sends them here). */
-void hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now);
+bool hpa_dalloc_locked(arena_t *arena, extent_t *e, uint64_t now);
 bool hpa_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
     bool *zeroed_tail);
 bool hpa_shrink_locked(arena_t *arena, extent_t *e, size_t new_size);
 /* A decay pass: due hugifications, and purges by hpa_dirty_mult, or of
- * every dirty page with force.  Returns the pages purged. */
+ * every dirty page with force.  Returns the pages purged.  While the work
+ * is deferred (hpa_deferral) only a forced pass does anything here. */
 size_t hpa_decay_locked(arena_t *arena, uint64_t now, bool force);
+/* Deferred work (jemalloc's with background_thread:true): while
+ * hpa_deferral is set, hugifications and purges by hpa_dirty_mult are
+ * left to the background thread, which background_thread.c wakes through
+ * hpa_work_due(when) as work becomes due, and which runs
+ * hpa_deferred_work_locked: what is due at `now`, then the time the next
+ * work is due (UINT64_MAX: none). */
+extern _Atomic bool hpa_deferral;
+extern void (*hpa_work_due)(uint64_t due_ns);
+uint64_t hpa_deferred_work_locked(arena_t *arena, uint64_t now);
+/* Empty the small extent cache into the pageslabs (reset; a forced
+ * decay pass does it too). */
+void hpa_sec_flush_locked(arena_t *arena);
+/* extent_destroy_all_locked: the cache flushed, every dirty page purged
+ * and every empty pageslab unmapped. */
+void hpa_destroy_locked(arena_t *arena);
 /* arena_stats_read: pageslab pages into pdirty and retained. */
 void hpa_stats_locked(arena_t *arena, arena_stats_t *out);
 /* The placement rule, apart for the unit test: insert or remove a
@@ -547,6 +595,9 @@ bool background_thread_set(bool enable, bool *was);
 bool background_thread_enabled(void);
 /* Pages were freed: wake the thread if it waits with nothing to purge. */
 void background_thread_notify(void);
+/* hpa_work_due's target: pageslab work (hpa.c) is due at due_ns; wakes
+ * the thread if it would sleep past it.  Callable under an arena lock. */
+void background_thread_hpa_due(uint64_t due_ns);
 /* The background thread's lock, for its counters
  * (stats.mutexes.background_thread). */
 mp_mutex_t *background_thread_mutex(void);
@@ -597,6 +648,9 @@ void tcache_bin_flush(tcache_t *tc, unsigned ind, unsigned keep);
 void *tcache_alloc_large(tcache_t *tc, unsigned ind);
 bool tcache_dalloc_large(tcache_t *tc, extent_t *e);
 void tcache_flush(tcache_t *tc);         /* thread.tcache.flush */
+/* The requests tc's bins and large classes served, not yet in its
+ * arena's stats, go there now (nrequests: tcache.c). */
+void tcache_requests_merge(tcache_t *tc);
 void tcache_gc_step(tcache_t *tc);       /* one incremental GC step */
 /* Reclaim free memory held by orphaned caches of `arena`. */
 void tcache_orphans_collect(arena_t *arena, unsigned max);
@@ -868,6 +922,9 @@ void cxx_free_aligned_sized(void *p, size_t align, size_t size);
  * malloc_init, before malloc_initialized is published); until then every
  * sized free takes the page map's path. */
 void malloc_sized_boot(void);
+/* Fill a thread's size -> class tag table (tsd's size_tags, which
+ * malloc's fast path reads) before its fast paths are armed. */
+void malloc_size_tags_copy(uint8_t *tags);
 
 /* The junk bytes written over new and freed memory when junk is on. */
 #define JUNK_ALLOC_BYTE 0xa5

@@ -50,6 +50,11 @@ typedef struct conf_opt_s {
 	 * string parsed into a number).  NULL: the type's read-out. */
 	const void *readout;
 	size_t readout_size;
+	/* Set true when a source sets the option, its default included (a
+	 * value given is not the same as the default assumed), for the
+	 * few options whose unset default behaves unlike jemalloc's value
+	 * of the same number.  NULL: not tracked. */
+	bool *given;
 } conf_opt_t;
 extern const conf_opt_t conf_opts[];
 extern const unsigned conf_nopts;

@@ -24,6 +24,12 @@
 
 #define PROF_BT_MAX_LIMIT 256
 #define PROF_GCTX_SHARDS 64
+/* For the profiler's few small variables that every profiled process
+ * writes (at its first samples, at its peaks): in the library's .data,
+ * whose two pages are written at load anyway, rather than each on a
+ * page of .bss that only it would make resident (4 KiB of a small
+ * process's peak RSS a page). */
+#define PROF_DATA __attribute__((section(".data.mp_prof")))
 #define PROF_SAMPLE_SHARDS 64
 /* Each shard's bucket array starts with this many buckets, inside the
  * shard, and doubles whenever its chains average more than
@@ -525,10 +531,39 @@ prof_cfi_err_t prof_cfi_apply(const prof_cfi_rule_t *rule,
 prof_cfi_err_t prof_cfi_step(const prof_cfi_obj_t *obj,
     prof_cfi_regs_t *regs, bool first, uintptr_t lo, uintptr_t hi);
 /* A walk's state across its lookups of rows (prof_cfi_row): whether it
- * has looked at the loader's unloads yet.  {false} at its start. */
+ * has looked at the loader's unloads yet, and a pc and the .eh_frame_hdr
+ * of each object (up to two) whose tables it read rather than found
+ * cached, whose pages prof_cfi_walk_end may drop.  {false} at its
+ * start. */
 typedef struct prof_cfi_walk_s {
 	bool unloads_checked;
+	uintptr_t read_pc[2];
+	const void *read_hdr[2];
 } prof_cfi_walk_t;
+/* The end of walk w: the first few times (PROF_CFI_DROPS_PER_OBJ) a walk
+ * read an object's tables, the pages of its .eh_frame_hdr and .eh_frame
+ * that the read mapped are dropped from the process (os_file_pages_drop)
+ * when that is safe (prof_cfi_drop_range): the kernel maps a file's pages
+ * 64 KiB at a time around a fault, and a small process would otherwise
+ * keep 64 KiB or more of libc's tables resident for a few rows that the
+ * row cache keeps.  Same conditions as prof_cfi_unwind. */
+#define PROF_CFI_DROPS_PER_OBJ 4
+void prof_cfi_walk_end(prof_cfi_walk_t *w);
+/* The pages [*lo, *hi) to drop after a read of the tables at hdr (the
+ * object's .eh_frame_hdr) of the object whose phnum program headers
+ * (ElfW(Phdr)) are at phdrs, loaded at bias: the whole pages from the
+ * one after hdr's to the end of the segment holding hdr (.eh_frame and
+ * what follows it there), if that segment is a read-only mapping of the
+ * file (no PF_W, all of it from the file), no writable segment or
+ * PT_GNU_RELRO shares a page with them, and the object has no text
+ * relocations (DT_TEXTREL, DF_TEXTREL: the loader would have written
+ * those pages, and dropping a written private page loses the write).
+ * true if none may be dropped. */
+bool prof_cfi_drop_range(const void *phdrs, unsigned phnum, uintptr_t bias,
+    uintptr_t hdr, uintptr_t *lo, uintptr_t *hi);
+/* Drops made so far, and of the object holding pc (tests). */
+uint64_t prof_cfi_drops(void);
+unsigned prof_cfi_drops_of(uintptr_t pc);
 /* The backtrace's step: regs->rip is a return address, whose object is
  * found without locks and whose row is cached by pc.  Never allocates,
  * never locks; may take the loader's lock (dl_iterate_phdr: the unload

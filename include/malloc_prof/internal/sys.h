@@ -85,6 +85,7 @@ size_t os_mmap_fail_get(void);
 uint64_t os_mmap_fail_count(void);
 #endif
 bool os_purge_forced(void *addr, size_t size);  /* MADV_DONTNEED: zero */
+bool os_file_pages_drop(const void *addr, size_t size);  /* read-only file */
 /* opt.trust_madvise, and whether MADV_DONTNEED zeroes pages here (checked
  * once, at the first call, unless trusted); the number of checks run. */
 extern bool opt_trust_madvise;

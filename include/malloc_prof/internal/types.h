@@ -380,6 +380,8 @@ struct tcache_s {
 	                                  * else NULL (shared, orphaned, bins
 	                                  * off) */
 	uint32_t *cb_full;               /* &tsd->bin_full[1] likewise */
+	uint64_t *cb_nreq;               /* &tsd->bin_nreq[1] likewise: the
+	                                  * bins' requests not yet merged */
 	void **cb_empty[SC_NBINS];       /* each bin's NULL sentinel slot */
 	void **cb_slots;                 /* storage of the bins' slots
 	                                  * (thread and explicit caches) */
@@ -452,15 +454,18 @@ typedef struct arena_stats_s {
 	uint64_t hpa_npurges;
 	uint64_t hpa_nhugifies;
 	uint64_t hpa_ndehugifies;
+	size_t hpa_sec_bytes;            /* in the small extent cache */
 } arena_stats_t;
 
 /*
  * Counters of one small class in one arena (stats.arenas.<i>.bins.<j>).
  * Relaxed atomics, added to where regions move between slabs and cache
  * bins (fills, flushes), where slabs come and go, and on the paths that
- * use no cache bin; never per cached malloc or free.  A region counts
- * against the arena of its slab.  curregs is nmalloc - ndalloc: regions
- * held by the program or sitting in cache bins, as jemalloc counts them.
+ * use no cache bin; never per cached malloc or free (nrequests gets the
+ * cache bins' own counts, tsd's bin_nreq, in batches).  A region counts
+ * against the arena of its slab, a request against its cache's.  curregs
+ * is nmalloc - ndalloc: regions held by the program or sitting in cache
+ * bins, as jemalloc counts them.
  */
 typedef struct arena_bin_stats_s {
 	_Atomic uint64_t nmalloc;        /* regions taken from slabs */
@@ -472,6 +477,9 @@ typedef struct arena_bin_stats_s {
 	_Atomic uint64_t curslabs;       /* slabs held for the class */
 	_Atomic uint64_t fullslabs;      /* of which with `full` set: parked
 	                                  * full, no region freed since */
+	_Atomic uint64_t nrequests;      /* mallocs of the class, the cache
+	                                  * bins' hits added when merged
+	                                  * (tcache.c, bin_requests_merge) */
 } arena_bin_stats_t;
 
 /* Counters of one large class in one arena (stats.arenas.<i>.lextents.
@@ -571,6 +579,16 @@ struct tsd_s {
 	uint64_t next_event;
 	tcache_t *fast_owner;
 	uint64_t deallocated;            /* thread.deallocated */
+	/* Requests served by each cache bin (by class tag) not yet added to
+	 * the arena's stats.arenas.<i>.bins.<j>.nrequests: one increment per
+	 * malloc, folded in at the bin's fills and flushes and the cache's
+	 * (tcache.c, bin_requests_merge), as jemalloc's tstats.nrequests. */
+	uint64_t bin_nreq[SC_NBINS + 1];
+	/* The thread's copy of malloc.c's size -> class tag table, read at a
+	 * fixed TLS offset (no table address to load): the instruction it
+	 * saves pays for bin_nreq's increment.  Made before the fast paths
+	 * are armed (tsd_init); all zero before, tag 0 being always off. */
+	uint8_t size_tags[SC_LOOKUP_LEN];
 
 	tcache_t *tcache;                /* this thread's cache, if any */
 	arena_t *arena;
