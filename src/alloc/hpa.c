@@ -833,7 +833,7 @@ void hpa_stats_locked(arena_t *arena, arena_stats_t *out) {
 
 /* ---- options ---- */
 
-bool hpa_fxp_parse(const char *v, size_t vlen, uint32_t *out) {
+MP_WARM bool hpa_fxp_parse(const char *v, size_t vlen, uint32_t *out) {
 	size_t i = 0;
 	uint64_t whole = 0, num = 0, den = 1;
 	if (vlen == 0 || v[0] < '0' || v[0] > '9')

@@ -36,7 +36,7 @@
 static mp_mutex_t ctl_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_CTL);
 static ctl_snapshot_t ctl_snap;          /* ctl_mtx */
 
-bool ctl_boot(void) {
+MP_WARM bool ctl_boot(void) {
 	mp_mutex_init(&ctl_mtx, LOCK_RANK_CTL);
 	return false;
 }
@@ -156,7 +156,7 @@ static _Atomic unsigned ctl_gmutex_nreg;
  * merged arena) carries, as its base statistics (ctl_mtx). */
 static mp_mutex_prof_t ctl_base_mutex_snap;
 
-bool ctl_mutex_register(const char *name, mp_mutex_t *m) {
+MP_WARM bool ctl_mutex_register(const char *name, mp_mutex_t *m) {
 	unsigned w = CTL_GMUTEX_PROF;
 	while (w < CTL_NGMUTEXES && strcmp(name, ctl_gmutex_names[w]) != 0)
 		w++;
@@ -2128,7 +2128,7 @@ static const ctl_node_t *ctl_bymib_node(const size_t *mib, size_t miblen) {
 
 /* ---------------------------------------------------- registration */
 
-bool ctl_register(const char *path, const ctl_node_t *children,
+MP_WARM bool ctl_register(const char *path, const ctl_node_t *children,
     unsigned nchildren) {
 	const ctl_node_t *node = &ctl_root;
 	const char *p = path;

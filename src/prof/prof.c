@@ -196,10 +196,10 @@ static double wait_scale[64];
 
 static void wait_scale_fill(void) {
 	for (unsigned lg = 1; lg < 64; lg++)
-		wait_scale[lg] = 1.0 / log1p(-1.0 / (double)((uint64_t)1 << lg));
+		wait_scale[lg] = 1.0 / util_log1p(-1.0 / (double)((uint64_t)1 << lg));
 }
 
-bool prof_boot(void) {
+MP_WARM bool prof_boot(void) {
 	mp_mutex_init(&tdatas_mtx, LOCK_RANK_PROF_TDATAS);
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		mp_mutex_init(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
@@ -295,14 +295,14 @@ void prof_wait_gen_bump(void) {
 void prof_unbias(size_t usize, uint64_t *objs_shifted, uint64_t *bytes) {
 	double R = (double)((uint64_t)1 << atomic_load_explicit(
 	    &prof_lg_sample, memory_order_relaxed));
-	double p = 1.0 - exp(-(double)usize / R);
+	double p = 1.0 - util_exp(-(double)usize / R);
 	if (p <= 0.0) {
 		*objs_shifted = 8;
 		*bytes = usize;
 		return;
 	}
-	*objs_shifted = (uint64_t)llround(8.0 / p);
-	*bytes = (uint64_t)llround((double)usize / p);
+	*objs_shifted = (uint64_t)util_llround(8.0 / p);
+	*bytes = (uint64_t)util_llround((double)usize / p);
 }
 
 static uint64_t bt_hash(void *const *frames, unsigned n) {
@@ -398,7 +398,7 @@ static inline bool tdata_sys_name_due(const prof_tdata_t *td, uint64_t now) {
 	    now - td->name_read_ns >= PROF_SYS_NAME_PERIOD_NS;
 }
 
-void prof_thread_exit(tsd_t *tsd) {
+MP_WARM void prof_thread_exit(tsd_t *tsd) {
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL)
 		return;

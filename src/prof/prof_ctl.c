@@ -488,7 +488,7 @@ static const ctl_node_t prof_ctl_children[] = {
 	  .nchildren = PROF_FRAG_NCTL },
 };
 
-bool prof_ctl_boot(void) {
+MP_WARM bool prof_ctl_boot(void) {
 	prof_dump_mutex_register();
 	return ctl_register("prof", prof_ctl_children,
 	    (unsigned)(sizeof(prof_ctl_children) /

@@ -1303,7 +1303,7 @@ void prof_final_dump(void) {
 		return;
 
 	double ratio = ((double)curbytes / (double)curobjs) / R;
-	double scale = 1.0 / (1.0 - exp(-ratio));
+	double scale = 1.0 / (1.0 - util_exp(-ratio));
 	uint64_t bytes = prof_snap_round((double)curbytes * scale);
 	uint64_t objs = prof_snap_round((double)curobjs * scale);
 	mp_error("Leak approximation summary: ~%" PRIu64 " byte%s, ~%" PRIu64
@@ -1328,7 +1328,7 @@ void prof_final_dump(void) {
 }
 
 /* stats.mutexes.prof_dump (prof_ctl_boot). */
-void prof_dump_mutex_register(void) {
+MP_WARM void prof_dump_mutex_register(void) {
 	ctl_mutex_register("prof_dump", &prof_dump_mtx);
 }
 

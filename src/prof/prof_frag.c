@@ -99,7 +99,7 @@ static void frag_charge(const prof_sample_t *s, void *arg) {
 	/* What it stands for: its unbiased bytes are usize times that. */
 	double n = (double)s->bytes_unbiased / (double)s->usize;
 	e->nraw++;
-	e->objs_shifted += (uint64_t)llround(n * 8.0);
+	e->objs_shifted += (uint64_t)util_llround(n * 8.0);
 	e->bytes += n * w->charge[ind];
 }
 

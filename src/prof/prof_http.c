@@ -1077,7 +1077,7 @@ static void *http_main(void *arg) {
 
 /* ------------------------------------------------------------ control */
 
-bool prof_http_boot(prof_http_match_fn *match, prof_http_serve_fn *serve) {
+MP_WARM bool prof_http_boot(prof_http_match_fn *match, prof_http_serve_fn *serve) {
 	http_match = match;
 	http_serve = serve;
 	mp_mutex_init(&http_mtx, LOCK_RANK_PROF_HTTP);
@@ -1162,7 +1162,7 @@ static void http_start_locked(void) {
 	atomic_store(&http_port, port);
 }
 
-void prof_http_start_pending(void) {
+MP_WARM void prof_http_start_pending(void) {
 	if (!atomic_load_explicit(&http_start_pending, memory_order_relaxed))
 		return;
 	/* Under the lock: a reader of prof.http_port that lost the race

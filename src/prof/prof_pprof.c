@@ -843,7 +843,7 @@ static uint64_t pprof_round(double v) {
 		return 0;
 	if (v >= 9223372036854775807.0)
 		return INT64_MAX;
-	return (uint64_t)llround(v);
+	return (uint64_t)util_llround(v);
 }
 
 /*
@@ -887,7 +887,7 @@ static void pprof_values_of(uint64_t a, uint64_t b, bool raw, double R,
 		*space = s;
 		return;
 	}
-	double scale = 1.0 / (1.0 - exp(-(((double)s / (double)n) / R)));
+	double scale = 1.0 / (1.0 - util_exp(-(((double)s / (double)n) / R)));
 	*objs = pprof_round((double)n * scale);
 	*space = pprof_round((double)s * scale);
 }

@@ -83,7 +83,7 @@ static size_t recent_bytes, recent_nbts;
  * without it by the sampler's first check. */
 _Atomic ssize_t prof_recent_max;
 
-void prof_recent_boot(void) {
+MP_WARM void prof_recent_boot(void) {
 	atomic_store(&prof_recent_max, opt_prof_recent_alloc_max);
 }
 

@@ -506,7 +506,7 @@ uint64_t prof_snap_round(double v) {
 		return 0;
 	if (v >= 18446744073709549568.0)
 		return UINT64_MAX;
-	return (uint64_t)round(v);
+	return (uint64_t)util_round(v);
 }
 
 /*
@@ -543,7 +543,7 @@ void prof_snap_unbias(uint64_t shifted, uint64_t bytes, double R,
 	}
 	double c = (double)shifted / 8.0;
 	double s = (double)bytes;
-	double p = 1.0 - exp(-(s / c) / R);
+	double p = 1.0 - util_exp(-(s / c) / R);
 	*n_out = prof_snap_round(c * p);
 	*s_out = prof_snap_round(s * p);
 }

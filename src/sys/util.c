@@ -412,3 +412,132 @@ void mp_assert_fail(const char *file, int line, const char *expr) {
 	mp_error("assertion failed: %s (%s:%d)", expr, file, line);
 	abort();
 }
+
+/* -------------------------------------------------------------- numbers */
+
+/*
+ * exp, log1p and the two roundings the profiler's estimates use, so that
+ * the library needs no libm: a process that calls them from libm maps its
+ * pages (and the 64 KiB fault-around windows beside each), 180-330 KiB of
+ * resident set for four small functions.  Accuracy is what the estimates
+ * need to come out as they did with glibc's (test/unit/util_math compares
+ * the two at every point the profiler uses and at random ones):
+ * util_exp within an ulp, and about half an ulp near 1, where 1 - e^-x
+ * (the chance a sample hits x bytes) takes the difference of two close
+ * numbers; util_log1p within an ulp.  No FMA: x86-64's baseline has none,
+ * and __builtin_fma would call libm.
+ */
+
+/* ln 2 = HI + LO, HI with 33 significant bits, so k * HI is exact for
+ * every k exp can meet (|k| <= 1075). */
+#define UTIL_LN2_HI 0x1.62e42fefp-1
+#define UTIL_LN2_LO 0x1.473de6af278edp-34
+#define UTIL_INV_LN2 1.4426950408889634
+
+/* 2^k as a double, for -1022 <= k <= 1023. */
+static double util_pow2(int k) {
+	union {
+		uint64_t u;
+		double d;
+	} v = {.u = (uint64_t)(k + 1023) << 52};
+	return v.d;
+}
+
+double util_exp(double x) {
+	if (x != x)
+		return x;
+	if (x > 709.782712893384)               /* past DBL_MAX */
+		return __builtin_inf();
+	if (x < -745.1332191019412)             /* below half the least subnormal */
+		return 0.0;
+	/* x = k ln 2 + r with |r| <= ln 2 / 2; x - k * HI is exact (Sterbenz:
+	 * x and k * HI are within a factor of 2), r + rr is it less k * LO
+	 * to twice the precision of a double. */
+	double kd = x * UTIL_INV_LN2;
+	int k = (int)(kd < 0 ? kd - 0.5 : kd + 0.5);
+	double hi = x - k * UTIL_LN2_HI, lo = k * UTIL_LN2_LO;
+	double r = hi - lo;
+	double rr = (hi - r) - lo;
+	/* e^r - 1 - r by Taylor's series: |r| <= 0.347, so the terms past
+	 * r^15 / 15! are below 2^-64 of the result. */
+	double q = 1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 +
+	    r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 +
+	    r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800 +
+	    r * (1.0 / 479001600 + r * (1.0 / 6227020800 +
+	    r * (1.0 / 87178291200 + r * (1.0 / 1307674368000)))))))))))));
+	/* 1 + r with its rounding error kept (|r| < 1), then the small
+	 * terms: one rounding at the end, so near 1 (k = 0, rr = 0) the
+	 * result is e^r rounded unless it lies within 2^-60 of a tie. */
+	double s = 1.0 + r;
+	double e = (1.0 - s) + r;
+	double y = s + (e + (rr + r * r * q + rr * r));
+	if (k > 1023)
+		return y * 2.0 * util_pow2(k - 1);
+	if (k < -1022)                          /* a subnormal result */
+		return y * util_pow2(k + 64) * 0x1p-64;
+	return y * util_pow2(k);
+}
+
+double util_log1p(double x) {
+	if (x != x || x == __builtin_inf())
+		return x;
+	if (x <= -1.0)
+		return x == -1.0 ? -__builtin_inf() : __builtin_nan("");
+	double ax = x < 0 ? -x : x;
+	/* x - x^2 / 2 is within 2^-58 of ln(1 + x) there; the x^3 term is
+	 * left out as glibc does, for its results where they are ties
+	 * (1 / log1p(-2^-52): the sampling wait's scale at lg 52). */
+	if (ax < 0x1p-29)
+		return x - x * x * 0.5;
+	/* u = 1 + x rounded, c what the rounding lost: ln(1 + x) is
+	 * ln u + c / u to far below an ulp. */
+	double u = 1.0 + x;
+	double c = u > 2.0 ? 1.0 - (u - x) : x - (u - 1.0);
+	/* u = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 exactly. */
+	union {
+		double d;
+		uint64_t b;
+	} v = {.d = u};
+	int e = (int)(v.b >> 52) - 1023;
+	v.b = (v.b & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+	if (v.d >= 1.4142135623730951) {
+		v.d *= 0.5;
+		e++;
+	}
+	double f = v.d - 1.0;
+	/* ln(1 + f) = 2 atanh(s), s = f / (2 + f): 2s + 2s z S(z) with
+	 * z = s^2 <= 0.0295, and 2s = f - s f, so ln(1 + f) is
+	 * f - s (f - 2 z S), f exact and the rest about f^2 / 2. */
+	double s = f / (2.0 + f), z = s * s;
+	double S = 1.0 / 3 + z * (1.0 / 5 + z * (1.0 / 7 + z * (1.0 / 9 +
+	    z * (1.0 / 11 + z * (1.0 / 13 + z * (1.0 / 15 + z * (1.0 / 17 +
+	    z * (1.0 / 19 + z * (1.0 / 21 + z * (1.0 / 23))))))))));
+	double tail = c / u + e * UTIL_LN2_LO - s * (f - 2.0 * z * S);
+	return e * UTIL_LN2_HI + (f + tail);
+}
+
+long long util_llround(double x) {
+	/* What glibc's llround gives on x86-64 out of range (and for NaN):
+	 * the conversion's "integer indefinite". */
+	if (!(x >= -0x1p63 && x < 0x1p63))
+		return LLONG_MIN;
+	long long t = (long long)x;             /* toward zero */
+	double d = x - (double)t;               /* exact: |d| < 1 */
+	if (d >= 0.5)
+		t++;
+	else if (d <= -0.5)
+		t--;
+	return t;
+}
+
+double util_round(double x) {
+	if (!(x > -0x1p52 && x < 0x1p52))       /* whole already, or NaN */
+		return x;
+	double t = (double)(long long)x;
+	double d = x - t;
+	if (d >= 0.5)
+		t += 1.0;
+	else if (d <= -0.5)
+		t -= 1.0;
+	return t == 0.0 ? x * 0.0 : t;          /* -0.3 and -0.0 give -0.0 */
+}

@@ -47,6 +47,15 @@ void mp_buf_printf(mp_buf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void mp_buf_puts(mp_buf_t *b, const char *s);
 
+/* libm's exp, log1p, llround and round for the profiler's estimates (the
+ * library links no libm; util.c says how accurate they are): exp within an
+ * ulp, log1p within an ulp, the roundings exact (halves away from zero;
+ * util_llround gives LLONG_MIN out of range, as glibc does on x86-64). */
+double util_exp(double x);
+double util_log1p(double x);
+long long util_llround(double x);
+double util_round(double x);
+
 #define mp_assert(e) do {						\
 	if (config_debug && unlikely(!(e)))				\
 		mp_assert_fail(__FILE__, __LINE__, #e);			\

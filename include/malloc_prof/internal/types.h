@@ -37,6 +37,13 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define MP_INLINE static inline __attribute__((always_inline))
 #define MP_NOINLINE __attribute__((noinline))
 #define MP_COLD __attribute__((cold, noinline))
+/* A function of a file whose code rarely runs (ctl, the profiler, hpa)
+ * that every process runs all the same (boot, thread exit): the linkers
+ * put .text.startup.* before .text, beside the allocator's objects, which
+ * Makefile.am links first.  Fault-around maps 64 KiB of the library's
+ * code around each page it runs, so one such call in a cold file made its
+ * whole window resident (doc/performance.md, Peak RSS round 7). */
+#define MP_WARM __attribute__((section(".text.startup.mp_warm")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
