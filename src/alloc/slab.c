@@ -217,7 +217,7 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 		 * again (~190 instructions, pagemap included).  Else the
 		 * one of the smallest class: samples are taken per byte, so
 		 * a class of bigger objects gets its next sample sooner
-		 * (churn: 1,003 of 1,703 samples set one up again when the
+		 * (churn: 1,003 of 1,624 samples set one up again when the
 		 * newest kept slab went instead). */
 		if (!tc->small_slabs || s->szind == ind) {
 			slab = s;

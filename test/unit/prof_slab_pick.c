@@ -5,7 +5,7 @@
  * byte and a class of bigger objects gets its next sample sooner; the
  * other classes keep theirs.  (It was the slab kept last, so the class
  * sampled last lost its slab at every miss: churn set up a slab again for
- * 1,003 of 1,703 samples, now 690.)
+ * 1,003 of 1,624 samples, now 690 of 1,631.)
  *
  * prof_slab_pick.conf: prof:true; the rate is set with prof_reset(0)
  * (every allocation is a sample).  No check depends on the machine's
