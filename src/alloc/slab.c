@@ -214,12 +214,16 @@ static extent_t *slab_get(tcache_t *tc, unsigned ind) {
 			continue;
 		/* The prof_cache's kept slab of this very class if it has
 		 * one: ready as it is, where another class's is set up
-		 * again (~190 instructions, pagemap included). */
+		 * again (~190 instructions, pagemap included).  Else the
+		 * one of the smallest class: samples are taken per byte, so
+		 * a class of bigger objects gets its next sample sooner
+		 * (churn: 1,003 of 1,624 samples set one up again when the
+		 * newest kept slab went instead). */
 		if (!tc->small_slabs || s->szind == ind) {
 			slab = s;
 			break;
 		}
-		if (slab == NULL)
+		if (slab == NULL || s->szind < slab->szind)
 			slab = s;
 	}
 	if (slab != NULL) {

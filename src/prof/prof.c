@@ -202,14 +202,15 @@ static void wait_scale_fill(void) {
 MP_WARM bool prof_boot(void) {
 	mp_mutex_init(&tdatas_mtx, LOCK_RANK_PROF_TDATAS);
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
-		mp_mutex_init(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
+		mp_mutex_init_lite(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
 		buckets_init(&gctx_shards[i].chains);
 		/* jemalloc's "prof" lock guards its backtrace table. */
 		ctl_mutex_register("prof", &gctx_shards[i].mtx);
 	}
 	ctl_mutex_register("prof_thds_data", &tdatas_mtx);
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
-		mp_mutex_init(&sample_shards[i].mtx, LOCK_RANK_PROF_SAMPLES);
+		mp_mutex_init_lite(&sample_shards[i].mtx,
+		    LOCK_RANK_PROF_SAMPLES);
 		buckets_init(&sample_shards[i].chains);
 	}
 	if (!config_prof)
@@ -686,11 +687,11 @@ uint64_t prof_time_ns(void) {
 /* ----------------------------------------------------- gctx / tctx */
 
 void prof_shard_lock(unsigned shard) {
-	mp_mutex_lock(&gctx_shards[shard].mtx);
+	mp_mutex_lite_lock(&gctx_shards[shard].mtx);
 }
 
 void prof_shard_unlock(unsigned shard) {
-	mp_mutex_unlock(&gctx_shards[shard].mtx);
+	mp_mutex_lite_unlock(&gctx_shards[shard].mtx);
 }
 
 prof_life_part_t *prof_life_part(unsigned shard) {
@@ -699,12 +700,12 @@ prof_life_part_t *prof_life_part(unsigned shard) {
 
 void prof_shards_lock_all(void) {
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
+		mp_mutex_lock_quiet(&gctx_shards[i].mtx);
 }
 
 void prof_shards_unlock_all(void) {
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
+		mp_mutex_unlock_quiet(&gctx_shards[i].mtx);
 }
 
 void prof_gctx_foreach_locked_shard(unsigned shard,
@@ -872,13 +873,13 @@ static prof_sample_t **sample_bucket(prof_sample_shard_t *sh, const void *p) {
 void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
 		prof_sample_shard_t *ss = &sample_shards[i];
-		mp_mutex_lock(&ss->mtx);
+		mp_mutex_lite_lock(&ss->mtx);
 		for (size_t b = 0; b < ss->chains.n; b++) {
 			for (const prof_sample_t *s = ss->chains.b[b];
 			    s != NULL; s = s->next)
 				visit(s, arg);
 		}
-		mp_mutex_unlock(&ss->mtx);
+		mp_mutex_lite_unlock(&ss->mtx);
 	}
 }
 
@@ -960,7 +961,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	extent_t *e = pagemap_lookup(p);
 	bool large = e->kind == EXTENT_LARGE;
 	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
-	mp_mutex_lock(&sh->mtx);
+	mp_mutex_lite_lock(&sh->mtx);
 	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td,
 	    td->labels, hinted && hint.gen == sh->gen ? hint.gctx : NULL);
 	/* The memo's hint was right: it stays as it is (most samples of
@@ -994,7 +995,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		if (large)
 			prof_lifetime_large_add(&sh->life, s);
 	}
-	mp_mutex_unlock(&sh->mtx);
+	mp_mutex_lite_unlock(&sh->mtx);
 	if (t != NULL && !hint_kept)
 		prof_bt_hint_store(td->bt_memo, ref, &hint);
 	if (t == NULL) {
@@ -1015,14 +1016,14 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		e->prof = s;
 	} else {
 		prof_sample_shard_t *ss = sample_shard(p);
-		mp_mutex_lock(&ss->mtx);
+		mp_mutex_lite_lock(&ss->mtx);
 		prof_sample_t **bucket = sample_bucket(ss, p);
 		s->next = *bucket;
 		*bucket = s;
 		if (buckets_added(&ss->chains))
 			buckets_grow(&ss->chains, sample_key,
 			    offsetof(prof_sample_t, next));
-		mp_mutex_unlock(&ss->mtx);
+		mp_mutex_lite_unlock(&ss->mtx);
 		atomic_fetch_add(&e->nsampled, 1);
 	}
 	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) != 0) {
@@ -1047,7 +1048,7 @@ bool prof_sample_info(void *p, prof_sample_info_t *info) {
 		s = e->prof;
 	} else {
 		ss = sample_shard(p);
-		mp_mutex_lock(&ss->mtx);
+		mp_mutex_lite_lock(&ss->mtx);
 		for (s = *sample_bucket(ss, p); s != NULL && s->ptr != p;
 		    s = s->next)
 			;
@@ -1062,7 +1063,7 @@ bool prof_sample_info(void *p, prof_sample_info_t *info) {
 		    l != NULL ? l->len + 1 : 1);
 	}
 	if (ss != NULL)
-		mp_mutex_unlock(&ss->mtx);
+		mp_mutex_lite_unlock(&ss->mtx);
 	return s == NULL;
 }
 
@@ -1095,7 +1096,7 @@ void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 		e->prof = NULL;
 	} else {
 		prof_sample_shard_t *ss = sample_shard(p);
-		mp_mutex_lock(&ss->mtx);
+		mp_mutex_lite_lock(&ss->mtx);
 		prof_sample_t **bucket = sample_bucket(ss, p);
 		while ((s = *bucket) != NULL && s->ptr != p)
 			bucket = &s->next;
@@ -1103,7 +1104,7 @@ void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 			*bucket = s->next;
 			ss->chains.count--;
 		}
-		mp_mutex_unlock(&ss->mtx);
+		mp_mutex_lite_unlock(&ss->mtx);
 		if (s == NULL)
 			return;
 		atomic_fetch_sub(&e->nsampled, 1);
@@ -1116,7 +1117,7 @@ void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 		recent_dalloc(s, fp);
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
-	mp_mutex_lock(&sh->mtx);
+	mp_mutex_lite_lock(&sh->mtx);
 	if (large)
 		prof_lifetime_large_del(&sh->life, s);
 	/* A prof.reset since the sample already zeroed what it added. */
@@ -1139,7 +1140,7 @@ void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 	}
 	if (--t->nsamples == 0)
 		tctx_try_destroy_locked(sh, t, true);
-	mp_mutex_unlock(&sh->mtx);
+	mp_mutex_lite_unlock(&sh->mtx);
 	sample_dispose(s);
 }
 
@@ -1155,7 +1156,7 @@ void prof_accum_release(void) {
 		return;
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		prof_gctx_shard_t *sh = &gctx_shards[i];
-		mp_mutex_lock(&sh->mtx);
+		mp_mutex_lite_lock(&sh->mtx);
 		for (uint32_t b = 0; b < sh->chains.n; b++) {
 			prof_gctx_t *g = sh->chains.b[b];
 			while (g != NULL) {
@@ -1171,7 +1172,7 @@ void prof_accum_release(void) {
 				g = gnext;
 			}
 		}
-		mp_mutex_unlock(&sh->mtx);
+		mp_mutex_lite_unlock(&sh->mtx);
 	}
 }
 
@@ -1206,20 +1207,20 @@ void prof_reset(size_t lg_sample) {
 
 void prof_prefork(void) {
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		pthread_mutex_lock(&gctx_shards[i].mtx.lock);
-	pthread_mutex_lock(&tdatas_mtx.lock);
+		mp_mutex_lock_quiet(&gctx_shards[i].mtx);
+	mp_mutex_lock_quiet(&tdatas_mtx);
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
-		pthread_mutex_lock(&sample_shards[i].mtx.lock);
+		mp_mutex_lock_quiet(&sample_shards[i].mtx);
 	prof_recent_prefork();
 }
 
 void prof_postfork_parent(void) {
 	prof_recent_postfork_parent();
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
-		pthread_mutex_unlock(&sample_shards[i].mtx.lock);
-	pthread_mutex_unlock(&tdatas_mtx.lock);
+		mp_mutex_unlock_quiet(&sample_shards[i].mtx);
+	mp_mutex_unlock_quiet(&tdatas_mtx);
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		pthread_mutex_unlock(&gctx_shards[i].mtx.lock);
+		mp_mutex_unlock_quiet(&gctx_shards[i].mtx);
 }
 
 void prof_postfork_child(void) {

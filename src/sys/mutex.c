@@ -1,9 +1,27 @@
 /*
  * mutex.c: ranked mutexes, the only wrapper of pthread_mutex_* in the
  * library.  Every lock has a rank (lock_rank_t, types.h, lists them in
- * the order they may be taken); debug builds check the order.
+ * the order they may be taken); debug builds check the order.  A "lite"
+ * lock is a futex word instead of glibc's mutex, for the locks taken on
+ * every profiler sample.
  */
 #include "malloc_prof/internal/internal.h"
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ThreadSanitizer sees glibc's mutexes through its interceptors but not
+ * a futex word: under it, lite locks stay glibc's. */
+#if defined(__SANITIZE_THREAD__)
+#define MUTEX_LITE_OK false
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MUTEX_LITE_OK false
+#endif
+#endif
+#ifndef MUTEX_LITE_OK
+#define MUTEX_LITE_OK true
+#endif
 
 /*
  * Ranked mutexes.  In debug builds each thread remembers the ranks it holds
@@ -16,7 +34,66 @@ static __thread uint32_t held_ranks __attribute__((tls_model("initial-exec")));
 void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank) {
 	pthread_mutex_init(&m->lock, NULL);
 	m->rank = rank;
+	m->lite = false;
+	atomic_store_explicit(&m->word, 0, memory_order_relaxed);
 	memset(&m->prof, 0, sizeof(m->prof));
+}
+
+/*
+ * glibc's trylock and unlock were 34 and 25 instructions of a profiler
+ * sample's 76 a lock round trip (doc/performance.md, "Per-sample cost,
+ * round 4"), mostly checks of mutex kinds this library never uses.  The
+ * lite lock is Drepper's three-state futex lock ("Futexes Are Tricky",
+ * mutex3): a compare-exchange to take it, an exchange to give it back,
+ * and a system call only when a thread waits.
+ */
+void mp_mutex_init_lite(mp_mutex_t *m, lock_rank_t rank) {
+	mp_mutex_init(m, rank);
+	m->lite = MUTEX_LITE_OK;
+}
+
+static void mutex_futex(_Atomic uint32_t *word, int op, uint32_t val) {
+	syscall(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, val,
+	    NULL, NULL, 0);
+}
+
+/* Take a lite lock another thread holds: marked 2 (a waiter), so that
+ * its holder's unlock wakes one. */
+static void mutex_lite_take_slow(mp_mutex_t *m) {
+	while (atomic_exchange_explicit(&m->word, 2, memory_order_acquire)
+	    != 0)
+		mutex_futex(&m->word, FUTEX_WAIT, 2);
+}
+
+static inline bool mutex_lite_try(mp_mutex_t *m) {
+	uint32_t free_word = 0;
+	return atomic_compare_exchange_strong_explicit(&m->word, &free_word,
+	    1, memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void mutex_lite_give(mp_mutex_t *m) {
+	if (atomic_exchange_explicit(&m->word, 0, memory_order_release) == 2)
+		mutex_futex(&m->word, FUTEX_WAKE, 1);
+}
+
+/* Lock or unlock m whichever kind it is, with nothing else. */
+static inline bool mutex_try_raw(mp_mutex_t *m) {
+	return m->lite ? mutex_lite_try(m) :
+	    pthread_mutex_trylock(&m->lock) == 0;
+}
+
+static void mutex_take_raw(mp_mutex_t *m) {
+	if (m->lite)
+		mutex_lite_take_slow(m);
+	else
+		pthread_mutex_lock(&m->lock);
+}
+
+static inline void mutex_give_raw(mp_mutex_t *m) {
+	if (m->lite)
+		mutex_lite_give(m);
+	else
+		pthread_mutex_unlock(&m->lock);
 }
 
 /*
@@ -29,7 +106,7 @@ static MP_NOINLINE void mutex_lock_wait(mp_mutex_t *m) {
 	uint32_t n = atomic_fetch_add_explicit(&m->prof.n_waiting, 1,
 	    memory_order_relaxed) + 1;
 	uint64_t t0 = os_now_ns();
-	pthread_mutex_lock(&m->lock);
+	mutex_take_raw(m);
 	uint64_t waited = os_now_ns() - t0;
 	atomic_fetch_sub_explicit(&m->prof.n_waiting, 1, memory_order_relaxed);
 	m->prof.n_wait_times++;
@@ -52,7 +129,7 @@ static inline void mutex_prof_taken(mp_mutex_t *m) {
 	}
 }
 
-void mp_mutex_lock(mp_mutex_t *m) {
+static inline void mutex_rank_check(const mp_mutex_t *m) {
 	if (config_debug) {
 		uint32_t above = ~(((uint32_t)1 << m->rank) - 1);
 		if (held_ranks & above)
@@ -60,7 +137,30 @@ void mp_mutex_lock(mp_mutex_t *m) {
 			    "holding ranks 0x%x", (int)m->rank,
 			    (unsigned)held_ranks);
 	}
+}
+
+/* Not for a lite lock (mp_mutex_lite_lock): glibc's lock of an arena
+ * path tests no kind of lock (a test here was 2 instructions of every
+ * arena lock and unlock). */
+void mp_mutex_lock(mp_mutex_t *m) {
+	mutex_rank_check(m);
+	if (config_debug && m->lite)
+		mp_abort("mp_mutex_lock of a lite lock (rank %d)",
+		    (int)m->rank);
 	if (pthread_mutex_trylock(&m->lock) != 0)
+		mutex_lock_wait(m);
+	mutex_prof_taken(m);
+	if (config_debug)
+		held_ranks |= (uint32_t)1 << m->rank;
+}
+
+void mp_mutex_lite_lock(mp_mutex_t *m) {
+	if (!MUTEX_LITE_OK) {
+		mp_mutex_lock(m);
+		return;
+	}
+	mutex_rank_check(m);
+	if (!mutex_lite_try(m))
 		mutex_lock_wait(m);
 	mutex_prof_taken(m);
 	if (config_debug)
@@ -71,7 +171,7 @@ void mp_mutex_lock(mp_mutex_t *m) {
  * cannot deadlock, so any rank may be tried; a taken one is tracked as
  * mp_mutex_lock tracks it. */
 bool mp_mutex_trylock(mp_mutex_t *m) {
-	if (pthread_mutex_trylock(&m->lock) != 0)
+	if (!mutex_try_raw(m))
 		return false;
 	mutex_prof_taken(m);
 	if (config_debug)
@@ -96,14 +196,29 @@ void mp_mutex_prof_copy_held(const mp_mutex_t *m, mp_mutex_prof_t *out) {
 	    &m->prof.n_waiting, memory_order_relaxed), memory_order_relaxed);
 }
 
+/* m of either kind, for the counters' readers. */
+static void mutex_lock_any(mp_mutex_t *m) {
+	if (m->lite)
+		mp_mutex_lite_lock(m);
+	else
+		mp_mutex_lock(m);
+}
+
+static void mutex_unlock_any(mp_mutex_t *m) {
+	if (m->lite)
+		mp_mutex_lite_unlock(m);
+	else
+		mp_mutex_unlock(m);
+}
+
 void mp_mutex_prof_read(mp_mutex_t *m, mp_mutex_prof_t *out) {
-	mp_mutex_lock(m);
+	mutex_lock_any(m);
 	mp_mutex_prof_copy_held(m, out);
-	mp_mutex_unlock(m);
+	mutex_unlock_any(m);
 }
 
 void mp_mutex_prof_reset(mp_mutex_t *m) {
-	mp_mutex_lock(m);
+	mutex_lock_any(m);
 	m->prof.n_lock_ops = 0;
 	m->prof.n_wait_times = 0;
 	m->prof.n_owner_switches = 0;
@@ -112,7 +227,7 @@ void mp_mutex_prof_reset(mp_mutex_t *m) {
 	m->prof.max_wait_ns = 0;
 	m->prof.max_n_thds = 0;
 	m->prof.prev_owner = NULL;
-	mp_mutex_unlock(m);
+	mutex_unlock_any(m);
 }
 
 void mp_mutex_unlock(mp_mutex_t *m) {
@@ -121,8 +236,29 @@ void mp_mutex_unlock(mp_mutex_t *m) {
 	pthread_mutex_unlock(&m->lock);
 }
 
-void mp_mutex_postfork_child(mp_mutex_t *m) {
-	pthread_mutex_init(&m->lock, NULL);
+void mp_mutex_lite_unlock(mp_mutex_t *m) {
+	if (!MUTEX_LITE_OK) {
+		mp_mutex_unlock(m);
+		return;
+	}
 	if (config_debug)
 		held_ranks &= ~((uint32_t)1 << m->rank);
+	mutex_lite_give(m);
+}
+
+void mp_mutex_postfork_child(mp_mutex_t *m) {
+	/* The forking thread, the child's only one, held it. */
+	pthread_mutex_init(&m->lock, NULL);
+	atomic_store_explicit(&m->word, 0, memory_order_relaxed);
+	if (config_debug)
+		held_ranks &= ~((uint32_t)1 << m->rank);
+}
+
+void mp_mutex_lock_quiet(mp_mutex_t *m) {
+	if (!mutex_try_raw(m))
+		mutex_take_raw(m);
+}
+
+void mp_mutex_unlock_quiet(mp_mutex_t *m) {
+	mutex_give_raw(m);
 }

@@ -129,10 +129,21 @@ uint64_t os_now_coarse_ns(void);                 /* at tick resolution */
 
 /* ----------------------------------------------------------------- mutex.c */
 void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank);
+/* The same lock without glibc's mutex: one atomic each way when
+ * uncontended, a futex wait when not (ThreadSanitizer builds: glibc's).
+ * Taken and given back only by mp_mutex_lite_lock / _unlock (and the
+ * _quiet, trylock and counter functions, which take either kind). */
+void mp_mutex_init_lite(mp_mutex_t *m, lock_rank_t rank);
+void mp_mutex_lite_lock(mp_mutex_t *m);
+void mp_mutex_lite_unlock(mp_mutex_t *m);
 void mp_mutex_lock(mp_mutex_t *m);
 bool mp_mutex_trylock(mp_mutex_t *m);     /* true if taken */
 void mp_mutex_unlock(mp_mutex_t *m);
 void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
+/* Without rank tracking or counters: fork handlers and lock-all loops,
+ * which take every lock of one rank. */
+void mp_mutex_lock_quiet(mp_mutex_t *m);
+void mp_mutex_unlock_quiet(mp_mutex_t *m);
 /* A copy of m's profiling counters, read under m; zero them (under m). */
 void mp_mutex_prof_read(mp_mutex_t *m, mp_mutex_prof_t *out);
 void mp_mutex_prof_copy_held(const mp_mutex_t *m, mp_mutex_prof_t *out);

@@ -163,6 +163,10 @@ typedef struct mp_mutex_prof_s {
 typedef struct mp_mutex_s {
 	pthread_mutex_t lock;
 	lock_rank_t rank;
+	/* mp_mutex_init_lite's locks: `word` is the lock (0 free, 1 held,
+	 * 2 held with waiters) and `lock` is unused. */
+	bool lite;
+	_Atomic uint32_t word;
 	mp_mutex_prof_t prof;
 } mp_mutex_t;
 
