@@ -138,7 +138,7 @@ static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
 
 /* prof_unbias of every size class up to UNBIAS_MAX at the current
  * lg_prof_sample: written with every gctx shard held, read under one.
- * Large classes too: their exp() and two llround()s were about 120
+ * Large classes too: their exp and two roundings were about 120
  * instructions at each sample and again at its free (8% of the per-sample
  * cost on bench's midsize, whose samples are mostly large).  Filled at
  * boot with prof:true only (prof_boot); 1.3 KiB in all. */
@@ -228,9 +228,10 @@ MP_WARM bool prof_boot(void) {
 	atomic_store(&prof_thread_active_init, opt_prof_thread_active_init);
 	atomic_store(&prof_gdump_enabled, opt_prof && opt_prof_gdump);
 	atomic_store(&prof_lg_sample, opt_lg_prof_sample);
-	/* Only for the profiler: they call libm, whose pages (and those
-	 * fault-around maps beside them) were 270 KiB of every process's
-	 * resident set (test/integration/boot_libm). */
+	/* Only for the profiler: nothing else reads them, and their exp and
+	 * log1p (util.c's; libm's, when the library still linked it, put
+	 * 270 KiB of libm's pages in every process's resident set) are ~170
+	 * calls of boot work (test/integration/boot_libm). */
 	if (opt_prof) {
 		unbias_tab_fill();
 		wait_scale_fill();
