@@ -242,6 +242,17 @@ static inline int mallctl_fmt(void *oldp, size_t *oldlenp, void *newp,
 	return mallctl(name, oldp, oldlenp, newp, newlen);
 }
 
+/* Whether per-arena statistics count exactly what a test allocated: not
+ * with opt.prof, where a sampled small object is a request of arena 0's
+ * profiler slabs, whichever thread asked. */
+static inline bool mp_stats_exact(void) {
+	bool prof = false;
+	size_t sz = sizeof(prof);
+	if (mallctl("opt.prof", &prof, &sz, NULL, 0) != 0)
+		prof = false;
+	return !prof;
+}
+
 /* Refreshes the stats snapshot by writing "epoch"; returns the new epoch. */
 static inline uint64_t mp_epoch(void) {
 	uint64_t e = 1;

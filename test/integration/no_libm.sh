@@ -25,7 +25,7 @@ fi
 
 echo "1..2"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mp-nolibm.XXXXXX") || exit 99
+tmp=$(mktemp -d) || exit 99   # mktemp honours TMPDIR
 trap 'rm -rf "$tmp"' EXIT
 
 needed=$(LC_ALL=C readelf -d "$lib" 2>/dev/null |

@@ -16,17 +16,6 @@
 #define N_HITS 5000
 #define N_THREADS 4
 
-/* Exact per-arena counts need the profiler off: a sampled small object
- * is a request of arena 0's profiler slabs, whichever thread asked. */
-static bool exact_counts(void) {
-	bool prof = false;
-	size_t sz = sizeof(prof);
-	if (mallctl("opt.prof", &prof, &sz, NULL, 0) != 0) {
-		prof = false;
-	}
-	return !prof;
-}
-
 /* Whether the thread's cache bins serve its mallocs: not with junk on
  * free (debug builds' default), where every request goes to the slabs. */
 static bool cache_bins_on(void) {
@@ -93,7 +82,7 @@ static void pairs(size_t size, unsigned n) {
  * the slabs handed out next to nothing (nmalloc). */
 static void test_warm_hits(void **state) {
 	(void)state;
-	if (!exact_counts()) {
+	if (!mp_stats_exact()) {
 		MP_SKIP("opt.prof is on: samples are arena 0's requests");
 	}
 	unsigned a = thread_arena(), j = bin_of(160);
@@ -117,7 +106,7 @@ static void test_warm_hits(void **state) {
 /* With the thread's cache off every request is counted at once. */
 static void test_cache_off(void **state) {
 	(void)state;
-	if (!exact_counts()) {
+	if (!mp_stats_exact()) {
 		MP_SKIP("opt.prof is on: samples are arena 0's requests");
 	}
 	unsigned a = thread_arena(), j = bin_of(224);
@@ -137,7 +126,7 @@ static void test_cache_off(void **state) {
  * the old arena; what it serves after goes to the new one. */
 static void test_arena_change(void **state) {
 	(void)state;
-	if (!exact_counts()) {
+	if (!mp_stats_exact()) {
 		MP_SKIP("opt.prof is on: samples are arena 0's requests");
 	}
 	unsigned old = thread_arena(), j = bin_of(192);
@@ -244,7 +233,7 @@ static void test_fork(void **state) {
  * tcache.flush and at tcache.destroy. */
 static void test_explicit_tcache(void **state) {
 	(void)state;
-	if (!exact_counts()) {
+	if (!mp_stats_exact()) {
 		MP_SKIP("opt.prof is on: samples are arena 0's requests");
 	}
 	unsigned a = thread_arena(), j = bin_of(320);
@@ -337,7 +326,7 @@ static int child_main(void) {
  * thread's requests still in its cache bins (as jemalloc's does). */
 static void test_exit_print(void **state) {
 	(void)state;
-	if (!exact_counts()) {
+	if (!mp_stats_exact()) {
 		MP_SKIP("opt.prof is on: samples are arena 0's requests");
 	}
 	static char out[1 << 20];

@@ -14,17 +14,6 @@
 
 #define N_OBJS 1000
 
-/* Whether exact counts can be expected: with the profiler on, a sampled
- * object comes from the profiler's slabs of arena 0, not ours. */
-static bool exact_counts(void) {
-	bool prof = false;
-	size_t sz = sizeof(prof);
-	if (mallctl("opt.prof", &prof, &sz, NULL, 0) != 0) {
-		prof = false;
-	}
-	return !prof;
-}
-
 static unsigned arena_create(void) {
 	unsigned a = 0;
 	MALLCTL_READ("arenas.create", a);
@@ -214,7 +203,7 @@ static void *free_remote(void *p) {
  */
 static void test_bin_counters(void **state) {
 	(void)state;
-	if (!exact_counts()) {
+	if (!mp_stats_exact()) {
 		MP_SKIP("opt.prof is on: samples come from other slabs");
 	}
 	unsigned a = arena_create();
@@ -343,7 +332,7 @@ static void test_bin_counters(void **state) {
 /* Large classes: three blocks of one class carved and returned. */
 static void test_lextents(void **state) {
 	(void)state;
-	if (!exact_counts()) {
+	if (!mp_stats_exact()) {
 		MP_SKIP("opt.prof is on");
 	}
 	unsigned a = arena_create();
@@ -557,7 +546,7 @@ static void test_print_text(void **state) {
 		}
 		line = nl + 1;
 	}
-	if (exact_counts()) {
+	if (mp_stats_exact()) {
 		assert_int_equal(rows, MP_ARRAY_SIZE(sizes));
 	}
 	assert_non_null(strstr(out_buf, "\n                           n_lock_ops"
