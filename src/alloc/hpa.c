@@ -105,8 +105,7 @@ static void bits_clear(uint64_t *w, size_t from, size_t n) {
 static size_t bits_count(const uint64_t *w, size_t from, size_t n) {
 	size_t c = 0;
 	for (size_t k; n > 0; from += k, n -= k)
-		c += (size_t)__builtin_popcountll(w[from / 64] &
-		    word_mask(from, n, &k));
+		c += util_popcount64(w[from / 64] & word_mask(from, n, &k));
 	return c;
 }
 

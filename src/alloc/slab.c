@@ -126,7 +126,7 @@ static bool slab_collect_remote(extent_t *slab) {
 		slab->free_bits[w] |= bits;
 		if (bits != 0 && w < slab->free_word)
 			slab->free_word = (uint8_t)w;
-		n += (uint32_t)__builtin_popcountll(bits);
+		n += util_popcount64(bits);
 	}
 	mp_assert(slab->used >= n);
 	slab->used -= n;
@@ -512,7 +512,7 @@ static void slab_free_remote(extent_t *slab, void *const *q, unsigned n) {
 			mp_misuse("free", "double free of", slab_region(slab,
 			    w, (unsigned)__builtin_ctzll(twice)), "");
 		}
-		freed += (unsigned)__builtin_popcountll(mask & ~old);
+		freed += util_popcount64(mask & ~old);
 		k = end;
 	}
 	slab_remote_mark(owner, ind);

@@ -51,6 +51,28 @@ static void stats_print_exit(void) {
 	stats_print_atexit();
 }
 
+#if MP_HAVE_REGISTER_ATFORK
+extern void *__dso_handle;
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void),
+    void (*child)(void), void *dso_handle);
+#endif
+
+/* The fork handlers.  With glibc, __register_atfork straight away: its
+ * pthread_atfork is a stub in libc_nonshared.a that does just this, but
+ * the linker puts the stub after all of the library's code, where the one
+ * call every process makes would map the last fault-around window of
+ * .text (test/integration/code_resident).  The object's handle makes the
+ * handlers go away with it on dlclose, as the stub's does. */
+static void tsd_register_atfork(void) {
+#if MP_HAVE_REGISTER_ATFORK
+	__register_atfork(malloc_prefork, malloc_postfork_parent,
+	    malloc_postfork_child, __dso_handle);
+#else
+	pthread_atfork(malloc_prefork, malloc_postfork_parent,
+	    malloc_postfork_child);
+#endif
+}
+
 static MP_COLD bool malloc_init_hard(void) {
 	if (init_in_progress)
 		return true;    /* recursion from inside init: cannot serve */
@@ -78,8 +100,7 @@ static MP_COLD bool malloc_init_hard(void) {
 		malloc_sized_boot();
 		__atomic_store_n(&malloc_initialized, true, __ATOMIC_RELEASE);
 		/* Both may allocate: we are initialised by now. */
-		pthread_atfork(malloc_prefork, malloc_postfork_parent,
-		    malloc_postfork_child);
+		tsd_register_atfork();
 		if (opt_stats_print)
 			atexit(stats_print_exit);
 		/* Registered first, so it runs after the program's own exit

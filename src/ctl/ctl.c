@@ -1342,7 +1342,7 @@ static void ctl_util_get(const void *p, ctl_util_t *u) {
 	uint32_t used = __atomic_load_n(&e->used, __ATOMIC_RELAXED);
 	uint32_t remote = 0;
 	for (unsigned w = 0; w < (nregs + 63) / 64; w++)
-		remote += (uint32_t)__builtin_popcountll(atomic_load_explicit(
+		remote += util_popcount64(atomic_load_explicit(
 		    &e->remote_bits[w], memory_order_relaxed));
 	u->nregs = nregs;
 	u->nfree = used >= nregs ? remote : nregs - used + remote;

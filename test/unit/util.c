@@ -244,6 +244,36 @@ static void call_assert_fail(void *arg) {
 	mp_assert_fail("src/x.c", 12, "a == b");
 }
 
+/* util_popcount64 against a bit-by-bit count: every single bit, all ones,
+ * alternating patterns and random words (a wrong mask or shift in any of
+ * its four steps miscounts some of them). */
+static unsigned popcount_slow(uint64_t w) {
+	unsigned n = 0;
+	for (; w != 0; w >>= 1)
+		n += (unsigned)(w & 1);
+	return n;
+}
+
+static void test_popcount64(void **state) {
+	(void)state;
+	assert_int_equal(util_popcount64(0), 0);
+	assert_int_equal(util_popcount64(~0ull), 64);
+	assert_int_equal(util_popcount64(0x5555555555555555ull), 32);
+	assert_int_equal(util_popcount64(0xaaaaaaaaaaaaaaaaull), 32);
+	for (unsigned b = 0; b < 64; b++) {
+		assert_int_equal(util_popcount64(1ull << b), 1);
+		assert_int_equal(util_popcount64(~(1ull << b)), 63);
+		assert_int_equal(util_popcount64((1ull << b) - 1), b);
+	}
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (int i = 0; i < 100000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		assert_int_equal(util_popcount64(x), popcount_slow(x));
+	}
+}
+
 static void test_abort_and_assert_fail(void **state) {
 	(void)state;
 	char buf[256];
@@ -266,6 +296,7 @@ int main(void) {
 		cmocka_unit_test(test_error_long_message_is_cut),
 		cmocka_unit_test(test_error_keeps_errno),
 		cmocka_unit_test(test_write_without_hook_goes_to_stderr),
+		cmocka_unit_test(test_popcount64),
 		cmocka_unit_test(test_abort_and_assert_fail),
 	};
 	return mp_run_tests(tests);

@@ -56,6 +56,17 @@ double util_log1p(double x);
 long long util_llround(double x);
 double util_round(double x);
 
+/* The set bits of w.  Not __builtin_popcountll: without -mpopcnt it calls
+ * libgcc's __popcountdi2, which the linker puts after every object of the
+ * library, so the page of .text every process would touch for it sits in
+ * the last fault-around window, with whatever cold code shares it. */
+static inline unsigned util_popcount64(uint64_t w) {
+	w -= (w >> 1) & 0x5555555555555555ull;
+	w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
+	w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0full;
+	return (unsigned)((w * 0x0101010101010101ull) >> 56);
+}
+
 #define mp_assert(e) do {						\
 	if (config_debug && unlikely(!(e)))				\
 		mp_assert_fail(__FILE__, __LINE__, #e);			\
