@@ -39,6 +39,7 @@ unsigned opt_zero_realloc = ZERO_REALLOC_FREE;
 bool opt_stats_print = false;
 char opt_stats_print_opts[64] = "";
 unsigned opt_thp = OS_THP_DEFAULT;
+size_t opt_thp_heap_min = 0;
 unsigned opt_metadata_thp = METADATA_THP_DISABLED;
 size_t opt_oversize_threshold = 0;
 
@@ -270,6 +271,12 @@ const conf_opt_t conf_opts[] = {
 	  .doc = "transparent huge pages for user data: always "
 	  "(MADV_HUGEPAGE), never (MADV_NOHUGEPAGE) or default (the "
 	  "kernel's choice)" },
+	{ .name = "thp_heap_min", .type = CONF_SIZE_T,
+	  .var = &opt_thp_heap_min, .def = "0", .min = 0,
+	  .max = INTMAX_MAX,
+	  .doc = "under thp:default with the kernel's THP mode madvise: "
+	  "an arena's mappings get MADV_HUGEPAGE once it has had this "
+	  "many bytes in use, until it purges repeatedly (0: never)" },
 	{ .name = "metadata_thp", .type = CONF_ENUM,
 	  .var = &opt_metadata_thp, .def = "disabled",
 	  .names = conf_metadata_thp_names,

@@ -43,6 +43,7 @@ extern bool opt_stats_print;
 extern char opt_stats_print_opts[64];
 /* Transparent huge pages and the huge arena (jemalloc 5.3's options). */
 extern unsigned opt_thp;                 /* os_thp_t: user data mappings */
+extern size_t opt_thp_heap_min;          /* bytes; 0: no automatic advice */
 typedef enum {
 	METADATA_THP_DISABLED = 0,
 	METADATA_THP_AUTO,
