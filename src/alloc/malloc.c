@@ -243,7 +243,9 @@ static inline void *small_request(arena_t *arena, unsigned ind, void *p) {
 /* A small object about to be sampled comes from arena 0's prof_cache,
  * shared by every thread (see prof.c), under that arena's shared_mtx. */
 static void *prof_cache_alloc_small(unsigned ind) {
-	arena_t *pa = arena_get(0, false);
+	/* arena_get(0, false) without its call (21 instructions a small
+	 * sample): arena 0 is made at boot and never goes. */
+	arena_t *pa = atomic_load_explicit(&arenas[0], memory_order_acquire);
 	mp_mutex_lock(&pa->shared_mtx);
 	/* A request of arena 0, whose slab serves it (nmalloc too). */
 	void *p = small_request(pa, ind,
@@ -711,6 +713,43 @@ oom:
 	return NULL;
 }
 
+/*
+ * A free whose page has no tag: a sampled small region, in the profiler's
+ * slabs (arena 0's prof_cache), or a pointer no block starts at.  The
+ * region goes back under the arena's lock, as dalloc_impl's prof_cache
+ * branch does, without dalloc_impl's tests for every other case (about 90
+ * instructions of each such free, and free_slow's call of it 50 more):
+ * only for a thread on the fast paths (fast_owner: no junk, not inside
+ * the allocator), outside extent hooks, with no hook installed since it
+ * last looked, and p a region start of such a slab.  Debug builds take
+ * the general path, which checks the slab's free regions for a double
+ * free first.  false: the general path.
+ */
+static MP_NOINLINE bool dalloc_small_sampled(tsd_t *tsd, void *p,
+    uintptr_t entry, uintptr_t fp) {
+	extent_t *e = pagemap_entry_extent(entry);
+	if (config_debug || tsd->fast_owner == NULL || e == NULL ||
+	    e->kind != EXTENT_SLAB || unlikely(hook_extent_depth != 0) ||
+	    unlikely(hook_gen_seen != atomic_load_explicit(&hook_gen,
+	    memory_order_relaxed)))
+		return false;
+	arena_t *arena = e->arena;   /* e may retire below */
+	if (slab_owner(e) != &arena->prof_cache || !block_start(p, e))
+		return false;
+	size_t usize = e->usize;
+	if (atomic_load_explicit(&e->nsampled, memory_order_relaxed) != 0)
+		prof_sample_free_at(p, e, fp);
+	mp_mutex_lock(&arena->shared_mtx);
+	bool twice = tcache_free_small(&arena->prof_cache, e, p);
+	mp_mutex_unlock(&arena->shared_mtx);
+	if (unlikely(twice)) {
+		mp_misuse("free", "double free of", p, "");
+		return true;
+	}
+	tsd_count_dalloc(tsd, usize);
+	return true;
+}
+
 /* Every free whose tag the fast path could not push: NULL, a full bin,
  * a page without a tag (large blocks past the first page, sampled
  * regions, garbage), a thread whose bins are off, or no flat tag table
@@ -732,6 +771,9 @@ static MP_NOINLINE void free_slow(void *p) {
 	/* A large block's tag is on its first page only (pagemap.c). */
 	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
 	    dalloc_large_cached(tsd, p, entry, CALLER_FP()))
+		return;
+	if (config_prof && ind == (unsigned)-1 &&
+	    dalloc_small_sampled(tsd, p, entry, CALLER_FP()))
 		return;
 	/* Only here: a thread that has seen the hooks has no cache bins and
 	 * no fast_owner, so its frees all come here; one that has not seen
