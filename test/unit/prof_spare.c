@@ -6,7 +6,8 @@
  * profile, a list linked both ways (prof.h), stay consistent whatever
  * order they are freed in; and a sampled small region freed by the
  * shortcut for untagged pages (malloc.c, dalloc_small_sampled) is still
- * reported when freed twice, or freed by an interior pointer.
+ * reported when freed twice, or freed by an interior pointer; and the
+ * walk memo (prof_sys.c) answers for a caller that keeps data in rbp.
  *
  * prof_spare.conf: prof:true,lg_prof_sample:0 (every allocation is a
  * sample).  No check depends on the machine's speed.
@@ -201,11 +202,93 @@ static void test_sampled_free_misuse(void **state) {
 	assert_non_null(strstr(out, "free(): interior pointer"));
 }
 
+#if defined(__x86_64__)
+/* prof_spare_call_with_rbp(v, fn, n): fn(n) with rbp = v, as a caller
+ * built without frame pointers may keep data in rbp; its call-frame
+ * information says where it saved its caller's rbp. */
+__asm__(".text\n"
+    ".p2align 4\n"
+    ".globl prof_spare_call_with_rbp\n"
+    ".hidden prof_spare_call_with_rbp\n"
+    ".type prof_spare_call_with_rbp, @function\n"
+    "prof_spare_call_with_rbp:\n"
+    ".cfi_startproc\n"
+    "pushq %rbp\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    ".cfi_rel_offset %rbp, 0\n"
+    "movq %rdi, %rbp\n"
+    "movq %rdx, %rdi\n"
+    "callq *%rsi\n"
+    "popq %rbp\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    ".cfi_restore %rbp\n"
+    "ret\n"
+    ".cfi_endproc\n"
+    ".size prof_spare_call_with_rbp, .-prof_spare_call_with_rbp\n");
+__attribute__((visibility("hidden"))) void *prof_spare_call_with_rbp(
+    uintptr_t v, void *(*fn)(size_t), size_t n);
+#endif
+
+#define NRBP 50
+#define RBP_SIZE 320    /* a class of its own in this test */
+
+typedef struct {
+	size_t found;
+} rbp_visit_t;
+
+static void visit_rbp(prof_gctx_t *g, void *arg) {
+	rbp_visit_t *v = arg;
+	for (prof_tctx_t *t = g->tctxs; t != NULL; t = t->next) {
+		if (t->cnt.curobjs == NRBP &&
+		    t->cnt.curbytes == (uint64_t)NRBP * RBP_SIZE)
+			v->found++;
+	}
+}
+
+/* A walk through a caller that keeps data in rbp, different at every
+ * call (prof_unwind:auto leaves the frame pointers there for its
+ * call-frame information, which restores rbp from the stack): the memo
+ * answers from the second walk on (rbp's old value is not part of the
+ * answer), and every sample has the same stack as the first, fresh,
+ * walk. */
+static void test_memo_rbp_data(void **state) {
+	(void)state;
+#if defined(__x86_64__)
+	if (!config_prof || !opt_prof || opt_prof_unwind != PROF_UNWIND_AUTO)
+		skip();
+	tsd_t *tsd = tsd_fetch();
+	void *p[NRBP];
+	uint64_t h0 = 0;
+	for (unsigned i = 0; i < NRBP; i++) {
+		p[i] = prof_spare_call_with_rbp(0x5a5a0000u + i * 8,
+		    malloc, RBP_SIZE);
+		assert_non_null(p[i]);
+		if (i == 0) {
+			assert_non_null(tsd->prof_tdata);
+			h0 = prof_bt_memo_hits(tsd->prof_tdata->bt_memo);
+		}
+	}
+	uint64_t h1 = prof_bt_memo_hits(tsd->prof_tdata->bt_memo);
+	assert_true(h1 - h0 >= NRBP - 2);
+	rbp_visit_t v = {0};
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+		prof_shard_lock(i);
+		prof_gctx_foreach_locked_shard(i, visit_rbp, &v);
+		prof_shard_unlock(i);
+	}
+	assert_int_equal(v.found, 1);
+	mp_free_all(p, NRBP);
+#else
+	skip();
+#endif
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_spare_tctx_counts, teardown),
 		cmocka_unit_test(test_large_list),
 		cmocka_unit_test(test_sampled_free_misuse),
+		cmocka_unit_test(test_memo_rbp_data),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
