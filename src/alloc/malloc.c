@@ -138,21 +138,28 @@ static bool opts_decode(int flags, alloc_opts_t *o, void *entry,
 
 /* The allocation that crossed the thread's sampling threshold.  Internal
  * allocations (reentrancy) and threads being set up or torn down are never
- * sampled; the threshold is redrawn either way, as jemalloc does. */
-static MP_NOINLINE void prof_event(tsd_t *tsd, void *p, size_t usize,
-    const alloc_opts_t *o) {
+ * sampled; the threshold is redrawn either way, as jemalloc does.
+ * Inlined into malloc_sampled (most samples: a frame and the options'
+ * copy less, about 20 instructions a sample); prof_event is the rest's. */
+MP_INLINE void prof_event_inline(tsd_t *tsd, void *p, size_t usize,
+    size_t req, void *entry, uintptr_t fp) {
 	if (!tsd_prof_wait_redraw(tsd, tsd->allocated) || tsd->reentrancy != 0 ||
 	    tsd->state != TSD_NOMINAL)
 		return;
 	uint64_t since = tsd->allocated - tsd->prof_last_event;
 	tsd->prof_last_event = tsd->allocated;
-	prof_sample_alloc(tsd, p, usize, o->req, o->entry != NULL ? o->entry :
-	    (void *)MP_PUBLIC(malloc), o->fp);
+	prof_sample_alloc(tsd, p, usize, req, entry, fp);
 	/* A new peak of the live heap: prof_dump.c copies it. */
 	if (atomic_load_explicit(&prof_live_bytes, memory_order_relaxed) >=
 	    atomic_load_explicit(&prof_peak_next, memory_order_relaxed))
 		prof_peak_maybe();
 	prof_idump_maybe(since);
+}
+
+static MP_NOINLINE void prof_event(tsd_t *tsd, void *p, size_t usize,
+    const alloc_opts_t *o) {
+	prof_event_inline(tsd, p, usize, o->req, o->entry != NULL ? o->entry :
+	    (void *)MP_PUBLIC(malloc), o->fp);
 }
 
 /* A new high of active pages noted under some lock: dump now. */
@@ -236,7 +243,9 @@ static inline void *small_request(arena_t *arena, unsigned ind, void *p) {
 /* A small object about to be sampled comes from arena 0's prof_cache,
  * shared by every thread (see prof.c), under that arena's shared_mtx. */
 static void *prof_cache_alloc_small(unsigned ind) {
-	arena_t *pa = arena_get(0, false);
+	/* arena_get(0, false) without its call (21 instructions a small
+	 * sample): arena 0 is made at boot and never goes. */
+	arena_t *pa = atomic_load_explicit(&arenas[0], memory_order_acquire);
 	mp_mutex_lock(&pa->shared_mtx);
 	/* A request of arena 0, whose slab serves it (nmalloc too). */
 	void *p = small_request(pa, ind,
@@ -658,9 +667,8 @@ static MP_NOINLINE void *alloc_small_sampled(tsd_t *tsd, unsigned ind,
  * its frame is where malloc_slow's was: the backtrace starts there. */
 static MP_NOINLINE void *malloc_sampled(tsd_t *tsd, void *p, size_t usize,
     size_t req) {
-	alloc_opts_t o = {.entry = (void *)MP_PUBLIC(malloc),
-	    .fp = CALLER_FP(), .req = req};
-	prof_event(tsd, p, usize, &o);
+	prof_event_inline(tsd, p, usize, req, (void *)MP_PUBLIC(malloc),
+	    CALLER_FP());
 	tsd_gdump_flush(tsd);
 	return p;
 }
@@ -705,6 +713,43 @@ oom:
 	return NULL;
 }
 
+/*
+ * A free whose page has no tag: a sampled small region, in the profiler's
+ * slabs (arena 0's prof_cache), or a pointer no block starts at.  The
+ * region goes back under the arena's lock, as dalloc_impl's prof_cache
+ * branch does, without dalloc_impl's tests for every other case (about 90
+ * instructions of each such free, and free_slow's call of it 50 more):
+ * only for a thread on the fast paths (fast_owner: no junk, not inside
+ * the allocator), outside extent hooks, with no hook installed since it
+ * last looked, and p a region start of such a slab.  Debug builds take
+ * the general path, which checks the slab's free regions for a double
+ * free first.  false: the general path.
+ */
+static MP_NOINLINE bool dalloc_small_sampled(tsd_t *tsd, void *p,
+    uintptr_t entry, uintptr_t fp) {
+	extent_t *e = pagemap_entry_extent(entry);
+	if (config_debug || tsd->fast_owner == NULL || e == NULL ||
+	    e->kind != EXTENT_SLAB || unlikely(hook_extent_depth != 0) ||
+	    unlikely(hook_gen_seen != atomic_load_explicit(&hook_gen,
+	    memory_order_relaxed)))
+		return false;
+	arena_t *arena = e->arena;   /* e may retire below */
+	if (slab_owner(e) != &arena->prof_cache || !block_start(p, e))
+		return false;
+	size_t usize = e->usize;
+	if (atomic_load_explicit(&e->nsampled, memory_order_relaxed) != 0)
+		prof_sample_free_at(p, e, fp);
+	mp_mutex_lock(&arena->shared_mtx);
+	bool twice = tcache_free_small(&arena->prof_cache, e, p);
+	mp_mutex_unlock(&arena->shared_mtx);
+	if (unlikely(twice)) {
+		mp_misuse("free", "double free of", p, "");
+		return true;
+	}
+	tsd_count_dalloc(tsd, usize);
+	return true;
+}
+
 /* Every free whose tag the fast path could not push: NULL, a full bin,
  * a page without a tag (large blocks past the first page, sampled
  * regions, garbage), a thread whose bins are off, or no flat tag table
@@ -726,6 +771,9 @@ static MP_NOINLINE void free_slow(void *p) {
 	/* A large block's tag is on its first page only (pagemap.c). */
 	if (ind >= SC_NBINS && ind < PAGEMAP_TAG_MASK &&
 	    dalloc_large_cached(tsd, p, entry, CALLER_FP()))
+		return;
+	if (config_prof && ind == (unsigned)-1 &&
+	    dalloc_small_sampled(tsd, p, entry, CALLER_FP()))
 		return;
 	/* Only here: a thread that has seen the hooks has no cache bins and
 	 * no fast_owner, so its frees all come here; one that has not seen

@@ -127,6 +127,11 @@ typedef struct {
 	 * chains (see gctx_release_locked); NULL: none.  It may have tctxs
 	 * again by now. */
 	prof_gctx_t *kept;
+	/* A freed tctx of the shard's, for its next new one (NULL: none):
+	 * a stack with one live sample at a time (bench's churn, simple)
+	 * made and freed a tctx at nearly every sample, base_malloc and
+	 * base_free 100 instructions of it.  One a shard, 6.5 KiB at most. */
+	prof_tctx_t *spare_t;
 	/* Bumped when a gctx of the shard is freed: a gctx a thread found
 	 * under an earlier value is still there (prof_bt_hint_t). */
 	uint64_t gen;
@@ -172,6 +177,21 @@ static inline void unbias_lookup(size_t usize, uint64_t *objs_shifted,
 		}
 	}
 	prof_unbias(usize, objs_shifted, bytes);
+}
+
+/* The same by the class index the sample's extent carries (a slab's or
+ * a large block's szind): no size-to-class computation, which for a
+ * large class is a call of 13 instructions, at each sample and again at
+ * its free.  An index that is not usize's class (none is expected: a
+ * block keeps its class while sampled) goes by the size. */
+static inline void unbias_lookup_ind(unsigned ind, size_t usize,
+    uint64_t *objs_shifted, uint64_t *bytes) {
+	if (ind < unbias_n && sz_index2size(ind) == usize) {
+		*objs_shifted = unbias_tab[ind].objs_shifted;
+		*bytes = unbias_tab[ind].bytes;
+		return;
+	}
+	unbias_lookup(usize, objs_shifted, bytes);
 }
 
 void prof_unbias_cached(size_t usize, uint64_t *objs_shifted,
@@ -768,9 +788,16 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 		if (t->tdata == td && t->labels == labels)
 			return t;
 	}
-	t = base_malloc(sizeof(*t));
-	if (t == NULL)
+	t = sh->spare_t;
+	if (t != NULL) {
+		/* As base_malloc's would be: its accumulated counts may
+		 * be left (cnt_empty). */
+		sh->spare_t = NULL;
+		memset(&t->cnt, 0, sizeof(t->cnt));
+		t->nsamples = 0;
+	} else if ((t = base_malloc(sizeof(*t))) == NULL) {
 		return NULL;     /* an empty gctx is reaped on the next free */
+	}
 	t->tdata = td;
 	t->labels = labels;
 	t->gctx = g;
@@ -834,7 +861,10 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t,
 		pp = &(*pp)->next;
 	*pp = t->next;
 	prof_tdata_t *td = t->tdata;
-	base_free(t, sizeof(*t));
+	if (sh->spare_t == NULL)
+		sh->spare_t = t;
+	else
+		base_free(t, sizeof(*t));
 	tdata_release(td, TDATA_REF_TCTX);
 	if (g->tctxs != NULL)
 		return;
@@ -963,17 +993,19 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	bool large = e->kind == EXTENT_LARGE;
 	atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 	mp_mutex_lite_lock(&sh->mtx);
+	prof_gctx_t *hint_g = hinted && hint.gen == sh->gen ? hint.gctx : NULL;
 	prof_tctx_t *t = tctx_lookup_locked(sh, shard, hash, frames, n, td,
-	    td->labels, hinted && hint.gen == sh->gen ? hint.gctx : NULL);
+	    td->labels, hint_g);
 	/* The memo's hint was right: it stays as it is (most samples of
-	 * a repeated stack; its store was 20 instructions of them). */
-	bool hint_kept = t != NULL && hinted && hint.gen == sh->gen &&
-	    hint.gctx == t->gctx;
+	 * a repeated stack; its store was 20 instructions of them, and
+	 * making the new hint 10 more). */
+	bool hint_kept = t != NULL && hint_g != NULL && hint_g == t->gctx;
 	if (t != NULL) {
-		hint = (prof_bt_hint_t){entry, hash, t->gctx, sh->gen};
+		if (!hint_kept)
+			hint = (prof_bt_hint_t){entry, hash, t->gctx, sh->gen};
 		/* Under the shard lock, like the epoch: prof_reset changes
 		 * lg_sample only while holding every shard. */
-		unbias_lookup(usize, &objs_u, &bytes_u);
+		unbias_lookup_ind(e->szind, usize, &objs_u, &bytes_u);
 		s->bytes_unbiased = bytes_u;
 		/* Read under the shard lock: prof_reset holds them all. */
 		s->epoch = (uint32_t)atomic_load(&prof_epoch);
@@ -1127,7 +1159,7 @@ void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 		/* The object count it added, as prof_sample_alloc computed
 		 * it: same size, same lg_prof_sample (same epoch). */
 		uint64_t objs_u, bytes_u;
-		unbias_lookup(s->usize, &objs_u, &bytes_u);
+		unbias_lookup_ind(e->szind, s->usize, &objs_u, &bytes_u);
 		t->cnt.curobjs--;
 		t->cnt.curbytes -= s->usize;
 		t->cnt.curobjs_shifted_unbiased -= objs_u;

@@ -41,28 +41,16 @@ const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS] = {
 	"<1ms", "1-10ms", "10-100ms", "100ms-1s", ">1s", "live",
 };
 
-/* One stack's freed samples; frames follow.  The unbiased pairs are what
- * the samples added to their tctx (objects shifted by 3, as prof_cnt_t). */
-typedef struct life_rec_s {
-	struct life_rec_s *next;         /* hash chain */
-	uint64_t hash;                   /* the gctx's */
-	uint64_t epoch;                  /* prof_epoch its counts are of */
-	uint64_t nfreed;                 /* samples freed */
-	uint64_t sum_ns, min_ns, max_ns;
-	uint64_t objs_shifted[PROF_LIFE_FREED];
-	uint64_t bytes[PROF_LIFE_FREED];
-	uint32_t nframes;
-	void *frames[];
-} life_rec_t;
+/* One stack's freed samples: prof.h's struct life_rec_s. */
+typedef struct life_rec_s life_rec_t;
 
 /* A gctx shard's part of the table (prof_life_part_t, in prof.c's shard
  * and guarded by its lock): the records of its stacks, and its live
  * large samples (extent->prof, which prof.c's sample table does not
- * hold: chained through s->next, unused for them, hashed by address).
- * Chains start at LIFE_CHAINS_INIT and double past two entries a chain;
- * out of memory they just grow longer, and with none at all a record is
- * not made (its free is not counted) or a large sample is left out of
- * the live buckets (only those). */
+ * hold: a list through s->next and s->prev, prof.h's
+ * prof_lifetime_large_add).  Chains start at LIFE_CHAINS_INIT and double
+ * past two entries a chain; out of memory they just grow longer, and
+ * with none at all a record is not made (its free is not counted). */
 #define LIFE_CHAINS_INIT 8
 typedef prof_life_part_t life_part_t;
 
@@ -129,23 +117,8 @@ static life_rec_t *life_rec_get(life_part_t *pt, prof_gctx_t *g,
 	return r;
 }
 
-/* Which freed bucket a lifetime falls in. */
-static unsigned life_bucket(uint64_t ns) {
-	if (ns < 1000000)
-		return PROF_LIFE_LT1MS;
-	if (ns < 10000000)
-		return PROF_LIFE_LT10MS;
-	if (ns < 100000000)
-		return PROF_LIFE_LT100MS;
-	if (ns < 1000000000)
-		return PROF_LIFE_LT1S;
-	return PROF_LIFE_GE1S;
-}
-
-void prof_lifetime_free(life_part_t *pt, prof_gctx_t *g, uint64_t alloc_ns,
-    uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
-    uint64_t epoch) {
-	uint64_t ns = free_ns > alloc_ns ? free_ns - alloc_ns : 0;
+void prof_lifetime_free_slow(life_part_t *pt, prof_gctx_t *g, uint64_t ns,
+    uint64_t objs_shifted, uint64_t bytes, uint64_t epoch) {
 	/* Records live as long as the process: a gctx may keep its own. */
 	life_rec_t *r = g->life;
 	if (r == NULL) {
@@ -163,67 +136,7 @@ void prof_lifetime_free(life_part_t *pt, prof_gctx_t *g, uint64_t alloc_ns,
 		memset(r->objs_shifted, 0, sizeof(r->objs_shifted));
 		memset(r->bytes, 0, sizeof(r->bytes));
 	}
-	unsigned b = life_bucket(ns);
-	r->objs_shifted[b] += objs_shifted;
-	r->bytes[b] += bytes;
-	r->nfreed++;
-	r->sum_ns += ns;
-	if (ns < r->min_ns)
-		r->min_ns = ns;
-	if (ns > r->max_ns)
-		r->max_ns = ns;
-}
-
-/* ---------------------------------------------------- live large samples */
-
-static size_t large_slot(const prof_sample_t *s, size_t n) {
-	uint64_t k = (uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ULL;
-	return (size_t)(k >> 32) & (n - 1);
-}
-
-static void large_grow(life_part_t *pt) {
-	size_t n = pt->nlarge_b == 0 ? LIFE_CHAINS_INIT : pt->nlarge_b * 2;
-	prof_sample_t **c = base_malloc(n * sizeof(*c));
-	if (c == NULL)
-		return;
-	memset(c, 0, n * sizeof(*c));
-	for (size_t i = 0; i < pt->nlarge_b; i++) {
-		prof_sample_t *s = pt->large[i];
-		while (s != NULL) {
-			prof_sample_t *next = s->next;
-			size_t j = large_slot(s, n);
-			s->next = c[j];
-			c[j] = s;
-			s = next;
-		}
-	}
-	if (pt->large != NULL)
-		base_free(pt->large, pt->nlarge_b * sizeof(*c));
-	pt->large = c;
-	pt->nlarge_b = n;
-}
-
-void prof_lifetime_large_add(life_part_t *pt, prof_sample_t *s) {
-	if (pt->nlarge >= pt->nlarge_b * 2)
-		large_grow(pt);
-	if (pt->nlarge_b != 0) {
-		size_t j = large_slot(s, pt->nlarge_b);
-		s->next = pt->large[j];
-		pt->large[j] = s;
-		pt->nlarge++;
-	}
-}
-
-void prof_lifetime_large_del(life_part_t *pt, prof_sample_t *s) {
-	if (pt->nlarge_b == 0)
-		return;
-	prof_sample_t **c = &pt->large[large_slot(s, pt->nlarge_b)];
-	while (*c != NULL && *c != s)
-		c = &(*c)->next;
-	if (*c != NULL) {
-		*c = s->next;
-		pt->nlarge--;
-	}
+	prof_lifetime_count(r, ns, objs_shifted, bytes);
 }
 
 /* ------------------------------------------------------------ collect */
@@ -332,7 +245,7 @@ static void walk_visit(const prof_sample_t *s, void *arg) {
 		w->nents++;
 	}
 	uint64_t age = w->now_ns > s->time_ns ? w->now_ns - s->time_ns : 0;
-	unsigned b = life_bucket(age);
+	unsigned b = prof_life_bucket(age);
 	e->raw[b]++;
 	e->objs_shifted[b] += (uint64_t)((double)s->bytes_unbiased * 8.0 /
 	    (double)s->usize + 0.5);
@@ -450,11 +363,9 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 	for (unsigned p = 0; p < PROF_GCTX_SHARDS; p++) {
 		const life_part_t *pt = part(p);
 		nrecs += pt->nrecs;
-		for (size_t i = 0; !w.oom && i < pt->nlarge_b; i++) {
-			for (const prof_sample_t *s = pt->large[i]; s != NULL;
-			    s = s->next)
-				walk_visit(s, &w);
-		}
+		for (const prof_sample_t *s = w.oom ? NULL : pt->large;
+		    s != NULL; s = s->next)
+			walk_visit(s, &w);
 	}
 	/* An index of this epoch's records by the collection's hash, and
 	 * which of them a live stack took already. */

@@ -160,10 +160,16 @@ struct prof_gctx_s {
  * thread's uid and the label set it had then.  64 bytes: base_malloc's
  * smallest class. */
 typedef struct prof_sample_s {
-	/* Sample-table chain (small); prof_lifetime.c's chain of the live
-	 * large samples (extent->prof). */
+	/* Sample-table chain (small); the next of the live large samples
+	 * of its gctx's shard (extent->prof; prof_lifetime_large_add). */
 	struct prof_sample_s *next;
-	void *ptr;
+	union {
+		/* A small sample's object: the sample table's key. */
+		void *ptr;
+		/* A large sample's previous in that list (its object is
+		 * the extent's, which points here): unlinked in O(1). */
+		struct prof_sample_s *prev;
+	};
 	prof_tctx_t *tctx;
 	size_t usize;
 	/* prof.reset count when sampled, its low 32 bits (2^32 resets
@@ -817,32 +823,109 @@ typedef enum {
 /* The pprof label `lifetime`'s values, by bucket. */
 extern const char *const prof_lifetime_bucket_names[PROF_LIFE_NBUCKETS];
 /* One gctx shard's part of the lifetime table (prof_lifetime.c's, kept
- * in prof.c's shard and guarded by its lock): the records of its stacks
- * and its live large samples, in chains. */
+ * in prof.c's shard and guarded by its lock): the records of its stacks,
+ * in chains, and its live large samples, a doubly linked list. */
 typedef struct prof_life_part_s {
 	struct life_rec_s **recs;        /* nrecs_b chains */
 	size_t nrecs_b, nrecs;
-	prof_sample_t **large;           /* nlarge_b chains */
-	size_t nlarge_b, nlarge;
+	prof_sample_t *large;            /* through next and prev */
+	size_t nlarge;
 } prof_life_part_t;
 /* prof.c: shard i's part (for the collection). */
 prof_life_part_t *prof_life_part(unsigned shard);
+/* One stack's freed samples (prof_lifetime.c's record; frames follow).
+ * The unbiased pairs are what the samples added to their tctx (objects
+ * shifted by 3, as prof_cnt_t).  Here so that a free counts itself in
+ * its stack's record without a call (prof_lifetime_free, below). */
+struct life_rec_s {
+	struct life_rec_s *next;         /* hash chain */
+	uint64_t hash;                   /* the gctx's */
+	uint64_t epoch;                  /* prof_epoch its counts are of */
+	uint64_t nfreed;                 /* samples freed */
+	uint64_t sum_ns, min_ns, max_ns;
+	uint64_t objs_shifted[PROF_LIFE_FREED];
+	uint64_t bytes[PROF_LIFE_FREED];
+	uint32_t nframes;
+	void *frames[];
+};
+
+/* Which freed bucket a lifetime (or a live sample's age) falls in. */
+static inline unsigned prof_life_bucket(uint64_t ns) {
+	if (ns < 1000000)
+		return PROF_LIFE_LT1MS;
+	if (ns < 10000000)
+		return PROF_LIFE_LT10MS;
+	if (ns < 100000000)
+		return PROF_LIFE_LT100MS;
+	if (ns < 1000000000)
+		return PROF_LIFE_LT1S;
+	return PROF_LIFE_GE1S;
+}
+
+/* A sample freed ns after its allocation, counted in r. */
+static inline void prof_lifetime_count(struct life_rec_s *r, uint64_t ns,
+    uint64_t objs_shifted, uint64_t bytes) {
+	unsigned b = prof_life_bucket(ns);
+	r->objs_shifted[b] += objs_shifted;
+	r->bytes[b] += bytes;
+	r->nfreed++;
+	r->sum_ns += ns;
+	if (ns < r->min_ns)
+		r->min_ns = ns;
+	if (ns > r->max_ns)
+		r->max_ns = ns;
+}
+
+/* prof_lifetime_free's other case: g has no record yet (found or made,
+ * and set in g->life) or one of an earlier epoch (started over). */
+void prof_lifetime_free_slow(prof_life_part_t *pt, prof_gctx_t *g,
+    uint64_t ns, uint64_t objs_shifted, uint64_t bytes, uint64_t epoch);
+
 /* prof_sample_free's call, under g's shard lock (pt its part), for a
  * sample of epoch `epoch` (the current one) that added (objs_shifted,
- * bytes) unbiased; sets g->life. */
-void prof_lifetime_free(prof_life_part_t *pt, prof_gctx_t *g,
-    uint64_t alloc_ns,
-    uint64_t free_ns, uint64_t objs_shifted, uint64_t bytes,
-    uint64_t epoch);
+ * bytes) unbiased; sets g->life.  Inline: a stack's record is found by
+ * its gctx after its first free, and a call with seven arguments was
+ * about 30 of its 54 instructions. */
+static inline void prof_lifetime_free(prof_life_part_t *pt, prof_gctx_t *g,
+    uint64_t alloc_ns, uint64_t free_ns, uint64_t objs_shifted,
+    uint64_t bytes, uint64_t epoch) {
+	uint64_t ns = free_ns > alloc_ns ? free_ns - alloc_ns : 0;
+	struct life_rec_s *r = g->life;
+	if (r == NULL || r->epoch != epoch)
+		prof_lifetime_free_slow(pt, g, ns, objs_shifted, bytes, epoch);
+	else
+		prof_lifetime_count(r, ns, objs_shifted, bytes);
+}
 /* prof_samples_foreach's visitor (declared again below, with it: C11
  * allows the same typedef twice). */
 typedef void prof_sample_visit_t(const prof_sample_t *s, void *arg);
 /* A large sample s (extent->prof, s->tctx set) was taken, or is being
  * freed (before its tctx may go): its entry among the live large samples,
  * which the collection visits as prof_samples_foreach visits the small
- * ones (chained through s->next).  Under the shard lock of s's gctx. */
-void prof_lifetime_large_add(prof_life_part_t *pt, prof_sample_t *s);
-void prof_lifetime_large_del(prof_life_part_t *pt, prof_sample_t *s);
+ * ones.  Under the shard lock of s's gctx.  A list linked both ways
+ * rather than chains hashed by address: no chain search, no table to
+ * grow, nothing to allocate (the hashed chains' add and delete were 38
+ * and 21 instructions, a call each, at every large sample). */
+static inline void prof_lifetime_large_add(prof_life_part_t *pt,
+    prof_sample_t *s) {
+	s->prev = NULL;
+	s->next = pt->large;
+	if (pt->large != NULL)
+		pt->large->prev = s;
+	pt->large = s;
+	pt->nlarge++;
+}
+
+static inline void prof_lifetime_large_del(prof_life_part_t *pt,
+    prof_sample_t *s) {
+	if (s->prev != NULL)
+		s->prev->next = s->next;
+	else
+		pt->large = s->next;
+	if (s->next != NULL)
+		s->next->prev = s->prev;
+	pt->nlarge--;
+}
 /*
  * The lifetime profile of now into *out (prof_dump_mtx held), from the
  * live snapshot `live` (prof_snap_collect: its lg_sample and epoch), the
