@@ -1,7 +1,8 @@
 /*
  * arena.c: arenas, the sources of pages.  An arena hands slabs to thread
  * caches and large blocks to callers, takes them back, and runs decay.
- * Automatic arenas (4 per CPU unless narenas says otherwise) are created
+ * Automatic arenas (4 per CPU unless narenas says otherwise; by default
+ * threads share past one per CPU, see arena_choose_auto) are created
  * on first use; arenas.create adds manual ones, which arena.<i>.reset
  * empties and arena.<i>.destroy also takes apart (its pages go back
  * through the extent hooks, its index to the next arenas.create).  With

@@ -10,6 +10,8 @@
  * leaves dirty pages there (slabs emptied and released, a large block
  * freed) and exits; the main thread reads that arena's counters after the
  * join.  The default decay time (10 s) is far longer than the test.
+ * narenas is given (the .conf): without it a process on one CPU shares
+ * one arena between all its threads (arena_choose_auto).
  */
 #include "../test_util.h"
 
