@@ -339,7 +339,7 @@ arena_t *arena_get(unsigned ind, bool create) {
  * little, and the arenas' dirty pages are pooled.  bench's threadchurn
  * (four short threads at a time on 2 CPUs) held five arenas, each as
  * high as the largest worker it ever ran; with two its peak fell below
- * jemalloc's at the same CPU time (doc/performance.md, "threadchurn's
+ * jemalloc's for 0.6-1.5% more CPU time (doc/performance.md, "threadchurn's
  * arenas").
  */
 arena_t *arena_choose_auto(void) {
