@@ -1,7 +1,8 @@
 /*
  * arena.c: arenas, the sources of pages.  An arena hands slabs to thread
  * caches and large blocks to callers, takes them back, and runs decay.
- * Automatic arenas (4 per CPU unless narenas says otherwise) are created
+ * Automatic arenas (4 per CPU unless narenas says otherwise; by default
+ * threads share past one per CPU, see arena_choose_auto) are created
  * on first use; arenas.create adds manual ones, which arena.<i>.reset
  * empties and arena.<i>.destroy also takes apart (its pages go back
  * through the extent hooks, its index to the next arenas.create).  With
@@ -28,6 +29,9 @@
 
 _Atomic(arena_t *) arenas[ARENAS_MAX];
 unsigned narenas_auto;
+/* arena_choose_auto makes no new automatic arena once this many exist:
+ * one per CPU unless narenas was given (arena_boot). */
+static unsigned arena_share_from;
 unsigned arena_percpu_limit;
 /* The CPU count percpu_arena was set up for (phycpu's pairing). */
 static unsigned arena_percpu_ncpus;
@@ -274,12 +278,14 @@ bool arena_boot(void (*cache_setup)(arena_t *arena)) {
 	bool huge = opt_oversize_threshold >= SC_LARGE_MINCLASS &&
 	    opt_oversize_threshold <= SC_LARGE_MAXCLASS;
 	unsigned n = arena_percpu_boot();
+	bool given = n != 0 || opt_narenas != 0;
 	if (n == 0)
 		n = opt_narenas != 0 ? opt_narenas : 4 * os_ncpus();
 	unsigned cap = ARENAS_MAX - 1 - (huge ? 1u : 0u);
 	if (n > cap)
 		n = cap;
 	narenas_auto = n;
+	arena_share_from = given || os_ncpus() > n ? n : os_ncpus();
 	opt_narenas = n;        /* opt.narenas reads the number in effect */
 	if (huge) {
 		/* Its index follows the automatic ones: arenas.narenas
@@ -325,11 +331,21 @@ arena_t *arena_get(unsigned ind, bool create) {
 
 /*
  * A new thread's arena: the first one with no thread attached, else a new
- * one while fewer than narenas_auto exist, else the least loaded (as in
- * jemalloc).  Round robin spread threads that come and go over every
- * arena, each keeping its own slabs and orphaned caches: with four
- * threads at a time, eight arenas' worth of memory.  A thread that takes
- * a dead thread's arena also adopts its orphaned cache.
+ * one while fewer than arena_share_from exist, else the least loaded.
+ * Round robin spread threads that come and go over every arena, each
+ * keeping its own slabs and orphaned caches: with four threads at a
+ * time, eight arenas' worth of memory.  A thread that takes a dead
+ * thread's arena also adopts its orphaned cache.
+ *
+ * jemalloc makes new arenas up to narenas (4 per CPU), each with its own
+ * dirty pages that only its threads reuse.  Here, unless narenas was
+ * given, threads share once there is one arena per CPU: a thread takes an
+ * arena's lock only to fetch or return a whole slab, so sharing costs
+ * little, and the arenas' dirty pages are pooled.  bench's threadchurn
+ * (four short threads at a time on 2 CPUs) held five arenas, each as
+ * high as the largest worker it ever ran; with two its peak fell below
+ * jemalloc's for 0.6-1.5% more CPU time (doc/performance.md, "threadchurn's
+ * arenas").
  */
 arena_t *arena_choose_auto(void) {
 	arena_t *best = NULL;
@@ -337,6 +353,8 @@ arena_t *arena_choose_auto(void) {
 	for (unsigned i = 0; i < narenas_auto; i++) {
 		arena_t *a = arena_get(i, false);
 		if (a == NULL) {
+			if (i >= arena_share_from && best != NULL)
+				break;
 			a = arena_get(i, true);
 			if (a != NULL)
 				return a;

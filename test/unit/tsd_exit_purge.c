@@ -1,15 +1,18 @@
 /*
- * test/unit/tsd_exit_purge.c - when the last thread attached to an
- * automatic arena exits after a long life (TSD_EXIT_PURGE_EVENTS thread
- * events), the arena's free pages are purged at once instead of decaying
- * for dirty_decay_ms (src/alloc/tsd.c, tsd_exit_purge); a short-lived
- * thread leaves them dirty for the next thread that takes the arena.
+ * test/unit/tsd_exit_purge.c - when a thread of an automatic arena exits
+ * after a long life (TSD_EXIT_PURGE_EVENTS thread events), the arena's
+ * free pages are purged at once instead of decaying for dirty_decay_ms
+ * (src/alloc/tsd.c, tsd_exit_purge), also when another thread is still
+ * attached to the arena; a short-lived thread leaves them dirty for the
+ * next thread that takes the arena.
  *
  * Each worker runs alone in its arena (the main thread stays in its own,
  * and a new thread takes the first arena no thread is attached to),
  * leaves dirty pages there (slabs emptied and released, a large block
  * freed) and exits; the main thread reads that arena's counters after the
  * join.  The default decay time (10 s) is far longer than the test.
+ * narenas is given (the .conf): without it a process on one CPU shares
+ * one arena between all its threads (arena_choose_auto).
  */
 #include "../test_util.h"
 
@@ -22,6 +25,8 @@
 struct worker {
 	size_t rounds;          /* batches allocated and freed */
 	unsigned arena;         /* the worker's arena, set by it */
+	bool join_main;         /* move to the main thread's arena first */
+	unsigned main_arena;
 };
 
 static int setup(void **state) {
@@ -31,6 +36,9 @@ static int setup(void **state) {
 
 static void *worker(void *arg) {
 	struct worker *w = arg;
+	if (w->join_main && mallctl("thread.arena", NULL, NULL,
+	    &w->main_arena, sizeof(w->main_arena)) != 0)
+		return NULL;
 	void **v = malloc(BATCH * sizeof(*v));
 	if (v == NULL)
 		return NULL;
@@ -88,10 +96,28 @@ static void test_long_thread_purges_its_arena(void **state) {
 	    "thread exited from a long life", dirty, ind);
 }
 
+/* The worker shares the main thread's arena, which stays attached. */
+static void test_long_thread_purges_shared_arena(void **state) {
+	(void)state;
+	arena_t *a = tsd_fetch()->arena;
+	struct worker w = {.rounds = 16, .arena = UINT32_MAX,
+	    .join_main = true, .main_arena = a->ind};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, worker, &w), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.arena, a->ind);
+	assert_true(atomic_load(&a->nthreads) >= 1);
+	arena_stats_t s;
+	arena_stats_read(a, &s);
+	MP_ASSERT(s.pdirty == 0, "%zu dirty pages in arena %u after a "
+	    "long-lived thread that shared it exited", s.pdirty, a->ind);
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_short_thread_leaves_dirty_pages),
 		cmocka_unit_test(test_long_thread_purges_its_arena),
+		cmocka_unit_test(test_long_thread_purges_shared_arena),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
