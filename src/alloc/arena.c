@@ -111,11 +111,12 @@ static unsigned narenas_destroyed;
 static const struct {
 	size_t off, size;
 } arena_kept[] = {
-	ARENA_FIELD(mtx), ARENA_FIELD(shared_mtx), ARENA_FIELD(orphans_mtx),
-	ARENA_FIELD(orphans), ARENA_FIELD(nthreads),
+	ARENA_FIELD(mtx), ARENA_FIELD(shared_mtx), ARENA_FIELD(prof_cache_mtx),
+	ARENA_FIELD(orphans_mtx), ARENA_FIELD(orphans), ARENA_FIELD(nthreads),
 };
 _Static_assert(offsetof(arena_t, mtx) < offsetof(arena_t, shared_mtx) &&
-    offsetof(arena_t, shared_mtx) < offsetof(arena_t, orphans_mtx) &&
+    offsetof(arena_t, shared_mtx) < offsetof(arena_t, prof_cache_mtx) &&
+    offsetof(arena_t, prof_cache_mtx) < offsetof(arena_t, orphans_mtx) &&
     offsetof(arena_t, orphans_mtx) < offsetof(arena_t, orphans) &&
     offsetof(arena_t, orphans) < offsetof(arena_t, nthreads),
     "arena_kept: in declaration order");
@@ -139,6 +140,7 @@ static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
 	arena_t *arena = reuse;
 	if (arena != NULL) {
 		mp_mutex_lock(&arena->shared_mtx);
+		mp_mutex_lite_lock(&arena->prof_cache_mtx);
 		mp_mutex_lock(&arena->orphans_mtx);
 		mp_mutex_lock(&arena->mtx);
 		/* opt.hpa: the pageslabs' record, emptied by the destroy,
@@ -152,6 +154,8 @@ static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
 			return NULL;
 		mp_mutex_init(&arena->mtx, LOCK_RANK_ARENA);
 		mp_mutex_init(&arena->shared_mtx, LOCK_RANK_ARENA_SHARED);
+		mp_mutex_init_lite(&arena->prof_cache_mtx,
+		    LOCK_RANK_ARENA_PROF_CACHE);
 		mp_mutex_init(&arena->orphans_mtx, LOCK_RANK_ARENA_ORPHANS);
 	}
 	atomic_store(&arena->hooks, hooks != NULL ? hooks :
@@ -184,6 +188,7 @@ static arena_t *arena_new_at(unsigned ind, arena_t *reuse,
 	if (reuse != NULL) {
 		mp_mutex_unlock(&arena->mtx);
 		mp_mutex_unlock(&arena->orphans_mtx);
+		mp_mutex_lite_unlock(&arena->prof_cache_mtx);
 		mp_mutex_unlock(&arena->shared_mtx);
 	}
 	return arena;
@@ -979,11 +984,14 @@ void arena_prefork(void) {
 	for (unsigned i = 0; i < n; i++)
 		pthread_mutex_lock(&fork_arenas[i]->shared_mtx.lock);
 	for (unsigned i = 0; i < n; i++)
+		mp_mutex_lock_quiet(&fork_arenas[i]->prof_cache_mtx);
+	for (unsigned i = 0; i < n; i++)
 		pthread_mutex_lock(&fork_arenas[i]->orphans_mtx.lock);
 	for (unsigned i = 0; i < n; i++)
 		pthread_mutex_lock(&fork_arenas[i]->mtx.lock);
 	for (unsigned i = n; i < fork_narenas; i++) {
 		pthread_mutex_lock(&fork_arenas[i]->shared_mtx.lock);
+		mp_mutex_lock_quiet(&fork_arenas[i]->prof_cache_mtx);
 		pthread_mutex_lock(&fork_arenas[i]->orphans_mtx.lock);
 		pthread_mutex_lock(&fork_arenas[i]->mtx.lock);
 	}
@@ -993,6 +1001,7 @@ void arena_postfork_parent(void) {
 	for (unsigned i = 0; i < fork_narenas; i++) {
 		pthread_mutex_unlock(&fork_arenas[i]->mtx.lock);
 		pthread_mutex_unlock(&fork_arenas[i]->orphans_mtx.lock);
+		mp_mutex_unlock_quiet(&fork_arenas[i]->prof_cache_mtx);
 		pthread_mutex_unlock(&fork_arenas[i]->shared_mtx.lock);
 	}
 	pthread_mutex_unlock(&arenas_mtx.lock);
@@ -1002,6 +1011,7 @@ void arena_postfork_child(void) {
 	for (unsigned i = 0; i < fork_narenas; i++) {
 		mp_mutex_postfork_child(&fork_arenas[i]->mtx);
 		mp_mutex_postfork_child(&fork_arenas[i]->orphans_mtx);
+		mp_mutex_postfork_child(&fork_arenas[i]->prof_cache_mtx);
 		mp_mutex_postfork_child(&fork_arenas[i]->shared_mtx);
 	}
 	mp_mutex_postfork_child(&arenas_mtx);

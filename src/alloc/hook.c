@@ -404,6 +404,8 @@ static bool hook_extent_arena_make(void) {
 		if (a != NULL) {
 			mp_mutex_init(&a->shared_mtx,
 			    LOCK_RANK_HOOK_ARENA_SHARED);
+			mp_mutex_init_lite(&a->prof_cache_mtx,
+			    LOCK_RANK_HOOK_ARENA_PROF_CACHE);
 			mp_mutex_init(&a->orphans_mtx,
 			    LOCK_RANK_HOOK_ARENA_ORPHANS);
 			mp_mutex_init(&a->mtx, LOCK_RANK_HOOK_ARENA);

@@ -241,16 +241,16 @@ static inline void *small_request(arena_t *arena, unsigned ind, void *p) {
 }
 
 /* A small object about to be sampled comes from arena 0's prof_cache,
- * shared by every thread (see prof.c), under that arena's shared_mtx. */
+ * shared by every thread (see prof.c), under its prof_cache_mtx. */
 static void *prof_cache_alloc_small(unsigned ind) {
 	/* arena_get(0, false) without its call (21 instructions a small
 	 * sample): arena 0 is made at boot and never goes. */
 	arena_t *pa = atomic_load_explicit(&arenas[0], memory_order_acquire);
-	mp_mutex_lock(&pa->shared_mtx);
+	mp_mutex_lite_lock(&pa->prof_cache_mtx);
 	/* A request of arena 0, whose slab serves it (nmalloc too). */
 	void *p = small_request(pa, ind,
 	    tcache_alloc_small(&pa->prof_cache, ind));
-	mp_mutex_unlock(&pa->shared_mtx);
+	mp_mutex_lite_unlock(&pa->prof_cache_mtx);
 	return p;
 }
 
@@ -458,9 +458,16 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 		/* An arena's cache (tcache:false, MALLOCX_TCACHE_NONE,
 		 * sampled regions): its owner takes the maps under this
 		 * lock. */
-		mp_mutex_lock(&e->arena->shared_mtx);
-		bool listed = slab_listed(e, p);
-		mp_mutex_unlock(&e->arena->shared_mtx);
+		bool listed;
+		if (owner == &e->arena->shared) {
+			mp_mutex_lock(&e->arena->shared_mtx);
+			listed = slab_listed(e, p);
+			mp_mutex_unlock(&e->arena->shared_mtx);
+		} else {
+			mp_mutex_lite_lock(&e->arena->prof_cache_mtx);
+			listed = slab_listed(e, p);
+			mp_mutex_lite_unlock(&e->arena->prof_cache_mtx);
+		}
 		if (listed) {
 			mp_misuse(func, "double free of", p, "");
 			return true;
@@ -497,9 +504,9 @@ static void dalloc_impl(tsd_t *tsd, void *p, extent_t *e, bool tcache_none,
 			 * slab's count is exact at once and an emptied slab
 			 * retires without waiting for a collection. */
 			arena_t *arena = e->arena;  /* e may retire below */
-			mp_mutex_lock(&arena->shared_mtx);
+			mp_mutex_lite_lock(&arena->prof_cache_mtx);
 			twice = tcache_free_small(owner, e, p);
-			mp_mutex_unlock(&arena->shared_mtx);
+			mp_mutex_lite_unlock(&arena->prof_cache_mtx);
 		} else if (xtc != NULL) {
 			/* Into its cache bin, whoever owns the slab (a
 			 * double free shows when the bin is flushed). */
@@ -716,7 +723,7 @@ oom:
 /*
  * A free whose page has no tag: a sampled small region, in the profiler's
  * slabs (arena 0's prof_cache), or a pointer no block starts at.  The
- * region goes back under the arena's lock, as dalloc_impl's prof_cache
+ * region goes back under the cache's lock, as dalloc_impl's prof_cache
  * branch does, without dalloc_impl's tests for every other case (about 90
  * instructions of each such free, and free_slow's call of it 50 more):
  * only for a thread on the fast paths (fast_owner: no junk, not inside
@@ -739,9 +746,9 @@ static MP_NOINLINE bool dalloc_small_sampled(tsd_t *tsd, void *p,
 	size_t usize = e->usize;
 	if (atomic_load_explicit(&e->nsampled, memory_order_relaxed) != 0)
 		prof_sample_free_at(p, e, fp);
-	mp_mutex_lock(&arena->shared_mtx);
+	mp_mutex_lite_lock(&arena->prof_cache_mtx);
 	bool twice = tcache_free_small(&arena->prof_cache, e, p);
-	mp_mutex_unlock(&arena->shared_mtx);
+	mp_mutex_lite_unlock(&arena->prof_cache_mtx);
 	if (unlikely(twice)) {
 		mp_misuse("free", "double free of", p, "");
 		return true;

@@ -920,9 +920,9 @@ void tcache_arena_decay(arena_t *arena, bool force) {
 	/* Emptied prof_cache slabs retire as they empty, past the few it
 	 * keeps (PROF_CACHE_EMPTY_SLABS_MAX, PROF_CACHE_EMPTY_BYTES); this
 	 * returns those. */
-	mp_mutex_lock(&arena->shared_mtx);
+	mp_mutex_lite_lock(&arena->prof_cache_mtx);
 	tcache_flush(&arena->prof_cache);
-	mp_mutex_unlock(&arena->shared_mtx);
+	mp_mutex_lite_unlock(&arena->prof_cache_mtx);
 	tcache_orphans_collect(arena, UINT32_MAX);
 	tcaches_collect(arena);
 	arena_decay(arena, force);

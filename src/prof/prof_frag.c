@@ -128,10 +128,10 @@ static void frag_charges(frag_walk_t *w) {
 	}
 	arena_t *a0 = arena_get(0, false);
 	if (a0 != NULL) {
-		mp_mutex_lock(&a0->shared_mtx);
+		mp_mutex_lite_lock(&a0->prof_cache_mtx);
 		for (unsigned j = 0; j < SC_NBINS; j++)
 			pslabs[j] = a0->prof_cache.bins[j].nslabs;
-		mp_mutex_unlock(&a0->shared_mtx);
+		mp_mutex_lite_unlock(&a0->prof_cache_mtx);
 	}
 	for (unsigned j = 0; j < SC_NBINS; j++) {
 		uint64_t s = slabs[j] > pslabs[j] ? slabs[j] - pslabs[j] : 0;

@@ -223,7 +223,7 @@ static void test_samples_in_prof_cache(void **state) {
 	 * empty slab per class (a page or more each, for the next sample of
 	 * the class), only PROF_CACHE_EMPTY_SLABS_MAX for any class. */
 	arena_t *a0 = arena_get(0, false);
-	mp_mutex_lock(&a0->shared_mtx);
+	mp_mutex_lite_lock(&a0->prof_cache_mtx);
 	unsigned empty_listed = 0;
 	for (unsigned ind = 0; ind < SC_NBINS; ind++) {
 		for (extent_t *s = prof_cache->bins[ind].partial; s != NULL;
@@ -231,7 +231,7 @@ static void test_samples_in_prof_cache(void **state) {
 			empty_listed += s->used == 0;
 	}
 	uint32_t nempty = prof_cache->nempty;
-	mp_mutex_unlock(&a0->shared_mtx);
+	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
 	MP_ASSERT(empty_listed == 0 && nempty <= PROF_CACHE_EMPTY_SLABS_MAX,
 	    "the prof_cache holds %u empty current slabs and %u kept ones",
 	    empty_listed, (unsigned)nempty);

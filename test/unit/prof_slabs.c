@@ -11,6 +11,8 @@
  * so the class sampled last lost its slab at every miss: churn set one
  * up again for 1,003 of 1,624 samples, now 690 of 1,631).
  *
+ * Their lock is the cache's own lite lock, not arena 0's shared_mtx.
+ *
  * prof_slabs.conf: prof:true; the rate is set with prof_reset(0) (every
  * allocation is a sample).  No check depends on the machine's speed.
  */
@@ -74,10 +76,10 @@ static void test_two_live_samples_keep_slabs(void **state) {
 		}
 		free(a);
 		free(b);
-		mp_mutex_lock(&a0->shared_mtx);
+		mp_mutex_lite_lock(&a0->prof_cache_mtx);
 		bool kept = on_empty_list(pc, ea) && on_empty_list(pc, eb);
 		uint32_t nempty = pc->nempty;
-		mp_mutex_unlock(&a0->shared_mtx);
+		mp_mutex_lite_unlock(&a0->prof_cache_mtx);
 		MP_ASSERT(kept, "round %d: an emptied slab left the prof_cache "
 		    "(%u kept)", r, (unsigned)nempty);
 	}
@@ -109,7 +111,7 @@ static void test_kept_slabs_capped(void **state) {
 	assert_true(slab_bytes > PROF_CACHE_EMPTY_BYTES);
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++)
 		free(p[i]);
-	mp_mutex_lock(&a0->shared_mtx);
+	mp_mutex_lite_lock(&a0->prof_cache_mtx);
 	size_t bytes = 0;
 	unsigned n = 0, empty_current = 0;
 	for (const extent_t *s = pc->empty; s != NULL; s = s->next) {
@@ -122,16 +124,16 @@ static void test_kept_slabs_capped(void **state) {
 			empty_current += s->used == 0;
 	}
 	uint32_t nempty = pc->nempty;
-	mp_mutex_unlock(&a0->shared_mtx);
+	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
 	MP_ASSERT(n == nempty && n >= 2 && n <= PROF_CACHE_EMPTY_SLABS_MAX &&
 	    bytes <= PROF_CACHE_EMPTY_BYTES && empty_current == 0,
 	    "the prof_cache keeps %u slabs (count %u) of %zu bytes, %u empty "
 	    "current ones", n, (unsigned)nempty, bytes, empty_current);
 	/* The arena's decay gives them all back. */
 	tcache_arena_decay(a0, false);
-	mp_mutex_lock(&a0->shared_mtx);
+	mp_mutex_lite_lock(&a0->prof_cache_mtx);
 	nempty = pc->nempty;
-	mp_mutex_unlock(&a0->shared_mtx);
+	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
 	assert_int_equal(nempty, 0);
 }
 
@@ -165,11 +167,11 @@ static void test_smallest_class_set_up_again(void **state) {
 	}
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++)
 		free(p[i]);
-	mp_mutex_lock(&a0->shared_mtx);
+	mp_mutex_lite_lock(&a0->prof_cache_mtx);
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++)
 		MP_ASSERT(on_empty_list(pc, e[i]), "the %zu-byte class's slab "
 		    "was not kept", sizes[i]);
-	mp_mutex_unlock(&a0->shared_mtx);
+	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
 	void *q = LAUNDER(malloc(other));
 	assert_non_null(q);
 	extent_t *eq = pagemap_lookup(q);
@@ -178,13 +180,45 @@ static void test_smallest_class_set_up_again(void **state) {
 	    (void *)eq, (void *)e[0], sizes[MP_ARRAY_SIZE(sizes) - 1],
 	    (void *)e[MP_ARRAY_SIZE(sizes) - 1]);
 	assert_int_equal(eq->szind, sz_size2index(other));
-	mp_mutex_lock(&a0->shared_mtx);
+	mp_mutex_lite_lock(&a0->prof_cache_mtx);
 	for (size_t i = 1; i < MP_ARRAY_SIZE(sizes); i++)
 		MP_ASSERT(on_empty_list(pc, e[i]) &&
 		    e[i]->szind == sz_size2index(sizes[i]), "the %zu-byte "
 		    "class lost its kept slab", sizes[i]);
-	mp_mutex_unlock(&a0->shared_mtx);
+	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
 	free(q);
+}
+
+/* A sampled small region's allocation and free take the cache's own
+ * lite lock, never arena 0's shared_mtx (the shared cache's glibc mutex,
+ * 76 instructions a round trip, that they took before): its count of
+ * acquisitions moves by two a round no more (only the arena's decay
+ * flushes, a few in all), the cache lock's by two a round at least. */
+static void test_samples_leave_shared_mtx_alone(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	arena_t *a0 = arena_get(0, false);
+	prof_reset(0);
+	free(LAUNDER(malloc(64)));  /* the next event redraws the wait */
+	mp_mutex_prof_t shared0, cache0, shared1, cache1;
+	mp_mutex_prof_read(&a0->shared_mtx, &shared0);
+	mp_mutex_prof_read(&a0->prof_cache_mtx, &cache0);
+	for (int r = 0; r < ROUNDS; r++) {
+		void *p = LAUNDER(malloc(48));
+		assert_non_null(p);
+		MP_ASSERT(slab_owner(pagemap_lookup(p)) == &a0->prof_cache,
+		    "round %d: %p is not a sampled region", r, p);
+		free(p);
+	}
+	mp_mutex_prof_read(&a0->shared_mtx, &shared1);
+	mp_mutex_prof_read(&a0->prof_cache_mtx, &cache1);
+	MP_ASSERT(shared1.n_lock_ops - shared0.n_lock_ops < ROUNDS / 4,
+	    "%d samples took arena 0's shared_mtx %llu times", ROUNDS,
+	    (unsigned long long)(shared1.n_lock_ops - shared0.n_lock_ops));
+	MP_ASSERT(cache1.n_lock_ops - cache0.n_lock_ops >= 2 * ROUNDS,
+	    "%d samples took the prof_cache lock %llu times", ROUNDS,
+	    (unsigned long long)(cache1.n_lock_ops - cache0.n_lock_ops));
 }
 
 int main(void) {
@@ -193,6 +227,8 @@ int main(void) {
 		    teardown),
 		cmocka_unit_test_teardown(test_kept_slabs_capped, teardown),
 		cmocka_unit_test_teardown(test_smallest_class_set_up_again,
+		    teardown),
+		cmocka_unit_test_teardown(test_samples_leave_shared_mtx_alone,
 		    teardown),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -134,12 +134,15 @@ typedef enum {
 	LOCK_RANK_TSD_REGISTRY,   /* tsd_registry_mtx: list of live threads */
 	LOCK_RANK_ARENAS,         /* arenas_mtx: creating arenas */
 	LOCK_RANK_ARENA_SHARED,   /* arena->shared_mtx: the arena's locked cache */
+	LOCK_RANK_ARENA_PROF_CACHE, /* arena->prof_cache_mtx: sampled regions
+	                           * (a lite lock) */
 	LOCK_RANK_ARENA_ORPHANS,  /* arena->orphans_mtx: caches of dead threads */
 	LOCK_RANK_ARENA,          /* arena->mtx: extents, decay, stats */
 	/* The hook arena's three locks (hook.c): a custom extent hook runs
 	 * with its arena's mtx held, and what it allocates comes from
 	 * there, so they rank above every other arena's. */
 	LOCK_RANK_HOOK_ARENA_SHARED,
+	LOCK_RANK_HOOK_ARENA_PROF_CACHE,
 	LOCK_RANK_HOOK_ARENA_ORPHANS,
 	LOCK_RANK_HOOK_ARENA,
 	LOCK_RANK_BASE,           /* base_mtx: metadata allocator (leaf) */
@@ -523,6 +526,12 @@ struct arena_s {
 	 * are rare, and a set per arena multiplied the profiler's resident
 	 * memory by the arena count. */
 	tcache_t prof_cache;
+	/* prof_cache's own lock, not shared_mtx: a sample's region took
+	 * glibc's mutex twice (76 instructions a round trip, against 20 for
+	 * the lite lock: doc/performance.md, "Per-sample cost"), and the
+	 * shared cache's traffic (tcache:false) is no reason for a sample to
+	 * wait. */
+	mp_mutex_t prof_cache_mtx;
 
 	mp_mutex_t orphans_mtx;          /* caches of exited threads */
 	tcache_t *orphans;
