@@ -15,6 +15,13 @@
  * extent->prof) is resized exactly as one it did not sample: in place
  * into a dirty neighbour, moved out of the way of clean pages.
  *
+ * And the profiler's memory does not grow with sampled reallocs: each
+ * resize gives its sample back before the block is sampled again, and
+ * the records are recycled (the thread's spare records, base.c's free
+ * lists), so 40,000 reallocs, every one sampled, leave base.c's mappings
+ * (stats.metadata) as they were (with sample_dispose leaking its record
+ * this case fails).
+ *
  * The blocks live in an arena of the test's own (MALLOCX_ARENA, no
  * cache), laid out from the front of its first mapping; every layout the
  * checks rely on is asserted first.  realloc_dirty.conf: prof:true with
@@ -225,6 +232,35 @@ static void test_sampled_grow_into_dirty_neighbour(void **state) {
 	grow_into_dirty_neighbour(true);
 }
 
+/* 40,000 sampled reallocs through small and large classes, one buffer
+ * (the thread's own arena and cache): base.c maps nothing more after the
+ * first 1,000 (a record leaked at each realloc would be 40,000 of them,
+ * megabytes). */
+static void test_sampled_reallocs_keep_profiler_memory(void **state) {
+	(void)state;
+	if (!sampling(true))
+		MP_SKIP("profiling not built in / not on");
+	unsigned char *p = LAUNDER(malloc(8));
+	assert_non_null(p);
+	size_t mapped = 0;
+	for (unsigned i = 0; i < 41000; i++) {
+		if (i == 1000)
+			mapped = base_mapped_bytes();
+		/* 8 B .. 96 KiB and back: every realloc changes class. */
+		size_t size = (size_t)8 << (i % 14);
+		p = LAUNDER(realloc(p, size));
+		assert_non_null(p);
+		p[size - 1] = (unsigned char)i;
+	}
+	extent_t *e = pagemap_lookup(p);
+	assert_non_null(e);
+	MP_ASSERT(e->kind == EXTENT_LARGE ? e->prof != NULL :
+	    atomic_load(&e->nsampled) != 0, "the last block is not sampled");
+	MP_ASSERT(base_mapped_bytes() == mapped, "base.c mapped %zu bytes "
+	    "over 40,000 sampled reallocs", base_mapped_bytes() - mapped);
+	free(p);
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_grow_moves_to_dirty, teardown),
@@ -237,6 +273,8 @@ int main(void) {
 		    teardown),
 		cmocka_unit_test_teardown(test_sampled_grow_into_dirty_neighbour,
 		    teardown),
+		cmocka_unit_test_teardown(
+		    test_sampled_reallocs_keep_profiler_memory, teardown),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
