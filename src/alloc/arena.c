@@ -754,7 +754,8 @@ void arena_large_dalloc(extent_t *e) {
 	active_shrank(pages);
 }
 
-bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
+bool arena_large_resize(extent_t *e, size_t usize, bool zero,
+    bool prefer_dirty) {
 	arena_t *arena = e->arena;
 	size_t old = e->size;
 	bool zeroed_tail = false;
@@ -769,7 +770,8 @@ bool arena_large_resize(extent_t *e, size_t usize, bool zero) {
 	if (pad != 0)
 		lead = large_widen(e);
 	bool err = usize > old
-	    ? extent_expand_locked(arena, e, usize + pad, &zeroed_tail)
+	    ? extent_expand_locked(arena, e, usize + pad, prefer_dirty,
+	    &zeroed_tail)
 	    : extent_shrink_locked(arena, e, usize + pad);
 	if (!err) {
 		arena->stats.pactive += (usize >> LG_PAGE);

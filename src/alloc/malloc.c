@@ -1095,9 +1095,12 @@ static void *ralloc_impl(void *p, size_t size, int flags, const char *func,
 	 * weight of a whole period. */
 	if (aligned && same_arena && usize == old && !opt_junk_alloc)
 		goto in_place;
+	/* Growth in place takes no clean pages while dirty ones could hold
+	 * the block (prefer_dirty): then it moves, as its copy costs less
+	 * than pages faulted in and left resident beside dirty ones. */
 	if (aligned && same_arena && e->kind == EXTENT_LARGE &&
 	    usize >= SC_LARGE_MINCLASS &&
-	    !arena_large_resize(e, usize, o.zero || opt_zero)) {
+	    !arena_large_resize(e, usize, o.zero || opt_zero, true)) {
 		resized_in_place(tsd, p, e, usize, old, &o);
 		goto in_place;
 	}
@@ -1317,14 +1320,14 @@ static size_t xallocx_impl(void *p, size_t size, size_t extra, int flags,
 	size_t target;
 	if (old < lo) {
 		/* Growing: as much as allowed, else at least what was asked. */
-		if (!arena_large_resize(e, hi, zero))
+		if (!arena_large_resize(e, hi, zero, false))
 			target = hi;
-		else if (hi != lo && !arena_large_resize(e, lo, zero))
+		else if (hi != lo && !arena_large_resize(e, lo, zero, false))
 			target = lo;
 		else
 			return old;
 	} else {
-		if (arena_large_resize(e, hi, zero))
+		if (arena_large_resize(e, hi, zero, false))
 			return old;
 		target = hi;
 	}

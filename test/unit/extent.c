@@ -469,7 +469,7 @@ static void test_resize_in_place(void **state) {
 
 	/* Grow into the dirty neighbour, exactly its size: the new part is
 	 * zeroed on request. */
-	assert_false(arena_large_resize(e, 2 * sz, true));
+	assert_false(arena_large_resize(e, 2 * sz, true, false));
 	assert_ptr_equal(large_of(a, p, 2 * sz), e);
 	for (char *x = p + PAGE; x < p + 2 * sz - PAGE; x += PAGE) {
 		extent_t *i = pagemap_lookup(x);
@@ -487,7 +487,7 @@ static void test_resize_in_place(void **state) {
 	/* Grow into the clean rest of the mapping (split): reads zero. */
 	size_t retained = s.retained;
 	const size_t big = (size_t)1 << 20;
-	assert_false(arena_large_resize(e, big, false));
+	assert_false(arena_large_resize(e, big, false, false));
 	large_of(a, p, big);
 	assert_int_equal(pattern_check(p, sz, 1), SIZE_MAX);
 	assert_int_equal(first_nonzero(p + sz, big - sz), SIZE_MAX);
@@ -502,7 +502,7 @@ static void test_resize_in_place(void **state) {
 
 	/* Shrink in place: the tail becomes a dirty free extent. */
 	const size_t small = sz_s2u(20000);
-	assert_false(arena_large_resize(e, small, false));
+	assert_false(arena_large_resize(e, small, false, false));
 	large_of(a, p, small);
 	assert_int_equal(pattern_check(p, sz, 1), SIZE_MAX);
 	extent_t *t = free_at(p + small);
@@ -516,13 +516,13 @@ static void test_resize_in_place(void **state) {
 	check_arena(a);
 
 	/* Same size: nothing to do, success. */
-	assert_false(arena_large_resize(e, small, false));
+	assert_false(arena_large_resize(e, small, false, false));
 	large_of(a, p, small);
 
 	/* A live block right after: growing fails, nothing changes. */
 	char *f = alloc_large(a, sz, PAGE, false);
 	assert_ptr_equal(f, p + small);
-	assert_true(arena_large_resize(e, small + PAGE, false));
+	assert_true(arena_large_resize(e, small + PAGE, false, false));
 	large_of(a, p, small);
 	large_of(a, f, sz);
 	assert_int_equal(stats(a).pactive, (small + sz) / PAGE);
@@ -535,13 +535,13 @@ static void test_resize_in_place(void **state) {
 	char *h = alloc_large(a, sz, PAGE, false);
 	assert_ptr_equal(h, g + sz);
 	free_large(g);
-	assert_true(arena_large_resize(e, small + 2 * sz, false));
+	assert_true(arena_large_resize(e, small + 2 * sz, false, false));
 	large_of(a, p, small);
 	extent_t *fg = free_at(g);
 	assert_ptr_equal(fg->addr, g);
 	assert_int_equal(fg->size, sz);
 	/* ... but a partial grow into it works and leaves the rest free. */
-	assert_false(arena_large_resize(e, small + PAGE, false));
+	assert_false(arena_large_resize(e, small + PAGE, false, false));
 	large_of(a, p, small + PAGE);
 	extent_t *fr = free_at(g + PAGE);
 	assert_ptr_equal(fr->addr, g + PAGE);
@@ -577,7 +577,7 @@ static void test_mappings_stay_apart(void **state) {
 	size_t lo_size = lo == m1 ? s1 : s2;
 	free_large(hi);
 	assert_true(arena_large_resize(pagemap_lookup(lo), lo_size + PAGE,
-	    false));
+	    false, false));
 	large_of(a, lo, lo_size);
 	free_large(lo);
 	check_arena(a);
@@ -960,7 +960,7 @@ static void test_random_ops(void **state) {
 			    16);
 			size_t usize = sz_index2size(ind);
 			bool grow = usize > live[i].size;
-			if (!arena_large_resize(e, usize, true)) {
+			if (!arena_large_resize(e, usize, true, false)) {
 				if (grow)
 					MP_ASSERT(first_nonzero(live[i].p +
 					    live[i].size, usize - live[i].size)

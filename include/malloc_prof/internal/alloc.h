@@ -291,9 +291,11 @@ void extent_resident_cap_locked(arena_t *arena, size_t used);
 void extent_dalloc_locked(arena_t *arena, extent_t *e);
 /* The same, with the caller's reading of os_now_ns() as its free time. */
 void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now);
-/* Grow e in place to new_size from the free extent right after it. */
+/* Grow e in place to new_size from the free extent right after it.  With
+ * prefer_dirty, not from clean pages while a free dirty extent could hold
+ * the whole new size (the caller moves the block there instead). */
 bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
-    bool *zeroed_tail);
+    bool prefer_dirty, bool *zeroed_tail);
 /* Shrink e to new_size, returning the tail to the free sets. */
 bool extent_shrink_locked(arena_t *arena, extent_t *e, size_t new_size);
 /* Purge what has been dirty (muzzy) longer than the decay time, or all of
@@ -542,8 +544,11 @@ void *arena_large_alloc(arena_t *arena, size_t usize, size_t align,
 void *arena_large_alloc_req(arena_t *arena, size_t usize, size_t align,
     bool zero, size_t size);
 void arena_large_dalloc(extent_t *e);
-/* In-place resize of a large block to usize; true if it could not. */
-bool arena_large_resize(extent_t *e, size_t usize, bool zero);
+/* In-place resize of a large block to usize; true if it could not.  With
+ * prefer_dirty, growth refuses to fault in clean pages where a move could
+ * reuse dirty ones (extent_expand_locked). */
+bool arena_large_resize(extent_t *e, size_t usize, bool zero,
+    bool prefer_dirty);
 /* Decay (force: purge) the free extents only; tcache_arena_decay returns
  * what the arena's caches hold first. */
 void arena_decay(arena_t *arena, bool force);
