@@ -1301,6 +1301,9 @@ void extent_dalloc_locked(arena_t *arena, extent_t *e) {
 }
 
 void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
+	/* Caches unmark what they give back (tcache.c); a record keeping the
+	 * mark would read as cached when it is carved again. */
+	mp_assert(e->list != LARGE_LIST_CACHED);
 	/* opt.hpa: a run carved from a pageslab goes back to it (hpa.c). */
 	if (unlikely(opt_hpa) && e->hpa_ps != NULL) {
 		if (!hpa_dalloc_locked(arena, e, now))
