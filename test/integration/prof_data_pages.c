@@ -122,6 +122,9 @@ static void *thread_samples(void *arg) {
 
 static void test_samples_write_few_data_pages(void **state) {
 	(void)state;
+	if (mp_env_sanitizer()[0] != '\0')
+		MP_SKIP("sanitizer build (%s): its instrumentation writes the "
+		    "library's data and lays it out anew", mp_env_sanitizer());
 	Dl_info info;
 	assert_true(dladdr((void *)mallctl, &info) != 0);
 	assert_non_null(info.dli_fname);
@@ -145,9 +148,20 @@ static void test_samples_write_few_data_pages(void **state) {
 		free(objs[i]);
 }
 
+static void test_no_profiler(void **state) {
+	(void)state;
+	bool prof = true;
+	MALLCTL_READ("config.prof", prof);
+	assert_false(prof);
+}
+
+static char tmpdir[256];
+
 int main(void) {
+	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_samples_write_few_data_pages),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return mp_prof_test_main("mp_prof_data_pages", test_no_profiler,
+	    tests);
 }
