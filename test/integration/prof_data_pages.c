@@ -12,15 +12,17 @@
  * object table with its seen-set, the first CFI row cache): two pages.
  *
  * prof_data_pages.conf: prof:true,prof_active:false,lg_prof_sample:0.
- * After the switch is turned on (ctl's own first-use pages are not the
- * samples'), the test reads the Anonymous kB of the library's writable
- * mappings (its .data, the .bss after it) from /proc/self/smaps, takes
- * samples of every kind (small and large, freed and kept, in this thread
- * and in a new one), reads them again and checks that at most
- * DATA_PAGES_MAX pages became private.  With objs_lock in .bss, as
- * before, the samples wrote three (its page held nothing else written).
- * smaps is read with open/read into a static buffer: no allocation, so
- * no sample, between the two readings and their own.
+ * The test makes its allocations once unsampled (the allocator's own
+ * first-use pages, such as the page map's root entry for a new GiB of
+ * the heap, are not the samples'), turns prof.active on (nor are ctl's
+ * pages), reads the Anonymous kB of the library's writable mappings (its
+ * .data, the .bss after it) from /proc/self/smaps, takes samples of every
+ * kind (small and large, freed and kept, in this thread and in a new
+ * one), reads them again and checks that at most DATA_PAGES_MAX pages
+ * became private.  With objs_lock in .bss, as before, the samples wrote
+ * three (its page held nothing else written).  smaps is read with
+ * open/read into a static buffer: no allocation, so no sample, between
+ * the two readings and their own.
  */
 #include "../test_util.h"
 
@@ -32,6 +34,10 @@
 #define DATA_PAGES_MAX 2
 
 static char smaps_buf[1 << 20];
+/* The counted mappings of the last reading, for the failure message. */
+#define RANGES_MAX 4
+static unsigned long range_lo[RANGES_MAX], range_hi[RANGES_MAX];
+static int nranges;
 
 /* The Anonymous kB of the library's writable mappings: those of its file
  * with write permission and the anonymous one that directly follows
@@ -48,6 +54,7 @@ static long lib_data_anon_kb(const char *lib) {
 	assert_true(len < sizeof(smaps_buf) - 1);
 	smaps_buf[len] = '\0';
 	long kb = 0;
+	nranges = 0;
 	bool in = false;            /* counting the current mapping */
 	bool prev_lib_rw = false;   /* the previous mapping was ours, rw */
 	unsigned long prev_end = 0;
@@ -69,6 +76,10 @@ static long lib_data_anon_kb(const char *lib) {
 			in = rw && (ours || (prev_lib_rw && *path == '\0' &&
 			    lo == prev_end));
 			found += in;
+			if (in && nranges < RANGES_MAX) {
+				range_lo[nranges] = lo;
+				range_hi[nranges++] = hi;
+			}
 			prev_lib_rw = ours && rw;
 			prev_end = hi;
 			continue;
@@ -79,6 +90,44 @@ static long lib_data_anon_kb(const char *lib) {
 	}
 	MP_ASSERT(found >= 2, "%d writable mappings of %s", found, lib);
 	return kb;
+}
+
+/* Which pages of the counted mappings are private anonymous ones
+ * (/proc/self/pagemap: present, not file-backed or shared), one byte a
+ * page; they tell a failure which variables' pages became private. */
+#define PAGES_MAX 4096
+static unsigned char anon_before[PAGES_MAX], anon_after[PAGES_MAX];
+
+static void lib_data_anon_pages(unsigned char *anon) {
+	memset(anon, 0, PAGES_MAX);
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	if (fd < 0)
+		return;
+	size_t page = mp_page_size(), k = 0;
+	for (int r = 0; r < nranges; r++) {
+		for (unsigned long a = range_lo[r]; a < range_hi[r] &&
+		    k < PAGES_MAX; a += page, k++) {
+			uint64_t e = 0;
+			if (pread(fd, &e, sizeof(e), (off_t)(a / page *
+			    sizeof(e))) == (ssize_t)sizeof(e))
+				anon[k] = (e >> 63 & 1) && !(e >> 61 & 1);
+		}
+	}
+	close(fd);
+}
+
+/* Prints the pages that became private, as offsets in the library (nm
+ * names what lies there). */
+static void print_new_pages(uintptr_t base) {
+	size_t page = mp_page_size(), k = 0;
+	for (int r = 0; r < nranges; r++) {
+		for (unsigned long a = range_lo[r]; a < range_hi[r] &&
+		    k < PAGES_MAX; a += page, k++) {
+			if (anon_after[k] && !anon_before[k])
+				printf("# now private: library offset %#lx\n",
+				    (unsigned long)(a - base));
+		}
+	}
 }
 
 void *pages_site(size_t n);
@@ -131,15 +180,29 @@ static void test_samples_write_few_data_pages(void **state) {
 	/* /proc/self/smaps names the file, not the soname's link. */
 	static char lib[PATH_MAX];
 	assert_non_null(realpath(info.dli_fname, lib));
+	/* The same allocations first, unsampled: the allocator's own pages
+	 * that new addresses write (pagemap_root's entry for a new GiB of
+	 * the heap, in .bss) are written before the first reading. */
+	pthread_t t;
+	take_samples();
+	assert_int_equal(pthread_create(&t, NULL, thread_samples, NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	for (int i = 0; i < NOBJ; i++) {
+		free(objs[i]);
+		objs[i] = NULL;
+	}
 	bool on = true;
 	MALLCTL_WRITE("prof.active", on);
 	long before = lib_data_anon_kb(lib);
+	lib_data_anon_pages(anon_before);
 	take_samples();
-	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, thread_samples, NULL), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	long after = lib_data_anon_kb(lib);
-	long page_kb = sysconf(_SC_PAGESIZE) / 1024;
+	lib_data_anon_pages(anon_after);
+	long page_kb = (long)(mp_page_size() / 1024);
+	if (after - before > DATA_PAGES_MAX * page_kb)
+		print_new_pages((uintptr_t)info.dli_fbase);
 	MP_ASSERT(after - before <= DATA_PAGES_MAX * page_kb,
 	    "samples made %ld KiB of the library's data private (%ld -> %ld),"
 	    " at most %d pages expected", after - before, before, after,
