@@ -1106,6 +1106,9 @@ bool prof_http_conf_check(const char *v, size_t len, char *why,
 void prof_http_start_pending(void);
 /* prof.http_port: the bound port, 0 when the endpoint is not running. */
 unsigned prof_http_port(void);
+/* The connection table's place in .bss (test/unit/http_conns_idle: a
+ * process without the endpoint never writes it). */
+void prof_http_conns_extent(const void **addr, size_t *size);
 void prof_http_prefork(void);
 void prof_http_postfork_parent(void);
 void prof_http_postfork_child(void);
