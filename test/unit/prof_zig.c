@@ -34,17 +34,18 @@ static int cmp_double(const void *a, const void *b) {
 	return x < y ? -1 : x > y;
 }
 
-static void skip_unless_prof(void) {
-	if (!config_prof || !opt_prof)
-		MP_SKIP("profiling not built in / not on");
-}
+/* A macro: MP_SKIP returns from the test function. */
+#define SKIP_UNLESS_PROF() do {						\
+	if (!config_prof || !opt_prof)					\
+		MP_SKIP("profiling not built in / not on");		\
+} while (0)
 
 /* Exp(1): KS distance, a chi-square of 1 - e^-x over equiprobable bins
  * (catches a strip's wedge accepted or rejected wrongly: each strip is
  * ~1/256 of the mass, several bins), the mean and variance. */
 static void test_exp_distribution(void **state) {
 	(void)state;
-	skip_unless_prof();
+	SKIP_UNLESS_PROF();
 	double *x = malloc(NDRAWS * sizeof(double));
 	assert_non_null(x);
 	uint64_t seed = 0x243f6a8885a308d3ULL;
@@ -89,7 +90,7 @@ static void test_exp_distribution(void **state) {
  * (memoryless), mean 1. */
 static void test_exp_tail(void **state) {
 	(void)state;
-	skip_unless_prof();
+	SKIP_UNLESS_PROF();
 	uint64_t seed = 7;
 	const int n = 4 * NDRAWS;
 	unsigned tail = 0;
@@ -116,7 +117,7 @@ static void test_exp_tail(void **state) {
  * one generator step each): lag-1 and lag-2 correlations. */
 static void test_exp_independent(void **state) {
 	(void)state;
-	skip_unless_prof();
+	SKIP_UNLESS_PROF();
 	uint64_t seed = 12345;
 	double p2 = prof_exp_draw(&seed), p1 = prof_exp_draw(&seed);
 	double s1 = 0, s2 = 0;
@@ -140,7 +141,7 @@ static void test_exp_independent(void **state) {
  * the scale and floor would show. */
 static void test_wait_geometric(void **state) {
 	(void)state;
-	skip_unless_prof();
+	SKIP_UNLESS_PROF();
 	tsd_t *tsd = tsd_fetch();
 	prof_reset(4);
 	uint64_t saved = tsd->prng;

@@ -308,13 +308,17 @@ double prof_exp_draw(uint64_t *state);
 /* Next sampling threshold for a thread (bytes from `allocated`): the
  * geometric floor(E / -ln(1 - 1/R)) + 1 of an exponential E, mean
  * R = 2^lg_prof_sample.  floor is the conversion's truncation (both
- * factors >= 0; past 2^53 every double is whole), without libm. */
+ * factors >= 0; past 2^53 every double is whole), without libm.  Below
+ * 2^63 the signed conversion is one instruction, where the unsigned one
+ * takes two compares more. */
 MP_INLINE uint64_t prof_sample_wait_inline(tsd_t *tsd) {
 	size_t lg = atomic_load_explicit(&prof_lg_sample,
 	    memory_order_relaxed);
 	if (lg == 0)
 		return 1;
 	double x = prof_exp_draw_inline(&tsd->prng) * prof_wait_scale[lg];
+	if (likely(x < 9223372036854775808.0))
+		return (uint64_t)(int64_t)x + 1;
 	return x + 1.0 >= 1.8e19 ? UINT64_MAX : (uint64_t)x + 1;
 }
 uint64_t prof_sample_wait(tsd_t *tsd);
