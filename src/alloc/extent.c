@@ -403,6 +403,17 @@ static extent_t *split(extent_t *e, size_t lead) {
 	return trail;
 }
 
+/* The extent whose bound page p is, NULL if none or if its entry has a
+ * class tag: a slab's page or a large block's first page, in use, which
+ * mergeable would refuse after reading its record (a line of its own,
+ * which nothing else on the free path reads: bench's midsize, whose heap
+ * is mostly live, read one at most of its arena frees). */
+static extent_t *neighbour_lookup(const void *p) {
+	uintptr_t entry = pagemap_lookup_entry(p);
+	return (entry & PAGEMAP_TAG_MASK) != 0 ? NULL :
+	    pagemap_entry_extent(entry);
+}
+
 static bool mergeable(const extent_t *a, const extent_t *b) {
 	return a != NULL && b != NULL && a->kind == b->kind &&
 	    a->kind < EXTENT_NFREE_KINDS && a->arena == b->arena &&
@@ -438,7 +449,7 @@ static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
 	bool have_place = false;
 	uint64_t oldest = e->free_ns;
 	if (e->addr != e->map_addr) {
-		extent_t *prev = pagemap_lookup(e->addr - 1);
+		extent_t *prev = neighbour_lookup(e->addr - 1);
 		if (mergeable(prev, e) && !merge_refused(prev, e)) {
 			if (prev->free_ns <= oldest) {
 				oldest = prev->free_ns;
@@ -451,7 +462,7 @@ static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
 		}
 	}
 	if (e->addr + e->size != e->map_addr + e->map_size) {
-		extent_t *next = pagemap_lookup(e->addr + e->size);
+		extent_t *next = neighbour_lookup(e->addr + e->size);
 		if (mergeable(e, next) && !merge_refused(e, next)) {
 			if (have_place && place == next)
 				place = next->lru_prev;
@@ -806,11 +817,11 @@ static extent_t *clean_neighbour(const extent_t *e, bool after) {
 	if (after) {
 		if (e->addr + e->size == e->map_addr + e->map_size)
 			return NULL;
-		n = pagemap_lookup(e->addr + e->size);
+		n = neighbour_lookup(e->addr + e->size);
 	} else {
 		if (e->addr == e->map_addr)
 			return NULL;
-		n = pagemap_lookup(e->addr - 1);
+		n = neighbour_lookup(e->addr - 1);
 	}
 	if (n == NULL || n->kind != EXTENT_FREE_CLEAN || !n->zeroed ||
 	    n->decommitted ||
@@ -1301,6 +1312,9 @@ void extent_dalloc_locked(arena_t *arena, extent_t *e) {
 }
 
 void extent_dalloc_at_locked(arena_t *arena, extent_t *e, uint64_t now) {
+	/* Caches unmark what they give back (tcache.c); a record keeping the
+	 * mark would read as cached when it is carved again. */
+	mp_assert(e->list != LARGE_LIST_CACHED);
 	/* opt.hpa: a run carved from a pageslab goes back to it (hpa.c). */
 	if (unlikely(opt_hpa) && e->hpa_ps != NULL) {
 		if (!hpa_dalloc_locked(arena, e, now))
@@ -1362,7 +1376,7 @@ bool extent_expand_locked(arena_t *arena, extent_t *e, size_t new_size,
 	size_t need = new_size - e->size;
 	if (e->addr + e->size == e->map_addr + e->map_size)
 		return true;
-	extent_t *next = pagemap_lookup(e->addr + e->size);
+	extent_t *next = neighbour_lookup(e->addr + e->size);
 	if (next == NULL || next->kind >= EXTENT_NFREE_KINDS ||
 	    next->arena != arena || next->map_addr != e->map_addr ||
 	    next->addr != e->addr + e->size || next->size < need)

@@ -381,17 +381,10 @@ static bool slab_listed(const extent_t *e, const void *p) {
 	return slab_free_listed(e, p) || slab_remote_freed(e, p);
 }
 
-/* Whether tc (may be NULL) holds large block e in its cache. */
-static bool large_cached(const tcache_t *tc, const extent_t *e) {
-	unsigned li = (unsigned)e->szind - SC_NBINS;
-	if (tc == NULL || li >= TCACHE_NLARGE)
-		return false;
-	const tcache_large_t *c = &tc->large[li];
-	for (uint32_t i = 0; i < c->n; i++) {
-		if (c->slots[i] == e)
-			return true;
-	}
-	return false;
+/* Whether a cache (any: the mark is the record's, tcache.c) holds large
+ * block e. */
+static bool large_cached(const extent_t *e) {
+	return e->list == LARGE_LIST_CACHED;
 }
 
 /* Whether p is where its live extent e's block (large) or one of its
@@ -418,8 +411,7 @@ static bool interior_misuse(void *p, const extent_t *e, const char *func) {
  * The misuse checks of a free that reached dalloc_impl (doc/reliability.md,
  * "Misuse"); true if p must not be freed (reported).  Every build checks
  * what costs a few compares on this slow path: a free extent, a large block
- * already in this thread's cache (or the explicit cache `xtc` the free goes
- * to), a pointer into a small region but not at its start, a region free
+ * already in any cache (its record's mark), a pointer into a small region but not at its start, a region free
  * in its slab when this thread's cache (or xtc) owns it.
  * Any double free that reaches a slab is caught there as well (its bit is
  * set already: tcache_free_small / tcache_free_remote).  Debug builds also
@@ -441,7 +433,7 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 	if (interior_misuse(p, e, func))
 		return true;
 	if (e->kind == EXTENT_LARGE) {
-		if (large_cached(tsd->tcache, e) || large_cached(xtc, e)) {
+		if (large_cached(e)) {
 			mp_misuse(func, "double free of", p, "");
 			return true;
 		}
@@ -596,11 +588,8 @@ static bool dalloc_large_cached(tsd_t *tsd, void *p, uintptr_t entry,
 	unsigned li = (unsigned)e->szind - SC_NBINS;
 	if (li >= TCACHE_NLARGE)
 		return false;
-	const tcache_large_t *c = &tc->large[li];
-	for (uint32_t i = 0; i < c->n; i++) {
-		if (c->slots[i] == e)
-			return false;
-	}
+	if (large_cached(e))
+		return false;
 	size_t usize = e->size;
 	if (tcache_dalloc_large(tc, e))
 		return false;

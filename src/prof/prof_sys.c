@@ -395,7 +395,7 @@ static _Atomic unsigned objs_fixed_n;
  * and only a new stack (gctx) looks here. */
 #define OBJS_SEEN_LG 8
 static _Alignas(2048) _Atomic uintptr_t objs_seen[(size_t)1 << OBJS_SEEN_LG];
-static atomic_flag objs_lock = ATOMIC_FLAG_INIT;
+static PROF_DATA atomic_flag objs_lock = ATOMIC_FLAG_INIT;
 static char objs_names[OBJS_NAMES];      /* objs_lock */
 static size_t objs_names_len;            /* objs_lock */
 

@@ -87,7 +87,7 @@ static void visit_all(visit_t *v) {
 static void test_spare_tctx_counts(void **state) {
 	(void)state;
 	if (!config_prof || !opt_prof || opt_prof_accum)
-		skip();
+		MP_SKIP("profiling not built in / not on, or prof_accum");
 	for (int round = 0; round < 3; round++) {
 		for (unsigned d = 0; d < DEPTHS; d++)
 			at_depth(d, 0, NULL);
@@ -141,7 +141,7 @@ static size_t large_lists_check(void) {
 static void test_large_list(void **state) {
 	(void)state;
 	if (!config_prof || !opt_prof)
-		skip();
+		MP_SKIP("profiling not built in / not on");
 	size_t base = large_lists_check();
 	void *p[NLARGE];
 	for (unsigned i = 0; i < NLARGE; i++)
@@ -189,7 +189,7 @@ static void small_free_interior(void *arg) {
 static void test_sampled_free_misuse(void **state) {
 	(void)state;
 	if (!config_prof || !opt_prof)
-		skip();
+		MP_SKIP("profiling not built in / not on");
 	/* The region is a sample: it sits in the profiler's slabs. */
 	void *q = LAUNDER(malloc(64));
 	prof_sample_info_t info;
@@ -255,7 +255,8 @@ static void test_memo_rbp_data(void **state) {
 	(void)state;
 #if defined(__x86_64__)
 	if (!config_prof || !opt_prof || opt_prof_unwind != PROF_UNWIND_AUTO)
-		skip();
+		MP_SKIP("profiling not built in / not on, or prof_unwind "
+		    "not auto");
 	tsd_t *tsd = tsd_fetch();
 	void *p[NRBP];
 	uint64_t h0 = 0;
@@ -279,7 +280,7 @@ static void test_memo_rbp_data(void **state) {
 	assert_int_equal(v.found, 1);
 	mp_free_all(p, NRBP);
 #else
-	skip();
+	MP_SKIP("the walk memo's frame-pointer case is x86-64's");
 #endif
 }
 

@@ -232,12 +232,17 @@ typedef enum {
 } extent_kind_t;
 #define EXTENT_NFREE_KINDS 3
 
-/* Which list of its owning cache a slab is on (owner-private). */
+/* Which list of its owning cache a slab is on (owner-private).  A large
+ * extent uses the field for one mark: LARGE_LIST_CACHED while a cache's
+ * large bin holds it (tcache.c), so free tells a double free by the
+ * record it reads anyway rather than by scanning the bin.  No slab takes
+ * that value, so a record that was a slab never reads as cached. */
 typedef enum {
 	SLAB_LIST_NONE = 0,
 	SLAB_LIST_PARTIAL,      /* has or may have free regions; head = current */
 	SLAB_LIST_FULL,         /* no free region when last looked at */
 	SLAB_LIST_EMPTY,        /* no region in use; kept for reuse */
+	LARGE_LIST_CACHED,      /* large: in a cache's large bin */
 } slab_list_t;
 
 /*
@@ -286,7 +291,8 @@ struct extent_s {
 	uint32_t div_magic;              /* slab: ceil(2^32 / usize), for
 	                                  * region indices by multiplication */
 	uint8_t kind;                    /* extent_kind_t */
-	uint8_t list;                    /* slab_list_t */
+	uint8_t list;                    /* slab_list_t (slab); large:
+	                                  * LARGE_LIST_CACHED or not */
 	uint8_t szind;                   /* slab/large: size class index */
 	bool zeroed;                     /* free/large: pages known to be zero */
 	uint8_t free_word;               /* slab: free_bits[w] == 0 for every

@@ -1,0 +1,230 @@
+/*
+ * test/integration/prof_data_pages.c - what the profiler's samples write
+ * of the library's static data (issue 20: profiling's peak RSS; doc/
+ * performance.md, "Profiling's fixed costs: the pages the first samples
+ * write (prss3)").
+ *
+ * A small process pays every page of the library's .data and .bss that
+ * sampling writes and that nothing else would have: 4 KiB each, 0.15% of
+ * a 2.8 MB process.  The profiler's few scalars written at its first
+ * samples live in .data (PROF_DATA), whose pages the loader writes
+ * anyway; what is left is its tables that a sample must fill (the
+ * object table with its seen-set, the first CFI row cache): two pages.
+ *
+ * prof_data_pages.conf: prof:true,prof_active:false,lg_prof_sample:0.
+ * The test makes its allocations once unsampled (the allocator's own
+ * first-use pages, such as the page map's root entry for a new GiB of
+ * the heap, are not the samples'), turns prof.active on (nor are ctl's
+ * pages), reads the Anonymous kB of the library's writable mappings (its
+ * .data, the .bss after it) from /proc/self/smaps, takes samples of every
+ * kind (small and large, freed and kept, in this thread and in a new
+ * one), reads them again and checks that at most DATA_PAGES_MAX pages
+ * became private.  With objs_lock in .bss, as before, the samples wrote
+ * three (its page held nothing else written).  smaps is read with
+ * open/read into a static buffer: no allocation, so no sample, between
+ * the two readings and their own.
+ */
+#include "../test_util.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+
+#define DATA_PAGES_MAX 2
+
+static char smaps_buf[1 << 20];
+/* The counted mappings of the last reading, for the failure message. */
+#define RANGES_MAX 4
+static unsigned long range_lo[RANGES_MAX], range_hi[RANGES_MAX];
+static int nranges;
+
+/* The Anonymous kB of the library's writable mappings: those of its file
+ * with write permission and the anonymous one that directly follows
+ * them (.bss past the file's end). */
+static long lib_data_anon_kb(const char *lib) {
+	int fd = open("/proc/self/smaps", O_RDONLY);
+	assert_true(fd >= 0);
+	size_t len = 0;
+	ssize_t n;
+	while (len < sizeof(smaps_buf) - 1 &&
+	    (n = read(fd, smaps_buf + len, sizeof(smaps_buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	assert_true(len < sizeof(smaps_buf) - 1);
+	smaps_buf[len] = '\0';
+	long kb = 0;
+	nranges = 0;
+	bool in = false;            /* counting the current mapping */
+	bool prev_lib_rw = false;   /* the previous mapping was ours, rw */
+	unsigned long prev_end = 0;
+	int found = 0;
+	for (char *line = smaps_buf, *next; *line != '\0'; line = next) {
+		next = strchr(line, '\n');
+		if (next == NULL)
+			next = line + strlen(line);
+		else
+			*next++ = '\0';
+		unsigned long lo, hi;
+		char perm[8];
+		int path_at = 0;
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perm,
+		    &path_at) == 3 && path_at > 0) {
+			const char *path = line + path_at;
+			bool ours = strcmp(path, lib) == 0;
+			bool rw = perm[0] == 'r' && perm[1] == 'w';
+			in = rw && (ours || (prev_lib_rw && *path == '\0' &&
+			    lo == prev_end));
+			found += in;
+			if (in && nranges < RANGES_MAX) {
+				range_lo[nranges] = lo;
+				range_hi[nranges++] = hi;
+			}
+			prev_lib_rw = ours && rw;
+			prev_end = hi;
+			continue;
+		}
+		long v;
+		if (in && sscanf(line, "Anonymous: %ld kB", &v) == 1)
+			kb += v;
+	}
+	MP_ASSERT(found >= 2, "%d writable mappings of %s", found, lib);
+	return kb;
+}
+
+/* Which pages of the counted mappings are private anonymous ones
+ * (/proc/self/pagemap: present, not file-backed or shared), one byte a
+ * page; they tell a failure which variables' pages became private. */
+#define PAGES_MAX 4096
+static unsigned char anon_before[PAGES_MAX], anon_after[PAGES_MAX];
+
+static void lib_data_anon_pages(unsigned char *anon) {
+	memset(anon, 0, PAGES_MAX);
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	if (fd < 0)
+		return;
+	size_t page = mp_page_size(), k = 0;
+	for (int r = 0; r < nranges; r++) {
+		for (unsigned long a = range_lo[r]; a < range_hi[r] &&
+		    k < PAGES_MAX; a += page, k++) {
+			uint64_t e = 0;
+			if (pread(fd, &e, sizeof(e), (off_t)(a / page *
+			    sizeof(e))) == (ssize_t)sizeof(e))
+				anon[k] = (e >> 63 & 1) && !(e >> 61 & 1);
+		}
+	}
+	close(fd);
+}
+
+/* Prints the pages that became private, as offsets in the library (nm
+ * names what lies there). */
+static void print_new_pages(uintptr_t base) {
+	size_t page = mp_page_size(), k = 0;
+	for (int r = 0; r < nranges; r++) {
+		for (unsigned long a = range_lo[r]; a < range_hi[r] &&
+		    k < PAGES_MAX; a += page, k++) {
+			if (anon_after[k] && !anon_before[k])
+				printf("# now private: library offset %#lx\n",
+				    (unsigned long)(a - base));
+		}
+	}
+}
+
+void *pages_site(size_t n);
+
+MP_SITE void *pages_site(size_t n) {
+	void *p = malloc(n);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+#define NOBJ 64
+static void *objs[NOBJ];
+
+static void take_samples(void) {
+	for (int i = 0; i < NOBJ; i++) {
+		size_t size = (size_t)16 << (i % 14);   /* 16 B .. 128 KiB */
+		objs[i] = pages_site(opaque_size(size));
+		assert_non_null(objs[i]);
+		memset(objs[i], i, 16);
+	}
+	for (int i = 0; i < NOBJ; i += 2) {
+		free(objs[i]);
+		objs[i] = NULL;
+	}
+	void *r = realloc(objs[1], 100000);
+	assert_non_null(r);
+	objs[1] = r;
+}
+
+static void *thread_samples(void *arg) {
+	(void)arg;
+	void *keep[8];
+	for (int i = 0; i < 8; i++) {
+		keep[i] = pages_site(opaque_size((size_t)48 << i));
+		assert_non_null(keep[i]);
+	}
+	for (int i = 0; i < 8; i++)
+		free(keep[i]);
+	return NULL;
+}
+
+static void test_samples_write_few_data_pages(void **state) {
+	(void)state;
+	if (mp_env_sanitizer()[0] != '\0')
+		MP_SKIP("sanitizer build (%s): its instrumentation writes the "
+		    "library's data and lays it out anew", mp_env_sanitizer());
+	Dl_info info;
+	assert_true(dladdr((void *)mallctl, &info) != 0);
+	assert_non_null(info.dli_fname);
+	/* /proc/self/smaps names the file, not the soname's link. */
+	static char lib[PATH_MAX];
+	assert_non_null(realpath(info.dli_fname, lib));
+	/* The same allocations first, unsampled: the allocator's own pages
+	 * that new addresses write (pagemap_root's entry for a new GiB of
+	 * the heap, in .bss) are written before the first reading. */
+	pthread_t t;
+	take_samples();
+	assert_int_equal(pthread_create(&t, NULL, thread_samples, NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	for (int i = 0; i < NOBJ; i++) {
+		free(objs[i]);
+		objs[i] = NULL;
+	}
+	bool on = true;
+	MALLCTL_WRITE("prof.active", on);
+	long before = lib_data_anon_kb(lib);
+	lib_data_anon_pages(anon_before);
+	take_samples();
+	assert_int_equal(pthread_create(&t, NULL, thread_samples, NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	long after = lib_data_anon_kb(lib);
+	lib_data_anon_pages(anon_after);
+	long page_kb = (long)(mp_page_size() / 1024);
+	if (after - before > DATA_PAGES_MAX * page_kb)
+		print_new_pages((uintptr_t)info.dli_fbase);
+	MP_ASSERT(after - before <= DATA_PAGES_MAX * page_kb,
+	    "samples made %ld KiB of the library's data private (%ld -> %ld),"
+	    " at most %d pages expected", after - before, before, after,
+	    DATA_PAGES_MAX);
+	for (int i = 0; i < NOBJ; i++)
+		free(objs[i]);
+}
+
+static void test_no_profiler(void **state) {
+	(void)state;
+	bool prof = true;
+	MALLCTL_READ("config.prof", prof);
+	assert_false(prof);
+}
+
+static char tmpdir[256];
+
+int main(void) {
+	mp_test_init(120);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_samples_write_few_data_pages),
+	};
+	return mp_prof_test_main("mp_prof_data_pages", test_no_profiler,
+	    tests);
+}
