@@ -225,44 +225,50 @@ double prof_wait_scale[64];
  * draw.
  * Strip i's point j (53 bits) is accepted at once when j < zig_k[i], and
  * is then j * zig_w[i]; zig_f[i] is exp(-x_i) at the strip's edge.
- * 6 KiB, written at boot only when the profiler is on.  The common path
+ * 6 KiB, made at boot only when the profiler is on.  The common path
  * is prof.h's prof_exp_draw_inline (tsd.c's redraw inlines it).
  */
 #define ZIG_N PROF_ZIG_N
 #define ZIG_R 7.697117470131487         /* the tail's start */
 #define ZIG_V 3.949659822581572e-3      /* each strip's area */
 #define ZIG_M 9007199254740992.0        /* 2^53 */
-uint64_t prof_zig_k[ZIG_N];
-double prof_zig_w[ZIG_N];
-static double zig_f[ZIG_N];
-#define zig_k prof_zig_k
-#define zig_w prof_zig_w
+/* In base memory, not .bss: 6 KiB more of .bss moved the object table's
+ * arrays across pages (test/integration/prof_data_pages). */
+const prof_zig_t *prof_zig;
+#define zig_k (prof_zig->k)
+#define zig_w (prof_zig->w)
+#define zig_f (prof_zig->f)
 
-static void zig_fill(void) {
+static bool zig_fill(void) {
+	prof_zig_t *z = base_malloc(sizeof(*z));
+	if (z == NULL)
+		return true;
 	double x = ZIG_R, prev = ZIG_R;
 	double q = ZIG_V / util_exp(-x);
-	zig_k[0] = (uint64_t)(x / q * ZIG_M);
-	zig_k[1] = 0;
-	zig_w[0] = q / ZIG_M;
-	zig_w[ZIG_N - 1] = x / ZIG_M;
-	zig_f[0] = 1.0;
-	zig_f[ZIG_N - 1] = util_exp(-x);
+	z->k[0] = (uint64_t)(x / q * ZIG_M);
+	z->k[1] = 0;
+	z->w[0] = q / ZIG_M;
+	z->w[ZIG_N - 1] = x / ZIG_M;
+	z->f[0] = 1.0;
+	z->f[ZIG_N - 1] = util_exp(-x);
 	for (unsigned i = ZIG_N - 2; i >= 1; i--) {
 		/* ln y as log1p(y - 1): y is in (0, 1], where y - 1 is exact
 		 * to an ulp of 1 (no libm: test/integration/boot_libm). */
-		x = -util_log1p(ZIG_V / x + zig_f[i + 1] - 1.0);
-		zig_k[i + 1] = (uint64_t)(x / prev * ZIG_M);
+		x = -util_log1p(ZIG_V / x + z->f[i + 1] - 1.0);
+		z->k[i + 1] = (uint64_t)(x / prev * ZIG_M);
 		prev = x;
-		zig_f[i] = util_exp(-x);
-		zig_w[i] = x / ZIG_M;
+		z->f[i] = util_exp(-x);
+		z->w[i] = x / ZIG_M;
 	}
+	prof_zig = z;
+	return false;
 }
 
-static void wait_scale_fill(void) {
+static bool wait_scale_fill(void) {
 	for (unsigned lg = 1; lg < 64; lg++)
 		prof_wait_scale[lg] = -1.0 / util_log1p(-1.0 /
 		    (double)((uint64_t)1 << lg));
-	zig_fill();
+	return zig_fill();
 }
 
 MP_WARM bool prof_boot(void) {
@@ -300,7 +306,8 @@ MP_WARM bool prof_boot(void) {
 	 * calls of boot work (test/integration/boot_libm). */
 	if (opt_prof) {
 		unbias_tab_fill();
-		wait_scale_fill();
+		if (wait_scale_fill())
+			return true;
 	}
 	return false;
 }

@@ -283,8 +283,12 @@ bool prof_boot(void);
 /* The wait's tables (prof.c, zig_fill): the ziggurat's strips, and
  * -1 / ln(1 - 2^-lg) by lg_prof_sample. */
 #define PROF_ZIG_N 256
-extern uint64_t prof_zig_k[PROF_ZIG_N];
-extern double prof_zig_w[PROF_ZIG_N];
+typedef struct {
+	uint64_t k[PROF_ZIG_N];          /* j below: in the inner rectangle */
+	double w[PROF_ZIG_N];            /* x = j * w */
+	double f[PROF_ZIG_N];            /* exp(-x) at the strip's edge */
+} prof_zig_t;
+extern const prof_zig_t *prof_zig;       /* NULL while prof is off */
 extern double prof_wait_scale[64];
 /* The draws outside their strip's rectangle (~2.5%). */
 double prof_zig_slow(uint64_t *state, unsigned i, uint64_t j);
@@ -298,8 +302,9 @@ MP_INLINE double prof_exp_draw_inline(uint64_t *state) {
 	*state = v;
 	unsigned i = (unsigned)(v >> 56);
 	uint64_t j = (v >> 3) & (((uint64_t)1 << 53) - 1);
-	if (likely(j < prof_zig_k[i]))
-		return (double)j * prof_zig_w[i];
+	const prof_zig_t *z = prof_zig;
+	if (likely(j < z->k[i]))
+		return (double)j * z->w[i];
 	return prof_zig_slow(state, i, j);
 }
 /* The same, out of line (test/unit/prof_zig). */
