@@ -211,12 +211,64 @@ prof_tdata_t *prof_tdatas_head;
 static prof_tdata_t *tdatas_tail;
 static uint64_t tdata_next_uid;
 
-/* 1 / ln(1 - 2^-lg) for each lg_prof_sample, filled at boot. */
-static double wait_scale[64];
+/* -1 / ln(1 - 2^-lg) for each lg_prof_sample, filled at boot. */
+double prof_wait_scale[64];
 
-static void wait_scale_fill(void) {
+/*
+ * The wait's exponential variate by Marsaglia and Tsang's ziggurat (2000)
+ * with 256 strips: the draw's top 8 bits pick a strip, the 53 bits below
+ * them a point in it, and 97.8% of draws fall in the strip's inner
+ * rectangle and are returned after one compare and one multiply.  The
+ * rest (the strip's wedge, or the tail past ZIG_R) take a rejection step
+ * with exp or ln, which keeps the distribution exact: no approximation of
+ * ln on the common path, where the atanh series cost 59 instructions a
+ * draw.
+ * Strip i's point j (53 bits) is accepted at once when j < zig_k[i], and
+ * is then j * zig_w[i]; zig_f[i] is exp(-x_i) at the strip's edge.
+ * 6 KiB, made at boot only when the profiler is on.  The common path
+ * is prof.h's prof_exp_draw_inline (tsd.c's redraw inlines it).
+ */
+#define ZIG_N PROF_ZIG_N
+#define ZIG_R 7.697117470131487         /* the tail's start */
+#define ZIG_V 3.949659822581572e-3      /* each strip's area */
+#define ZIG_M 9007199254740992.0        /* 2^53 */
+/* In base memory, not .bss: 6 KiB more of .bss moved the object table's
+ * arrays across pages (test/integration/prof_data_pages). */
+const prof_zig_t *prof_zig;
+#define zig_k (prof_zig->k)
+#define zig_w (prof_zig->w)
+#define zig_f (prof_zig->f)
+
+static bool zig_fill(void) {
+	prof_zig_t *z = base_malloc(sizeof(*z));
+	if (z == NULL)
+		return true;
+	double x = ZIG_R, prev = ZIG_R;
+	double q = ZIG_V / util_exp(-x);
+	z->k[0] = (uint64_t)(x / q * ZIG_M);
+	z->k[1] = 0;
+	z->w[0] = q / ZIG_M;
+	z->w[ZIG_N - 1] = x / ZIG_M;
+	z->f[0] = 1.0;
+	z->f[ZIG_N - 1] = util_exp(-x);
+	for (unsigned i = ZIG_N - 2; i >= 1; i--) {
+		/* ln y as log1p(y - 1): y is in (0, 1], where y - 1 is exact
+		 * to an ulp of 1 (no libm: test/integration/boot_libm). */
+		x = -util_log1p(ZIG_V / x + z->f[i + 1] - 1.0);
+		z->k[i + 1] = (uint64_t)(x / prev * ZIG_M);
+		prev = x;
+		z->f[i] = util_exp(-x);
+		z->w[i] = x / ZIG_M;
+	}
+	prof_zig = z;
+	return false;
+}
+
+static bool wait_scale_fill(void) {
 	for (unsigned lg = 1; lg < 64; lg++)
-		wait_scale[lg] = 1.0 / util_log1p(-1.0 / (double)((uint64_t)1 << lg));
+		prof_wait_scale[lg] = -1.0 / util_log1p(-1.0 /
+		    (double)((uint64_t)1 << lg));
+	return zig_fill();
 }
 
 MP_WARM bool prof_boot(void) {
@@ -254,7 +306,8 @@ MP_WARM bool prof_boot(void) {
 	 * calls of boot work (test/integration/boot_libm). */
 	if (opt_prof) {
 		unbias_tab_fill();
-		wait_scale_fill();
+		if (wait_scale_fill())
+			return true;
 	}
 	return false;
 }
@@ -264,8 +317,7 @@ MP_WARM bool prof_boot(void) {
 /*
  * ln(x) for 1 <= x < 2^53, within 1e-7: x = 2^e * m with m in [1, 2), and
  * ln m = 2 atanh(t), t = (m - 1) / (m + 1) <= 1/3, from its series to t^11.
- * A wait is R * -ln(u), so that error is a fraction of a byte; glibc's
- * log() would cost several times as much on every sample.
+ * Only the ziggurat's tail (1 draw in 2,200) takes it now.
  */
 static double prof_ln(uint64_t x) {
 	union {
@@ -280,29 +332,46 @@ static double prof_ln(uint64_t x) {
 	return e * 0.69314718055994530942 + 2.0 * t * series;
 }
 
+/* jemalloc's LCG, one step. */
+static inline uint64_t prng_step(uint64_t *state) {
+	*state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return *state;
+}
+
+/* A uniform in (0, 1] from the step's 53 high bits, as its ln (<= 0). */
+static double zig_ln_uniform(uint64_t *state) {
+	uint64_t r = (prng_step(state) >> 11) + 1;
+	return prof_ln(r) - 53 * 0.69314718055994530942;
+}
+
+/* The draws that missed their strip's inner rectangle: the tail past
+ * ZIG_R (strip 0), or the wedge under exp(-x) (accept or redraw). */
+MP_NOINLINE double prof_zig_slow(uint64_t *state, unsigned i, uint64_t j) {
+	for (;;) {
+		if (i == 0)
+			return ZIG_R - zig_ln_uniform(state);
+		double x = (double)j * zig_w[i];
+		double u = (double)(prng_step(state) >> 11) * (1.0 / ZIG_M);
+		if (zig_f[i] + u * (zig_f[i - 1] - zig_f[i]) < util_exp(-x))
+			return x;
+		uint64_t v = prng_step(state);
+		i = (unsigned)(v >> 56);
+		j = (v >> 3) & (((uint64_t)1 << 53) - 1);
+		if (j < zig_k[i])
+			return (double)j * zig_w[i];
+	}
+}
+
+double prof_exp_draw(uint64_t *state) {
+	return prof_exp_draw_inline(state);
+}
+
 uint64_t prof_sample_wait(tsd_t *tsd) {
-	size_t lg = atomic_load_explicit(&prof_lg_sample,
-	    memory_order_relaxed);
-	if (lg == 0)
-		return 1;
-	/* jemalloc's LCG and its 53 high bits as a uniform u in (0, 1]:
-	 * the wait is the geometric floor(ln u / ln(1 - 1/R)) + 1. */
-	tsd->prng = tsd->prng * 6364136223846793005ULL +
-	    1442695040888963407ULL;
-	uint64_t r = tsd->prng >> 11;
-	double ln_u = r == 0 ? 0.0 : prof_ln(r) - 53 * 0.69314718055994530942;
-	/* Both factors are <= 0: floor is the conversion's truncation (and
-	 * past 2^53 every double is whole), without libm's call. */
-	double x = ln_u * wait_scale[lg];
-	return x + 1.0 >= 1.8e19 ? UINT64_MAX : (uint64_t)x + 1;
+	return prof_sample_wait_inline(tsd);
 }
 
 bool prof_thread_sampling(tsd_t *tsd) {
-	if (!atomic_load(&prof_active))
-		return false;
-	prof_tdata_t *td = tsd->prof_tdata;
-	return td != NULL ? atomic_load_explicit(&td->active,
-	    memory_order_relaxed) : atomic_load(&prof_thread_active_init);
+	return prof_thread_sampling_inline(tsd);
 }
 
 void prof_wait_gen_bump(void) {

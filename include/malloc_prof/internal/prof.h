@@ -280,11 +280,64 @@ extern _Atomic uint64_t prof_wait_gen;
 
 /* Boot after conf: true on error. */
 bool prof_boot(void);
-/* Next sampling threshold for a thread (bytes from `allocated`). */
+/* The wait's tables (prof.c, zig_fill): the ziggurat's strips, and
+ * -1 / ln(1 - 2^-lg) by lg_prof_sample. */
+#define PROF_ZIG_N 256
+typedef struct {
+	uint64_t k[PROF_ZIG_N];          /* j below: in the inner rectangle */
+	double w[PROF_ZIG_N];            /* x = j * w */
+	double f[PROF_ZIG_N];            /* exp(-x) at the strip's edge */
+} prof_zig_t;
+extern const prof_zig_t *prof_zig;       /* NULL while prof is off */
+extern double prof_wait_scale[64];
+/* The draws outside their strip's rectangle (~2.5%). */
+double prof_zig_slow(uint64_t *state, unsigned i, uint64_t j);
+
+/* An exponential variate of mean 1 from jemalloc's LCG state: the top 8
+ * bits of the step pick a strip, the 53 below them a point in it (the
+ * LCG's weak low bits are the point's last ones).  Inline: tsd.c's
+ * redraw, which runs at every sample, saves the calls. */
+MP_INLINE double prof_exp_draw_inline(uint64_t *state) {
+	uint64_t v = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+	*state = v;
+	unsigned i = (unsigned)(v >> 56);
+	uint64_t j = (v >> 3) & (((uint64_t)1 << 53) - 1);
+	const prof_zig_t *z = prof_zig;
+	if (likely(j < z->k[i]))
+		return (double)j * z->w[i];
+	return prof_zig_slow(state, i, j);
+}
+/* The same, out of line (test/unit/prof_zig). */
+double prof_exp_draw(uint64_t *state);
+
+/* Next sampling threshold for a thread (bytes from `allocated`): the
+ * geometric floor(E / -ln(1 - 1/R)) + 1 of an exponential E, mean
+ * R = 2^lg_prof_sample.  floor is the conversion's truncation (both
+ * factors >= 0; past 2^53 every double is whole), without libm.  Below
+ * 2^63 the signed conversion is one instruction, where the unsigned one
+ * takes two compares more. */
+MP_INLINE uint64_t prof_sample_wait_inline(tsd_t *tsd) {
+	size_t lg = atomic_load_explicit(&prof_lg_sample,
+	    memory_order_relaxed);
+	if (lg == 0)
+		return 1;
+	double x = prof_exp_draw_inline(&tsd->prng) * prof_wait_scale[lg];
+	if (likely(x < 9223372036854775808.0))
+		return (uint64_t)(int64_t)x + 1;
+	return x + 1.0 >= 1.8e19 ? UINT64_MAX : (uint64_t)x + 1;
+}
 uint64_t prof_sample_wait(tsd_t *tsd);
+
 /* Whether the calling thread's allocations are sampled now: prof.active
  * and its thread.prof.active (prof.thread_active_init before it has a
  * tdata).  A thread that is not sampling draws no waits at all. */
+MP_INLINE bool prof_thread_sampling_inline(tsd_t *tsd) {
+	if (!atomic_load(&prof_active))
+		return false;
+	prof_tdata_t *td = tsd->prof_tdata;
+	return td != NULL ? atomic_load_explicit(&td->active,
+	    memory_order_relaxed) : atomic_load(&prof_thread_active_init);
+}
 bool prof_thread_sampling(tsd_t *tsd);
 /* Ask every thread to redraw its wait (see prof_wait_gen). */
 void prof_wait_gen_bump(void);
