@@ -148,6 +148,21 @@ static inline size_t opaque_size(size_t n) {
 	}								\
 } while (0)
 
+/* How a child that misused a pointer ended: abort() in a debug build
+ * (which aborts on misuse), exit 0 in a release build (abort:false: the
+ * report, then carry on). */
+static inline void mp_assert_misuse_exit(const char *name, int status,
+    bool debug) {
+	if (debug) {
+		MP_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+		    "%s: status %#x, want abort() in a debug build", name,
+		    status);
+	} else {
+		MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		    "%s: status %#x, want exit 0 (abort:false)", name, status);
+	}
+}
+
 /*
  * Thread- and fork-safe check: prints a TAP comment (the first 20 only) and
  * counts the failure.  The main thread asserts mp_failures == 0 when the

@@ -121,15 +121,7 @@ static void lcm_run(const lcm_case_t *c, bool debug) {
 	MP_ASSERT(line != NULL && strstr(line, "free(): double free of") !=
 	    NULL && strstr(line, ptr_text) != NULL, "%s: stderr \"%s\", want "
 	    "a double free of %s", c->name, out, ptr_text);
-	if (debug) {
-		MP_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-		    "%s: status %#x, want abort() in a debug build", c->name,
-		    status);
-	} else {
-		MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		    "%s: status %#x, want exit 0 (abort:false)", c->name,
-		    status);
-	}
+	mp_assert_misuse_exit(c->name, status, debug);
 }
 
 static void test_large_cache_mark(void **state) {

@@ -212,15 +212,7 @@ static void run_case(const misuse_case_t *c, bool debug) {
 	    "%s: stderr \"%s\", want \"%s\"", c->name, out, c->want);
 	MP_ASSERT(strstr(line, ptr_text) != NULL, "%s: stderr \"%s\" does "
 	    "not name %s", c->name, out, ptr_text);
-	if (debug) {
-		MP_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-		    "%s: status %#x, want abort() in a debug build", c->name,
-		    status);
-	} else {
-		MP_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		    "%s: status %#x, want exit 0 (abort:false)", c->name,
-		    status);
-	}
+	mp_assert_misuse_exit(c->name, status, debug);
 }
 
 static void test_misuse(void **state) {
