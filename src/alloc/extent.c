@@ -486,8 +486,9 @@ static extent_t *insert_coalesce(arena_t *arena, extent_t *e) {
 /*
  * Under thp:default on a kernel whose THP mode is madvise, nothing gets
  * huge pages unless advised.  A big heap that is reused gains from them
- * (fewer TLB misses: bench's reallocgrow 0.84 x the CPU, logsizes 0.88,
- * midsize 0.92 at scale 1), a small one only rounds its pages up to 2 MiB
+ * (fewer TLB misses: bench's reallocgrow 0.84 x the CPU, logsizes 0.88;
+ * midsize 0.92 at scale 1 but 1.06-1.11 at half scale, on a VM whose
+ * fresh huge pages were slow to fault), a small one only rounds its pages up to 2 MiB
  * (simple's peak RSS doubled under thp:always), and one whose pages are
  * purged and faulted again pays a 2 MiB fault each time.  With
  * opt.thp_heap_min set (0, off, by default: doc/performance.md, "Huge

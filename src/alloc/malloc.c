@@ -411,8 +411,9 @@ static bool interior_misuse(void *p, const extent_t *e, const char *func) {
  * The misuse checks of a free that reached dalloc_impl (doc/reliability.md,
  * "Misuse"); true if p must not be freed (reported).  Every build checks
  * what costs a few compares on this slow path: a free extent, a large block
- * already in any cache (its record's mark), a pointer into a small region but not at its start, a region free
- * in its slab when this thread's cache (or xtc) owns it.
+ * already in any cache (its record's mark), a pointer into a small region
+ * but not at its start, a region free in its slab when this thread's cache
+ * (or xtc) owns it.
  * Any double free that reaches a slab is caught there as well (its bit is
  * set already: tcache_free_small / tcache_free_remote).  Debug builds also
  * look into the slabs of the arenas' locked caches.

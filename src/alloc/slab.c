@@ -12,8 +12,9 @@
  *
  * The thread caches (tcache.c) call in here for fills, flushes and GC;
  * the arenas' shared caches and the profiler's cache use the same code
- * under arena->shared_mtx and arena->prof_cache_mtx.  Functions named tcache_* here are the entry
- * points for a cache's small regions, named by what they serve.
+ * under arena->shared_mtx and arena->prof_cache_mtx.  Functions named
+ * tcache_* here are the entry points for a cache's small regions, named
+ * by what they serve.
  */
 #include "malloc_prof/internal/internal.h"
 

@@ -58,11 +58,11 @@ extern int __register_atfork(void (*prepare)(void), void (*parent)(void),
 #endif
 
 /* The fork handlers.  With glibc, __register_atfork straight away: its
- * pthread_atfork is a stub in libc_nonshared.a that does just this, but
- * the linker puts the stub after all of the library's code, where the one
- * call every process makes would map the last fault-around window of
- * .text (test/integration/code_resident).  The object's handle makes the
- * handlers go away with it on dlclose, as the stub's does. */
+ * pthread_atfork is a small wrapper in libc_nonshared.a that does just
+ * this, but the linker puts the wrapper after all of the library's code,
+ * where the one call every process makes would map the last fault-around
+ * window of .text (test/integration/code_resident).  The object's handle
+ * makes the handlers go away with it on dlclose, as the wrapper's do. */
 static void tsd_register_atfork(void) {
 #if MP_HAVE_REGISTER_ATFORK
 	__register_atfork(malloc_prefork, malloc_postfork_parent,

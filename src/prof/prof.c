@@ -264,11 +264,10 @@ static bool zig_fill(void) {
 	return false;
 }
 
-static bool wait_scale_fill(void) {
+static void wait_scale_fill(void) {
 	for (unsigned lg = 1; lg < 64; lg++)
 		prof_wait_scale[lg] = -1.0 / util_log1p(-1.0 /
 		    (double)((uint64_t)1 << lg));
-	return zig_fill();
 }
 
 MP_WARM bool prof_boot(void) {
@@ -306,7 +305,8 @@ MP_WARM bool prof_boot(void) {
 	 * calls of boot work (test/integration/boot_libm). */
 	if (opt_prof) {
 		unbias_tab_fill();
-		if (wait_scale_fill())
+		wait_scale_fill();
+		if (zig_fill())
 			return true;
 	}
 	return false;

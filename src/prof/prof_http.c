@@ -139,8 +139,9 @@ typedef struct prof_http_conn_s {
 static prof_http_conn_t http_conns[PROF_HTTP_CONNS];
 /* The slots are marked free (fd -1) when the endpoint starts, not at
  * boot: 22 KiB of .bss that a process without the endpoint never
- * writes, so never makes resident (test/unit/http_conns_idle).  Read and written under http_mtx or by the endpoint's
- * thread, which exists only after. */
+ * writes, so never makes resident (test/unit/http_conns_idle).  Read and
+ * written under http_mtx or by the endpoint's thread, which exists only
+ * after. */
 static bool http_conns_ready;
 static uint64_t http_seq;
 /* A buffer kept from a closed connection for the next one (http_mtx). */

@@ -109,7 +109,7 @@ static int child(void) {
 	}
 	/* The last page: what the linker puts after all of the library's
 	 * objects (libgcc's __popcountdi2, libc_nonshared's pthread_atfork
-	 * stub) was run by every process, mapping the last window with it;
+	 * wrapper) was run by every process, mapping the last window with it;
 	 * now only _fini, at exit, and the endpoint's code are there. */
 	uint64_t last = 0;
 	if (pread(pm, &last, sizeof(last), (off_t)((hi - page) / page * 8)) !=
