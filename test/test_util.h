@@ -474,6 +474,34 @@ static inline int mp_child_stderr(void (*fn)(void *), void *arg, char *out,
 	return status;
 }
 
+/* A misuse case's child (mp_child_stderr): run(fd) misuses a block and
+ * writes its pointer to fd before the misuse.  Returns the wait status,
+ * the child's stderr in out and the pointer in *p (asserted sent). */
+typedef struct {
+	void *(*run)(int fd);
+	int fd;
+} mp_ptr_child_t;
+
+static inline void mp_ptr_child_main(void *arg) {
+	const mp_ptr_child_t *a = arg;
+	a->run(a->fd);
+}
+
+static inline int mp_child_ptr(void *(*run)(int fd), const char *name,
+    char *out, size_t size, uintptr_t *p) {
+	int ptr[2];
+	assert_int_equal(pipe(ptr), 0);
+	mp_ptr_child_t arg = {run, ptr[1]};
+	int status = mp_child_stderr(mp_ptr_child_main, &arg, out, size);
+	close(ptr[1]);
+	*p = 0;
+	ssize_t got = read(ptr[0], p, sizeof(*p));
+	close(ptr[0]);
+	MP_ASSERT(got == (ssize_t)sizeof(*p), "%s: the child sent no pointer "
+	    "(status %#x)", name, status);
+	return status;
+}
+
 /* A TCP connection to port on the loopback address of family (AF_INET or
  * AF_INET6), with send and receive timeouts; -1 with errno on error. */
 static inline int mp_connect_loopback(int family, unsigned port,

@@ -87,28 +87,10 @@ static const lcm_case_t lcm_cases[] = {
 	{"flushed and carved again, freed once", lcm_flushed, false},
 };
 
-typedef struct {
-	const lcm_case_t *c;
-	int fd;
-} lcm_arg_t;
-
-static void lcm_child(void *arg) {
-	const lcm_arg_t *a = arg;
-	a->c->run(a->fd);
-}
-
 static void lcm_run(const lcm_case_t *c, bool debug) {
-	int ptr[2];
-	assert_int_equal(pipe(ptr), 0);
-	lcm_arg_t arg = {c, ptr[1]};
 	char out[4096];
-	int status = mp_child_stderr(lcm_child, &arg, out, sizeof(out));
-	close(ptr[1]);
-	uintptr_t p = 0;
-	ssize_t got = read(ptr[0], &p, sizeof(p));
-	close(ptr[0]);
-	MP_ASSERT(got == (ssize_t)sizeof(p), "%s: the child sent no pointer "
-	    "(status %#x)", c->name, status);
+	uintptr_t p;
+	int status = mp_child_ptr(c->run, c->name, out, sizeof(out), &p);
 	const char *line = strstr(out, "<malloc_prof>: ");
 	if (!c->report) {
 		MP_ASSERT(line == NULL, "%s: reported \"%s\"", c->name, out);

@@ -176,28 +176,10 @@ static const misuse_case_t cases[] = {
 	{"sdallocx wrong size", sdallocx_wrong_size, "sdallocx(", NULL, false},
 };
 
-typedef struct {
-	const misuse_case_t *c;
-	int fd;			/* where the child writes the pointer */
-} case_arg_t;
-
-static void run_in_child(void *arg) {
-	const case_arg_t *a = arg;
-	a->c->run(a->fd);
-}
-
 static void run_case(const misuse_case_t *c, bool debug) {
-	int ptr[2];
-	assert_int_equal(pipe(ptr), 0);
-	case_arg_t arg = {c, ptr[1]};
 	char out[4096];
-	int status = mp_child_stderr(run_in_child, &arg, out, sizeof(out));
-	close(ptr[1]);
-	uintptr_t p = 0;
-	ssize_t got = read(ptr[0], &p, sizeof(p));
-	close(ptr[0]);
-	MP_ASSERT(got == (ssize_t)sizeof(p), "%s: the child sent no pointer "
-	    "(status %#x)", c->name, status);
+	uintptr_t p;
+	int status = mp_child_ptr(c->run, c->name, out, sizeof(out), &p);
 	char ptr_text[32];
 	snprintf(ptr_text, sizeof(ptr_text), "%p", (void *)p);
 	bool detect = debug || c->release;
