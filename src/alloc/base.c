@@ -241,7 +241,6 @@ void base_postfork_child(void) {
  * back at thread exit.  A block may be freed by another thread than the
  * one that took it; it simply joins that thread's stash.
  */
-#define BASE_SMALL_MAX ((size_t)4096)
 #define BASE_NCLASSES (BASE_SMALL_MAX / CACHELINE)
 #define BASE_STASH_BYTES 4096
 static void *base_free_lists[BASE_NCLASSES];     /* base_mtx */

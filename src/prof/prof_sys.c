@@ -680,7 +680,11 @@ typedef struct {
 	uintptr_t fp, lo, hi;
 	unsigned max, mode, n, nwords;
 	bool valid;
-	uintptr_t waddr[MEMO_WORDS], wval[MEMO_WORDS];
+	/* The words read: at lo + woff[i], the value wval[i].  Offsets
+	 * from lo (every word read lies in [lo, hi)) keep the memo within
+	 * base_malloc's recycled classes (below). */
+	uint32_t woff[MEMO_WORDS];
+	uintptr_t wval[MEMO_WORDS];
 	void *vec[MEMO_FRAMES];
 	/* The sampler's hint for this walk (prof_bt_hint_t), and how many
 	 * times the slot was recorded (a hint is stored only for the
@@ -695,6 +699,14 @@ struct prof_bt_memo_s {
 	uint64_t hits;                   /* walks answered (for the tests) */
 	memo_slot_t slot[MEMO_SLOTS];
 };
+
+/* At most BASE_SMALL_MAX bytes, a memo comes from base_malloc's free
+ * lists and goes back to them when its thread exits; over it, each was a
+ * mapping of its own, mapped at a thread's first sample and unmapped at
+ * its exit (bench's threadchurn: an mmap, a munmap and two page faults a
+ * thread, 6,000 threads). */
+_Static_assert(sizeof(prof_bt_memo_t) <= BASE_SMALL_MAX,
+    "the walk memo in one of base_malloc's recycled classes");
 
 prof_bt_memo_t *prof_bt_memo_new(void) {
 	return base_malloc(sizeof(prof_bt_memo_t));
@@ -726,7 +738,12 @@ static inline void memo_word(memo_rec_t *r, uintptr_t addr, uintptr_t val) {
 		r->ok = false;
 		return;
 	}
-	r->s->waddr[r->s->nwords] = addr;
+	uintptr_t off = addr - r->s->lo;
+	if (off >= UINT32_MAX) {        /* below lo, or 4 GiB above it */
+		r->ok = false;
+		return;
+	}
+	r->s->woff[r->s->nwords] = (uint32_t)off;
 	r->s->wval[r->s->nwords++] = val;
 }
 
@@ -767,7 +784,7 @@ PROF_STACK_READER static unsigned memo_lookup(prof_bt_memo_t *m,
 			continue;
 		unsigned i = 0;
 		while (i < s->nwords &&
-		    *(const uintptr_t *)s->waddr[i] == s->wval[i])
+		    *(const uintptr_t *)(lo + s->woff[i]) == s->wval[i])
 			i++;
 		if (i < s->nwords)
 			continue;       /* the other slot may be this walk */

@@ -108,6 +108,9 @@ static const bool config_prof = MP_CONFIG_PROF;
 /* Bytes between two thread events (cache GC step, decay tick):
  * tcache_gc_incr_bytes, 256 KiB by default (alloc.h, conf.c). */
 #define TSD_EVENT_INTERVAL ((uint64_t)opt_tcache_gc_incr_bytes)
+/* base_malloc's recycled classes: blocks of up to this many bytes (larger
+ * ones are mapped on their own and unmapped when freed). */
+#define BASE_SMALL_MAX ((size_t)4096)
 /* base_malloc's per-thread stash: blocks of up to this many cache lines. */
 #define BASE_STASH_CLASSES 8
 
