@@ -51,15 +51,19 @@ extern void *__libc_stack_end;
 /*
  * Stack bounds of the calling thread: from the page it is on up to the
  * top of its stack, which every frame lies below.  Candidates for the
- * top: the main thread's __libc_stack_end (where glibc's startup code
- * found the stack), then the thread's descriptor (pthread_self): glibc
- * puts it at the top of each thread's stack block, above the frames and
- * in the same mapping, whether glibc allocated the stack or the program
- * gave it (pthread_attr_setstack).  A candidate is taken only if every
- * page from here up to it is mapped (mincore): a process forked by
- * another thread runs its main thread on that thread's stack, and a
- * thread started without glibc may have its descriptor anywhere.  Else
- * the walk trusts only the page it is on.
+ * top: the thread's descriptor (pthread_self), which glibc puts at the
+ * top of each thread's stack block, above the frames and in the same
+ * mapping, whether glibc allocated the stack or the program gave it
+ * (pthread_attr_setstack); then __libc_stack_end, where glibc's startup
+ * code found the main thread's stack.  The main thread's descriptor lies
+ * in static TLS, below its stack, so it fails the first test at no cost,
+ * and a thread's passes it first: no system call tells the main thread
+ * apart (getpid and gettid were two a thread, 6,000 threads in bench's
+ * threadchurn).  A candidate is taken only if every page from here up to
+ * it is mapped (mincore): a process forked by another thread runs its
+ * main thread on that thread's stack, and a thread started without glibc
+ * may have its descriptor anywhere.  Else the walk trusts only the page
+ * it is on.
  *
  * Not pthread_getattr_np: glibc's takes the thread's lock and then
  * allocates (its cpuset).  When that allocation is the thread's first
@@ -88,8 +92,7 @@ void prof_sys_thread_init(tsd_t *tsd) {
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t lo = here & ~(uintptr_t)PAGE_MASK;
 	const uintptr_t top[2] = {
-		getpid() == gettid() ? (uintptr_t)__libc_stack_end : 0,
-		(uintptr_t)pthread_self()
+		(uintptr_t)pthread_self(), (uintptr_t)__libc_stack_end
 	};
 	for (unsigned i = 0; i < 2; i++) {
 		if (top[i] > here && top[i] - here <= PROF_STACK_MAX &&
