@@ -532,6 +532,28 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
             rowname, (t - 1) * 100, (r - 1) * 100, (a - 1) * 100,
             "—" if math.isnan(ci) else "%+.2f%%" % ((ci - 1) * 100)))
     rep.add()
+    # Per workload: where the geomeans above come from (a workload whose
+    # inactive row moves as much as its active one shows this run's
+    # noise, not the profiler's cost).
+    prof_rows = [(b, r) for b, r in [("ours", "ours prof inactive"),
+                                      ("ours", "ours prof active"),
+                                      ("ours nofp", "ours nofp prof active")]
+                 if (workloads[0], r) in samples]
+    if prof_rows:
+        rep.add("Per workload, each row over its base (time, peak RSS, peak "
+                "anonymous RSS; medians):")
+        rep.add()
+        rep.add("| workload | " + " | ".join(r for _, r in prof_rows) + " |")
+        rep.add("|---" * (len(prof_rows) + 1) + "|")
+        for w in workloads:
+            cells = []
+            for base, rowname in prof_rows:
+                cells.append("%+.1f%% / %+.1f%% / %+.1f%%" % (
+                    (med[(w, rowname)] / med[(w, base)] - 1) * 100,
+                    (rss[(w, rowname)] / rss[(w, base)] - 1) * 100,
+                    (anon[(w, rowname)] / anon[(w, base)] - 1) * 100))
+            rep.add("| %s | %s |" % (w, " | ".join(cells)))
+        rep.add()
     # The two programs' rows (with and without frame pointers): the same
     # three targets, each said of its program.
     for rowname, costs, grows in [
