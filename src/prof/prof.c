@@ -270,20 +270,32 @@ static void wait_scale_fill(void) {
 		    (double)((uint64_t)1 << lg));
 }
 
+/*
+ * The shards (gctx_shards, sample_shards: 29 KiB of .bss, 9 pages) are
+ * set up only when the profiler is on (opt_prof, fixed at boot): written
+ * at boot, they were resident in every process, profiled or not.  Off,
+ * they stay zero, nothing is ever sampled into them, and every function
+ * that would lock or walk them for a reader (dumps, snapshots, prof.reset,
+ * fork) returns first: there is nothing to lock and nothing to visit.
+ * Their locks are registered with ctl either way (stats.mutexes.prof
+ * reads zero counters).
+ */
+static bool shards_ready(void) {
+	return opt_prof;
+}
+
+void prof_shards_extent(bool samples, const void **addr, size_t *size) {
+	*addr = samples ? (const void *)sample_shards :
+	    (const void *)gctx_shards;
+	*size = samples ? sizeof(sample_shards) : sizeof(gctx_shards);
+}
+
 MP_WARM bool prof_boot(void) {
 	mp_mutex_init(&tdatas_mtx, LOCK_RANK_PROF_TDATAS);
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
-		mp_mutex_init_lite(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
-		buckets_init(&gctx_shards[i].chains);
-		/* jemalloc's "prof" lock guards its backtrace table. */
+	/* jemalloc's "prof" lock guards its backtrace table. */
+	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		ctl_mutex_register("prof", &gctx_shards[i].mtx);
-	}
 	ctl_mutex_register("prof_thds_data", &tdatas_mtx);
-	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
-		mp_mutex_init_lite(&sample_shards[i].mtx,
-		    LOCK_RANK_PROF_SAMPLES);
-		buckets_init(&sample_shards[i].chains);
-	}
 	if (!config_prof)
 		opt_prof = false;
 	prof_recent_boot();
@@ -304,6 +316,16 @@ MP_WARM bool prof_boot(void) {
 	 * 270 KiB of libm's pages in every process's resident set) are ~170
 	 * calls of boot work (test/integration/boot_libm). */
 	if (opt_prof) {
+		for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+			mp_mutex_init_lite(&gctx_shards[i].mtx,
+			    LOCK_RANK_PROF_GCTX);
+			buckets_init(&gctx_shards[i].chains);
+		}
+		for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
+			mp_mutex_init_lite(&sample_shards[i].mtx,
+			    LOCK_RANK_PROF_SAMPLES);
+			buckets_init(&sample_shards[i].chains);
+		}
 		unbias_tab_fill();
 		wait_scale_fill();
 		if (zig_fill())
@@ -777,11 +799,13 @@ uint64_t prof_time_ns(void) {
 /* ----------------------------------------------------- gctx / tctx */
 
 void prof_shard_lock(unsigned shard) {
-	mp_mutex_lite_lock(&gctx_shards[shard].mtx);
+	if (shards_ready())
+		mp_mutex_lite_lock(&gctx_shards[shard].mtx);
 }
 
 void prof_shard_unlock(unsigned shard) {
-	mp_mutex_lite_unlock(&gctx_shards[shard].mtx);
+	if (shards_ready())
+		mp_mutex_lite_unlock(&gctx_shards[shard].mtx);
 }
 
 prof_life_part_t *prof_life_part(unsigned shard) {
@@ -789,11 +813,15 @@ prof_life_part_t *prof_life_part(unsigned shard) {
 }
 
 void prof_shards_lock_all(void) {
+	if (!shards_ready())
+		return;
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		mp_mutex_lock_quiet(&gctx_shards[i].mtx);
 }
 
 void prof_shards_unlock_all(void) {
+	if (!shards_ready())
+		return;
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
 		mp_mutex_unlock_quiet(&gctx_shards[i].mtx);
 }
@@ -971,6 +999,8 @@ static prof_sample_t **sample_bucket(prof_sample_shard_t *sh, const void *p) {
 }
 
 void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
+	if (!shards_ready())
+		return;
 	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
 		prof_sample_shard_t *ss = &sample_shards[i];
 		mp_mutex_lite_lock(&ss->mtx);
@@ -1254,7 +1284,8 @@ void prof_accum_hold(void) {
  * now empty: cnt_empty reads the holds again, so a window opened since
  * keeps them). */
 void prof_accum_release(void) {
-	if (atomic_fetch_sub(&accum_holds, 1) != 1 || opt_prof_accum)
+	if (atomic_fetch_sub(&accum_holds, 1) != 1 || opt_prof_accum ||
+	    !shards_ready())
 		return;
 	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
 		prof_gctx_shard_t *sh = &gctx_shards[i];
@@ -1308,28 +1339,31 @@ void prof_reset(size_t lg_sample) {
 /* ---------------------------------------------------------- fork */
 
 void prof_prefork(void) {
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+	bool shards = shards_ready();
+	for (unsigned i = 0; shards && i < PROF_GCTX_SHARDS; i++)
 		mp_mutex_lock_quiet(&gctx_shards[i].mtx);
 	mp_mutex_lock_quiet(&tdatas_mtx);
-	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
+	for (unsigned i = 0; shards && i < PROF_SAMPLE_SHARDS; i++)
 		mp_mutex_lock_quiet(&sample_shards[i].mtx);
 	prof_recent_prefork();
 }
 
 void prof_postfork_parent(void) {
+	bool shards = shards_ready();
 	prof_recent_postfork_parent();
-	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
+	for (unsigned i = 0; shards && i < PROF_SAMPLE_SHARDS; i++)
 		mp_mutex_unlock_quiet(&sample_shards[i].mtx);
 	mp_mutex_unlock_quiet(&tdatas_mtx);
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+	for (unsigned i = 0; shards && i < PROF_GCTX_SHARDS; i++)
 		mp_mutex_unlock_quiet(&gctx_shards[i].mtx);
 }
 
 void prof_postfork_child(void) {
+	bool shards = shards_ready();
 	prof_recent_postfork_child();
-	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++)
+	for (unsigned i = 0; shards && i < PROF_SAMPLE_SHARDS; i++)
 		mp_mutex_postfork_child(&sample_shards[i].mtx);
 	mp_mutex_postfork_child(&tdatas_mtx);
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+	for (unsigned i = 0; shards && i < PROF_GCTX_SHARDS; i++)
 		mp_mutex_postfork_child(&gctx_shards[i].mtx);
 }

@@ -416,6 +416,9 @@ void prof_shard_unlock(unsigned shard);
  * them: no sample or sampled free runs meanwhile. */
 void prof_shards_lock_all(void);
 void prof_shards_unlock_all(void);
+/* Where the gctx shards (samples false) or the sample table's shards lie
+ * (test/unit/prof_shards_idle: not resident with the profiler off). */
+void prof_shards_extent(bool samples, const void **addr, size_t *size);
 void prof_tdatas_lock(void);
 void prof_tdatas_unlock(void);
 extern prof_tdata_t *prof_tdatas_head;     /* by uid (tdatas lock) */
