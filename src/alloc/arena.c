@@ -296,7 +296,10 @@ bool arena_boot(void (*cache_setup)(arena_t *arena)) {
 	} else {
 		extent_huge_ind = 0;
 		extent_oversize = SIZE_MAX;
-		opt_oversize_threshold = 0;
+		/* Stored only when it changes (by default it is 0): the
+		 * store made its page of .bss resident in every process. */
+		if (opt_oversize_threshold != 0)
+			opt_oversize_threshold = 0;
 	}
 	atomic_store(&narenas_total, n);
 	arena_t *a0 = arena_new(0);

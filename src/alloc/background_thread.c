@@ -80,7 +80,11 @@ bool background_thread_boot(void) {
 	atomic_store(&bg_start_pending, opt_background_thread);
 	arena_pages_freed = background_thread_notify;
 	hpa_work_due = background_thread_hpa_due;
-	atomic_store(&hpa_deferral, opt_background_thread);
+	/* Stored only when it changes: hpa_deferral shares a page of .bss
+	 * with nothing else a process writes, and a store of false made it
+	 * resident in every process. */
+	if (atomic_load(&hpa_deferral) != opt_background_thread)
+		atomic_store(&hpa_deferral, opt_background_thread);
 	return false;
 }
 

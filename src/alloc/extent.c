@@ -81,8 +81,11 @@ unsigned extent_dss_get(unsigned ind) {
 	    memory_order_relaxed);
 }
 
+/* Stored only when it changes: arena 0's default, stored at boot, made
+ * the page resident in every process. */
 void extent_dss_set(unsigned ind, unsigned mode) {
-	if (ind < ARENAS_MAX)
+	if (ind < ARENAS_MAX && atomic_load_explicit(&extent_dss_modes[ind],
+	    memory_order_relaxed) != (uint8_t)mode)
 		atomic_store_explicit(&extent_dss_modes[ind], (uint8_t)mode,
 		    memory_order_relaxed);
 }

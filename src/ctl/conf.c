@@ -22,12 +22,26 @@
 
 /* ------------------------------------------------------------- options */
 
+/*
+ * An option variable takes a value only if it differs: conf_boot first
+ * sets every option to its default, which the variable already holds
+ * (they are initialised to them above), and a store of the same bytes
+ * would still make the page it lies on private and resident.  Options sit
+ * beside the profiler's and the endpoint's tables in .bss: storing every
+ * default made 5 pages of them resident in every process.
+ */
+static void conf_store(void *var, const void *val, size_t size) {
+	if (memcmp(var, val, size) != 0)
+		memcpy(var, val, size);
+}
+
 /* Defaults of the option variables, repeated in the table below (a unit
  * test checks that conf_reset_defaults gives these values). */
 bool opt_abort = false;
 bool opt_abort_conf = false;
 bool opt_confirm_conf = false;
-unsigned opt_narenas = 0;
+/* arena_boot writes the number in effect. */
+MP_DATA unsigned opt_narenas = 0;
 unsigned opt_percpu_arena = PERCPU_ARENA_DISABLED;
 bool opt_tcache = true;
 size_t opt_tcache_max = 65536;
@@ -176,10 +190,12 @@ bool opt_junk_free = false;
 
 static void conf_junk_apply(void) {
 	opt_junk = conf_junk_names[conf_junk];
-	opt_junk_alloc = conf_junk == CONF_JUNK_TRUE ||
+	bool on_alloc = conf_junk == CONF_JUNK_TRUE ||
 	    conf_junk == CONF_JUNK_ALLOC;
-	opt_junk_free = conf_junk == CONF_JUNK_TRUE ||
+	bool on_free = conf_junk == CONF_JUNK_TRUE ||
 	    conf_junk == CONF_JUNK_FREE;
+	conf_store(&opt_junk_alloc, &on_alloc, sizeof(on_alloc));
+	conf_store(&opt_junk_free, &on_free, sizeof(on_free));
 	realloc_shortcut_update();
 }
 
@@ -629,13 +645,17 @@ static conf_set_result_t conf_set_value(const conf_opt_t *opt,
 	char *end;
 	switch (opt->type) {
 	case CONF_BOOL:
+	{
+		bool b;
 		if (vlen == 4 && strncmp(v, "true", 4) == 0)
-			*(bool *)opt->var = true;
+			b = true;
 		else if (vlen == 5 && strncmp(v, "false", 5) == 0)
-			*(bool *)opt->var = false;
+			b = false;
 		else
 			return CONF_SET_INVALID;
+		conf_store(opt->var, &b, sizeof(b));
 		break;
+	}
 	case CONF_UNSIGNED:
 	case CONF_SIZE_T: {
 		if (vlen == 0 || vlen >= sizeof(num) || !conf_is_digit(v[0]))
@@ -649,10 +669,13 @@ static conf_set_result_t conf_set_value(const conf_opt_t *opt,
 		if (errno == ERANGE || u < (uintmax_t)opt->min ||
 		    u > (uintmax_t)opt->max)
 			return CONF_SET_RANGE;
-		if (opt->type == CONF_UNSIGNED)
-			*(unsigned *)opt->var = (unsigned)u;
-		else
-			*(size_t *)opt->var = (size_t)u;
+		if (opt->type == CONF_UNSIGNED) {
+			unsigned x = (unsigned)u;
+			conf_store(opt->var, &x, sizeof(x));
+		} else {
+			size_t x = (size_t)u;
+			conf_store(opt->var, &x, sizeof(x));
+		}
 		break;
 	}
 	case CONF_SSIZE_T: {
@@ -668,14 +691,18 @@ static conf_set_result_t conf_set_value(const conf_opt_t *opt,
 			return CONF_SET_INVALID;
 		if (errno == ERANGE || s < opt->min || s > opt->max)
 			return CONF_SET_RANGE;
-		*(ssize_t *)opt->var = (ssize_t)s;
+		ssize_t x = (ssize_t)s;
+		conf_store(opt->var, &x, sizeof(x));
 		break;
 	}
 	case CONF_STRING:
 		if (vlen >= opt->bufsize)
 			return CONF_SET_INVALID;
-		memcpy(opt->var, v, vlen);
-		((char *)opt->var)[vlen] = '\0';
+		if (strncmp(opt->var, v, vlen) != 0 ||
+		    ((char *)opt->var)[vlen] != '\0') {
+			memcpy(opt->var, v, vlen);
+			((char *)opt->var)[vlen] = '\0';
+		}
 		break;
 	case CONF_ENUM: {
 		unsigned i;
@@ -686,7 +713,7 @@ static conf_set_result_t conf_set_value(const conf_opt_t *opt,
 		}
 		if (i == opt->nnames)
 			return CONF_SET_INVALID;
-		*(unsigned *)opt->var = i;
+		conf_store(opt->var, &i, sizeof(i));
 		break;
 	}
 	}
@@ -703,7 +730,7 @@ void conf_reset_defaults(void) {
 		/* A default the parser rejects is a bug in the table. */
 		mp_assert(r == CONF_SET_OK);
 		(void)r;
-		if (opt->given != NULL)
+		if (opt->given != NULL && *opt->given)
 			*opt->given = false;
 	}
 }

@@ -147,11 +147,13 @@ const char *const ctl_gmutex_names[CTL_NGMUTEXES] = {
 	"ctl", "background_thread", "prof", "prof_thds_data", "prof_dump",
 };
 #define CTL_GMUTEX_REG_MAX 96
-static struct {
+/* Written at boot only, by every process: in .data (MP_DATA), not on a
+ * page of .bss of their own. */
+static MP_DATA struct {
 	unsigned which;
 	mp_mutex_t *m;
-} ctl_gmutex_reg[CTL_GMUTEX_REG_MAX];    /* written at boot only */
-static _Atomic unsigned ctl_gmutex_nreg;
+} ctl_gmutex_reg[CTL_GMUTEX_REG_MAX];
+static MP_DATA _Atomic unsigned ctl_gmutex_nreg;
 /* base.c's lock: the library's metadata, which arena 0 (and so the
  * merged arena) carries, as its base statistics (ctl_mtx). */
 static mp_mutex_prof_t ctl_base_mutex_snap;

@@ -91,9 +91,10 @@ static _Atomic unsigned http_port;
 static int http_lfd = -1;
 static int http_body_fd = -1;
 /* The routes (prof_http_boot's arguments): what a request asks for, and
- * its answer. */
-static prof_http_match_fn *http_match;
-static prof_http_serve_fn *http_serve;
+ * its answer.  In .data: every process's boot writes them, and in .bss
+ * they made a page of their own resident. */
+static PROF_DATA prof_http_match_fn *http_match;
+static PROF_DATA prof_http_serve_fn *http_serve;
 
 /*
  * A connection, from accept to close:
@@ -1087,8 +1088,11 @@ MP_WARM bool prof_http_boot(prof_http_match_fn *match, prof_http_serve_fn *serve
 	http_match = match;
 	http_serve = serve;
 	mp_mutex_init(&http_mtx, LOCK_RANK_PROF_HTTP);
-	atomic_store(&http_start_pending, config_prof &&
-	    opt_prof_http[0] != '\0');
+	/* Stored only when it changes: a store of false made the page
+	 * resident in every process. */
+	bool pending = config_prof && opt_prof_http[0] != '\0';
+	if (atomic_load(&http_start_pending) != pending)
+		atomic_store(&http_start_pending, pending);
 	return false;
 }
 

@@ -84,7 +84,10 @@ static size_t recent_bytes, recent_nbts;
 _Atomic ssize_t prof_recent_max;
 
 MP_WARM void prof_recent_boot(void) {
-	atomic_store(&prof_recent_max, opt_prof_recent_alloc_max);
+	/* Stored only when it changes: a store of 0 made its page of .bss
+	 * resident in every process. */
+	if (atomic_load(&prof_recent_max) != opt_prof_recent_alloc_max)
+		atomic_store(&prof_recent_max, opt_prof_recent_alloc_max);
 }
 
 static uint64_t recent_now_ns(void) {

@@ -361,9 +361,9 @@ static bool text_contains(uintptr_t ret) {
  * The table only grows, to OBJS_MAX objects and OBJS_NAMES bytes of
  * names, in static arrays whose pages are touched only as they fill;
  * objects past that are not kept, and their frames print as before.
- * Entries are written once, under objs_lock, then published by objs_n
- * (release); readers take no lock.  A dump asks which entries are
- * unloaded now and which of those its frames point into
+ * Entries are written once, under objs_lock, then published by
+ * objs_tab.n (release); readers take no lock.  A dump asks which entries
+ * are unloaded now and which of those its frames point into
  * (prof_sys_unloaded).
  */
 #define OBJS_MAX 512
@@ -378,8 +378,6 @@ typedef struct {
 	const char *name;              /* NULL: the program, or no room */
 } objs_ent_t;
 
-static objs_ent_t objs[OBJS_MAX];
-static _Atomic unsigned objs_n;
 /* The mappings of recorded objects the loader never unloads (the
  * program, libc, the loader, the vDSO, this library unprefixed:
  * prof_cfi_fixed): a frame inside one needs no lookup, which keeps the
@@ -387,28 +385,48 @@ static _Atomic unsigned objs_n;
  * (_dl_find_object on every frame was 0.65% of bench's midsize at
  * lg_prof_sample:19, by callgrind). */
 #define OBJS_FIXED_MAX 8
-static _Atomic uintptr_t objs_fixed_lo[OBJS_FIXED_MAX];
-static _Atomic uintptr_t objs_fixed_hi[OBJS_FIXED_MAX];
-static _Atomic unsigned objs_fixed_n;
 /* Return addresses found inside a fixed mapping, direct-mapped by hash:
  * a stack seen before costs one compare a frame (the search of the
- * fixed mappings took 30 instructions a frame, 0.4% of midsize).  2 KiB,
- * aligned so as to lie within one page: 1,024 entries spread over three
- * pages (12 KiB resident after a few stacks, 0.4% of a 3 MB process),
- * and only a new stack (gctx) looks here. */
+ * fixed mappings took 30 instructions a frame, 0.4% of midsize).  2 KiB:
+ * 1,024 entries spread over three pages (12 KiB resident after a few
+ * stacks, 0.4% of a 3 MB process), and only a new stack (gctx) looks
+ * here. */
 #define OBJS_SEEN_LG 8
-static _Alignas(2048) _Atomic uintptr_t objs_seen[(size_t)1 << OBJS_SEEN_LG];
+
+/* Bytes of names kept in the table's first page (below). */
+#define OBJS_NAMES_NEAR 512
+
+/*
+ * The table, in one page-aligned block that starts with what a process's
+ * first samples write: the seen cache, the fixed mappings, the counts,
+ * the first names and the first entries (the program, libc, the loader,
+ * the vDSO, this library and a few more: 10 fit), so that they make one
+ * page of .bss private whatever the rest of .bss looks like.  As
+ * separate arrays they fell on two or three pages as soon as an
+ * unrelated variable moved (test/integration/prof_data_pages).
+ */
+static _Alignas(4096) struct {
+	_Atomic uintptr_t seen[(size_t)1 << OBJS_SEEN_LG];
+	_Atomic uintptr_t fixed_lo[OBJS_FIXED_MAX];
+	_Atomic uintptr_t fixed_hi[OBJS_FIXED_MAX];
+	_Atomic unsigned fixed_n;
+	_Atomic unsigned n;              /* entries published */
+	/* Names: the first ones here, the rest in objs_names (objs_lock). */
+	size_t near_len, names_len;
+	char near[OBJS_NAMES_NEAR];
+	objs_ent_t ent[OBJS_MAX];
+} objs_tab;
 static PROF_DATA atomic_flag objs_lock = ATOMIC_FLAG_INIT;
 static char objs_names[OBJS_NAMES];      /* objs_lock */
-static size_t objs_names_len;            /* objs_lock */
 
 #if MP_HAVE_DL_FIND_OBJECT
 /* The entry of (map_lo, lm) among the first n, newest first; or NULL. */
 static const objs_ent_t *objs_find(unsigned n, uintptr_t map_lo,
     const void *lm) {
 	for (unsigned i = n; i-- > 0;) {
-		if (objs[i].map_lo == map_lo && objs[i].lm == lm)
-			return &objs[i];
+		const objs_ent_t *e = &objs_tab.ent[i];
+		if (e->map_lo == map_lo && e->lm == lm)
+			return e;
 	}
 	return NULL;
 }
@@ -473,6 +491,25 @@ static size_t objs_copy_name(const struct link_map *lm, char *dst,
 	return len;
 }
 
+/* A copy of lm's name for the table (objs_lock held), in its first page
+ * while there is room there; NULL if none. */
+static const char *objs_name_copy(const struct link_map *lm) {
+	size_t used = objs_tab.near_len;
+	size_t len = objs_copy_name(lm, objs_tab.near + used,
+	    OBJS_NAMES_NEAR - used);
+	if (len > 0) {
+		objs_tab.near_len = used + len + 1;
+		return objs_tab.near + used;
+	}
+	used = objs_tab.names_len;
+	len = objs_copy_name(lm, objs_names + used, OBJS_NAMES - used);
+	if (len > 0) {
+		objs_tab.names_len = used + len + 1;
+		return objs_names + used;
+	}
+	return NULL;
+}
+
 /* Add the object d names, unless another thread just did.  Skipped
  * while another add runs (false then: the next sample of the stack adds
  * it): a walk in a signal handler must not wait for the add it
@@ -482,28 +519,28 @@ static bool objs_add(const struct dl_find_object *d) {
 	if (atomic_flag_test_and_set_explicit(&objs_lock,
 	    memory_order_acquire))
 		return false;
-	unsigned n = atomic_load_explicit(&objs_n, memory_order_relaxed);
+	unsigned n = atomic_load_explicit(&objs_tab.n, memory_order_relaxed);
 	if (n < OBJS_MAX && objs_find(n, lo, d->dlfo_link_map) == NULL) {
-		objs_ent_t *e = &objs[n];
+		objs_ent_t *e = &objs_tab.ent[n];
 		memset(e, 0, sizeof(*e));
 		e->map_lo = lo;
 		e->lm = d->dlfo_link_map;
 		objs_segments(e, lo, (uintptr_t)d->dlfo_map_end);
-		size_t len = objs_copy_name(d->dlfo_link_map,
-		    objs_names + objs_names_len, OBJS_NAMES - objs_names_len);
-		if (len > 0) {
-			e->name = objs_names + objs_names_len;
-			objs_names_len += len + 1;
-		}
-		atomic_store_explicit(&objs_n, n + 1, memory_order_release);
-		unsigned f = atomic_load_explicit(&objs_fixed_n,
+		/* A name is read only once its object is unloaded, which a
+		 * fixed one never is: a process that loads nothing at run
+		 * time writes no names (nor their page). */
+		bool fixed = prof_cfi_fixed(lo);
+		if (!fixed)
+			e->name = objs_name_copy(d->dlfo_link_map);
+		atomic_store_explicit(&objs_tab.n, n + 1, memory_order_release);
+		unsigned f = atomic_load_explicit(&objs_tab.fixed_n,
 		    memory_order_relaxed);
-		if (f < OBJS_FIXED_MAX && prof_cfi_fixed(lo)) {
-			atomic_store_explicit(&objs_fixed_lo[f], lo,
+		if (f < OBJS_FIXED_MAX && fixed) {
+			atomic_store_explicit(&objs_tab.fixed_lo[f], lo,
 			    memory_order_relaxed);
-			atomic_store_explicit(&objs_fixed_hi[f],
+			atomic_store_explicit(&objs_tab.fixed_hi[f],
 			    (uintptr_t)d->dlfo_map_end, memory_order_relaxed);
-			atomic_store_explicit(&objs_fixed_n, f + 1,
+			atomic_store_explicit(&objs_tab.fixed_n, f + 1,
 			    memory_order_release);
 		}
 	}
@@ -517,7 +554,8 @@ static bool objs_note(void *const *vec, unsigned nframes) {
 	bool done = true;
 	uintptr_t last_lo = 0;
 	const void *last_lm = NULL;
-	unsigned nf = atomic_load_explicit(&objs_fixed_n, memory_order_acquire);
+	unsigned nf = atomic_load_explicit(&objs_tab.fixed_n,
+	    memory_order_acquire);
 	/* The fixed mapping of the previous frame: most frames are in the
 	 * same object as the one before. */
 	uintptr_t flo = 0, fhi = 0;
@@ -525,19 +563,19 @@ static bool objs_note(void *const *vec, unsigned nframes) {
 		uintptr_t a = (uintptr_t)vec[i] - 1;
 		size_t h = (size_t)((a * UINT64_C(0x9e3779b97f4a7c15)) >>
 		    (64 - OBJS_SEEN_LG));
-		if (atomic_load_explicit(&objs_seen[h], memory_order_relaxed)
-		    == a)
+		if (atomic_load_explicit(&objs_tab.seen[h],
+		    memory_order_relaxed) == a)
 			continue;
 		bool fixed = a - flo < fhi - flo;
 		for (unsigned k = 0; k < nf && !fixed; k++) {
-			flo = atomic_load_explicit(&objs_fixed_lo[k],
+			flo = atomic_load_explicit(&objs_tab.fixed_lo[k],
 			    memory_order_relaxed);
-			fhi = atomic_load_explicit(&objs_fixed_hi[k],
+			fhi = atomic_load_explicit(&objs_tab.fixed_hi[k],
 			    memory_order_relaxed);
 			fixed = a - flo < fhi - flo;
 		}
 		if (fixed) {
-			atomic_store_explicit(&objs_seen[h], a,
+			atomic_store_explicit(&objs_tab.seen[h], a,
 			    memory_order_relaxed);
 			continue;
 		}
@@ -549,7 +587,7 @@ static bool objs_note(void *const *vec, unsigned nframes) {
 			continue;
 		last_lo = lo;
 		last_lm = d.dlfo_link_map;
-		unsigned n = atomic_load_explicit(&objs_n,
+		unsigned n = atomic_load_explicit(&objs_tab.n,
 		    memory_order_acquire);
 		if (objs_find(n, lo, d.dlfo_link_map) == NULL && n < OBJS_MAX &&
 		    !objs_add(&d))
@@ -599,16 +637,16 @@ static bool snap_points_into(const dump_snap_t *s, uintptr_t lo,
 
 size_t prof_sys_unloaded(const dump_snap_t *s, prof_sys_unloaded_t *out,
     size_t max) {
-	unsigned n = atomic_load_explicit(&objs_n, memory_order_acquire);
+	unsigned n = atomic_load_explicit(&objs_tab.n, memory_order_acquire);
 	size_t k = 0;
 	for (unsigned i = 0; i < n && k < max; i++) {
-		const objs_ent_t *e = &objs[i];
+		const objs_ent_t *e = &objs_tab.ent[i];
 		if (e->name == NULL || !objs_unloaded(e))
 			continue;
 		/* A newer entry at the same address speaks for it. */
 		bool newer = false;
 		for (unsigned j = i + 1; j < n && !newer; j++)
-			newer = objs[j].map_lo == e->map_lo;
+			newer = objs_tab.ent[j].map_lo == e->map_lo;
 		for (unsigned g = 0; !newer && g < e->nsegs && k < max; g++) {
 			if (!snap_points_into(s, e->seg_lo[g], e->seg_hi[g]))
 				continue;

@@ -25,6 +25,7 @@
  * the two readings and their own.
  */
 #include "../test_util.h"
+#include "../lib_data.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -32,103 +33,6 @@
 #include <pthread.h>
 
 #define DATA_PAGES_MAX 2
-
-static char smaps_buf[1 << 20];
-/* The counted mappings of the last reading, for the failure message. */
-#define RANGES_MAX 4
-static unsigned long range_lo[RANGES_MAX], range_hi[RANGES_MAX];
-static int nranges;
-
-/* The Anonymous kB of the library's writable mappings: those of its file
- * with write permission and the anonymous one that directly follows
- * them (.bss past the file's end). */
-static long lib_data_anon_kb(const char *lib) {
-	int fd = open("/proc/self/smaps", O_RDONLY);
-	assert_true(fd >= 0);
-	size_t len = 0;
-	ssize_t n;
-	while (len < sizeof(smaps_buf) - 1 &&
-	    (n = read(fd, smaps_buf + len, sizeof(smaps_buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	assert_true(len < sizeof(smaps_buf) - 1);
-	smaps_buf[len] = '\0';
-	long kb = 0;
-	nranges = 0;
-	bool in = false;            /* counting the current mapping */
-	bool prev_lib_rw = false;   /* the previous mapping was ours, rw */
-	unsigned long prev_end = 0;
-	int found = 0;
-	for (char *line = smaps_buf, *next; *line != '\0'; line = next) {
-		next = strchr(line, '\n');
-		if (next == NULL)
-			next = line + strlen(line);
-		else
-			*next++ = '\0';
-		unsigned long lo, hi;
-		char perm[8];
-		int path_at = 0;
-		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perm,
-		    &path_at) == 3 && path_at > 0) {
-			const char *path = line + path_at;
-			bool ours = strcmp(path, lib) == 0;
-			bool rw = perm[0] == 'r' && perm[1] == 'w';
-			in = rw && (ours || (prev_lib_rw && *path == '\0' &&
-			    lo == prev_end));
-			found += in;
-			if (in && nranges < RANGES_MAX) {
-				range_lo[nranges] = lo;
-				range_hi[nranges++] = hi;
-			}
-			prev_lib_rw = ours && rw;
-			prev_end = hi;
-			continue;
-		}
-		long v;
-		if (in && sscanf(line, "Anonymous: %ld kB", &v) == 1)
-			kb += v;
-	}
-	MP_ASSERT(found >= 2, "%d writable mappings of %s", found, lib);
-	return kb;
-}
-
-/* Which pages of the counted mappings are private anonymous ones
- * (/proc/self/pagemap: present, not file-backed or shared), one byte a
- * page; they tell a failure which variables' pages became private. */
-#define PAGES_MAX 4096
-static unsigned char anon_before[PAGES_MAX], anon_after[PAGES_MAX];
-
-static void lib_data_anon_pages(unsigned char *anon) {
-	memset(anon, 0, PAGES_MAX);
-	int fd = open("/proc/self/pagemap", O_RDONLY);
-	if (fd < 0)
-		return;
-	size_t page = mp_page_size(), k = 0;
-	for (int r = 0; r < nranges; r++) {
-		for (unsigned long a = range_lo[r]; a < range_hi[r] &&
-		    k < PAGES_MAX; a += page, k++) {
-			uint64_t e = 0;
-			if (pread(fd, &e, sizeof(e), (off_t)(a / page *
-			    sizeof(e))) == (ssize_t)sizeof(e))
-				anon[k] = (e >> 63 & 1) && !(e >> 61 & 1);
-		}
-	}
-	close(fd);
-}
-
-/* Prints the pages that became private, as offsets in the library (nm
- * names what lies there). */
-static void print_new_pages(uintptr_t base) {
-	size_t page = mp_page_size(), k = 0;
-	for (int r = 0; r < nranges; r++) {
-		for (unsigned long a = range_lo[r]; a < range_hi[r] &&
-		    k < PAGES_MAX; a += page, k++) {
-			if (anon_after[k] && !anon_before[k])
-				printf("# now private: library offset %#lx\n",
-				    (unsigned long)(a - base));
-		}
-	}
-}
 
 void *pages_site(size_t n);
 
@@ -193,16 +97,16 @@ static void test_samples_write_few_data_pages(void **state) {
 	}
 	bool on = true;
 	MALLCTL_WRITE("prof.active", on);
-	long before = lib_data_anon_kb(lib);
-	lib_data_anon_pages(anon_before);
+	long before = mp_lib_data_anon_kb(lib);
+	mp_lib_data_anon_pages(mp_anon_before);
 	take_samples();
 	assert_int_equal(pthread_create(&t, NULL, thread_samples, NULL), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
-	long after = lib_data_anon_kb(lib);
-	lib_data_anon_pages(anon_after);
+	long after = mp_lib_data_anon_kb(lib);
+	mp_lib_data_anon_pages(mp_anon_after);
 	long page_kb = (long)(mp_page_size() / 1024);
 	if (after - before > DATA_PAGES_MAX * page_kb)
-		print_new_pages((uintptr_t)info.dli_fbase);
+		mp_lib_data_print_new_pages((uintptr_t)info.dli_fbase);
 	MP_ASSERT(after - before <= DATA_PAGES_MAX * page_kb,
 	    "samples made %ld KiB of the library's data private (%ld -> %ld),"
 	    " at most %d pages expected", after - before, before, after,

@@ -44,6 +44,10 @@ static const bool config_prof = MP_CONFIG_PROF;
  * code around each page it runs, so one such call in a cold file made its
  * whole window resident (doc/performance.md, Peak RSS round 7). */
 #define MP_WARM __attribute__((section(".text.startup.mp_warm")))
+/* A small variable that every process writes at boot: in the library's
+ * .data, whose pages the loader writes anyway, not on a page of .bss that
+ * only it would make resident (prof.h's PROF_DATA is the profiler's). */
+#define MP_DATA __attribute__((section(".data.mp_boot")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
