@@ -57,6 +57,10 @@ static void active_grew(size_t pages) {
 		mp_tsd.prof_gdump_pending = total;
 }
 
+size_t arena_pactive_total(void) {
+	return atomic_load_explicit(&arenas_pactive, memory_order_relaxed);
+}
+
 /* A hook rather than a call so that arena.c does not depend on the
  * background thread (which depends on it): the thread sets it at boot.
  * Never NULL, so the free paths that reach it pay no test; the cost is
@@ -423,9 +427,12 @@ static void large_unlink(arena_t *arena, extent_t *e) {
 
 /* (Re)start an empty slab as a slab of class ind, regions untouched
  * (every region free; the remote map is empty once a slab is).
- * Every page maps to it with the class tag, so that an interior pointer
- * finds the slab and realloc finds the class.  The leaves exist already
- * (the mapping prepared them). */
+ * class_tag: every page maps to it with the class tag, so that an
+ * interior pointer finds the slab and realloc finds the class (the
+ * leaves exist already: the mapping prepared them).  Else (the
+ * prof_cache's slabs) the pages map to it untagged whatever its class:
+ * arena_slab_alloc sets them once, and a kept slab set up again for
+ * another class leaves them as they are. */
 void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag) {
 	slab->szind = (uint8_t)ind;
 	slab->usize = (uint32_t)sz_index2size(ind);
@@ -445,8 +452,6 @@ void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag) {
 	}
 	if (class_tag)
 		pagemap_set_class(slab->addr, slab->size, slab);
-	else
-		pagemap_set_range(slab->addr, slab->size, slab);
 }
 
 extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
@@ -485,6 +490,8 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
 		atomic_store_explicit(&slab->remote_bits[w], 0,
 		    memory_order_relaxed);
 	arena_slab_init(slab, ind, class_tag);
+	if (!class_tag)
+		pagemap_set_range(slab->addr, slab->size, slab);
 	return slab;
 }
 

@@ -9,7 +9,12 @@
  * own sets up the smallest class's again (samples are per byte: a class
  * of bigger objects is sampled again sooner; it was the slab kept last,
  * so the class sampled last lost its slab at every miss: churn set one
- * up again for 1,003 of 1,624 samples, now 690 of 1,631).
+ * up again for 1,003 of 1,624 samples, now 690 of 1,631).  In a big heap
+ * the byte cap is a share of the heap (PROF_CACHE_EMPTY_LG_SHARE), so
+ * that many samples live at once, their number going up and down, take
+ * the slabs their predecessors left rather than the arena's (brief
+ * pslab: midsize sent 777 of 1,013 small samples' slabs to the arena and
+ * back with 16 KiB).
  *
  * Their lock is the cache's own lite lock, not arena 0's shared_mtx.
  *
@@ -85,6 +90,14 @@ static void test_two_live_samples_keep_slabs(void **state) {
 	}
 }
 
+/* What the prof_cache may keep now: the larger of the fixed floor and the
+ * heap's share (slab.c, slab_prof_keep). */
+static size_t keep_cap(void) {
+	size_t share = (arena_pactive_total() << LG_PAGE) >>
+	    PROF_CACHE_EMPTY_LG_SHARE;
+	return share > PROF_CACHE_EMPTY_BYTES ? share : PROF_CACHE_EMPTY_BYTES;
+}
+
 /* Samples in many classes, some of multi-page slabs, all freed: what the
  * cache keeps stays within both caps, and no empty slab stays current. */
 static void test_kept_slabs_capped(void **state) {
@@ -108,7 +121,9 @@ static void test_kept_slabs_capped(void **state) {
 		slab_bytes += e->size;
 	}
 	/* More than the cap was in use, so the cap is what limits. */
-	assert_true(slab_bytes > PROF_CACHE_EMPTY_BYTES);
+	size_t cap = keep_cap();
+	MP_ASSERT(slab_bytes > cap, "%zu bytes of slabs, cap %zu", slab_bytes,
+	    cap);
 	for (size_t i = 0; i < MP_ARRAY_SIZE(sizes); i++)
 		free(p[i]);
 	mp_mutex_lite_lock(&a0->prof_cache_mtx);
@@ -126,7 +141,7 @@ static void test_kept_slabs_capped(void **state) {
 	uint32_t nempty = pc->nempty;
 	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
 	MP_ASSERT(n == nempty && n >= 2 && n <= PROF_CACHE_EMPTY_SLABS_MAX &&
-	    bytes <= PROF_CACHE_EMPTY_BYTES && empty_current == 0,
+	    bytes <= cap && empty_current == 0,
 	    "the prof_cache keeps %u slabs (count %u) of %zu bytes, %u empty "
 	    "current ones", n, (unsigned)nempty, bytes, empty_current);
 	/* The arena's decay gives them all back. */
@@ -189,6 +204,96 @@ static void test_smallest_class_set_up_again(void **state) {
 	free(q);
 }
 
+static uint64_t arena_slabs_made(arena_t *arena) {
+	mp_mutex_lock(&arena->mtx);
+	uint64_t n = arena->stats.slabs_total;
+	mp_mutex_unlock(&arena->mtx);
+	return n;
+}
+
+/* A big heap's samples: SWING samples of a class of one region a
+ * one-page slab (4 KiB) live at once, then freed one by one, round after
+ * round.  With a heap of SWING pages << PROF_CACHE_EMPTY_LG_SHARE the
+ * cache keeps every slab the last round emptied, and later rounds take
+ * no slab from the arena (with the fixed 16 KiB it kept 4 and set up
+ * SWING - 4 from the arena every round); what it keeps stays within the
+ * heap's share, and shrinks with the heap. */
+#define SWING 12
+#define SWING_ROUNDS 10
+static void test_big_heap_keeps_swings(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	arena_t *a0 = arena_get(0, false);
+	tcache_t *pc = &a0->prof_cache;
+	unsigned ind = sz_size2index(4096);
+	assert_int_equal(sz_prof_slab_size[ind], PAGE);
+	assert_true(SWING * PAGE > PROF_CACHE_EMPTY_BYTES &&
+	    SWING <= PROF_CACHE_EMPTY_SLABS_MAX);
+	/* The heap, never touched (its pages are not resident). */
+	size_t heap = ((size_t)SWING * PAGE) << PROF_CACHE_EMPTY_LG_SHARE;
+	void *big = LAUNDER(malloc(heap));
+	assert_non_null(big);
+	MP_ASSERT(keep_cap() >= SWING * PAGE, "a heap of %zu pages keeps %zu "
+	    "bytes", arena_pactive_total(), keep_cap());
+	prof_reset(0);
+	free(LAUNDER(malloc(64)));  /* the next event redraws the wait */
+	tcache_arena_decay(a0, false);     /* no kept slab to start with */
+	uint64_t made = 0;
+	for (int r = 0; r < SWING_ROUNDS; r++) {
+		void *p[SWING];
+		if (r == 1)
+			made = arena_slabs_made(a0);
+		for (int i = 0; i < SWING; i++) {
+			p[i] = LAUNDER(malloc(4096));
+			assert_non_null(p[i]);
+			extent_t *e = pagemap_lookup(p[i]);
+			MP_ASSERT(slab_owner(e) == pc && e->nregs == 1,
+			    "round %d: sample %p not alone in a prof_cache "
+			    "slab", r, p[i]);
+		}
+		for (int i = 0; i < SWING; i++)
+			free(p[i]);
+	}
+	uint64_t more = arena_slabs_made(a0) - made;
+	mp_mutex_lite_lock(&a0->prof_cache_mtx);
+	uint32_t nempty = pc->nempty, pages = pc->empty_pages;
+	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
+	MP_ASSERT(more == 0, "%d rounds of %d samples took %llu slabs from "
+	    "the arena after the first", SWING_ROUNDS - 1, SWING,
+	    (unsigned long long)more);
+	MP_ASSERT(nempty == SWING && pages == SWING &&
+	    (size_t)pages * PAGE <= keep_cap(), "the prof_cache keeps %u "
+	    "slabs of %u pages, cap %zu bytes", (unsigned)nempty,
+	    (unsigned)pages, keep_cap());
+	/* The heap gone, the next sample's free gives the slabs kept longest
+	 * back, down to the floor, and keeps its own. */
+	free(big);
+	void *q = LAUNDER(malloc(4096));
+	assert_non_null(q);
+	extent_t *eq = pagemap_lookup(q);
+	assert_ptr_equal(slab_owner(eq), pc);
+	free(q);
+	mp_mutex_lite_lock(&a0->prof_cache_mtx);
+	nempty = pc->nempty;
+	pages = pc->empty_pages;
+	bool kept = on_empty_list(pc, eq);
+	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
+	MP_ASSERT(kept && (size_t)pages * PAGE <= keep_cap() &&
+	    nempty == pages, "the heap freed, the prof_cache keeps %u slabs "
+	    "of %u pages (cap %zu bytes), the last one %s", (unsigned)nempty,
+	    (unsigned)pages, keep_cap(), kept ? "among them" : "not");
+	prof_reset(opt_lg_prof_sample);
+	/* The arena's decay gives the slabs back. */
+	tcache_arena_decay(a0, false);
+	mp_mutex_lite_lock(&a0->prof_cache_mtx);
+	nempty = pc->nempty;
+	pages = pc->empty_pages;
+	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
+	assert_int_equal(nempty, 0);
+	assert_int_equal(pages, 0);
+}
+
 /* A sampled small region's allocation and free take the cache's own
  * lite lock, never arena 0's shared_mtx (the shared cache's glibc mutex,
  * 76 instructions a round trip, that they took before): its count of
@@ -229,6 +334,8 @@ int main(void) {
 		cmocka_unit_test_teardown(test_smallest_class_set_up_again,
 		    teardown),
 		cmocka_unit_test_teardown(test_samples_leave_shared_mtx_alone,
+		    teardown),
+		cmocka_unit_test_teardown(test_big_heap_keeps_swings,
 		    teardown),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -532,6 +532,9 @@ extent_t *arena_slab_alloc(arena_t *arena, unsigned ind, size_t size,
     bool class_tag);
 void arena_slab_init(extent_t *slab, unsigned ind, bool class_tag);
 void arena_slab_dalloc(arena_t *arena, extent_t *slab);
+/* Pages of slabs and large blocks all arenas have out (the prof_cache
+ * keeps empty slabs in proportion, slab.c). */
+size_t arena_pactive_total(void);
 /* Large blocks. usize is a large size class, align a power of two. */
 /* cache_oblivious: a block aligned below a page starts a random number of
  * cache lines into an extent a page longer (arena.c; conf.c sets it). */

@@ -84,14 +84,21 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define TCACHE_LARGE_SLOTS 8            /* cached blocks per large class */
 #define TCACHE_EMPTY_SLABS_MAX 4        /* empty slabs a thread keeps */
 /* Empty slabs arena 0's prof_cache keeps, for any class whose slab is as
- * big, within a byte cap: samples are rare, so a slab per class touched,
- * kept for the next one, would be the profiler's largest fixed cost (a
- * page or more per class: 16 slabs, 64 KiB, in a process of 3 MB).  One
- * was too few: with two samples live at times, the second slab went to
- * the arena and came back for nearly every sample (churn: 422 slabs
- * taken from the arena over 1,623 samples, ~700 instructions each). */
-#define PROF_CACHE_EMPTY_SLABS_MAX 4
+ * big: up to PROF_CACHE_EMPTY_SLABS_MAX slabs of at most the larger of
+ * PROF_CACHE_EMPTY_BYTES and the arenas' active bytes >>
+ * PROF_CACHE_EMPTY_LG_SHARE (slab.c, slab_prof_keep).  Samples are rare,
+ * so a slab per class touched, kept for the next one, would be a small
+ * program's largest fixed cost of the profiler (16 slabs, 64 KiB, in a
+ * process of 3 MB): 16 KiB whatever the heap.  But a big heap has many
+ * samples live, in slabs of one to five pages, and the number live moves
+ * up and down by several: with 16 KiB, midsize (150 MiB) sent 777 of
+ * 1,013 small samples' slabs to the arena and back, ~1,900 instructions
+ * each.  A share of the heap (0.1%) keeps most of those swings' slabs;
+ * the slabs kept longest make room for a new one, so that what is kept
+ * shrinks with the heap. */
+#define PROF_CACHE_EMPTY_SLABS_MAX 32
 #define PROF_CACHE_EMPTY_BYTES ((size_t)16 << 10)
+#define PROF_CACHE_EMPTY_LG_SHARE 10
 /* Pointers a thread's cache bin holds per small class: 32 KiB worth,
  * within these bounds (cache_bin_t): the defaults of
  * tcache_nslots_small_min / _max (tcache.c). */
@@ -390,6 +397,7 @@ struct tcache_s {
 	_Atomic(extent_t *) inbox;       /* full slabs that got remote frees */
 	extent_t *empty;                 /* empty slabs kept (list via next) */
 	uint32_t nempty;
+	uint32_t empty_pages;            /* their pages (in nempty's padding) */
 	tcache_large_t large[TCACHE_NLARGE];
 	size_t large_bytes;              /* bytes cached in `large` */
 	arena_t *arena;
