@@ -925,9 +925,10 @@ void tcache_arena_shared_flush(arena_t *arena) {
 
 void tcache_arena_decay(arena_t *arena, bool force) {
 	tcache_arena_shared_flush(arena);
-	/* Emptied prof_cache slabs retire as they empty, past the few it
-	 * keeps (PROF_CACHE_EMPTY_SLABS_MAX, PROF_CACHE_EMPTY_BYTES); this
-	 * returns those. */
+	/* Emptied prof_cache slabs retire as they empty, past those it
+	 * keeps (slab.c's slab_prof_keep: PROF_CACHE_EMPTY_SLABS_MAX, and
+	 * PROF_CACHE_EMPTY_BYTES or a share of the heap); this returns those
+	 * too. */
 	mp_mutex_lite_lock(&arena->prof_cache_mtx);
 	tcache_flush(&arena->prof_cache);
 	mp_mutex_lite_unlock(&arena->prof_cache_mtx);
