@@ -3,9 +3,11 @@
  * .bss after it) a process has made private, read from /proc/self/smaps
  * and /proc/self/pagemap, for the tests that bound it: what the
  * profiler's samples write (integration/prof_data_pages) and what every
- * process's boot writes (integration/boot_data_pages).  smaps is read
- * with open/read into a static buffer: no allocation between a reading
- * and the code it measures.  Include after test_util.h.
+ * process's boot writes (integration/boot_data_pages), and whether a
+ * table a process should not have touched is resident (unit/
+ * prof_shards_idle, unit/http_conns_idle).  smaps is read with open/read
+ * into a static buffer: no allocation between a reading and the code it
+ * measures.  Include after test_util.h.
  */
 #ifndef MALLOC_PROF_TEST_LIB_DATA_H
 #define MALLOC_PROF_TEST_LIB_DATA_H
@@ -111,5 +113,30 @@ static MP_UNUSED void mp_lib_data_print_new_pages(uintptr_t base) {
 	}
 }
 
+/* How many whole pages of [addr, addr + size) are present
+ * (/proc/self/pagemap), of *pages; -1: unknown. */
+static MP_UNUSED int mp_pages_present(const void *addr, size_t size,
+    unsigned *pages) {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)addr + page - 1) & ~(uintptr_t)(page - 1);
+	uintptr_t hi = ((uintptr_t)addr + size) & ~(uintptr_t)(page - 1);
+	*pages = 0;
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	if (pm < 0)
+		return -1;
+	int present = 0;
+	for (uintptr_t p = lo; p < hi; p += page) {
+		uint64_t e = 0;
+		if (pread(pm, &e, sizeof(e), (off_t)(p / page * sizeof(e))) !=
+		    (ssize_t)sizeof(e)) {
+			close(pm);
+			return -1;
+		}
+		(*pages)++;
+		present += (int)(e >> 63);
+	}
+	close(pm);
+	return present;
+}
 
 #endif /* MALLOC_PROF_TEST_LIB_DATA_H */

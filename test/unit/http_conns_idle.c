@@ -9,10 +9,9 @@
  * the endpoint is off.
  */
 #include "../test_util.h"
+#include "../lib_data.h"
 
 #include "malloc_prof/internal/internal.h"
-
-#include <fcntl.h>
 
 static void test_table_not_resident(void **state) {
 	(void)state;
@@ -26,24 +25,13 @@ static void test_table_not_resident(void **state) {
 	const void *addr;
 	size_t size;
 	prof_http_conns_extent(&addr, &size);
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	uintptr_t lo = ((uintptr_t)addr + page - 1) & ~(uintptr_t)(page - 1);
-	uintptr_t hi = ((uintptr_t)addr + size) & ~(uintptr_t)(page - 1);
-	if (hi <= lo)
-		MP_SKIP("the table spans no whole page (%zu bytes)", size);
-	int pm = open("/proc/self/pagemap", O_RDONLY);
-	if (pm < 0)
+	unsigned pages;
+	int present = mp_pages_present(addr, size, &pages);
+	if (present < 0)
 		MP_SKIP("cannot read /proc/self/pagemap");
-	unsigned present = 0, pages = 0;
-	for (uintptr_t p = lo; p < hi; p += page) {
-		uint64_t e = 0;
-		assert_int_equal(pread(pm, &e, sizeof(e),
-		    (off_t)(p / page * sizeof(e))), (ssize_t)sizeof(e));
-		pages++;
-		present += (unsigned)(e >> 63);
-	}
-	close(pm);
-	MP_ASSERT(present == 0, "%u of the connection table's %u whole pages "
+	if (pages == 0)
+		MP_SKIP("the table spans no whole page (%zu bytes)", size);
+	MP_ASSERT(present == 0, "%d of the connection table's %u whole pages "
 	    "are resident in a process without the endpoint", present, pages);
 }
 

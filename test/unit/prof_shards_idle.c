@@ -11,35 +11,11 @@
  * the profiler is off.
  */
 #include "../test_util.h"
+#include "../lib_data.h"
 
 #include "malloc_prof/internal/internal.h"
 
-#include <fcntl.h>
 #include <sys/wait.h>
-
-/* Whole pages of [addr, addr + size) present, of *pages; -1: unknown. */
-static int pages_present(const void *addr, size_t size, unsigned *pages) {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	uintptr_t lo = ((uintptr_t)addr + page - 1) & ~(uintptr_t)(page - 1);
-	uintptr_t hi = ((uintptr_t)addr + size) & ~(uintptr_t)(page - 1);
-	*pages = 0;
-	int pm = open("/proc/self/pagemap", O_RDONLY);
-	if (pm < 0)
-		return -1;
-	int present = 0;
-	for (uintptr_t p = lo; p < hi; p += page) {
-		uint64_t e = 0;
-		if (pread(pm, &e, sizeof(e), (off_t)(p / page * sizeof(e))) !=
-		    (ssize_t)sizeof(e)) {
-			close(pm);
-			return -1;
-		}
-		(*pages)++;
-		present += (int)(e >> 63);
-	}
-	close(pm);
-	return present;
-}
 
 static void test_shards_not_resident(void **state) {
 	(void)state;
@@ -63,7 +39,7 @@ static void test_shards_not_resident(void **state) {
 		size_t size;
 		unsigned pages;
 		prof_shards_extent(samples, &addr, &size);
-		int present = pages_present(addr, size, &pages);
+		int present = mp_pages_present(addr, size, &pages);
 		if (present < 0)
 			MP_SKIP("cannot read /proc/self/pagemap");
 		assert_true(pages >= 2);
