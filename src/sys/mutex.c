@@ -3,7 +3,7 @@
  * library.  Every lock has a rank (lock_rank_t, types.h, lists them in
  * the order they may be taken); debug builds check the order.  A "lite"
  * lock is a futex word instead of glibc's mutex, for the locks taken on
- * every profiler sample.
+ * every profiler sample; a waiter spins briefly before it blocks.
  */
 #include "malloc_prof/internal/internal.h"
 #include <linux/futex.h>
