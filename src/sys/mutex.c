@@ -77,7 +77,7 @@ static inline bool mutex_lite_try(mp_mutex_t *m) {
  * finds it free again within a microsecond, while blocking costs the
  * waiter's FUTEX_WAIT and, because the word then stays 2, the next
  * holder's FUTEX_WAKE.  Without the spin, bench's xthread with profiling
- * active made ~5,000 futex calls (~100 without profiling), four fifths
+ * active made ~5,000 futex calls (~50 without profiling), four fifths
  * of them on arena 0's prof_cache_mtx (doc/performance.md, "Profiling in
  * threaded workloads: pxthr").  The bound keeps a waiter whose holder
  * was preempted from burning more than a few microseconds; jemalloc's
