@@ -280,8 +280,8 @@ static void wait_scale_fill(void) {
  * they stay zero, nothing is ever sampled into them, and every function
  * that would lock or walk them for a reader (dumps, snapshots, prof.reset,
  * fork) returns first: there is nothing to lock and nothing to visit.
- * Their locks are registered with ctl either way (stats.mutexes.prof
- * reads zero counters).
+ * Their locks are registered with ctl only then (stats.mutexes.prof reads
+ * each registered lock under it: off, it reads zeros).
  */
 static bool shards_ready(void) {
 	return opt_prof;
@@ -295,9 +295,6 @@ void prof_shards_extent(bool samples, const void **addr, size_t *size) {
 
 MP_WARM bool prof_boot(void) {
 	mp_mutex_init(&tdatas_mtx, LOCK_RANK_PROF_TDATAS);
-	/* jemalloc's "prof" lock guards its backtrace table. */
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
-		ctl_mutex_register("prof", &gctx_shards[i].mtx);
 	ctl_mutex_register("prof_thds_data", &tdatas_mtx);
 	if (!config_prof)
 		opt_prof = false;
@@ -323,6 +320,9 @@ MP_WARM bool prof_boot(void) {
 			mp_mutex_init_lite(&gctx_shards[i].mtx,
 			    LOCK_RANK_PROF_GCTX);
 			buckets_init(&gctx_shards[i].chains);
+			/* jemalloc's "prof" lock guards its backtrace
+			 * table. */
+			ctl_mutex_register("prof", &gctx_shards[i].mtx);
 		}
 		for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
 			mp_mutex_init_lite(&sample_shards[i].mtx,

@@ -73,6 +73,8 @@ static void *sampler(void *arg) {
 
 static void test_records_come_back(void **state) {
 	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
 	uint64_t made[2] = {0, 0};
 	pthread_t f, s;
 	/* The freer first: its own records come from its first frees. */
