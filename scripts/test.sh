@@ -19,6 +19,9 @@ mp_install_deps build-essential autoconf automake libtool pkg-config \
 # jeprof (with perl) for test/integration/prof_jeprof.sh, which skips
 # without it.
 mp_try_install_deps libjemalloc-dev
+# ld.lld for test/bin/cfi_chain.sh's case of a program whose segments lie
+# apart (Rust's linker's layout), which skips without it.
+mp_try_install_deps lld
 # go tool pprof for test/integration/prof_pprof_fd, which skips without it
 # (apt-get install golang-go takes about 10 s).
 mp_try_install_deps golang-go

@@ -1011,6 +1011,58 @@ static bool obj_phdrs(uintptr_t lo, uintptr_t hi, const ElfW(Phdr) **php,
 	return true;
 }
 
+/* The main program's program headers and load bias, from the auxiliary
+ * vector (its PT_PHDR gives the bias); true if they are not there. */
+static bool obj_main_phdrs(const ElfW(Phdr) **php, unsigned *nump,
+    uintptr_t *biasp) {
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+	unsigned n = (unsigned)getauxval(AT_PHNUM);
+	for (unsigned i = 0; ph != NULL && i < n; i++) {
+		if (ph[i].p_type == PT_PHDR) {
+			*php = ph;
+			*nump = n;
+			*biasp = (uintptr_t)ph - (uintptr_t)ph[i].p_vaddr;
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The program headers and load bias of d, the object _dl_find_object
+ * found for address a: from the ELF header at the start of its mapping,
+ * or, when no ELF header is there and a lies in a segment of the main
+ * program, from the auxiliary vector.  glibc gives the main program's
+ * mapping from its first executable segment on, and LLD (Rust's linker)
+ * puts the program's .rodata, .eh_frame_hdr and .eh_frame in a read-only
+ * segment before .text: the table lay outside the mapping, every row of
+ * the program was NOT_FOUND, and the walk followed stale rbp values
+ * through the frames that keep none (test/bin/cfi_chain.sh's LLD case).
+ * true if neither.
+ */
+static bool obj_phdrs_of(const struct dl_find_object *d, uintptr_t a,
+    const ElfW(Phdr) **php, unsigned *nump, uintptr_t *biasp) {
+	if (!obj_phdrs((uintptr_t)d->dlfo_map_start,
+	    (uintptr_t)d->dlfo_map_end, php, nump, biasp))
+		return false;
+	const ElfW(Phdr) *ph;
+	unsigned n;
+	uintptr_t bias;
+	if (obj_main_phdrs(&ph, &n, &bias))
+		return true;
+	for (unsigned i = 0; i < n; i++) {
+		uintptr_t s = bias + (uintptr_t)ph[i].p_vaddr;
+		if (ph[i].p_type == PT_LOAD && s <= a &&
+		    a - s < (uintptr_t)ph[i].p_memsz) {
+			*php = ph;
+			*nump = n;
+			*biasp = bias;
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
 	struct dl_find_object d;
 	if (_dl_find_object((void *)pc, &d) != 0 || d.dlfo_eh_frame == NULL)
@@ -1018,28 +1070,30 @@ static bool obj_find(uintptr_t pc, prof_cfi_obj_t *obj) {
 	uintptr_t lo = (uintptr_t)d.dlfo_map_start;
 	uintptr_t hi = (uintptr_t)d.dlfo_map_end;
 	uintptr_t hdr = (uintptr_t)d.dlfo_eh_frame;
-	if (hdr < lo || hdr >= hi)
-		return true;
 	/* The .eh_frame_hdr's length and the segment holding it, from the
-	 * program headers; without them, the rest of the mapping. */
+	 * program headers (the segment may lie outside the mapping: see
+	 * obj_phdrs_of); without them, the rest of the mapping, which must
+	 * then hold it. */
 	uintptr_t seg_lo = lo, seg_hi = hi, bias;
-	size_t hdr_len = hi - hdr;
+	size_t hdr_len = hdr >= lo && hdr < hi ? hi - hdr : 0;
 	const ElfW(Phdr) *ph;
 	unsigned phnum;
-	if (!obj_phdrs(lo, hi, &ph, &phnum, &bias)) {
+	if (!obj_phdrs_of(&d, pc, &ph, &phnum, &bias)) {
 		for (unsigned i = 0; i < phnum; i++) {
 			uintptr_t a = bias + (uintptr_t)ph[i].p_vaddr;
 			uintptr_t n = (uintptr_t)ph[i].p_memsz;
-			if (ph[i].p_type == PT_GNU_EH_FRAME && a == hdr &&
-			    n <= hi - hdr)
+			if (ph[i].p_type == PT_GNU_EH_FRAME && a == hdr)
 				hdr_len = n;
 			if (ph[i].p_type == PT_LOAD && a <= hdr &&
 			    hdr - a < n) {
-				seg_lo = a > lo ? a : lo;
-				seg_hi = n <= hi - a ? a + n : hi;
+				seg_lo = a;
+				seg_hi = a + n;
 			}
 		}
 	}
+	if (hdr < seg_lo || hdr >= seg_hi || hdr_len == 0 ||
+	    hdr_len > seg_hi - hdr)
+		return true;
 	return prof_cfi_obj_init(obj, (const void *)hdr, hdr_len, seg_lo,
 	    seg_hi);
 }
@@ -1060,8 +1114,7 @@ bool prof_cfi_in_text(uintptr_t a) {
 	unsigned phnum;
 	uintptr_t bias;
 	if (_dl_find_object((void *)a, &d) != 0 ||
-	    obj_phdrs((uintptr_t)d.dlfo_map_start, (uintptr_t)d.dlfo_map_end,
-	    &ph, &phnum, &bias))
+	    obj_phdrs_of(&d, a, &ph, &phnum, &bias))
 		return false;
 	for (unsigned i = 0; i < phnum; i++) {
 		uintptr_t s = bias + (uintptr_t)ph[i].p_vaddr;

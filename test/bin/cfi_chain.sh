@@ -12,7 +12,16 @@
 #   3. go tool pprof -traces on the library's own pprof dump
 #      (prof_format:pprof with prof_symbolize:true, so that the profile
 #      names its functions itself; go installed);
-#   4. malloc-prof collapsed on that pprof dump.
+#   4. malloc-prof collapsed on that pprof dump;
+#   5. malloc-prof collapsed on the heap_v2 dump of the same objects
+#      linked again by LLD with their segments apart (-z
+#      separate-loadable-segments, 64 KiB pages: Rust's linker gives such
+#      layouts): glibc's _dl_find_object then gives the main program's
+#      mapping as its text segment alone, and the program's
+#      .eh_frame_hdr, in the read-only segment before it, was not found,
+#      so the walk followed stale rbp values through the program's frames
+#      (lvl3;lib_lvl4;lib_alloc only).  Needs ld.lld (Debian: lld) and a
+#      shared, unsanitized build.
 # Skipped in a --disable-prof build.
 set -u
 
@@ -25,7 +34,7 @@ case $prog in
 *) prog=$(pwd)/$prog;;
 esac
 chain="main;lvl1;lvl2;lvl3;lib_lvl4;lib_alloc"
-ntests=4
+ntests=5
 
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -142,4 +151,33 @@ if has_chain "$tmp/mpp.txt"; then
 else
 	fail "malloc-prof collapsed on the pprof dump has no $chain"
 	show "$tmp/mpp.txt" "$tmp/mpp.err"
+fi
+
+# 5. The program linked by LLD, its segments apart.
+objs=$builddir/test/bin/cfi_chain-cfi_chain.o
+libdir=$builddir/.libs
+chainlibdir=$builddir/test/bin/.libs
+if [ -n "${MALLOC_PROF_SANITIZER-}" ]; then
+	skip "sanitizer build ($MALLOC_PROF_SANITIZER): the relink would need its runtime"
+elif ! command -v ld.lld >/dev/null 2>&1; then
+	skip "ld.lld is not installed (Debian: apt-get install lld)"
+elif [ ! -f "$objs" ] || [ ! -f "$libdir/libmalloc_prof.so" ] ||
+    [ ! -f "$chainlibdir/libmpbinchain.so" ]; then
+	skip "no shared libraries or objects to relink ($objs)"
+elif ! ${CC:-cc} -fuse-ld=lld -Wl,-z,separate-loadable-segments \
+    -Wl,-z,max-page-size=0x10000 -o "$tmp/chain_lld" "$objs" \
+    -L"$chainlibdir" -L"$libdir" -lmpbinchain -lmalloc_prof \
+    -Wl,-rpath,"$libdir" -Wl,-rpath,"$chainlibdir" >"$tmp/ld.err" 2>&1; then
+	fail "relinking with LLD failed"
+	show "$tmp/ld.err"
+else
+	prog=$tmp/chain_lld
+	run heap
+	"$mp" collapsed "$prog" "$dump" >"$tmp/lld.txt" 2>"$tmp/lld.err"
+	if [ -n "$dump" ] && has_chain "$tmp/lld.txt"; then
+		ok "LLD, segments apart: $(chain_line "$tmp/lld.txt")"
+	else
+		fail "LLD, segments apart: malloc-prof collapsed has no $chain"
+		show "$tmp/lld.txt" "$tmp/lld.err" "$tmp/run.out"
+	fi
 fi
