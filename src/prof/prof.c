@@ -127,11 +127,14 @@ typedef struct {
 	 * chains (see gctx_release_locked); NULL: none.  It may have tctxs
 	 * again by now. */
 	prof_gctx_t *kept;
-	/* A freed tctx of the shard's, for its next new one (NULL: none):
+	/* Freed tctxs of the shard's, for its next new ones (NULL: none):
 	 * a stack with one live sample at a time (bench's churn, simple)
 	 * made and freed a tctx at nearly every sample, base_malloc and
-	 * base_free 100 instructions of it.  One a shard, 6.5 KiB at most. */
-	prof_tctx_t *spare_t;
+	 * base_free 100 instructions of it.  Two: a stack two threads
+	 * sample (bench's xthread) empties both threads' tctxs before
+	 * either samples again, and with one spare 7% of its samples still
+	 * made a tctx.  13 KiB at most. */
+	prof_tctx_t *spare_t[2];
 	/* Bumped when a gctx of the shard is freed: a gctx a thread found
 	 * under an earlier value is still there (prof_bt_hint_t). */
 	uint64_t gen;
@@ -885,11 +888,12 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 		if (t->tdata == td && t->labels == labels)
 			return t;
 	}
-	t = sh->spare_t;
+	unsigned k = sh->spare_t[1] != NULL;
+	t = sh->spare_t[k];
 	if (t != NULL) {
 		/* As base_malloc's would be: its accumulated counts may
 		 * be left (cnt_empty). */
-		sh->spare_t = NULL;
+		sh->spare_t[k] = NULL;
 		memset(&t->cnt, 0, sizeof(t->cnt));
 		t->nsamples = 0;
 	} else if ((t = base_malloc(sizeof(*t))) == NULL) {
@@ -958,8 +962,10 @@ static void tctx_try_destroy_locked(prof_gctx_shard_t *sh, prof_tctx_t *t,
 		pp = &(*pp)->next;
 	*pp = t->next;
 	prof_tdata_t *td = t->tdata;
-	if (sh->spare_t == NULL)
-		sh->spare_t = t;
+	if (sh->spare_t[0] == NULL)
+		sh->spare_t[0] = t;
+	else if (sh->spare_t[1] == NULL)
+		sh->spare_t[1] = t;
 	else
 		base_free(t, sizeof(*t));
 	tdata_release(td, TDATA_REF_TCTX);
@@ -1015,24 +1021,88 @@ void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
 
 /* ---------------------------------------------------- alloc and free */
 
-/* A sample record: one the thread freed, or base_malloc's.  Every field
- * is set before it is read (base_malloc's zeroing is not relied on). */
+/*
+ * Sample records a thread had no room for, or that a thread without a
+ * tdata freed, chained by next, for threads whose spare lists are empty.
+ * A thread that frees what another sampled (bench's xthread: a third of
+ * its samples; prodcons: all, by a consumer that never samples) fills its
+ * list, or has none, while the sampling thread's runs dry: each such
+ * sample was a base_malloc in one thread and a base_free in the other,
+ * two trips through base_mtx (10% of xthread's samples, all of
+ * prodcons').  Lock-free and ABA-free: a record goes on by a
+ * compare-exchange of the head it links to, and the records come off all
+ * at once by an exchange with NULL, so no thread follows a link another
+ * may be changing.  depot_n counts what was pushed and not yet taken
+ * (a pusher counts itself first: never below the records there), and
+ * bounds the depot to SAMPLE_DEPOT_MAX records, 4 KiB.
+ */
+#define SAMPLE_DEPOT_MAX 64
+static _Atomic(prof_sample_t *) sample_depot;
+static _Atomic unsigned sample_depot_n;
+/* Records taken from base_malloc, for the tests (prof_sample_records). */
+static _Atomic uint64_t sample_records_made;
+
+uint64_t prof_sample_records(void) {
+	return atomic_load_explicit(&sample_records_made,
+	    memory_order_relaxed);
+}
+
+/* A sample record: one the thread freed, the depot's, or base_malloc's.
+ * Every field is set before it is read (base_malloc's zeroing is not
+ * relied on). */
 static prof_sample_t *sample_new(prof_tdata_t *td) {
 	prof_sample_t *s = td->spare;
-	if (s == NULL)
-		return base_malloc(sizeof(*s));
+	if (s == NULL) {
+		if (atomic_load_explicit(&sample_depot, memory_order_relaxed)
+		    != NULL)
+			s = atomic_exchange_explicit(&sample_depot, NULL,
+			    memory_order_acquire);
+		if (s == NULL) {
+			atomic_fetch_add_explicit(&sample_records_made, 1,
+			    memory_order_relaxed);
+			return base_malloc(sizeof(*s));
+		}
+		/* The thread's list now, however long (SAMPLE_DEPOT_MAX
+		 * at most): its frees add to it only below
+		 * PROF_SPARE_SAMPLES. */
+		unsigned n = 0;
+		for (prof_sample_t *x = s; x != NULL; x = x->next)
+			n++;
+		atomic_fetch_sub_explicit(&sample_depot_n, n,
+		    memory_order_relaxed);
+		td->nspare = n;
+	}
 	td->spare = s->next;
 	td->nspare--;
 	return s;
 }
 
+/* s onto the depot; false: it is full. */
+static bool depot_push(prof_sample_t *s) {
+	if (atomic_fetch_add_explicit(&sample_depot_n, 1,
+	    memory_order_relaxed) >= SAMPLE_DEPOT_MAX) {
+		atomic_fetch_sub_explicit(&sample_depot_n, 1,
+		    memory_order_relaxed);
+		return false;
+	}
+	prof_sample_t *head = atomic_load_explicit(&sample_depot,
+	    memory_order_relaxed);
+	do
+		s->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&sample_depot, &head, s,
+	    memory_order_release, memory_order_relaxed));
+	return true;
+}
+
 /* Done with s: kept by the calling thread for its next sample while it
- * has room and runs, else given back. */
+ * has room and runs, else put in the depot while that has room, else
+ * given back. */
 static void sample_dispose(prof_sample_t *s) {
 	tsd_t *tsd = &mp_tsd;
 	prof_tdata_t *td = tsd->state == TSD_NOMINAL ? tsd->prof_tdata : NULL;
 	if (td == NULL || td->nspare >= PROF_SPARE_SAMPLES) {
-		base_free(s, sizeof(*s));
+		if (!depot_push(s))
+			base_free(s, sizeof(*s));
 		return;
 	}
 	s->next = td->spare;

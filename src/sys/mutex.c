@@ -3,7 +3,7 @@
  * library.  Every lock has a rank (lock_rank_t, types.h, lists them in
  * the order they may be taken); debug builds check the order.  A "lite"
  * lock is a futex word instead of glibc's mutex, for the locks taken on
- * every profiler sample.
+ * every profiler sample; a waiter spins briefly before it blocks.
  */
 #include "malloc_prof/internal/internal.h"
 #include <linux/futex.h>
@@ -71,6 +71,42 @@ static inline bool mutex_lite_try(mp_mutex_t *m) {
 	    1, memory_order_acquire, memory_order_relaxed);
 }
 
+/*
+ * Before a lite lock blocks, it spins a while: its holders hold it for a
+ * sample's few hundred instructions, so a waiter on another CPU mostly
+ * finds it free again within a microsecond, while blocking costs the
+ * waiter's FUTEX_WAIT and, because the word then stays 2, the next
+ * holder's FUTEX_WAKE.  Without the spin, bench's xthread with profiling
+ * active made ~5,000 futex calls (~50 without profiling), four fifths
+ * of them on arena 0's prof_cache_mtx (doc/performance.md, "Profiling in
+ * threaded workloads: pxthr").  The bound keeps a waiter whose holder
+ * was preempted from burning more than a few microseconds; jemalloc's
+ * mutexes spin too (MALLOC_MUTEX_MAX_SPIN).  Only lite locks: glibc's
+ * mutex word is not ours to read.
+ */
+#define MUTEX_LITE_SPINS 128
+
+static inline void mutex_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield" ::: "memory");
+#endif
+}
+
+/* true: m taken while spinning.  Reads the word until it is free before
+ * each compare-exchange, so the spinner does not steal the cache line
+ * from its holder at every turn. */
+static bool mutex_lite_spin(mp_mutex_t *m) {
+	for (unsigned i = 0; i < MUTEX_LITE_SPINS; i++) {
+		mutex_spin_pause();
+		if (atomic_load_explicit(&m->word, memory_order_relaxed) == 0 &&
+		    mutex_lite_try(m))
+			return true;
+	}
+	return false;
+}
+
 static inline void mutex_lite_give(mp_mutex_t *m) {
 	if (atomic_exchange_explicit(&m->word, 0, memory_order_release) == 2)
 		mutex_futex(&m->word, FUTEX_WAKE, 1);
@@ -98,13 +134,22 @@ static inline void mutex_give_raw(mp_mutex_t *m) {
 
 /*
  * Profiling counters, as jemalloc keeps them (its mutex stats): a try
- * first, and only when that fails the clock is read around the blocking
- * lock, so an uncontended lock costs a few increments made while it is
- * held.  No spinning: n_spin_acquired is always 0.
+ * first, then (lite locks) the spin, and only when both fail the clock is
+ * read around the blocking lock, so an uncontended lock costs a few
+ * increments made while it is held.  A lock the spin took counts in
+ * n_spin_acquired, not in the waits.
  */
 static MP_NOINLINE void mutex_lock_wait(mp_mutex_t *m) {
 	uint32_t n = atomic_fetch_add_explicit(&m->prof.n_waiting, 1,
 	    memory_order_relaxed) + 1;
+	if (m->lite && mutex_lite_spin(m)) {
+		atomic_fetch_sub_explicit(&m->prof.n_waiting, 1,
+		    memory_order_relaxed);
+		m->prof.n_spin_acquired++;
+		if (n > m->prof.max_n_thds)
+			m->prof.max_n_thds = n;
+		return;
+	}
 	uint64_t t0 = os_now_ns();
 	mutex_take_raw(m);
 	uint64_t waited = os_now_ns() - t0;

@@ -93,7 +93,9 @@ static void *wait_thread(void *arg) {
 }
 
 /* A thread that finds the lock held blocks until the holder gives it
- * back, and is counted once as a wait. */
+ * back, and is counted once as a wait.  A lite lock's waiter spins first
+ * (mutex.c): the holder waits for the word's 2, which the waiter writes
+ * only once it has spun and is about to block. */
 static void test_wait_counted(void **state) {
 	(void)state;
 	mp_mutex_init_lite(&lock, LOCK_RANK_PROF_GCTX);
@@ -102,7 +104,8 @@ static void test_wait_counted(void **state) {
 	mp_mutex_lite_lock(&lock);
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, wait_thread, NULL), 0);
-	while (atomic_load(&lock.prof.n_waiting) == 0)
+	while (atomic_load(&lock.prof.n_waiting) == 0 || (lock.lite &&
+	    atomic_load(&lock.word) != 2))
 		sched_yield();
 	/* Counted as waiting, it cannot have the lock: we hold it. */
 	assert_false(atomic_load(&waiter_has_it));
@@ -115,6 +118,7 @@ static void test_wait_counted(void **state) {
 	mp_mutex_prof_read(&lock, &p);
 	assert_int_equal(p.n_lock_ops, 3);
 	assert_int_equal(p.n_wait_times, 1);
+	assert_int_equal(p.n_spin_acquired, 0);
 	assert_int_equal(p.max_n_thds, 1);
 	assert_int_equal(atomic_load(&p.n_waiting), 0);
 	/* Given back with no waiter left: free, not "held with waiters". */

@@ -115,8 +115,9 @@ struct prof_tdata_s {
 	/* prof_sys_thread_name: the sample time of the last read of the
 	 * OS name (0: never); its thread's only. */
 	uint64_t name_read_ns;
-	/* Sample records its thread freed, for its next samples (at most
-	 * PROF_SPARE_SAMPLES, chained by next; given back at its exit):
+	/* Sample records its thread freed, for its next samples (its frees
+	 * add while fewer than PROF_SPARE_SAMPLES; a list taken from prof.c's
+	 * depot may be longer; chained by next; given back at its exit):
 	 * base_malloc and base_free were about 110 instructions a sample. */
 	struct prof_sample_s *spare;
 	unsigned nspare;
@@ -366,6 +367,9 @@ typedef struct prof_sample_info_s {
 	char labels[PROF_LABEL_STR_MAX + 1];
 } prof_sample_info_t;
 bool prof_sample_info(void *p, prof_sample_info_t *info);
+/* Sample records taken from base_malloc so far (not from a thread's spare
+ * list or the depot of full ones: prof.c), for the tests. */
+uint64_t prof_sample_records(void);
 /* thread.prof.label: apply `spec` ("key=value", "key=" to remove a key,
  * several joined by ',') to the calling thread's label set (spec NULL:
  * clear it).  0, or EINVAL with why[] naming what is wrong in spec, or

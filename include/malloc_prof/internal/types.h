@@ -170,7 +170,7 @@ typedef struct mp_mutex_prof_s {
 	uint64_t n_wait_times;           /* acquisitions that had to wait */
 	uint64_t n_owner_switches;       /* acquisitions by another thread
 	                                  * than the last one's */
-	uint64_t n_spin_acquired;        /* always 0: no lock spins */
+	uint64_t n_spin_acquired;        /* lite locks only (mutex.c) */
 	uint64_t tot_wait_ns, max_wait_ns;
 	uint32_t max_n_thds;             /* most threads seen waiting */
 	_Atomic uint32_t n_waiting;
