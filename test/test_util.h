@@ -337,6 +337,22 @@ static inline const char *mp_env_conf(void) {
 	return getenv(mp_env_conf_name());
 }
 
+/* Whether this file is compiled with ThreadSanitizer (whose builds keep
+ * glibc's mutex for the lite locks, mutex.c). */
+static inline bool mp_tsan_build(void) {
+#if defined(__SANITIZE_THREAD__)
+	return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+	return true;
+#else
+	return false;
+#endif
+#else
+	return false;
+#endif
+}
+
 /* The sanitizer this build runs under ("asan", "tsan", "ubsan"), or "":
  * MALLOC_PROF_SANITIZER, set by configure from CFLAGS (-fsanitize=...) and
  * exported by make check.  Tests that cannot work under one skip with

@@ -25,21 +25,6 @@ static int setup(void **state) {
 	return malloc_init() ? -1 : 0;
 }
 
-/* ThreadSanitizer builds keep glibc's mutex (mutex.c). */
-static bool tsan_build(void) {
-#if defined(__SANITIZE_THREAD__)
-	return true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-	return true;
-#else
-	return false;
-#endif
-#else
-	return false;
-#endif
-}
-
 static void *incr_thread(void *arg) {
 	(void)arg;
 	for (unsigned i = 0; i < NROUNDS; i++) {
@@ -58,7 +43,7 @@ static void *incr_thread(void *arg) {
 static void test_exclusion(void **state) {
 	(void)state;
 	mp_mutex_init_lite(&lock, LOCK_RANK_PROF_GCTX);
-	assert_int_equal(lock.lite, !tsan_build());
+	assert_int_equal(lock.lite, !mp_tsan_build());
 	counter = 0;
 	pthread_t t[NTHREADS];
 	for (unsigned i = 0; i < NTHREADS; i++)
@@ -73,7 +58,7 @@ static void test_exclusion(void **state) {
 	assert_int_equal(p.n_lock_ops, (uint64_t)NTHREADS * NROUNDS + 1);
 	assert_true(p.n_owner_switches >= NTHREADS);
 	assert_int_equal(atomic_load(&p.n_waiting), 0);
-	if (!tsan_build())
+	if (!mp_tsan_build())
 		assert_int_equal(atomic_load(&lock.word), 0);
 	mp_mutex_prof_reset(&lock);
 	mp_mutex_prof_read(&lock, &p);
@@ -122,7 +107,7 @@ static void test_wait_counted(void **state) {
 	assert_int_equal(p.max_n_thds, 1);
 	assert_int_equal(atomic_load(&p.n_waiting), 0);
 	/* Given back with no waiter left: free, not "held with waiters". */
-	if (!tsan_build())
+	if (!mp_tsan_build())
 		assert_int_equal(atomic_load(&lock.word), 0);
 }
 

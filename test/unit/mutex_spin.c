@@ -29,20 +29,6 @@ static int setup(void **state) {
 	return malloc_init() ? -1 : 0;
 }
 
-static bool tsan_build(void) {
-#if defined(__SANITIZE_THREAD__)
-	return true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-	return true;
-#else
-	return false;
-#endif
-#else
-	return false;
-#endif
-}
-
 static unsigned cpus_allowed(void) {
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof(set), &set) != 0)
@@ -66,7 +52,7 @@ static void *waiter(void *arg) {
 
 static void test_spin_acquired(void **state) {
 	(void)state;
-	if (tsan_build())
+	if (mp_tsan_build())
 		MP_SKIP("ThreadSanitizer build: lite locks are glibc's mutexes");
 	if (cpus_allowed() < 2)
 		MP_SKIP("one CPU: the holder cannot give the lock back while "
