@@ -12,7 +12,22 @@
 #ifndef MALLOC_PROF_TEST_LIB_DATA_H
 #define MALLOC_PROF_TEST_LIB_DATA_H
 
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+
+/* The library's file (its real path: /proc/self/smaps names the file,
+ * not the soname's link) and where it is loaded, found from mallctl. */
+static MP_UNUSED const char *mp_lib_data_path(uintptr_t *base) {
+	static char lib[PATH_MAX];
+	Dl_info info;
+	assert_true(dladdr((void *)mallctl, &info) != 0);
+	assert_non_null(info.dli_fname);
+	assert_non_null(realpath(info.dli_fname, lib));
+	*base = (uintptr_t)info.dli_fbase;
+	return lib;
+}
 
 static char mp_smaps_buf[1 << 20];
 /* The counted mappings of the last reading, for the failure message. */

@@ -18,8 +18,6 @@
 #include "../test_util.h"
 #include "../lib_data.h"
 
-#include <dlfcn.h>
-#include <limits.h>
 #include <pthread.h>
 
 /* 9 in the default build on x86-64 (27 before): .data's three pages,
@@ -65,11 +63,8 @@ static void test_boot_writes_few_data_pages(void **state) {
 	MALLCTL_READ("config.debug", debug);
 	if (debug)
 		MP_SKIP("debug build: its checks keep state of their own");
-	Dl_info info;
-	assert_true(dladdr((void *)mallctl, &info) != 0);
-	assert_non_null(info.dli_fname);
-	static char lib[PATH_MAX];
-	assert_non_null(realpath(info.dli_fname, lib));
+	uintptr_t base;
+	const char *lib = mp_lib_data_path(&base);
 	allocate_every_kind();
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, thread_allocates, NULL), 0);
@@ -78,7 +73,7 @@ static void test_boot_writes_few_data_pages(void **state) {
 	mp_lib_data_anon_pages(mp_anon_after);
 	long page_kb = (long)(mp_page_size() / 1024);
 	if (kb > BOOT_DATA_PAGES_MAX * page_kb)
-		mp_lib_data_print_new_pages((uintptr_t)info.dli_fbase);
+		mp_lib_data_print_new_pages(base);
 	MP_ASSERT(kb <= BOOT_DATA_PAGES_MAX * page_kb, "boot and allocations "
 	    "made %ld KiB of the library's data private, at most %d pages "
 	    "expected", kb, BOOT_DATA_PAGES_MAX);

@@ -27,9 +27,6 @@
 #include "../test_util.h"
 #include "../lib_data.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <pthread.h>
 
 #define DATA_PAGES_MAX 2
@@ -78,12 +75,8 @@ static void test_samples_write_few_data_pages(void **state) {
 	if (mp_env_sanitizer()[0] != '\0')
 		MP_SKIP("sanitizer build (%s): its instrumentation writes the "
 		    "library's data and lays it out anew", mp_env_sanitizer());
-	Dl_info info;
-	assert_true(dladdr((void *)mallctl, &info) != 0);
-	assert_non_null(info.dli_fname);
-	/* /proc/self/smaps names the file, not the soname's link. */
-	static char lib[PATH_MAX];
-	assert_non_null(realpath(info.dli_fname, lib));
+	uintptr_t base;
+	const char *lib = mp_lib_data_path(&base);
 	/* The same allocations first, unsampled: the allocator's own pages
 	 * that new addresses write (pagemap_root's entry for a new GiB of
 	 * the heap, in .bss) are written before the first reading. */
@@ -106,7 +99,7 @@ static void test_samples_write_few_data_pages(void **state) {
 	mp_lib_data_anon_pages(mp_anon_after);
 	long page_kb = (long)(mp_page_size() / 1024);
 	if (after - before > DATA_PAGES_MAX * page_kb)
-		mp_lib_data_print_new_pages((uintptr_t)info.dli_fbase);
+		mp_lib_data_print_new_pages(base);
 	MP_ASSERT(after - before <= DATA_PAGES_MAX * page_kb,
 	    "samples made %ld KiB of the library's data private (%ld -> %ld),"
 	    " at most %d pages expected", after - before, before, after,
