@@ -1,13 +1,13 @@
 /*
- * test/lib_data.h - how much of the library's static data (.data and the
- * .bss after it) a process has made private, read from /proc/self/smaps
+ * test/lib_data.h - how many pages of the library's static data (.data
+ * and the .bss after it) a process has written, read from /proc/self/smaps
  * and /proc/self/pagemap, for the tests that bound it: what the
  * profiler's samples write (integration/prof_data_pages) and what every
  * process's boot writes (integration/boot_data_pages), and whether a
  * table a process should not have touched is resident (unit/
- * prof_shards_idle, unit/http_conns_idle).  smaps is read with open/read
- * into a static buffer: no allocation between a reading and the code it
- * measures.  Include after test_util.h.
+ * http_conns_idle).  smaps is read with open/read into a static buffer:
+ * no allocation between a reading and the code it measures.  Include
+ * after test_util.h.
  */
 #ifndef MALLOC_PROF_TEST_LIB_DATA_H
 #define MALLOC_PROF_TEST_LIB_DATA_H
@@ -30,16 +30,17 @@ static MP_UNUSED const char *mp_lib_data_path(uintptr_t *base) {
 }
 
 static char mp_smaps_buf[1 << 20];
-/* The counted mappings of the last reading, for the failure message. */
+/* The library's writable mappings of the last reading: those of its file
+ * with write permission (.data, and .bss up to the file's last page) and
+ * the anonymous one that directly follows them (.bss past the file's
+ * end). */
 #define MP_LIB_RANGES_MAX 4
 static unsigned long mp_range_lo[MP_LIB_RANGES_MAX];
 static unsigned long mp_range_hi[MP_LIB_RANGES_MAX];
+static bool mp_range_file[MP_LIB_RANGES_MAX];
 static int mp_nranges;
 
-/* The Anonymous kB of the library's writable mappings: those of its file
- * with write permission and the anonymous one that directly follows
- * them (.bss past the file's end). */
-static MP_UNUSED long mp_lib_data_anon_kb(const char *lib) {
+static void mp_lib_data_ranges(const char *lib) {
 	int fd = open("/proc/self/smaps", O_RDONLY);
 	assert_true(fd >= 0);
 	size_t len = 0;
@@ -50,9 +51,7 @@ static MP_UNUSED long mp_lib_data_anon_kb(const char *lib) {
 	close(fd);
 	assert_true(len < sizeof(mp_smaps_buf) - 1);
 	mp_smaps_buf[len] = '\0';
-	long kb = 0;
 	mp_nranges = 0;
-	bool in = false;            /* counting the current mapping */
 	bool prev_lib_rw = false;   /* the previous mapping was ours, rw */
 	unsigned long prev_end = 0;
 	int found = 0;
@@ -66,63 +65,82 @@ static MP_UNUSED long mp_lib_data_anon_kb(const char *lib) {
 		char perm[8];
 		int path_at = 0;
 		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perm,
-		    &path_at) == 3 && path_at > 0) {
-			const char *path = line + path_at;
-			bool ours = strcmp(path, lib) == 0;
-			bool rw = perm[0] == 'r' && perm[1] == 'w';
-			in = rw && (ours || (prev_lib_rw && *path == '\0' &&
-			    lo == prev_end));
-			found += in;
-			if (in && mp_nranges < MP_LIB_RANGES_MAX) {
-				mp_range_lo[mp_nranges] = lo;
-				mp_range_hi[mp_nranges++] = hi;
-			}
-			prev_lib_rw = ours && rw;
-			prev_end = hi;
+		    &path_at) != 3 || path_at == 0)
 			continue;
+		const char *path = line + path_at;
+		bool ours = strcmp(path, lib) == 0;
+		bool rw = perm[0] == 'r' && perm[1] == 'w';
+		if (rw && (ours || (prev_lib_rw && *path == '\0' &&
+		    lo == prev_end))) {
+			found++;
+			if (mp_nranges < MP_LIB_RANGES_MAX) {
+				mp_range_lo[mp_nranges] = lo;
+				mp_range_hi[mp_nranges] = hi;
+				mp_range_file[mp_nranges++] = ours;
+			}
 		}
-		long v;
-		if (in && sscanf(line, "Anonymous: %ld kB", &v) == 1)
-			kb += v;
+		prev_lib_rw = ours && rw;
+		prev_end = hi;
 	}
 	MP_ASSERT(found >= 2, "%d writable mappings of %s", found, lib);
-	return kb;
 }
 
-/* Which pages of the counted mappings are private anonymous ones
- * (/proc/self/pagemap: present, not file-backed or shared), one byte a
- * page; they tell a failure which variables' pages became private. */
+/*
+ * Which pages of the library's writable mappings the process has written,
+ * one byte a page, and how many: a page of the file's mappings that is
+ * private (/proc/self/pagemap: present, not file-backed: copied on
+ * write), a page of the anonymous .bss mapping that is present and holds
+ * a byte other than zero.  Not every present .bss page: a kernel that
+ * maps no shared zero page gives a page of its own to a read as well
+ * (seen on 6.18), and every variable the allocator reads is on such a
+ * page, written or not.  A .bss page is read here only when present.
+ */
 #define MP_LIB_PAGES_MAX 4096
-static unsigned char mp_anon_before[MP_LIB_PAGES_MAX],
-    mp_anon_after[MP_LIB_PAGES_MAX];
+static unsigned char mp_written_before[MP_LIB_PAGES_MAX],
+    mp_written_after[MP_LIB_PAGES_MAX];
 
-static MP_UNUSED void mp_lib_data_anon_pages(unsigned char *anon) {
-	memset(anon, 0, MP_LIB_PAGES_MAX);
+static MP_UNUSED long mp_lib_data_written(const char *lib,
+    unsigned char *written) {
+	mp_lib_data_ranges(lib);
+	memset(written, 0, MP_LIB_PAGES_MAX);
 	int fd = open("/proc/self/pagemap", O_RDONLY);
-	if (fd < 0)
-		return;
+	assert_true(fd >= 0);
 	size_t page = mp_page_size(), k = 0;
+	long count = 0;
 	for (int r = 0; r < mp_nranges; r++) {
 		for (unsigned long a = mp_range_lo[r]; a < mp_range_hi[r] &&
 		    k < MP_LIB_PAGES_MAX; a += page, k++) {
 			uint64_t e = 0;
-			if (pread(fd, &e, sizeof(e), (off_t)(a / page *
-			    sizeof(e))) == (ssize_t)sizeof(e))
-				anon[k] = (e >> 63 & 1) && !(e >> 61 & 1);
+			assert_int_equal(pread(fd, &e, sizeof(e), (off_t)(a /
+			    page * sizeof(e))), (ssize_t)sizeof(e));
+			bool present = e >> 63 & 1, file = e >> 61 & 1;
+			bool w = false;
+			if (present && mp_range_file[r]) {
+				w = !file;
+			} else if (present) {
+				const unsigned char *b =
+				    (const unsigned char *)a;
+				for (size_t i = 0; i < page && !w; i++)
+					w = b[i] != 0;
+			}
+			written[k] = w;
+			count += w;
 		}
 	}
 	close(fd);
+	return count;
 }
 
-/* Prints the pages that became private, as offsets in the library (nm
- * names what lies there). */
-static MP_UNUSED void mp_lib_data_print_new_pages(uintptr_t base) {
+/* Prints the pages written since `before` was taken (all written pages if
+ * it is NULL), as offsets in the library (nm names what lies there). */
+static MP_UNUSED void mp_lib_data_print_new_pages(uintptr_t base,
+    const unsigned char *before, const unsigned char *after) {
 	size_t page = mp_page_size(), k = 0;
 	for (int r = 0; r < mp_nranges; r++) {
 		for (unsigned long a = mp_range_lo[r]; a < mp_range_hi[r] &&
 		    k < MP_LIB_PAGES_MAX; a += page, k++) {
-			if (mp_anon_after[k] && !mp_anon_before[k])
-				printf("# now private: library offset %#lx\n",
+			if (after[k] && (before == NULL || !before[k]))
+				printf("# written: library offset %#lx\n",
 				    (unsigned long)(a - base));
 		}
 	}

@@ -142,7 +142,7 @@ typedef struct {
 	 * here, in pages the shard's lock has made resident anyway. */
 	prof_life_part_t life;
 } prof_gctx_shard_t;
-static prof_gctx_shard_t gctx_shards[PROF_GCTX_SHARDS];
+static prof_gctx_shard_t *gctx_shards;  /* prof_nshards (prof_boot) */
 
 /* prof_unbias of every size class up to UNBIAS_MAX at the current
  * lg_prof_sample: written with every gctx shard held, read under one.
@@ -207,7 +207,16 @@ typedef struct {
 	mp_mutex_t mtx;
 	prof_buckets_t chains;           /* of prof_sample_t, by sample_key */
 } prof_sample_shard_t;
-static prof_sample_shard_t sample_shards[PROF_SAMPLE_SHARDS];
+static prof_sample_shard_t *sample_shards;      /* prof_nshards */
+
+/* Shards in each of the two tables: 4 a CPU, a power of two from
+ * PROF_SHARDS_MIN to PROF_GCTX_SHARDS, 0 with the profiler off (prof_boot).
+ * A gctx's shard is its hash's low bits, and its bucket takes the bits
+ * from 6 up (hash / PROF_GCTX_SHARDS, also prof_lifetime.c's), so the
+ * count changes neither.  64 of each were 29 KiB, 9 pages written at boot:
+ * in a 3 MB program, 1% of its peak RSS each; 8 of each on 2 CPUs are one
+ * page, and a lock's contention needs two threads sampling at once. */
+PROF_DATA unsigned prof_nshards;
 
 static mp_mutex_t tdatas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_TDATAS);
 prof_tdata_t *prof_tdatas_head;
@@ -274,23 +283,56 @@ static void wait_scale_fill(void) {
 }
 
 /*
- * The shards (gctx_shards, sample_shards: 29 KiB of .bss, 9 pages) are
- * set up only when the profiler is on (opt_prof, fixed at boot): written
- * at boot, they were resident in every process, profiled or not.  Off,
- * they stay zero, nothing is ever sampled into them, and every function
- * that would lock or walk them for a reader (dumps, snapshots, prof.reset,
- * fork) returns first: there is nothing to lock and nothing to visit.
- * Their locks are registered with ctl only then (stats.mutexes.prof reads
- * each registered lock under it: off, it reads zeros).
+ * The shards (gctx_shards, sample_shards) exist only when the profiler is
+ * on (opt_prof, fixed at boot): made at boot in base memory.  Off, nothing
+ * is ever sampled into them, and every function that would lock or walk
+ * them for a reader (dumps, snapshots, prof.reset, fork) returns first:
+ * there is nothing to lock and nothing to visit.  Their locks are
+ * registered with ctl only then (stats.mutexes.prof reads each registered
+ * lock under it: off, it reads zeros).
  */
 static bool shards_ready(void) {
-	return opt_prof;
+	return prof_nshards != 0;
 }
 
 void prof_shards_extent(bool samples, const void **addr, size_t *size) {
 	*addr = samples ? (const void *)sample_shards :
 	    (const void *)gctx_shards;
-	*size = samples ? sizeof(sample_shards) : sizeof(gctx_shards);
+	*size = prof_nshards * (samples ? sizeof(*sample_shards) :
+	    sizeof(*gctx_shards));
+}
+
+/* prof_nshards for ncpus CPUs. */
+static unsigned shards_for(unsigned ncpus) {
+	unsigned n = PROF_SHARDS_MIN;
+	while (n < PROF_GCTX_SHARDS && n < 4 * ncpus)
+		n *= 2;
+	return n;
+}
+
+/* Both tables in one block of base memory, every lock and bucket array
+ * set up. */
+static bool shards_make(void) {
+	unsigned n = shards_for(os_ncpus());
+	char *block = base_malloc(n * (sizeof(*gctx_shards) +
+	    sizeof(*sample_shards)));
+	if (block == NULL)
+		return true;
+	memset(block, 0, n * (sizeof(*gctx_shards) + sizeof(*sample_shards)));
+	gctx_shards = (prof_gctx_shard_t *)block;
+	sample_shards = (prof_sample_shard_t *)(block +
+	    n * sizeof(*gctx_shards));
+	for (unsigned i = 0; i < n; i++) {
+		mp_mutex_init_lite(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
+		buckets_init(&gctx_shards[i].chains);
+		/* jemalloc's "prof" lock guards its backtrace table. */
+		ctl_mutex_register("prof", &gctx_shards[i].mtx);
+		mp_mutex_init_lite(&sample_shards[i].mtx,
+		    LOCK_RANK_PROF_SAMPLES);
+		buckets_init(&sample_shards[i].chains);
+	}
+	prof_nshards = n;
+	return false;
 }
 
 MP_WARM bool prof_boot(void) {
@@ -316,19 +358,8 @@ MP_WARM bool prof_boot(void) {
 	 * 270 KiB of libm's pages in every process's resident set) are ~170
 	 * calls of boot work (test/integration/boot_libm). */
 	if (opt_prof) {
-		for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
-			mp_mutex_init_lite(&gctx_shards[i].mtx,
-			    LOCK_RANK_PROF_GCTX);
-			buckets_init(&gctx_shards[i].chains);
-			/* jemalloc's "prof" lock guards its backtrace
-			 * table. */
-			ctl_mutex_register("prof", &gctx_shards[i].mtx);
-		}
-		for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
-			mp_mutex_init_lite(&sample_shards[i].mtx,
-			    LOCK_RANK_PROF_SAMPLES);
-			buckets_init(&sample_shards[i].chains);
-		}
+		if (shards_make())
+			return true;
 		unbias_tab_fill();
 		wait_scale_fill();
 		if (zig_fill())
@@ -818,14 +849,14 @@ prof_life_part_t *prof_life_part(unsigned shard) {
 void prof_shards_lock_all(void) {
 	if (!shards_ready())
 		return;
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+	for (unsigned i = 0; i < prof_nshards; i++)
 		mp_mutex_lock_quiet(&gctx_shards[i].mtx);
 }
 
 void prof_shards_unlock_all(void) {
 	if (!shards_ready())
 		return;
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++)
+	for (unsigned i = 0; i < prof_nshards; i++)
 		mp_mutex_unlock_quiet(&gctx_shards[i].mtx);
 }
 
@@ -838,7 +869,8 @@ void prof_gctx_foreach_locked_shard(unsigned shard,
 	}
 }
 
-/* A gctx's bits for its bucket: the shard took hash % PROF_GCTX_SHARDS. */
+/* A gctx's bits for its bucket: the shard took bits below
+ * PROF_GCTX_SHARDS's (prof_nshards). */
 static uint64_t gctx_key(const void *e) {
 	return ((const prof_gctx_t *)e)->hash / PROF_GCTX_SHARDS;
 }
@@ -995,7 +1027,7 @@ static uint64_t sample_key(const void *e) {
 }
 
 static prof_sample_shard_t *sample_shard(const void *p) {
-	return &sample_shards[(sample_mix(p) >> 58) % PROF_SAMPLE_SHARDS];
+	return &sample_shards[(sample_mix(p) >> 58) & (prof_nshards - 1)];
 }
 
 /* p's chain; the shard's lock held (the table may grow). */
@@ -1007,7 +1039,7 @@ static prof_sample_t **sample_bucket(prof_sample_shard_t *sh, const void *p) {
 void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
 	if (!shards_ready())
 		return;
-	for (unsigned i = 0; i < PROF_SAMPLE_SHARDS; i++) {
+	for (unsigned i = 0; i < prof_nshards; i++) {
 		prof_sample_shard_t *ss = &sample_shards[i];
 		mp_mutex_lite_lock(&ss->mtx);
 		for (size_t b = 0; b < ss->chains.n; b++) {
@@ -1155,7 +1187,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	s->req_pad = prof_sample_req_pad(usize, req);
 	s->time_ns = now;
 	uint64_t hash = hinted ? hint.hash : bt_hash(frames, n);
-	unsigned shard = (unsigned)(hash % PROF_GCTX_SHARDS);
+	unsigned shard = (unsigned)(hash & (prof_nshards - 1));
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
 	uint64_t objs_u, bytes_u;
 	extent_t *e = pagemap_lookup(p);
@@ -1357,7 +1389,7 @@ void prof_accum_release(void) {
 	if (atomic_fetch_sub(&accum_holds, 1) != 1 || opt_prof_accum ||
 	    !shards_ready())
 		return;
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+	for (unsigned i = 0; i < prof_nshards; i++) {
 		prof_gctx_shard_t *sh = &gctx_shards[i];
 		mp_mutex_lite_lock(&sh->mtx);
 		for (uint32_t b = 0; b < sh->chains.n; b++) {
@@ -1387,7 +1419,7 @@ void prof_reset(size_t lg_sample) {
 	/* All shards at once (raw locks: same rank), so that no sample or
 	 * free sees the counters zeroed but the epoch not yet bumped. */
 	prof_shards_lock_all();
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+	for (unsigned i = 0; i < prof_nshards; i++) {
 		prof_gctx_shard_t *sh = &gctx_shards[i];
 		for (uint32_t b = 0; b < sh->chains.n; b++) {
 			for (prof_gctx_t *g = sh->chains.b[b]; g != NULL;
@@ -1410,10 +1442,10 @@ void prof_reset(size_t lg_sample) {
 
 void prof_prefork(void) {
 	bool shards = shards_ready();
-	for (unsigned i = 0; shards && i < PROF_GCTX_SHARDS; i++)
+	for (unsigned i = 0; shards && i < prof_nshards; i++)
 		mp_mutex_lock_quiet(&gctx_shards[i].mtx);
 	mp_mutex_lock_quiet(&tdatas_mtx);
-	for (unsigned i = 0; shards && i < PROF_SAMPLE_SHARDS; i++)
+	for (unsigned i = 0; shards && i < prof_nshards; i++)
 		mp_mutex_lock_quiet(&sample_shards[i].mtx);
 	prof_recent_prefork();
 }
@@ -1421,19 +1453,19 @@ void prof_prefork(void) {
 void prof_postfork_parent(void) {
 	bool shards = shards_ready();
 	prof_recent_postfork_parent();
-	for (unsigned i = 0; shards && i < PROF_SAMPLE_SHARDS; i++)
+	for (unsigned i = 0; shards && i < prof_nshards; i++)
 		mp_mutex_unlock_quiet(&sample_shards[i].mtx);
 	mp_mutex_unlock_quiet(&tdatas_mtx);
-	for (unsigned i = 0; shards && i < PROF_GCTX_SHARDS; i++)
+	for (unsigned i = 0; shards && i < prof_nshards; i++)
 		mp_mutex_unlock_quiet(&gctx_shards[i].mtx);
 }
 
 void prof_postfork_child(void) {
 	bool shards = shards_ready();
 	prof_recent_postfork_child();
-	for (unsigned i = 0; shards && i < PROF_SAMPLE_SHARDS; i++)
+	for (unsigned i = 0; shards && i < prof_nshards; i++)
 		mp_mutex_postfork_child(&sample_shards[i].mtx);
 	mp_mutex_postfork_child(&tdatas_mtx);
-	for (unsigned i = 0; shards && i < PROF_GCTX_SHARDS; i++)
+	for (unsigned i = 0; shards && i < prof_nshards; i++)
 		mp_mutex_postfork_child(&gctx_shards[i].mtx);
 }

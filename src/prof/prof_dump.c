@@ -497,8 +497,8 @@ static bool src_ready_locked(dump_src_t src, prof_dump_build_t *build,
 			return true;
 		bool fail = prof_lifetime_collect(life, &live,
 		    prof_samples_foreach, prof_shards_lock_all,
-		    prof_shards_unlock_all, prof_life_part, prof_time_ns(),
-		    whyp);
+		    prof_shards_unlock_all, prof_life_part, prof_nshards,
+		    prof_time_ns(), whyp);
 		prof_snap_release(&live);
 		if (fail)
 			return true;

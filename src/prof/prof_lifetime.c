@@ -18,12 +18,12 @@
  * Counting happens on the sampled free path only (prof.c's
  * prof_sample_free calls prof_lifetime_free): the fast paths do not
  * change.  The table is split by gctx shard (a stack's records sit in
- * the part of its gctx's shard, hash % PROF_GCTX_SHARDS, which prof.c
- * keeps in the shard) and each part is guarded by that shard's lock, which the free holds already to count
- * the sample off its tctx: no lock of its own on the sampled paths (a
- * lock round trip at every sampled free, and two more for each large
- * sample's entry below, were about 10% of a sample's cost on bench's
- * midsize), and a gctx remembers its record (gctx->life), so only the
+ * the part of its gctx's shard, which prof.c keeps in the shard) and
+ * each part is guarded by that shard's lock, which the free holds
+ * already to count the sample off its tctx: no lock of its own on the
+ * sampled paths (a lock round trip at every sampled free, and two more
+ * for each large sample's entry below, were about 10% of a sample's cost
+ * on bench's midsize), and a gctx remembers its record (gctx->life), so only the
  * first free of a stack's samples looks it up.  Nothing under a part
  * allocates but base_malloc (a leaf).  This file calls no other file of
  * the profiler (prof.c calls it), so a dump's live samples come through
@@ -343,7 +343,7 @@ static bool life_emit(dump_snap_t *out, void *const *frames,
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
     void (*foreach)(prof_sample_visit_t *, void *), void (*lock_all)(void),
     void (*unlock_all)(void), life_part_t *(*part)(unsigned),
-    uint64_t now_ns, const char **whyp) {
+    unsigned nparts, uint64_t now_ns, const char **whyp) {
 	memset(out, 0, sizeof(*out));
 	out->lifetimes = true;
 	out->lg_sample = live->lg_sample;
@@ -360,7 +360,7 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 		foreach(walk_visit, &w);
 	lock_all();
 	size_t nrecs = 0;
-	for (unsigned p = 0; p < PROF_GCTX_SHARDS; p++) {
+	for (unsigned p = 0; p < nparts; p++) {
 		const life_part_t *pt = part(p);
 		nrecs += pt->nrecs;
 		for (const prof_sample_t *s = w.oom ? NULL : pt->large;
@@ -378,7 +378,7 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 	if (!fail) {
 		memset(idx, 0, n * sizeof(*idx));
 		memset(used, 0, n * sizeof(*used));
-		for (unsigned p = 0; p < PROF_GCTX_SHARDS; p++) {
+		for (unsigned p = 0; p < nparts; p++) {
 			const life_part_t *pt = part(p);
 			for (size_t b = 0; b < pt->nrecs_b; b++) {
 				for (life_rec_t *r = pt->recs[b]; r != NULL;

@@ -215,7 +215,7 @@ static bool snap_collect(dump_snap_t *s, dump_snap_t *spare, bool accum,
 	_Static_assert(PROF_GCTX_SHARDS == 64, "one bit a shard");
 	uint64_t used = atomic_load_explicit(&prof_gctx_shards_used,
 	    memory_order_relaxed);
-	for (unsigned shard = 0; shard < PROF_GCTX_SHARDS; shard++) {
+	for (unsigned shard = 0; shard < prof_nshards; shard++) {
 		if ((used & ((uint64_t)1 << shard)) == 0)
 			continue;
 		for (;;) {
@@ -332,7 +332,7 @@ size_t prof_snap_count(bool alloc) {
 	snap_count_t c = {alloc && opt_prof_accum, 0};
 	uint64_t used = atomic_load_explicit(&prof_gctx_shards_used,
 	    memory_order_relaxed);
-	for (unsigned shard = 0; shard < PROF_GCTX_SHARDS; shard++) {
+	for (unsigned shard = 0; shard < prof_nshards; shard++) {
 		if ((used & ((uint64_t)1 << shard)) == 0)
 			continue;
 		prof_shard_lock(shard);

@@ -15,11 +15,11 @@
  * The test makes its allocations once unsampled (the allocator's own
  * first-use pages, such as the page map's root entry for a new GiB of
  * the heap, are not the samples'), turns prof.active on (nor are ctl's
- * pages), reads the Anonymous kB of the library's writable mappings (its
- * .data, the .bss after it) from /proc/self/smaps, takes samples of every
- * kind (small and large, freed and kept, in this thread and in a new
- * one), reads them again and checks that at most DATA_PAGES_MAX pages
- * became private.  With objs_lock in .bss, as before, the samples wrote
+ * pages), counts the pages of the library's writable mappings (its
+ * .data, the .bss after it) written so far (lib_data.h), takes samples of
+ * every kind (small and large, freed and kept, in this thread and in a
+ * new one), counts them again and checks that at most DATA_PAGES_MAX
+ * more were written.  With objs_lock in .bss, as before, the samples wrote
  * three (its page held nothing else written).  smaps is read with
  * open/read into a static buffer: no allocation, so no sample, between
  * the two readings and their own.
@@ -90,20 +90,19 @@ static void test_samples_write_few_data_pages(void **state) {
 	}
 	bool on = true;
 	MALLCTL_WRITE("prof.active", on);
-	long before = mp_lib_data_anon_kb(lib);
-	mp_lib_data_anon_pages(mp_anon_before);
+	long before = mp_lib_data_written(lib, mp_written_before);
 	take_samples();
 	assert_int_equal(pthread_create(&t, NULL, thread_samples, NULL), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
-	long after = mp_lib_data_anon_kb(lib);
-	mp_lib_data_anon_pages(mp_anon_after);
-	long page_kb = (long)(mp_page_size() / 1024);
-	if (after - before > DATA_PAGES_MAX * page_kb)
-		mp_lib_data_print_new_pages(base);
-	MP_ASSERT(after - before <= DATA_PAGES_MAX * page_kb,
-	    "samples made %ld KiB of the library's data private (%ld -> %ld),"
-	    " at most %d pages expected", after - before, before, after,
-	    DATA_PAGES_MAX);
+	long after = mp_lib_data_written(lib, mp_written_after);
+	printf("# written pages: %ld before the samples, %ld after\n",
+	    before, after);
+	if (after - before > DATA_PAGES_MAX)
+		mp_lib_data_print_new_pages(base, mp_written_before,
+		    mp_written_after);
+	MP_ASSERT(after - before <= DATA_PAGES_MAX, "samples wrote %ld more "
+	    "pages of the library's data (%ld -> %ld), at most %d expected",
+	    after - before, before, after, DATA_PAGES_MAX);
 	for (int i = 0; i < NOBJ; i++)
 		free(objs[i]);
 }

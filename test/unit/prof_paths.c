@@ -8,8 +8,9 @@
  * records and the live estimate exact; and the lifetime table, now
  * guarded by the gctx shard locks with each gctx remembering its record,
  * counting on across a stack's gctx being freed and made again; the
- * gctxs kept when their last tctx goes, at most one a shard; and the
- * recent records' free side walked from the free's own frame.
+ * gctxs kept when their last tctx goes, at most one a shard; the shard
+ * tables sized by the CPUs; and the recent records' free side walked from
+ * the free's own frame.
  *
  * prof_paths.conf: prof:true,lg_prof_sample:0,prof_sys_thread_name:true
  * (every allocation is a sample).  The name test's bound is the rule's
@@ -166,7 +167,7 @@ static uint64_t life_freed(void) {
 	assert_false(prof_snap_collect(&live, &why));
 	assert_false(prof_lifetime_collect(&life, &live, prof_samples_foreach,
 	    prof_shards_lock_all, prof_shards_unlock_all, prof_life_part,
-	    prof_time_ns(), &why));
+	    prof_nshards, prof_time_ns(), &why));
 	prof_snap_release(&live);
 	uint64_t freed = 0;
 	const char *p = life.gbuf;
@@ -282,7 +283,7 @@ static void count_all(prof_gctx_t *g, void *arg) {
 
 static unsigned gctx_count(prof_gctx_visit_t *visit) {
 	unsigned n = 0;
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+	for (unsigned i = 0; i < prof_nshards; i++) {
 		prof_shard_lock(i);
 		prof_gctx_foreach_locked_shard(i, visit, &n);
 		prof_shard_unlock(i);
@@ -291,7 +292,7 @@ static unsigned gctx_count(prof_gctx_visit_t *visit) {
 }
 
 /* A gctx left without a tctx is kept, one a shard: 200 stacks each
- * sampled once and freed leave at most PROF_GCTX_SHARDS empty gctxs, and
+ * sampled once and freed leave at most prof_nshards empty gctxs, and
  * the last stack's, sampled again, is the same gctx. */
 static void test_kept_gctx_bounded(void **state) {
 	(void)state;
@@ -300,7 +301,7 @@ static void test_kept_gctx_bounded(void **state) {
 	for (int d = 0; d < 200; d++)
 		free(deep_site(d, 100));
 	unsigned empty = gctx_count(count_empty);
-	MP_ASSERT(empty >= 1 && empty <= PROF_GCTX_SHARDS, "%u gctxs kept "
+	MP_ASSERT(empty >= 1 && empty <= prof_nshards, "%u gctxs kept "
 	    "without a tctx after 200 stacks", empty);
 	/* The last stack freed is its shard's kept one: sampled again, it
 	 * makes no new gctx. */
@@ -314,12 +315,49 @@ static void test_kept_gctx_bounded(void **state) {
 	    "before", again, all);
 }
 
+/* The two shard tables hold 4 shards a CPU (a power of two, 8 to 64):
+ * on this machine's CPUs, no more; the gctxs of 100 live stacks sit only
+ * in those shards and fill at least half of them; a machine of 2 CPUs
+ * has both tables in 2 pages (64 shards each were 9). */
+static void test_shard_tables_sized(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	unsigned ncpus = os_ncpus(), want = PROF_SHARDS_MIN;
+	while (want < PROF_GCTX_SHARDS && want < 4 * ncpus)
+		want *= 2;
+	MP_ASSERT(prof_nshards == want, "%u shards on %u CPUs, want %u",
+	    prof_nshards, ncpus, want);
+	const void *ga, *sa;
+	size_t gsize, ssize;
+	prof_shards_extent(false, &ga, &gsize);
+	prof_shards_extent(true, &sa, &ssize);
+	assert_non_null(ga);
+	assert_non_null(sa);
+	if (ncpus <= 2)
+		MP_ASSERT(gsize + ssize <= 2 * PAGE, "the shard tables take "
+		    "%zu bytes on %u CPUs", gsize + ssize, ncpus);
+	void *live[100];
+	for (int d = 0; d < 100; d++)
+		live[d] = deep_site(d, 100);
+	uint64_t used = atomic_load(&prof_gctx_shards_used);
+	for (int d = 0; d < 100; d++)
+		free(live[d]);
+	unsigned nused = (unsigned)__builtin_popcountll(used);
+	MP_ASSERT(prof_nshards == 64 || used >> prof_nshards == 0,
+	    "gctx shards used past the %u made: %#llx", prof_nshards,
+	    (unsigned long long)used);
+	MP_ASSERT(nused * 2 >= prof_nshards, "100 stacks in %u of %u shards",
+	    nused, prof_nshards);
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sys_name_period),
 		cmocka_unit_test(test_large_cached_samples),
 		cmocka_unit_test(test_lifetime_record_kept),
 		cmocka_unit_test(test_kept_gctx_bounded),
+		cmocka_unit_test(test_shard_tables_sized),
 		cmocka_unit_test(test_recent_free_walk),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

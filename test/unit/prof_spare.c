@@ -73,7 +73,7 @@ static void visit_gctx(prof_gctx_t *g, void *arg) {
 
 static void visit_all(visit_t *v) {
 	memset(v, 0, sizeof(*v));
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+	for (unsigned i = 0; i < prof_nshards; i++) {
 		prof_shard_lock(i);
 		prof_gctx_foreach_locked_shard(i, visit_gctx, v);
 		prof_shard_unlock(i);
@@ -115,7 +115,7 @@ static void test_spare_tctx_counts(void **state) {
  * as its count, each sample large and live. */
 static size_t large_lists_check(void) {
 	size_t total = 0;
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+	for (unsigned i = 0; i < prof_nshards; i++) {
 		prof_shard_lock(i);
 		prof_life_part_t *pt = prof_life_part(i);
 		size_t n = 0;
@@ -272,7 +272,7 @@ static void test_memo_rbp_data(void **state) {
 	uint64_t h1 = prof_bt_memo_hits(tsd->prof_tdata->bt_memo);
 	assert_true(h1 - h0 >= NRBP - 2);
 	rbp_visit_t v = {0};
-	for (unsigned i = 0; i < PROF_GCTX_SHARDS; i++) {
+	for (unsigned i = 0; i < prof_nshards; i++) {
 		prof_shard_lock(i);
 		prof_gctx_foreach_locked_shard(i, visit_rbp, &v);
 		prof_shard_unlock(i);

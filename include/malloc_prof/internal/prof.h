@@ -23,14 +23,16 @@
 #include "malloc_prof/internal/alloc.h"
 
 #define PROF_BT_MAX_LIMIT 256
+/* The most shards of the backtrace table and of the sample table, and
+ * the fewest (prof.c's prof_nshards: 4 a CPU in between). */
 #define PROF_GCTX_SHARDS 64
+#define PROF_SHARDS_MIN 8
 /* For the profiler's few small variables that every profiled process
  * writes (at its first samples, at its peaks): in the library's .data,
  * whose two pages are written at load anyway, rather than each on a
  * page of .bss that only it would make resident (4 KiB of a small
  * process's peak RSS a page). */
 #define PROF_DATA __attribute__((section(".data.mp_prof")))
-#define PROF_SAMPLE_SHARDS 64
 /* Each shard's bucket array starts with this many buckets, inside the
  * shard, and doubles whenever its chains average more than
  * PROF_BUCKETS_LOAD entries.  Buckets are touched at random: fixed arrays
@@ -274,6 +276,9 @@ extern _Atomic uint64_t prof_epoch;        /* prof.reset count */
 extern _Atomic uint64_t prof_live_bytes;
 /* Bit i: gctx shard i is not empty (prof.c; PROF_GCTX_SHARDS is 64). */
 extern _Atomic uint64_t prof_gctx_shards_used;
+/* Shards in the backtrace table and in the sample table (prof.c), a power
+ * of two; 0 with the profiler off. */
+extern unsigned prof_nshards;
 /* Bumped when threads must redraw their sampling wait: prof.active or
  * prof.thread_active_init written, prof.reset.  Write the switch first,
  * then bump; a thread loads the generation before the switches. */
@@ -421,7 +426,7 @@ void prof_shard_unlock(unsigned shard);
 void prof_shards_lock_all(void);
 void prof_shards_unlock_all(void);
 /* Where the gctx shards (samples false) or the sample table's shards lie
- * (test/unit/prof_shards_idle: not resident with the profiler off). */
+ * (test/unit/prof_shards_idle: nowhere with the profiler off). */
 void prof_shards_extent(bool samples, const void **addr, size_t *size);
 void prof_tdatas_lock(void);
 void prof_tdatas_unlock(void);
@@ -992,7 +997,8 @@ static inline void prof_lifetime_large_del(prof_life_part_t *pt,
  * live samples of that epoch (the small ones through `foreach`,
  * prof_samples_foreach, passed by the caller so that this file calls
  * nothing of prof.c; the large ones of the shards' parts, `part`,
- * prof_life_part, read with every gctx shard held by lock_all,
+ * prof_life_part, nparts of them (prof_nshards), read with every gctx
+ * shard held by lock_all,
  * prof_shards_lock_all), aged at now_ns
  * (prof_time_ns), and the freed counts: one record per stack, whose
  * dump_tctx_t are its non-empty buckets (uid: a freed
@@ -1006,7 +1012,7 @@ static inline void prof_lifetime_large_del(prof_life_part_t *pt,
 bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
     void (*foreach)(prof_sample_visit_t *, void *), void (*lock_all)(void),
     void (*unlock_all)(void), prof_life_part_t *(*part)(unsigned),
-    uint64_t now_ns, const char **whyp);
+    unsigned nparts, uint64_t now_ns, const char **whyp);
 
 /* ------------------------------------------------------- prof_dump.c */
 extern const char *const prof_format_names[PROF_FORMAT_COUNT];
