@@ -67,7 +67,7 @@ test/integration/prof_fork test/integration/prof_gdump
 test/integration/prof_idump test/integration/prof_mdump
 test/integration/prof_pprof test/integration/prof_pprof_fd
 test/integration/prof_reset test/integration/prof_threads
-test/integration/prof_http"
+test/integration/prof_http test/unit/prof_stack_depth"
 
 total_pass=0
 total_fail=0

@@ -545,6 +545,11 @@ static inline bool tdata_sys_name_due(const prof_tdata_t *td, uint64_t now) {
 	    now - td->name_read_ns >= PROF_SYS_NAME_PERIOD_NS;
 }
 
+/* A thread's frames array (prof_tdata_t.frames). */
+static size_t frames_size(void) {
+	return opt_prof_bt_max * sizeof(void *);
+}
+
 MP_WARM void prof_thread_exit(tsd_t *tsd) {
 	prof_tdata_t *td = tsd->prof_tdata;
 	if (td == NULL)
@@ -557,6 +562,9 @@ MP_WARM void prof_thread_exit(tsd_t *tsd) {
 	/* Only its thread walks with it (the tdata may stay, for dumps). */
 	prof_bt_memo_free(td->bt_memo);
 	td->bt_memo = NULL;
+	if (td->frames != NULL)
+		base_free(td->frames, frames_size());
+	td->frames = NULL;
 	while (td->spare != NULL) {
 		prof_sample_t *s = td->spare;
 		td->spare = s->next;
@@ -1160,6 +1168,11 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		prof_sys_thread_init(tsd);
 	if (td->bt_memo == NULL)
 		td->bt_memo = prof_bt_memo_new();
+	if (td->frames == NULL && (td->frames = base_malloc(frames_size())) ==
+	    NULL) {
+		atomic_fetch_add(&prof_dropped, 1);
+		goto out;
+	}
 	/* The time first, nearest the allocation it dates. */
 	uint64_t now = prof_time_ns();
 	if (opt_prof_sys_thread_name && tdata_sys_name_due(td, now))
@@ -1168,7 +1181,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	 * malloc, calloc, realloc, ... and strips frames up to it (a
 	 * prefixed build's heap_v2 writer puts the call there instead:
 	 * prof_heap_v2.c). */
-	void *frames[PROF_BT_MAX_LIMIT];
+	void **frames = td->frames;
 	frames[0] = entry;
 	/* A walk the thread's memo answered comes with what this found for
 	 * it last time: its hash and gctx. */

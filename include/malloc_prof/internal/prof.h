@@ -114,6 +114,12 @@ struct prof_tdata_s {
 	/* prof_backtrace's memo of the thread's last walks (prof_sys.c);
 	 * NULL until its first sample, freed when the thread exits. */
 	struct prof_bt_memo_s *bt_memo;
+	/* A sample's frames while prof_sample_alloc gathers them
+	 * (opt_prof_bt_max of them), made and freed with bt_memo: an array
+	 * of PROF_BT_MAX_LIMIT on the stack, 2 KiB below malloc's frame,
+	 * took each sampling thread a page of stack (bench's falseshare:
+	 * 4 KiB more in each of its threads). */
+	void **frames;
 	/* prof_sys_thread_name: the sample time of the last read of the
 	 * OS name (0: never); its thread's only. */
 	uint64_t name_read_ns;
