@@ -237,8 +237,12 @@ double prof_wait_scale[64];
  * draw.
  * Strip i's point j (53 bits) is accepted at once when j < zig_k[i], and
  * is then j * zig_w[i]; zig_f[i] is exp(-x_i) at the strip's edge.
- * 6 KiB, made at boot only when the profiler is on.  The common path
- * is prof.h's prof_exp_draw_inline (tsd.c's redraw inlines it).
+ * 6 KiB, made when the profiler first turns active (at boot with
+ * prof_active:true, else at the first write of prof.active true): a
+ * process with prof_active:false draws no wait, and the table was two
+ * pages of its resident memory.  A thread draws only after it read
+ * prof.active true, which the writer stored after the table.  The common
+ * path is prof.h's prof_exp_draw_inline (tsd.c's redraw inlines it).
  */
 #define ZIG_N PROF_ZIG_N
 #define ZIG_R 7.697117470131487         /* the tail's start */
@@ -274,6 +278,13 @@ static bool zig_fill(void) {
 	}
 	prof_zig = z;
 	return false;
+}
+
+bool prof_zig_ensure(void) {
+	mp_mutex_lock(&tdatas_mtx);
+	bool fail = prof_zig == NULL && zig_fill();
+	mp_mutex_unlock(&tdatas_mtx);
+	return fail;
 }
 
 static void wait_scale_fill(void) {
@@ -362,7 +373,7 @@ MP_WARM bool prof_boot(void) {
 			return true;
 		unbias_tab_fill();
 		wait_scale_fill();
-		if (zig_fill())
+		if (opt_prof_active && zig_fill())
 			return true;
 	}
 	return false;

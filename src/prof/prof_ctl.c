@@ -80,6 +80,13 @@ static int ctl_prof_switch(const ctl_node_t *node, const size_t *mib,
 				mp_error("prof.active: " PROF_CTL_OFF_HINT);
 			return ENOENT;
 		}
+		/* The wait's table first: a thread that reads prof.active
+		 * true draws from it. */
+		if (var == &prof_active && v && prof_zig_ensure()) {
+			mp_error("prof.active: no memory for the sampling "
+			    "wait's table");
+			return EAGAIN;
+		}
 		old = atomic_exchange(var, v);
 		if (var != &prof_gdump_enabled)
 			prof_wait_gen_bump();

@@ -300,7 +300,11 @@ typedef struct {
 	double w[PROF_ZIG_N];            /* x = j * w */
 	double f[PROF_ZIG_N];            /* exp(-x) at the strip's edge */
 } prof_zig_t;
-extern const prof_zig_t *prof_zig;       /* NULL while prof is off */
+/* NULL until the profiler first turns active (prof.c). */
+extern const prof_zig_t *prof_zig;
+/* Make prof_zig if it is not made yet; before prof.active is stored true.
+ * true on error (out of memory). */
+bool prof_zig_ensure(void);
 extern double prof_wait_scale[64];
 /* The draws outside their strip's rectangle (~2.5%). */
 double prof_zig_slow(uint64_t *state, unsigned i, uint64_t j);
