@@ -313,6 +313,19 @@ bool arena_boot(void (*cache_setup)(arena_t *arena)) {
 	return false;
 }
 
+/* Automatic arena ind (or the huge one), made if it is not yet; NULL if
+ * that failed.  arenas_mtx held. */
+static arena_t *arena_make_locked(unsigned ind) {
+	arena_t *a = atomic_load_explicit(&arenas[ind], memory_order_acquire);
+	if (a == NULL) {
+		a = arena_new(ind);
+		if (a != NULL)
+			atomic_store_explicit(&arenas[ind], a,
+			    memory_order_release);
+	}
+	return a;
+}
+
 arena_t *arena_get(unsigned ind, bool create) {
 	if (ind >= ARENAS_MAX)
 		return NULL;
@@ -325,24 +338,19 @@ arena_t *arena_get(unsigned ind, bool create) {
 	    ind != extent_huge_ind))
 		return NULL;
 	mp_mutex_lock(&arenas_mtx);
-	a = atomic_load_explicit(&arenas[ind], memory_order_acquire);
-	if (a == NULL) {
-		a = arena_new(ind);
-		if (a != NULL)
-			atomic_store_explicit(&arenas[ind], a,
-			    memory_order_release);
-	}
+	a = arena_make_locked(ind);
 	mp_mutex_unlock(&arenas_mtx);
 	return a;
 }
 
 /*
- * A new thread's arena: the first one with no thread attached, else a new
- * one while fewer than arena_share_from exist, else the least loaded.
- * Round robin spread threads that come and go over every arena, each
- * keeping its own slabs and orphaned caches: with four threads at a
- * time, eight arenas' worth of memory.  A thread that takes a dead
- * thread's arena also adopts its orphaned cache.
+ * A new thread's arena, with the thread counted in its nthreads: the
+ * first one with no thread attached, else a new one while fewer than
+ * arena_share_from exist, else the least loaded.  Round robin spread
+ * threads that come and go over every arena, each keeping its own slabs
+ * and orphaned caches: with four threads at a time, eight arenas' worth
+ * of memory.  A thread that takes a dead thread's arena also adopts its
+ * orphaned cache.
  *
  * jemalloc makes new arenas up to narenas (4 per CPU), each with its own
  * dirty pages that only its threads reuse.  Here, unless narenas was
@@ -353,30 +361,42 @@ arena_t *arena_get(unsigned ind, bool create) {
  * high as the largest worker it ever ran; with two its peak fell below
  * jemalloc's for 0.6-1.5% more CPU time (doc/performance.md, "threadchurn's
  * arenas").
+ *
+ * The choice and the count are made under arenas_mtx, as jemalloc's
+ * arena_choose_hard binds under arenas_lock: threads starting at once
+ * each saw the first arena without a thread and all took it, and a
+ * program of 9 threads on narenas:6 used 5 (test/unit/arena_share_given
+ * under a loaded machine).
  */
 arena_t *arena_choose_auto(void) {
-	arena_t *best = NULL;
+	arena_t *best = NULL, *chosen = NULL;
 	uint32_t best_n = UINT32_MAX;
-	for (unsigned i = 0; i < narenas_auto; i++) {
-		arena_t *a = arena_get(i, false);
+	mp_mutex_lock(&arenas_mtx);
+	for (unsigned i = 0; i < narenas_auto && chosen == NULL; i++) {
+		arena_t *a = atomic_load_explicit(&arenas[i],
+		    memory_order_acquire);
 		if (a == NULL) {
 			if (i >= arena_share_from && best != NULL)
 				break;
-			a = arena_get(i, true);
-			if (a != NULL)
-				return a;
+			if (i < atomic_load(&narenas_total))
+				chosen = arena_make_locked(i);
 			break;
 		}
 		uint32_t n = atomic_load_explicit(&a->nthreads,
 		    memory_order_relaxed);
 		if (n == 0)
-			return a;
-		if (n < best_n) {
+			chosen = a;
+		else if (n < best_n) {
 			best = a;
 			best_n = n;
 		}
 	}
-	return best != NULL ? best : arena_get(0, false);
+	if (chosen == NULL)
+		chosen = best != NULL ? best : atomic_load_explicit(&arenas[0],
+		    memory_order_acquire);
+	atomic_fetch_add(&chosen->nthreads, 1);
+	mp_mutex_unlock(&arenas_mtx);
+	return chosen;
 }
 
 bool arena_create(unsigned *ind) {

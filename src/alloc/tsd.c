@@ -221,9 +221,10 @@ static MP_COLD void tsd_init(tsd_t *tsd) {
 	 * (created here if it is the CPU's first thread). */
 	tsd->arena = arena_percpu_limit != 0 ?
 	    arena_get(arena_percpu_choose(), true) : NULL;
-	if (tsd->arena == NULL)
+	if (tsd->arena != NULL)
+		atomic_fetch_add(&tsd->arena->nthreads, 1);
+	else
 		tsd->arena = arena_choose_auto();
-	atomic_fetch_add(&tsd->arena->nthreads, 1);
 	tsd->tcache_enabled = opt_tcache;
 	tsd->prng = (uint64_t)(uintptr_t)tsd ^ os_now_ns();
 	tsd->cache_event_at = tsd->allocated + TSD_EVENT_INTERVAL;

@@ -503,8 +503,8 @@ extern _Atomic unsigned narenas_total;   /* indices handed out so far */
  * published (tcache_arena_setup: arena.c calls no cache function). */
 bool arena_boot(void (*cache_setup)(arena_t *arena));
 arena_t *arena_get(unsigned ind, bool create);
-arena_t *arena_choose_auto(void);        /* the automatic one with the
-                                          * fewest threads */
+/* A new thread's automatic arena, the thread counted in its nthreads. */
+arena_t *arena_choose_auto(void);
 /* percpu_arena: arenas [0, arena_percpu_limit) belong to CPUs (0: off).
  * Hidden, so that tsd_fetch tests it with one instruction. */
 extern unsigned arena_percpu_limit __attribute__((visibility("hidden")));
