@@ -3,9 +3,9 @@
  * and the .bss after it) a process has written, read from /proc/self/smaps
  * and /proc/self/pagemap, for the tests that bound it: what the
  * profiler's samples write (integration/prof_data_pages) and what every
- * process's boot writes (integration/boot_data_pages), and whether a
- * table a process should not have touched is resident (unit/
- * http_conns_idle).  smaps is read with open/read into a static buffer:
+ * process's boot writes (integration/boot_data_pages), and whether
+ * memory a process should not have touched or has given back is resident
+ * (unit/http_conns_idle, stress/decay).  smaps is read with open/read into a static buffer:
  * no allocation between a reading and the code it measures.  Include
  * after test_util.h.
  */
@@ -40,7 +40,7 @@ static unsigned long mp_range_hi[MP_LIB_RANGES_MAX];
 static bool mp_range_file[MP_LIB_RANGES_MAX];
 static int mp_nranges;
 
-static void mp_lib_data_ranges(const char *lib) {
+static MP_UNUSED void mp_lib_data_ranges(const char *lib) {
 	int fd = open("/proc/self/smaps", O_RDONLY);
 	assert_true(fd >= 0);
 	size_t len = 0;
