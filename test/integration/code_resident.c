@@ -13,6 +13,8 @@
  * least one whole 64 KiB window of the code must be absent, and so must
  * the mapping's last page (code linked after all of ours).  (A smaller
  * fault-around, or code not in the page cache, only leaves more absent.)
+ * With the profiler on but inactive, the same child has no more than 4
+ * pages of code more resident.
  */
 #include "../test_util.h"
 
@@ -142,12 +144,53 @@ static void test_cold_code_absent(void **state) {
 	    status, err);
 }
 
+/* The child's resident code in KiB, from its report; -1 if it could not
+ * tell. */
+static long child_resident_kib(const char *conf) {
+	static char err[1 << 12];
+	int status = mp_run_child_conf("resident", conf, err, sizeof(err),
+	    NULL, 0, NULL);
+	const char *at = strstr(err, "code: ");
+	size_t mapped, present;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == 2 || at == NULL ||
+	    sscanf(at, "code: %zu KiB mapped, %zu KiB present", &mapped,
+	    &present) != 2)
+		return -1;
+	return (long)present;
+}
+
+/* A process with the profiler on but inactive (prof:true,
+ * prof_active:false, as a service that turns it on when asked) runs the
+ * profiler's boot only, whose functions are MP_WARM: its resident code is
+ * that of a process without the profiler, give or take 4 pages.  Before,
+ * prof_gdump_maybe (run at each new high of the heap, gdump on or off)
+ * brought a 64 KiB window of the profiler's code in: 15 pages more. */
+static void test_inactive_profiler_code(void **state) {
+	(void)state;
+	if (mp_env_sanitizer()[0] != '\0')
+		MP_SKIP("sanitizer build (%s): its instrumentation runs "
+		    "everywhere", mp_env_sanitizer());
+	bool prof = false;
+	MALLCTL_READ("config.prof", prof);
+	if (!prof)
+		MP_SKIP("profiling not built in");
+	long plain = child_resident_kib(NULL);
+	long inactive = child_resident_kib("prof:true,prof_active:false");
+	if (plain < 0 || inactive < 0)
+		MP_SKIP("could not read the mappings");
+	long page_kib = (long)(mp_page_size() >> 10);
+	MP_ASSERT(inactive <= plain + 4 * page_kib, "%ld KiB of the library's "
+	    "code resident with the profiler inactive, %ld without it",
+	    inactive, plain);
+}
+
 int main(int argc, char **argv) {
 	if (argc > 2 && strcmp(argv[1], "--child") == 0)
 		return child();
 	mp_test_init(120);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cold_code_absent),
+		cmocka_unit_test(test_inactive_profiler_code),
 	};
 	return mp_run_tests(tests);
 }
