@@ -321,15 +321,14 @@ static unsigned shards_for(unsigned ncpus) {
 	return n;
 }
 
-/* Both tables in one block of base memory, every lock and bucket array
- * set up. */
+/* Both tables in one block of base memory (zeroed, as base_malloc's
+ * always are), every lock and bucket array set up. */
 static bool shards_make(void) {
 	unsigned n = shards_for(os_ncpus());
 	char *block = base_malloc(n * (sizeof(*gctx_shards) +
 	    sizeof(*sample_shards)));
 	if (block == NULL)
 		return true;
-	memset(block, 0, n * (sizeof(*gctx_shards) + sizeof(*sample_shards)));
 	gctx_shards = (prof_gctx_shard_t *)block;
 	sample_shards = (prof_sample_shard_t *)(block +
 	    n * sizeof(*gctx_shards));
@@ -573,8 +572,7 @@ MP_WARM void prof_thread_exit(tsd_t *tsd) {
 	/* Only its thread walks with it (the tdata may stay, for dumps). */
 	prof_bt_memo_free(td->bt_memo);
 	td->bt_memo = NULL;
-	if (td->frames != NULL)
-		base_free(td->frames, frames_size());
+	base_free(td->frames, frames_size());
 	td->frames = NULL;
 	while (td->spare != NULL) {
 		prof_sample_t *s = td->spare;

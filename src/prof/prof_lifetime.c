@@ -23,8 +23,8 @@
  * already to count the sample off its tctx: no lock of its own on the
  * sampled paths (a lock round trip at every sampled free, and two more
  * for each large sample's entry below, were about 10% of a sample's cost
- * on bench's midsize), and a gctx remembers its record (gctx->life), so only the
- * first free of a stack's samples looks it up.  Nothing under a part
+ * on bench's midsize), and a gctx remembers its record (gctx->life), so
+ * only the first free of a stack's samples looks it up.  Nothing under a part
  * allocates but base_malloc (a leaf).  This file calls no other file of
  * the profiler (prof.c calls it), so a dump's live samples come through
  * the caller's walk of prof.c's sample table (small objects) and lists

@@ -5,7 +5,9 @@
  * prof_active:false draws no wait until prof.active is written true.
  * After boot and allocations the table does not exist; the write makes it
  * before any thread can read prof.active true, and the thread's next
- * allocations are sampled (lg_prof_sample:0: every one).
+ * allocations are sampled (lg_prof_sample:0: every one).  In a debug
+ * build, a write that cannot map the table fails with EAGAIN and leaves
+ * the profiler inactive.
  *
  * prof_zig_lazy.conf: prof:true,prof_active:false,lg_prof_sample:0.
  */
@@ -25,6 +27,24 @@ static void test_table_made_on_activation(void **state) {
 		free(LAUNDER(malloc(size)));
 	assert_null(prof_zig);
 	bool on = true;
+	if (config_debug) {
+		/* No memory for the table (the mapping fault injection of
+		 * debug builds: its 6 KiB is a mapping of its own): the write
+		 * fails with EAGAIN and the profiler stays inactive. */
+		size_t fail = 1, none = 0;
+		assert_int_equal(mallctl("debug.mmap_fail", NULL, NULL, &fail,
+		    sizeof(fail)), 0);
+		int r = mallctl("prof.active", NULL, NULL, &on, sizeof(on));
+		assert_int_equal(mallctl("debug.mmap_fail", NULL, NULL, &none,
+		    sizeof(none)), 0);
+		assert_int_equal(r, EAGAIN);
+		assert_null(prof_zig);
+		bool active = true;
+		size_t sz = sizeof(active);
+		assert_int_equal(mallctl("prof.active", &active, &sz, NULL, 0),
+		    0);
+		assert_false(active);
+	}
 	assert_int_equal(mallctl("prof.active", NULL, NULL, &on, sizeof(on)),
 	    0);
 	assert_non_null(prof_zig);
