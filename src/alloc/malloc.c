@@ -254,6 +254,44 @@ static void *prof_cache_alloc_small(unsigned ind) {
 	return p;
 }
 
+/*
+ * A sampled object of a class above a page is promoted, as jemalloc
+ * promotes every sampled small object: it gets a block of the smallest
+ * large class of its own, from the cache's large bin when it has one,
+ * and its record lives in the extent (e->prof), as a large sample's does.
+ * The profiler's slabs of those classes held one to three regions, so
+ * nearly every such sample set a slab up from the arena and gave it back
+ * at its free (bench's xthread: about 1,200 instructions a sample, half
+ * of what profiling cost it).  Classes up to a page keep the profiler's
+ * cache, whose slabs hold many samples of a class.  Its usable size
+ * stays its class's (extent_usize).  Cached blocks start a cache line
+ * apart at best (cache_oblivious), so a request aligned further takes
+ * the profiler's cache.  NULL: no memory.
+ */
+static bool promotable(size_t usize, size_t align) {
+	return usize > PAGE && align <= (opt_cache_oblivious ? CACHELINE :
+	    PAGE);
+}
+
+static void *alloc_promoted(tcache_t *tc, arena_t *arena, size_t align) {
+	void *p = NULL;
+	if (tc != NULL && SC_LARGE_MINCLASS <= opt_tcache_max)
+		p = tcache_alloc_large(tc, SC_NBINS);
+	if (p == NULL)
+		p = arena_large_alloc(arena, SC_LARGE_MINCLASS, align, false);
+	return p;
+}
+
+/* A promoted block the profiler did not sample after all (prof_active
+ * switched off meanwhile, no memory for its record): a large block like
+ * any other then, whose usable size is its extent's, and the thread's
+ * count of bytes allocated says so. */
+static void promoted_settle(tsd_t *tsd, void *p, size_t usize) {
+	extent_t *e = pagemap_lookup(p);
+	if (e->kind == EXTENT_LARGE && e->prof == NULL)
+		tsd_count_alloc(tsd, e->size - usize);
+}
+
 /* Every allocation that misses the fast path ends here. */
 static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
     const alloc_opts_t *o) {
@@ -312,7 +350,9 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 		 * thread on the fast path has its bins on (tsd.c): its
 		 * test spares the thread events tsd_cache_bins' loads. */
 		if (sample_small) {
-			p = prof_cache_alloc_small(ind);
+			p = promotable(usize, align) ? alloc_promoted(xtc !=
+			    NULL ? xtc : use_tcache ? tsd->tcache : NULL, arena,
+			    align) : prof_cache_alloc_small(ind);
 		} else if (use_tcache) {
 			if (tsd->fast_owner == NULL && !tsd_cache_bins(tsd)) {
 				p = small_request(tsd->tcache->arena, ind,
@@ -360,6 +400,8 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	}
 	tsd_count_alloc(tsd, usize);
 	prof_sample_check(tsd, p, usize, o, ind >= SC_NBINS || sample_small);
+	if (config_prof && sample_small && promotable(usize, align))
+		promoted_settle(tsd, p, usize);
 	/* Outside start-up and the profiler: creating a thread allocates. */
 	if (tsd->state == TSD_NOMINAL && tsd->reentrancy == 0) {
 		background_thread_start_pending();
@@ -469,8 +511,16 @@ static bool dalloc_misuse(tsd_t *tsd, void *p, extent_t *e,
 	return false;
 }
 
+/* A block's usable size: a promoted sample's is its small class's, which
+ * its record holds (alloc_promoted), so that malloc_usable_size, realloc
+ * and the thread's counters do not see whether it was sampled; every
+ * other large sample's record holds its extent's size. */
 static size_t extent_usize(const extent_t *e) {
-	return e->kind == EXTENT_SLAB ? e->usize : e->size;
+	if (e->kind == EXTENT_SLAB)
+		return e->usize;
+	if (config_prof && e->prof != NULL)
+		return ((const prof_sample_t *)e->prof)->usize;
+	return e->size;
 }
 
 /* Every free that misses the fast path ends here.  e may be NULL.  With
@@ -557,19 +607,19 @@ static void *alloc_large_cached(tsd_t *tsd, unsigned ind) {
 	return p;
 }
 
-/* A sampled block into the cache (dalloc_large_cached's checks of a
- * block that is not in a cache: its first free took e->prof): the sample
- * given back as dalloc_impl would, e->prof NULL then should the cache
- * refuse the block.  Out of line: free_slow would otherwise save more
- * registers at every call. */
+/* A sampled block (dalloc_large_cached's checks of a block that is not in
+ * a cache: its first free took e->prof): the sample given back, then the
+ * block into the cache or, refused, to the arena, as dalloc_impl would.
+ * Out of line: free_slow would otherwise save more registers at every
+ * call. */
 static MP_NOINLINE bool dalloc_large_sampled(tsd_t *tsd, void *p,
     extent_t *e, tcache_t *tc, uintptr_t fp) {
+	/* Before the record goes: a promoted block's is its class's. */
+	size_t usize = extent_usize(e);
 	prof_sample_free_at(p, e, fp);
-	if ((unsigned)e->szind - SC_NBINS >= TCACHE_NLARGE)
-		return false;
-	size_t usize = e->size;
-	if (tcache_dalloc_large(tc, e))
-		return false;
+	if ((unsigned)e->szind - SC_NBINS >= TCACHE_NLARGE ||
+	    tcache_dalloc_large(tc, e))
+		arena_large_dalloc(e);
 	tsd->deallocated += usize;
 	return true;
 }
@@ -653,7 +703,9 @@ static MP_NOINLINE void *alloc_small_sampled(tsd_t *tsd, unsigned ind,
 	    tsd->prof_wait_gen_seen != atomic_load_explicit(&prof_wait_gen,
 	    memory_order_relaxed) || !sample_small_allowed(tsd))
 		return NULL;
-	void *p = prof_cache_alloc_small(ind);
+	void *p = promotable(usize, 0) ? alloc_promoted(tsd->fast_owner,
+	    tsd->arena != NULL ? tsd->arena : arena_get(0, false), 0) :
+	    prof_cache_alloc_small(ind);
 	if (p != NULL)
 		tsd->allocated += usize;
 	return p;
@@ -666,6 +718,8 @@ static MP_NOINLINE void *malloc_sampled(tsd_t *tsd, void *p, size_t usize,
     size_t req) {
 	prof_event_inline(tsd, p, usize, req, (void *)MP_PUBLIC(malloc),
 	    CALLER_FP());
+	if (usize > PAGE && usize <= SC_SMALL_MAXCLASS)
+		promoted_settle(tsd, p, usize);
 	tsd_gdump_flush(tsd);
 	return p;
 }
@@ -1132,7 +1186,9 @@ in_place:
  * ralloc_impl, which reports it.  With cache_oblivious a block may start
  * inside that page (arena.c narrows its record to the block), so the
  * record's address decides: a page-aligned p before the block is no
- * block's start.
+ * block's start.  A promoted sample's block carries the smallest large
+ * class while its usable size is its small class's (alloc_promoted):
+ * ralloc_impl resizes it.
  */
 static bool realloc_same_class(uintptr_t entry, const void *p,
     size_t size) {
@@ -1142,6 +1198,9 @@ static bool realloc_same_class(uintptr_t entry, const void *p,
 		return false;
 	if (szind < SC_NBINS)
 		return true;
+	if (config_prof && szind == SC_NBINS &&
+	    pagemap_entry_extent(entry)->prof != NULL)
+		return false;
 	if (unlikely(opt_cache_oblivious))
 		return pagemap_entry_extent(entry)->addr == p;
 	return ((uintptr_t)p & PAGE_MASK) == 0;

@@ -16,11 +16,14 @@
  * backtrace and the tctx of (this thread, that backtrace), adds to its
  * counters, and keeps a prof_sample_t for the object: in extent->prof for
  * a large block, in the sharded sample table for a small one.  A small
- * object about to be sampled is taken from arena 0's prof_cache (one for
- * all threads), whose slabs no thread owns: it keeps its size class, and
- * its slab's pages carry no class tag in the page map, so its free misses
- * the fast path's cache bins and finds the record.  Unsampled objects pay
- * nothing, on malloc or on free, wherever they live.
+ * object of a page or less about to be sampled is taken from arena 0's
+ * prof_cache (one for all threads), whose slabs no thread owns: it keeps
+ * its size class, and its slab's pages carry no class tag in the page
+ * map, so its free misses the fast path's cache bins and finds the
+ * record.  A bigger small one is promoted (malloc.c, alloc_promoted): a
+ * large block of its own, whose extent holds the record as a large
+ * sample's does.  Unsampled objects pay nothing, on malloc or on free,
+ * wherever they live.
  *
  * Each sample also carries when it was taken (prof_time_resolution's
  * clock) and, through its tctx, its thread and the thread's label set at
@@ -1065,6 +1068,21 @@ void prof_samples_foreach(prof_sample_visit_t *visit, void *arg) {
 				visit(s, arg);
 		}
 		mp_mutex_lite_unlock(&ss->mtx);
+	}
+}
+
+void prof_promoted_foreach(prof_sample_visit_t *visit, void *arg) {
+	if (!shards_ready())
+		return;
+	for (unsigned i = 0; i < prof_nshards; i++) {
+		prof_gctx_shard_t *sh = &gctx_shards[i];
+		mp_mutex_lite_lock(&sh->mtx);
+		for (const prof_sample_t *s = sh->life.large; s != NULL;
+		    s = s->next) {
+			if (s->usize <= SC_SMALL_MAXCLASS)
+				visit(s, arg);
+		}
+		mp_mutex_lite_unlock(&sh->mtx);
 	}
 }
 

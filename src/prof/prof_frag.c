@@ -7,7 +7,9 @@
  * for it outside dumps.  A sampled small object lives in a slab of the
  * profiler's cache (arena 0's prof_cache), not in the program's slabs of
  * its class, so what its own slab wastes says nothing about the program.
- * The charge is the program's: for size class j,
+ * A sampled object of a class above a page is promoted instead (a large
+ * block of its own: malloc.c, alloc_promoted), and is no region of any
+ * slab.  The charge is the program's: for size class j,
  *
  *   unused_j = slabs_j * slab_size_j - regs_j * usize_j
  *
@@ -15,7 +17,8 @@
  * regions taken from them (stats.arenas.<i>.bins.<j>.curslabs and
  * curregs) less the profiler cache's own (its slabs, and the regions of
  * the live samples).  Each live object of the class, in the program's
- * slabs or the profiler's, is charged an equal share, unused_j / live_j,
+ * slabs, the profiler's or a promoted block (live_j: the regions taken
+ * and the promoted samples), is charged an equal share, unused_j / live_j,
  * and a live sample, which stands for N objects (its unbiased count), is
  * charged N times that: summed over a class's samples, the charges
  * estimate unused_j.  Regions in the threads' cache
@@ -49,7 +52,10 @@ typedef struct frag_ent_s {
 } frag_ent_t;
 
 typedef struct frag_walk_s {
-	uint64_t nsmall[SC_NBINS];       /* pass 1: live samples per class */
+	uint64_t nsmall[SC_NBINS];       /* pass 1: live samples per class,
+	                                  * in the profiler's slabs */
+	uint64_t npromoted[SC_NBINS];    /* and promoted */
+	bool promoted;                   /* visiting promoted samples */
 	double charge[SC_NBINS];         /* per object of the class */
 	frag_ent_t *ents;                /* pass 2: open addressing */
 	size_t nents, cap;               /* cap: a power of two */
@@ -61,11 +67,22 @@ typedef struct frag_walk_s {
 static void frag_count(const prof_sample_t *s, void *arg) {
 	frag_walk_t *w = arg;
 	if (s->usize <= SC_SMALL_MAXCLASS)
-		w->nsmall[sz_size2index(s->usize)]++;
+		(w->promoted ? w->npromoted : w->nsmall)[sz_size2index(
+		    s->usize)]++;
 }
 
-/* Pass 2, under the sample's shard lock (its tctx, gctx and tdata are
- * alive): charge it to its tctx's entry.  A sample taken since pass 1
+/* A visit of every live small sample: the sample table's, then the
+ * promoted ones. */
+static void frag_visit_all(prof_sample_visit_t *visit, frag_walk_t *w) {
+	w->promoted = false;
+	prof_samples_foreach(visit, w);
+	w->promoted = true;
+	prof_promoted_foreach(visit, w);
+}
+
+/* Pass 2, under the lock of the sample's shard of the sample table, or of
+ * its gctx if promoted (its tctx, gctx and tdata are alive): charge it
+ * to its tctx's entry.  A sample taken since pass 1
  * that finds the table too full is left out. */
 static void frag_charge(const prof_sample_t *s, void *arg) {
 	frag_walk_t *w = arg;
@@ -141,8 +158,9 @@ static void frag_charges(frag_walk_t *w) {
 		double used = (double)r * (double)sz_index2size(j);
 		/* Shared by every live object of the class, the samples'
 		 * too: they are what the samples' counts estimate. */
-		w->charge[j] = regs[j] != 0 && space > used ? (space - used) /
-		    (double)regs[j] : 0.0;
+		uint64_t live = regs[j] + w->npromoted[j];
+		w->charge[j] = live != 0 && space > used ? (space - used) /
+		    (double)live : 0.0;
 	}
 }
 
@@ -159,11 +177,11 @@ bool prof_frag_build(dump_snap_t *s, const char **whyp) {
 		return true;
 	}
 	memset(w, 0, sizeof(*w));
-	prof_samples_foreach(frag_count, w);
+	frag_visit_all(frag_count, w);
 	frag_charges(w);
 	uint64_t live = 0;
 	for (unsigned j = 0; j < SC_NBINS; j++)
-		live += w->nsmall[j];
+		live += w->nsmall[j] + w->npromoted[j];
 	/* Room for the tctxs of every sample of pass 1 and of some taken
 	 * since, at most 3/4 full. */
 	w->cap = 64;
@@ -175,7 +193,7 @@ bool prof_frag_build(dump_snap_t *s, const char **whyp) {
 		goto oom;
 	}
 	memset(w->ents, 0, w->cap * sizeof(frag_ent_t));
-	prof_samples_foreach(frag_charge, w);
+	frag_visit_all(frag_charge, w);
 	if (w->oom)
 		goto oom;
 

@@ -17,7 +17,11 @@
  * about 6%), and its total is that times the objects it has, about 0.88
  * of the objects kept times the slab's unused space: 0.55 to 1.3 of that
  * is more than 4 standard errors of about 125 samples on either side.
- * The dense site's objects are charged under 5% of their size, and
+ * The dense site's objects are charged under 5% of their size.
+ * frag_promoted_site's 256 objects of 6,000 bytes are all samples at
+ * this rate (each stands for one object), promoted to blocks of their
+ * own (malloc.c, alloc_promoted): the profile has them all, charged
+ * under 5% of their size (no slab of their class need be held).  And
  * `malloc-prof top --sample fragmentation_space` lists the pinned site
  * first.  Automatic names are <prefix>.<pid>.<seq>.frag<n>.pb.gz; the
  * endpoint serves the profile at /debug/pprof/fragmentation; errors are
@@ -31,11 +35,14 @@
 #define NPIN ((size_t)1 << 20)
 #define NDENSE ((size_t)64 << 10)
 
+#define NPROMOTED 256
+
 static char tmpdir[256];
-static void *pin[NPIN], *dense[NDENSE];
+static void *pin[NPIN], *dense[NDENSE], *promoted[NPROMOTED];
 
 void frag_pin_site(void **objs, size_t n, size_t size);
 void frag_dense_site(void **objs, size_t n, size_t size);
+void frag_promoted_site(void **objs, size_t n, size_t size);
 
 MP_SITE void frag_pin_site(void **objs, size_t n, size_t size) {
 	for (size_t i = 0; i < n; i++)
@@ -44,6 +51,12 @@ MP_SITE void frag_pin_site(void **objs, size_t n, size_t size) {
 }
 
 MP_SITE void frag_dense_site(void **objs, size_t n, size_t size) {
+	for (size_t i = 0; i < n; i++)
+		objs[i] = malloc(opaque_size(size));
+	__asm__ volatile("" : : : "memory");
+}
+
+MP_SITE void frag_promoted_site(void **objs, size_t n, size_t size) {
 	for (size_t i = 0; i < n; i++)
 		objs[i] = malloc(opaque_size(size));
 	__asm__ volatile("" : : : "memory");
@@ -159,6 +172,7 @@ static void test_pinned_and_dense(void **state) {
 		}
 	}
 	frag_dense_site(dense, NDENSE, dsize);
+	frag_promoted_site(promoted, NPROMOTED, 6000);
 	mp_tcache_flush();
 
 	char path[512];
@@ -172,9 +186,16 @@ static void test_pinned_and_dense(void **state) {
 	assert_string_equal(pp.type[1], "fragmentation_space");
 	assert_string_equal(pp.default_type, "fragmentation_space");
 
-	int64_t po, ps, dobj, dsp;
+	int64_t po, ps, dobj, dsp, pro, prs;
 	site_sum(&pp, (const void *)frag_pin_site, &po, &ps);
 	site_sum(&pp, (const void *)frag_dense_site, &dobj, &dsp);
+	site_sum(&pp, (const void *)frag_promoted_site, &pro, &prs);
+	printf("# promoted: %d objects of 6000 bytes, profile %" PRId64
+	    " objects %" PRId64 " bytes\n", NPROMOTED, pro, prs);
+	MP_ASSERT(pro >= NPROMOTED * 9 / 10 && pro <= NPROMOTED * 11 / 10 &&
+	    (double)prs < 0.05 * 6000.0 * (double)pro, "promoted: %" PRId64
+	    " objects, %" PRId64 " bytes charged; %d live, in no slab", pro,
+	    prs, NPROMOTED);
 	double unused = (double)(pslab - psize);
 	printf("# pinned: %zu objects kept of %zu bytes, profile %" PRId64
 	    " objects %" PRId64 " bytes (%.1f per object, slab unused %.0f); "
@@ -199,6 +220,8 @@ static void test_pinned_and_dense(void **state) {
 		free(pin[i]);
 	for (size_t i = 0; i < NDENSE; i++)
 		free(dense[i]);
+	for (size_t i = 0; i < NPROMOTED; i++)
+		free(promoted[i]);
 }
 
 static void test_auto_name(void **state) {

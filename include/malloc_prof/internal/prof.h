@@ -1310,5 +1310,9 @@ bool prof_frag_build(dump_snap_t *s, const char **whyp);
  * Large samples (extent->prof) are not visited. */
 typedef void prof_sample_visit_t(const prof_sample_t *s, void *arg);
 void prof_samples_foreach(prof_sample_visit_t *visit, void *arg);
+/* Every live promoted sample (an object of a small class in a large block
+ * of its own, malloc.c's alloc_promoted: extent->prof), visited under its
+ * gctx shard's lock, which keeps its tctx, gctx and tdata alive. */
+void prof_promoted_foreach(prof_sample_visit_t *visit, void *arg);
 
 #endif /* MP_INTERNAL_PROF_H */
