@@ -284,12 +284,18 @@ static void *alloc_promoted(tcache_t *tc, arena_t *arena, size_t align) {
 
 /* A promoted block the profiler did not sample after all (prof_active
  * switched off meanwhile, no memory for its record): a large block like
- * any other then, whose usable size is its extent's, and the thread's
- * count of bytes allocated says so. */
-static void promoted_settle(tsd_t *tsd, void *p, size_t usize) {
+ * any other then, whose usable size is its extent's: its tail is filled
+ * as the rest was (zero: calloc, MALLOCX_ZERO, opt.zero), and the
+ * thread's count of bytes allocated says so. */
+static void promoted_settle(tsd_t *tsd, void *p, size_t usize, bool zero) {
 	extent_t *e = pagemap_lookup(p);
-	if (e->kind == EXTENT_LARGE && e->prof == NULL)
-		tsd_count_alloc(tsd, e->size - usize);
+	if (e->kind != EXTENT_LARGE || e->prof != NULL)
+		return;
+	if (zero)
+		memset((char *)p + usize, 0, e->size - usize);
+	else if (opt_junk_alloc)
+		memset((char *)p + usize, JUNK_ALLOC_BYTE, e->size - usize);
+	tsd_count_alloc(tsd, e->size - usize);
 }
 
 /* Every allocation that misses the fast path ends here. */
@@ -401,7 +407,7 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	tsd_count_alloc(tsd, usize);
 	prof_sample_check(tsd, p, usize, o, ind >= SC_NBINS || sample_small);
 	if (config_prof && sample_small && promotable(usize, align))
-		promoted_settle(tsd, p, usize);
+		promoted_settle(tsd, p, usize, zero);
 	/* Outside start-up and the profiler: creating a thread allocates. */
 	if (tsd->state == TSD_NOMINAL && tsd->reentrancy == 0) {
 		background_thread_start_pending();
@@ -719,7 +725,7 @@ static MP_NOINLINE void *malloc_sampled(tsd_t *tsd, void *p, size_t usize,
 	prof_event_inline(tsd, p, usize, req, (void *)MP_PUBLIC(malloc),
 	    CALLER_FP());
 	if (usize > PAGE && usize <= SC_SMALL_MAXCLASS)
-		promoted_settle(tsd, p, usize);
+		promoted_settle(tsd, p, usize, opt_zero);
 	tsd_gdump_flush(tsd);
 	return p;
 }

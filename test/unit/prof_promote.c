@@ -198,7 +198,8 @@ static void test_realloc_sequence(void **state) {
  * (prof.active switched off between the two) is a large block like any
  * other: its usable size is its extent's, and the thread counts that.
  * Another thread switches prof.active while this one allocates; whichever
- * way each allocation goes, the counters must agree with the usable size.
+ * way each allocation goes, the counters must agree with the usable size,
+ * and a calloc'ed block must be zero in all of it.
  */
 static atomic_bool switching_done;
 
@@ -223,12 +224,22 @@ static void test_counters_agree_while_switching(void **state) {
 	assert_int_equal(pthread_create(&t, NULL, switcher, NULL), 0);
 	for (int i = 0; i < 20000; i++) {
 		uint64_t a0 = *allocatedp, d0 = *deallocatedp;
-		void *p = LAUNDER(malloc(5000 + (size_t)(i % 8) * 1000));
+		size_t size = 5000 + (size_t)(i % 8) * 1000;
+		/* Every other one zeroed: all its usable bytes must be, the
+		 * blocks before it having been filled. */
+		unsigned char *p = LAUNDER(i % 2 == 0 ? malloc(size) :
+		    calloc(1, size));
 		assert_non_null(p);
 		size_t usable = malloc_usable_size(p);
 		if (*allocatedp - a0 != usable)
 			fail_msg("allocation %d: %zu usable, %llu counted", i,
 			    usable, (unsigned long long)(*allocatedp - a0));
+		for (size_t k = 0; i % 2 != 0 && k < usable; k++) {
+			if (p[k] != 0)
+				fail_msg("calloc %d: byte %zu of %zu usable is "
+				    "%u", i, k, usable, p[k]);
+		}
+		memset(p, 0xa5, usable);
 		free(p);
 		if (*deallocatedp - d0 != usable)
 			fail_msg("free %d: %zu usable, %llu counted", i, usable,
