@@ -266,13 +266,14 @@ static void *prof_cache_alloc_small(unsigned ind) {
  * cache, whose slabs hold many samples of a class.  Its usable size
  * stays its class's (extent_usize).  Cached blocks start a cache line
  * apart at best (cache_oblivious), so a request aligned further takes
- * the profiler's cache.  NULL: no memory.
+ * the profiler's cache.
  */
 static bool promotable(size_t usize, size_t align) {
-	return usize > PAGE && align <= (opt_cache_oblivious ? CACHELINE :
-	    PAGE);
+	return usize > PAGE && usize <= SC_SMALL_MAXCLASS &&
+	    align <= (opt_cache_oblivious ? CACHELINE : PAGE);
 }
 
+/* The block of a promoted sample; NULL: no memory. */
 static void *alloc_promoted(tcache_t *tc, arena_t *arena, size_t align) {
 	void *p = NULL;
 	if (tc != NULL && SC_LARGE_MINCLASS <= opt_tcache_max)
@@ -349,16 +350,18 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	bool sample_small = config_prof &&
 	    unlikely(tsd->allocated + usize >= tsd->prof_sample_at) &&
 	    ind < SC_NBINS && sample_small_allowed(tsd);
+	bool promote = sample_small && promotable(usize, align);
 	if (ind < SC_NBINS) {
 		/* Each branch counts the request (nrequests): a cache bin
 		 * in its cache's count, merged later (tcache.c), a fill
 		 * in tcache_bin_fill, the rest in the arena's stats.  A
 		 * thread on the fast path has its bins on (tsd.c): its
 		 * test spares the thread events tsd_cache_bins' loads. */
-		if (sample_small) {
-			p = promotable(usize, align) ? alloc_promoted(xtc !=
-			    NULL ? xtc : use_tcache ? tsd->tcache : NULL, arena,
-			    align) : prof_cache_alloc_small(ind);
+		if (promote) {
+			p = alloc_promoted(xtc != NULL ? xtc : use_tcache ?
+			    tsd->tcache : NULL, arena, align);
+		} else if (sample_small) {
+			p = prof_cache_alloc_small(ind);
 		} else if (use_tcache) {
 			if (tsd->fast_owner == NULL && !tsd_cache_bins(tsd)) {
 				p = small_request(tsd->tcache->arena, ind,
@@ -406,7 +409,7 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 	}
 	tsd_count_alloc(tsd, usize);
 	prof_sample_check(tsd, p, usize, o, ind >= SC_NBINS || sample_small);
-	if (config_prof && sample_small && promotable(usize, align))
+	if (promote)
 		promoted_settle(tsd, p, usize, zero);
 	/* Outside start-up and the profiler: creating a thread allocates. */
 	if (tsd->state == TSD_NOMINAL && tsd->reentrancy == 0) {
@@ -724,7 +727,7 @@ static MP_NOINLINE void *malloc_sampled(tsd_t *tsd, void *p, size_t usize,
     size_t req) {
 	prof_event_inline(tsd, p, usize, req, (void *)MP_PUBLIC(malloc),
 	    CALLER_FP());
-	if (usize > PAGE && usize <= SC_SMALL_MAXCLASS)
+	if (promotable(usize, 0))
 		promoted_settle(tsd, p, usize, opt_zero);
 	tsd_gdump_flush(tsd);
 	return p;
