@@ -87,6 +87,7 @@ static MP_COLD bool malloc_init_hard(void) {
 		pagemap_boot();
 		conf_boot();
 		sz_boot();
+		mp_mutex_boot(os_ncpus());
 		err = prof_boot() || background_thread_boot() ||
 		    prof_http_boot(prof_http_route_match,
 		    prof_http_route_serve);

@@ -3,7 +3,8 @@
  * library.  Every lock has a rank (lock_rank_t, types.h, lists them in
  * the order they may be taken); debug builds check the order.  A "lite"
  * lock is a futex word instead of glibc's mutex, for the locks taken on
- * every profiler sample; a waiter spins briefly before it blocks.
+ * every profiler sample; a waiter spins briefly before it blocks (where
+ * the process may run on more than one CPU).
  */
 #include "malloc_prof/internal/internal.h"
 #include <linux/futex.h>
@@ -86,6 +87,26 @@ static inline bool mutex_lite_try(mp_mutex_t *m) {
  */
 #define MUTEX_LITE_SPINS 128
 
+/* The spin's bound in effect: MUTEX_LITE_SPINS, or none where the
+ * process may run on one CPU only (taskset, a cpuset of one CPU, a
+ * one-CPU VM): its holder cannot run to give the lock back while the
+ * waiter spins, so each contended acquisition would burn the whole spin
+ * (a few microseconds) before blocking anyway.  jemalloc's mutexes skip
+ * their spin the same way (ncpus == 1).  Set at boot from the affinity
+ * mask (mp_mutex_boot), like jemalloc's CPU count, not read again: a
+ * process moved to one CPU later spins in vain, one moved to more does
+ * not spin. */
+static _Atomic unsigned mutex_lite_spins = MUTEX_LITE_SPINS;
+
+void mp_mutex_boot(unsigned ncpus) {
+	atomic_store_explicit(&mutex_lite_spins, ncpus > 1 ?
+	    MUTEX_LITE_SPINS : 0, memory_order_relaxed);
+}
+
+unsigned mp_mutex_lite_spins(void) {
+	return atomic_load_explicit(&mutex_lite_spins, memory_order_relaxed);
+}
+
 static inline void mutex_spin_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
@@ -98,7 +119,8 @@ static inline void mutex_spin_pause(void) {
  * each compare-exchange, so the spinner does not steal the cache line
  * from its holder at every turn. */
 static bool mutex_lite_spin(mp_mutex_t *m) {
-	for (unsigned i = 0; i < MUTEX_LITE_SPINS; i++) {
+	unsigned spins = mp_mutex_lite_spins();
+	for (unsigned i = 0; i < spins; i++) {
 		mutex_spin_pause();
 		if (atomic_load_explicit(&m->word, memory_order_relaxed) == 0 &&
 		    mutex_lite_try(m))

@@ -11,12 +11,19 @@
  * the counters' sum in each; with fewer than two CPUs to run on, the
  * holder cannot give the lock back while the waiter spins, and the test
  * skips.  No check depends on the machine's speed.
+ *
+ * Where the process may run on one CPU only, the waiter does not spin at
+ * all (mp_mutex_boot, from the affinity mask at boot): a child started
+ * on one CPU boots with no spin, and with the spin off every contended
+ * round is a wait, never a spin.
  */
 #include "../test_util.h"
 
 #include "malloc_prof/internal/internal.h"
 
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define ROUNDS 2000
 
@@ -100,9 +107,99 @@ static void test_spin_acquired(void **state) {
 	assert_true(spun);
 }
 
-int main(void) {
+/* The spin's bound the library booted with: its CPU count's. */
+static void test_spins_by_cpus(void **state) {
+	(void)state;
+	assert_int_equal(mp_mutex_lite_spins(), cpus_allowed() > 1 ? 128 : 0);
+}
+
+/* A child bound to one CPU before it starts (the affinity mask survives
+ * exec) boots with no spin: it runs this program again with
+ * --print-spins, which prints the bound and exits. */
+static void test_one_cpu_boots_without_spin(void **state) {
+	(void)state;
+	cpu_set_t set, one;
+	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (CPU_ISSET(c, &set)) {
+			CPU_SET(c, &one);
+			break;
+		}
+	}
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		if (sched_setaffinity(0, sizeof(one), &one) != 0)
+			_exit(90);
+		char *argv[] = {"mutex_spin", "--print-spins", NULL};
+		execv("/proc/self/exe", argv);
+		_exit(91);
+	}
+	close(fds[1]);
+	char buf[32] = {0};
+	ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+	close(fds[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(n > 0);
+	assert_string_equal(buf, "spins 0\n");
+}
+
+/* With the spin off (the bound a one-CPU boot sets), a waiter that finds
+ * the lock held blocks every time: no round is taken by spinning, each
+ * one is a wait.  With the spin on, test_spin_acquired finds rounds that
+ * are taken by the spin within the same number of rounds. */
+static void test_no_spin_when_off(void **state) {
+	(void)state;
+	if (mp_tsan_build())
+		MP_SKIP("ThreadSanitizer build: lite locks are glibc's mutexes");
+	mp_mutex_boot(1);
+	assert_int_equal(mp_mutex_lite_spins(), 0);
+	mp_mutex_init_lite(&lock, LOCK_RANK_PROF_GCTX);
+	atomic_store(&go, 0);
+	atomic_store(&done, 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, waiter, NULL), 0);
+	unsigned spun = 0, waited = 0;
+	for (unsigned r = 1; r <= ROUNDS; r++) {
+		mp_mutex_prof_reset(&lock);
+		mp_mutex_lite_lock(&lock);
+		atomic_store(&go, r);
+		while (atomic_load(&lock.prof.n_waiting) == 0)
+			sched_yield();
+		mp_mutex_lite_unlock(&lock);
+		while (atomic_load(&done) < r)
+			sched_yield();
+		mp_mutex_prof_t p;
+		mp_mutex_prof_read(&lock, &p);
+		spun += (unsigned)p.n_spin_acquired;
+		waited += (unsigned)p.n_wait_times;
+	}
+	assert_int_equal(pthread_join(t, NULL), 0);
+	mp_mutex_boot(cpus_allowed());
+	assert_int_equal(spun, 0);
+	assert_int_equal(waited, ROUNDS);
+}
+
+int main(int argc, char **argv) {
+	if (argc > 1 && strcmp(argv[1], "--print-spins") == 0) {
+		if (malloc_init())
+			return 2;
+		printf("spins %u\n", mp_mutex_lite_spins());
+		return 0;
+	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spin_acquired),
+		cmocka_unit_test(test_spins_by_cpus),
+		cmocka_unit_test(test_one_cpu_boots_without_spin),
+		cmocka_unit_test(test_no_spin_when_off),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

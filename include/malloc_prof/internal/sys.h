@@ -151,6 +151,10 @@ void mp_mutex_lock(mp_mutex_t *m);
 bool mp_mutex_trylock(mp_mutex_t *m);     /* true if taken */
 void mp_mutex_unlock(mp_mutex_t *m);
 void mp_mutex_postfork_child(mp_mutex_t *m);     /* reinitialise, unlocked */
+/* Lite locks' spin before they block: none when ncpus (the CPUs the
+ * process may run on, at boot) is 1. */
+void mp_mutex_boot(unsigned ncpus);
+unsigned mp_mutex_lite_spins(void);
 /* Without rank tracking or counters: fork handlers and lock-all loops,
  * which take every lock of one rank. */
 void mp_mutex_lock_quiet(mp_mutex_t *m);
