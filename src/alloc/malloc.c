@@ -150,7 +150,7 @@ MP_INLINE void prof_event_inline(tsd_t *tsd, void *p, size_t usize,
 	tsd->prof_last_event = tsd->allocated;
 	prof_sample_alloc(tsd, p, usize, req, entry, fp);
 	/* A new peak of the live heap: prof_dump.c copies it. */
-	if (atomic_load_explicit(&prof_live_bytes, memory_order_relaxed) >=
+	if (atomic_load_explicit(&prof_live.bytes, memory_order_relaxed) >=
 	    atomic_load_explicit(&prof_peak_next, memory_order_relaxed))
 		prof_peak_maybe();
 	prof_idump_maybe(since);

@@ -64,7 +64,7 @@ _Atomic uint64_t prof_dropped;
 /* Bumped by prof.reset: samples taken before it no longer count.  (The
  * redraw of waits goes by prof_wait_gen, which prof.reset bumps too.) */
 _Atomic uint64_t prof_epoch;
-_Atomic uint64_t prof_live_bytes;
+prof_live_t prof_live;
 /* Bit i: gctx shard i holds a backtrace.  Set and cleared under the
  * shard's lock; read without it by snapshots, which skip the others (a
  * copy of a small table then costs its stacks, not 64 lock round trips):
@@ -122,9 +122,12 @@ static void buckets_grow(prof_buckets_t *t, uint64_t (*key)(const void *),
 }
 
 /* Backtrace table: gctx chains, sharded; each shard lock also guards the
- * gctxs and tctxs in its chains. */
+ * gctxs and tctxs in its chains.  A shard takes whole cache lines (as the
+ * sample table's do), so that threads sampling under two shards' locks
+ * write no line in common: at 272 bytes, one shard's lock shared a line
+ * with the end of the shard before it. */
 typedef struct {
-	mp_mutex_t mtx;
+	_Alignas(CACHELINE) mp_mutex_t mtx;
 	prof_buckets_t chains;           /* of prof_gctx_t, by gctx_key */
 	/* The last gctx of the shard left without a tctx, kept in the
 	 * chains (see gctx_release_locked); NULL: none.  It may have tctxs
@@ -207,7 +210,7 @@ void prof_unbias_cached(size_t usize, uint64_t *objs_shifted,
 
 /* Sample table: live sampled small objects by address. */
 typedef struct {
-	mp_mutex_t mtx;
+	_Alignas(CACHELINE) mp_mutex_t mtx;
 	prof_buckets_t chains;           /* of prof_sample_t, by sample_key */
 } prof_sample_shard_t;
 static prof_sample_shard_t *sample_shards;      /* prof_nshards */
@@ -324,17 +327,21 @@ static unsigned shards_for(unsigned ncpus) {
 	return n;
 }
 
-/* Both tables in one block of base memory (zeroed, as base_malloc's
- * always are), every lock and bucket array set up. */
+/* Both tables in base memory (zeroed, as base_malloc's always are),
+ * every lock and bucket array set up. */
 static bool shards_make(void) {
 	unsigned n = shards_for(os_ncpus());
-	char *block = base_malloc(n * (sizeof(*gctx_shards) +
-	    sizeof(*sample_shards)));
-	if (block == NULL)
+	/* base_malloc's blocks are line-aligned, as the shards must be;
+	 * two blocks, so that each stays within BASE_SMALL_MAX and comes
+	 * out of pages base memory has resident anyway (8 shards: 2,560 and
+	 * 2,048 bytes), where one of both would map pages of its own. */
+	gctx_shards = base_malloc(n * sizeof(*gctx_shards));
+	sample_shards = base_malloc(n * sizeof(*sample_shards));
+	if (gctx_shards == NULL || sample_shards == NULL) {
+		base_free(gctx_shards, n * sizeof(*gctx_shards));
+		base_free(sample_shards, n * sizeof(*sample_shards));
 		return true;
-	gctx_shards = (prof_gctx_shard_t *)block;
-	sample_shards = (prof_sample_shard_t *)(block +
-	    n * sizeof(*gctx_shards));
+	}
 	for (unsigned i = 0; i < n; i++) {
 		mp_mutex_init_lite(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
 		buckets_init(&gctx_shards[i].chains);
@@ -1255,7 +1262,7 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		t->cnt.curbytes += usize;
 		t->cnt.curobjs_shifted_unbiased += objs_u;
 		t->cnt.curbytes_unbiased += bytes_u;
-		atomic_fetch_add_explicit(&prof_live_bytes, bytes_u,
+		atomic_fetch_add_explicit(&prof_live.bytes, bytes_u,
 		    memory_order_relaxed);
 		/* Without prof_accum too: a delta window's allocations are
 		 * the difference of these (prof_accum_hold). */
@@ -1405,7 +1412,7 @@ void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 		t->cnt.curbytes -= s->usize;
 		t->cnt.curobjs_shifted_unbiased -= objs_u;
 		t->cnt.curbytes_unbiased -= s->bytes_unbiased;
-		atomic_fetch_sub_explicit(&prof_live_bytes, s->bytes_unbiased,
+		atomic_fetch_sub_explicit(&prof_live.bytes, s->bytes_unbiased,
 		    memory_order_relaxed);
 		/* The lifetime profile: its stack's bucket (the gctx is
 		 * stable under its shard lock). */
@@ -1471,7 +1478,7 @@ void prof_reset(size_t lg_sample) {
 		}
 	}
 	atomic_fetch_add(&prof_epoch, 1);
-	atomic_store(&prof_live_bytes, 0);
+	atomic_store(&prof_live.bytes, 0);
 	atomic_store(&prof_lg_sample, lg_sample);
 	unbias_tab_fill();
 	prof_wait_gen_bump();

@@ -785,7 +785,7 @@ bool prof_dump_prefix_set(const char *prefix) {
 /* ------------------------------------------------------------------ peak */
 
 /*
- * The peak-heap profile.  The sampler whose sample takes prof_live_bytes
+ * The peak-heap profile.  The sampler whose sample takes prof_live.bytes
  * to prof_peak_next copies the tables as a dump does (prof_snap_collect)
  * and keeps the copy in peak_snap; the next copy is due once the live
  * bytes pass that peak by prof_peak_growth.  Copies are thus taken on the
@@ -887,7 +887,7 @@ static _Atomic bool oom_reserved;
 static void peak_take_locked(void) {
 	dump_snap_t s;
 	const char *why;
-	uint64_t live = atomic_load(&prof_live_bytes);
+	uint64_t live = atomic_load(&prof_live.bytes);
 	if (prof_snap_collect_reusing(&s, &peak_spare, &why)) {
 		atomic_store(&prof_peak_next, peak_next_after(live));
 		return;
@@ -928,7 +928,7 @@ void prof_peak_maybe(void) {
 	if (!mp_mutex_trylock(&prof_dump_mtx))
 		return;         /* a dump is running: the next sample tries */
 	mp_tsd.reentrancy++;
-	if (atomic_load(&prof_live_bytes) >= atomic_load(&prof_peak_next))
+	if (atomic_load(&prof_live.bytes) >= atomic_load(&prof_peak_next))
 		peak_take_locked();
 	mp_tsd.reentrancy--;
 	mp_mutex_unlock(&prof_dump_mtx);
@@ -942,7 +942,7 @@ static bool peak_ready_locked(const char **whyp) {
 		    "=prof:true,prof_peak:true)";
 		return true;
 	}
-	if (!peak_kept || atomic_load(&prof_live_bytes) >
+	if (!peak_kept || atomic_load(&prof_live.bytes) >
 	    atomic_load(&peak_bytes))
 		peak_take_locked();
 	if (!peak_kept) {

@@ -123,7 +123,7 @@ static void test_large_cached_samples(void **state) {
 		MP_SKIP("tcache_max below the test's class");
 	/* Warm: the class's first block, then its cached copy. */
 	free(large_site(40000));
-	uint64_t live0 = atomic_load(&prof_live_bytes);
+	uint64_t live0 = atomic_load(&prof_live.bytes);
 	uint64_t uid = prof_tdata_get(tsd_fetch())->uid;
 	void *prev = NULL;
 	int reused = 0;
@@ -135,16 +135,16 @@ static void test_large_cached_samples(void **state) {
 		    "not a sample", i, p);
 		assert_int_equal(info.usize, 40960);
 		assert_int_equal(info.uid, uid);
-		MP_ASSERT(atomic_load(&prof_live_bytes) > live0, "block %d: "
+		MP_ASSERT(atomic_load(&prof_live.bytes) > live0, "block %d: "
 		    "live estimate did not grow", i);
 		reused += p == prev;
 		prev = p;
 		free(p);
 		MP_ASSERT(prof_sample_info(p, &info), "block %d is still a "
 		    "sample after its free", i);
-		MP_ASSERT(atomic_load(&prof_live_bytes) == live0, "block %d: "
+		MP_ASSERT(atomic_load(&prof_live.bytes) == live0, "block %d: "
 		    "live estimate %" PRIu64 " after the free, %" PRIu64
-		    " before", i, atomic_load(&prof_live_bytes), live0);
+		    " before", i, atomic_load(&prof_live.bytes), live0);
 	}
 	/* The cached path was the one taken (the same block each time). */
 	MP_ASSERT(reused >= 32, "only %d of 64 blocks came from the cache",
@@ -337,6 +337,17 @@ static void test_shard_tables_sized(void **state) {
 	if (ncpus <= 2)
 		MP_ASSERT(gsize + ssize <= 2 * PAGE, "the shard tables take "
 		    "%zu bytes on %u CPUs", gsize + ssize, ncpus);
+	/* Each shard in lines of its own: two shards' locks and chains
+	 * never share one (nor does the live-bytes counter with anything). */
+	MP_ASSERT((uintptr_t)ga % CACHELINE == 0 &&
+	    (uintptr_t)sa % CACHELINE == 0, "shard tables at %p and %p",
+	    ga, sa);
+	MP_ASSERT(gsize % ((size_t)prof_nshards * CACHELINE) == 0 &&
+	    ssize % ((size_t)prof_nshards * CACHELINE) == 0,
+	    "shards of %zu and %zu bytes", gsize / prof_nshards,
+	    ssize / prof_nshards);
+	assert_int_equal((uintptr_t)&prof_live % CACHELINE, 0);
+	assert_int_equal(sizeof(prof_live), CACHELINE);
 	void *live[100];
 	for (int d = 0; d < 100; d++)
 		live[d] = deep_site(d, 100);

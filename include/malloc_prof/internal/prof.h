@@ -278,8 +278,14 @@ extern _Atomic uint64_t prof_epoch;        /* prof.reset count */
 /* The live heap the samples estimate: the sum of the unbiased bytes of
  * the samples counted since the last prof.reset (what they added to
  * their tctx's curbytes_unbiased).  Changed under the sample's gctx
- * shard lock; prof_reset zeroes it holding every shard. */
-extern _Atomic uint64_t prof_live_bytes;
+ * shard lock; prof_reset zeroes it holding every shard.  Every sample and
+ * every sampled free of every thread writes it, so it has a cache line
+ * of its own: in the line of the switches above, which each sample
+ * reads, its writes made the other threads' next reads misses. */
+typedef struct {
+	_Alignas(CACHELINE) _Atomic uint64_t bytes;
+} prof_live_t;
+extern prof_live_t prof_live;
 /* Bit i: gctx shard i is not empty (prof.c; PROF_GCTX_SHARDS is 64). */
 extern _Atomic uint64_t prof_gctx_shards_used;
 /* Shards in the backtrace table and in the sample table (prof.c), a power
@@ -1068,11 +1074,11 @@ extern _Atomic size_t prof_gdump_high;
 void prof_final_dump(void);
 /*
  * The peak-heap profile (prof_peak): a snapshot of the samples live when
- * prof_live_bytes was highest, taken again each time it passes the last
+ * prof_live.bytes was highest, taken again each time it passes the last
  * peak by prof_peak_growth.  prof_peak_next is the live bytes at which
  * the next snapshot is due (UINT64_MAX: never, prof_peak off).
  * prof_peak_maybe is the sampling hook's call (malloc.c's prof_event)
- * once a sample took prof_live_bytes past it (no lock held; it skips if
+ * once a sample took prof_live.bytes past it (no lock held; it skips if
  * a dump is running: the next sample past the mark tries again).
  */
 extern bool opt_prof_peak;
