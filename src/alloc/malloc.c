@@ -240,14 +240,24 @@ static inline void *small_request(arena_t *arena, unsigned ind, void *p) {
 	return p;
 }
 
-/* A small object about to be sampled comes from arena 0's prof_cache,
- * shared by every thread (see prof.c), under its prof_cache_mtx. */
-static void *prof_cache_alloc_small(unsigned ind) {
-	/* arena_get(0, false) without its call (21 instructions a small
-	 * sample): arena 0 is made at boot and never goes. */
-	arena_t *pa = atomic_load_explicit(&arenas[0], memory_order_acquire);
+/*
+ * A small object about to be sampled comes from the prof_cache of the
+ * thread's arena (see prof.c), under its prof_cache_mtx: threads spread
+ * over arenas sample without a lock or a line in common.  With one
+ * prof_cache for all threads (arena 0's), two threads on two cores
+ * sampling the same workload (bench's scale with 2 threads) paid 5-7
+ * points more CPU time for profiling than with their own: its lock, its
+ * bins and its slabs' records went from core to core at every sample.
+ * A thread on a manual arena (thread.arena, arenas.create) samples into
+ * arena 0's: a manual arena may be destroyed under its samples' records.
+ * Its slabs are released to their own arena.
+ */
+static void *prof_cache_alloc_small(const tsd_t *tsd, unsigned ind) {
+	arena_t *pa = tsd->arena;
+	if (unlikely(pa == NULL || pa->manual))
+		pa = atomic_load_explicit(&arenas[0], memory_order_acquire);
 	mp_mutex_lite_lock(&pa->prof_cache_mtx);
-	/* A request of arena 0, whose slab serves it (nmalloc too). */
+	/* A request of the arena, whose slab serves it (nmalloc too). */
 	void *p = small_request(pa, ind,
 	    tcache_alloc_small(&pa->prof_cache, ind));
 	mp_mutex_lite_unlock(&pa->prof_cache_mtx);
@@ -361,7 +371,7 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			p = alloc_promoted(xtc != NULL ? xtc : use_tcache ?
 			    tsd->tcache : NULL, arena, align);
 		} else if (sample_small) {
-			p = prof_cache_alloc_small(ind);
+			p = prof_cache_alloc_small(tsd, ind);
 		} else if (use_tcache) {
 			if (tsd->fast_owner == NULL && !tsd_cache_bins(tsd)) {
 				p = small_request(tsd->tcache->arena, ind,
@@ -694,7 +704,7 @@ static void *alloc_small_fill(tsd_t *tsd, unsigned ind, size_t usize) {
 
 /*
  * The same for a small block due to be sampled: alloc_impl's
- * sample_small branch (a region of arena 0's prof_cache, under its lock)
+ * sample_small branch (a region of its arena's prof_cache, under its lock)
  * without alloc_impl's tests for every special case (about 150
  * instructions a sample), when none applies: a thread on the fast paths
  * and not inside the allocator or the profiler, no cache event due, no
@@ -714,7 +724,7 @@ static MP_NOINLINE void *alloc_small_sampled(tsd_t *tsd, unsigned ind,
 		return NULL;
 	void *p = promotable(usize, 0) ? alloc_promoted(tsd->fast_owner,
 	    tsd->arena != NULL ? tsd->arena : arena_get(0, false), 0) :
-	    prof_cache_alloc_small(ind);
+	    prof_cache_alloc_small(tsd, ind);
 	if (p != NULL)
 		tsd->allocated += usize;
 	return p;
@@ -775,7 +785,7 @@ oom:
 
 /*
  * A free whose page has no tag: a sampled small region, in the profiler's
- * slabs (arena 0's prof_cache), or a pointer no block starts at.  The
+ * slabs (an arena's prof_cache), or a pointer no block starts at.  The
  * region goes back under the cache's lock, as dalloc_impl's prof_cache
  * branch does, without dalloc_impl's tests for every other case (about 90
  * instructions of each such free, and free_slow's call of it 50 more):

@@ -16,11 +16,11 @@
  * backtrace and the tctx of (this thread, that backtrace), adds to its
  * counters, and keeps a prof_sample_t for the object: in extent->prof for
  * a large block, in the sharded sample table for a small one.  A small
- * object of a page or less about to be sampled is taken from arena 0's
- * prof_cache (one for all threads), whose slabs no thread owns: it keeps
- * its size class, and its slab's pages carry no class tag in the page
- * map, so its free misses the fast path's cache bins and finds the
- * record.  A bigger small one is promoted (malloc.c, alloc_promoted): a
+ * object of a page or less about to be sampled is taken from the
+ * prof_cache of its thread's arena (arena 0's for a thread on a manual
+ * arena), whose slabs no thread owns: it keeps its size class, and its
+ * slab's pages carry no class tag in the page map, so its free misses the
+ * fast path's cache bins and finds the record.  A bigger small one is promoted (malloc.c, alloc_promoted): a
  * large block of its own, whose extent holds the record as a large
  * sample's does.  Unsampled objects pay nothing, on malloc or on free,
  * wherever they live.

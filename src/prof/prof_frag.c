@@ -5,7 +5,7 @@
  * /debug/pprof/fragmentation): built at dump time only, from the
  * allocator's per-class counters and the live samples; nothing is kept
  * for it outside dumps.  A sampled small object lives in a slab of the
- * profiler's cache (arena 0's prof_cache), not in the program's slabs of
+ * profiler's cache (its arena's prof_cache), not in the program's slabs of
  * its class, so what its own slab wastes says nothing about the program.
  * A sampled object of a class above a page is promoted instead (a large
  * block of its own: malloc.c, alloc_promoted), and is no region of any
@@ -142,13 +142,10 @@ static void frag_charges(frag_walk_t *w) {
 			slabs[j] += atomic_load_explicit(&bs->curslabs,
 			    memory_order_relaxed);
 		}
-	}
-	arena_t *a0 = arena_get(0, false);
-	if (a0 != NULL) {
-		mp_mutex_lite_lock(&a0->prof_cache_mtx);
+		mp_mutex_lite_lock(&arena->prof_cache_mtx);
 		for (unsigned j = 0; j < SC_NBINS; j++)
-			pslabs[j] = a0->prof_cache.bins[j].nslabs;
-		mp_mutex_lite_unlock(&a0->prof_cache_mtx);
+			pslabs[j] += arena->prof_cache.bins[j].nslabs;
+		mp_mutex_lite_unlock(&arena->prof_cache_mtx);
 	}
 	for (unsigned j = 0; j < SC_NBINS; j++) {
 		uint64_t s = slabs[j] > pslabs[j] ? slabs[j] - pslabs[j] : 0;

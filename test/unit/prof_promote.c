@@ -2,7 +2,7 @@
  * test/unit/prof_promote.c - sampled objects of the classes above a page
  * are promoted (malloc.c, alloc_promoted): each gets a block of the
  * smallest large class of its own, its record in the extent, instead of
- * a region of arena 0's prof_cache, whose slabs of those classes held one
+ * a region of its arena's prof_cache, whose slabs of those classes held one
  * to three regions and were set up and released at nearly every sample.
  * What the program sees does not change: the usable size is the class's,
  * realloc within the class stays in place, the thread's counters of bytes
@@ -38,8 +38,9 @@ static bool sampling(void) {
 	    atomic_load(&prof_active) && opt_lg_prof_sample == 0;
 }
 
+/* The calling thread's arena's, where its small samples go. */
 static tcache_t *prof_cache(void) {
-	return &arena_get(0, false)->prof_cache;
+	return &tsd_fetch()->arena->prof_cache;
 }
 
 static void fill(unsigned char *p, size_t n, unsigned seed) {

@@ -182,16 +182,17 @@ static void test_unbiased_sum(void **state) {
 	    "estimate %.0f, true %" PRIu64, est_objs, true_objs);
 }
 
-/* A small object that is sampled comes from a slab of its arena's
- * prof_cache (arena 0's, whatever the thread's arena; no thread owns it),
- * in its own size class; unsampled ones
- * stay in the thread's cache. */
+/* A small object that is sampled comes from a slab of the prof_cache of
+ * its thread's arena (no thread owns it; arena 0's for a thread on a
+ * manual arena), in its own size class; unsampled ones stay in the
+ * thread's cache. */
 static void test_samples_in_prof_cache(void **state) {
 	(void)state;
 	if (!config_prof || !opt_prof)
 		MP_SKIP("profiling not built in / not on");
 	tsd_t *tsd = tsd_fetch();
-	tcache_t *prof_cache = &arena_get(0, false)->prof_cache;
+	arena_t *home_arena = tsd->arena;
+	tcache_t *prof_cache = &home_arena->prof_cache;
 	prof_reset(0);
 	free(LAUNDER(malloc(64)));  /* the next event redraws the wait */
 	void *p[2][8];
@@ -222,8 +223,7 @@ static void test_samples_in_prof_cache(void **state) {
 	/* Emptied, the eight classes' slabs left the cache: it keeps no
 	 * empty slab per class (a page or more each, for the next sample of
 	 * the class), only PROF_CACHE_EMPTY_SLABS_MAX for any class. */
-	arena_t *a0 = arena_get(0, false);
-	mp_mutex_lite_lock(&a0->prof_cache_mtx);
+	mp_mutex_lite_lock(&home_arena->prof_cache_mtx);
 	unsigned empty_listed = 0;
 	for (unsigned ind = 0; ind < SC_NBINS; ind++) {
 		for (extent_t *s = prof_cache->bins[ind].partial; s != NULL;
@@ -231,15 +231,29 @@ static void test_samples_in_prof_cache(void **state) {
 			empty_listed += s->used == 0;
 	}
 	uint32_t nempty = prof_cache->nempty;
-	mp_mutex_lite_unlock(&a0->prof_cache_mtx);
+	mp_mutex_lite_unlock(&home_arena->prof_cache_mtx);
 	MP_ASSERT(empty_listed == 0 && nempty <= PROF_CACHE_EMPTY_SLABS_MAX,
 	    "the prof_cache holds %u empty current slabs and %u kept ones",
 	    empty_listed, (unsigned)nempty);
-	/* A thread of another arena samples into the same cache. */
-	unsigned home = tsd->arena->ind;
-	assert_false(tsd_arena_set(tsd, home == 0 ? 1 : 0));
+	/* A thread of another arena samples into that arena's cache (with
+	 * one cache for all threads, two threads sampling on two cores took
+	 * its lock and lines from each other at every sample). */
+	unsigned home = home_arena->ind;
+	unsigned away = home == 0 ? 1 : 0;
+	assert_false(tsd_arena_set(tsd, away));
 	void *other = LAUNDER(malloc(300));
-	assert_ptr_equal(slab_owner(pagemap_lookup(other)), prof_cache);
+	assert_ptr_equal(slab_owner(pagemap_lookup(other)),
+	    &arena_get(away, false)->prof_cache);
+	free(other);
+	/* One on a manual arena samples into arena 0's: a manual arena may
+	 * be destroyed under its samples. */
+	unsigned manual;
+	size_t sz = sizeof(manual);
+	assert_int_equal(mallctl("arenas.create", &manual, &sz, NULL, 0), 0);
+	assert_false(tsd_arena_set(tsd, manual));
+	other = LAUNDER(malloc(300));
+	assert_ptr_equal(slab_owner(pagemap_lookup(other)),
+	    &arena_get(0, false)->prof_cache);
 	free(other);
 	assert_false(tsd_arena_set(tsd, home));
 	prof_reset(63);
