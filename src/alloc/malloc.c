@@ -141,25 +141,26 @@ static bool opts_decode(int flags, alloc_opts_t *o, void *entry,
  * sampled; the threshold is redrawn either way, as jemalloc does.
  * Inlined into malloc_sampled (most samples: a frame and the options'
  * copy less, about 20 instructions a sample); prof_event is the rest's. */
-MP_INLINE void prof_event_inline(tsd_t *tsd, void *p, size_t usize,
+MP_INLINE bool prof_event_inline(tsd_t *tsd, void *p, size_t usize,
     size_t req, void *entry, uintptr_t fp) {
 	if (!tsd_prof_wait_redraw(tsd, tsd->allocated) || tsd->reentrancy != 0 ||
 	    tsd->state != TSD_NOMINAL)
-		return;
+		return false;
 	uint64_t since = tsd->allocated - tsd->prof_last_event;
 	tsd->prof_last_event = tsd->allocated;
-	prof_sample_alloc(tsd, p, usize, req, entry, fp);
+	bool recorded = prof_sample_alloc(tsd, p, usize, req, entry, fp);
 	/* A new peak of the live heap: prof_dump.c copies it. */
 	if (atomic_load_explicit(&prof_live.bytes, memory_order_relaxed) >=
 	    atomic_load_explicit(&prof_peak_next, memory_order_relaxed))
 		prof_peak_maybe();
 	prof_idump_maybe(since);
+	return recorded;
 }
 
-static MP_NOINLINE void prof_event(tsd_t *tsd, void *p, size_t usize,
+static MP_NOINLINE bool prof_event(tsd_t *tsd, void *p, size_t usize,
     const alloc_opts_t *o) {
-	prof_event_inline(tsd, p, usize, o->req, o->entry != NULL ? o->entry :
-	    (void *)MP_PUBLIC(malloc), o->fp);
+	return prof_event_inline(tsd, p, usize, o->req, o->entry != NULL ?
+	    o->entry : (void *)MP_PUBLIC(malloc), o->fp);
 }
 
 /* A new high of active pages noted under some lock: dump now. */
@@ -189,15 +190,17 @@ static bool tsd_cache_usable(const tsd_t *tsd, bool tcache_none) {
  * elsewhere its free would take the fast path and leave its record
  * behind.  One that crossed anyway (prof_active switched meanwhile) just
  * redraws the wait. */
-static void prof_sample_check(tsd_t *tsd, void *p, size_t usize,
+static bool prof_sample_check(tsd_t *tsd, void *p, size_t usize,
     const alloc_opts_t *o, bool samplable) {
+	bool recorded = false;
 	if (config_prof && unlikely(tsd->allocated >= tsd->prof_sample_at)) {
 		if (samplable)
-			prof_event(tsd, p, usize, o);
+			recorded = prof_event(tsd, p, usize, o);
 		else
 			tsd_prof_wait_redraw(tsd, tsd->allocated);
 	}
 	tsd_gdump_flush(tsd);
+	return recorded;
 }
 
 /*
@@ -418,8 +421,8 @@ static void *alloc_impl(tsd_t *tsd, size_t usize, size_t align,
 			memset(p, JUNK_ALLOC_BYTE, usize);
 	}
 	tsd_count_alloc(tsd, usize);
-	prof_sample_check(tsd, p, usize, o, ind >= SC_NBINS || sample_small);
-	if (promote)
+	if (!prof_sample_check(tsd, p, usize, o, ind >= SC_NBINS ||
+	    sample_small) && promote)
 		promoted_settle(tsd, p, usize, zero);
 	/* Outside start-up and the profiler: creating a thread allocates. */
 	if (tsd->state == TSD_NOMINAL && tsd->reentrancy == 0) {
@@ -735,9 +738,8 @@ static MP_NOINLINE void *alloc_small_sampled(tsd_t *tsd, unsigned ind,
  * its frame is where malloc_slow's was: the backtrace starts there. */
 static MP_NOINLINE void *malloc_sampled(tsd_t *tsd, void *p, size_t usize,
     size_t req) {
-	prof_event_inline(tsd, p, usize, req, (void *)MP_PUBLIC(malloc),
-	    CALLER_FP());
-	if (promotable(usize, 0))
+	if (!prof_event_inline(tsd, p, usize, req, (void *)MP_PUBLIC(malloc),
+	    CALLER_FP()) && promotable(usize, 0))
 		promoted_settle(tsd, p, usize, opt_zero);
 	tsd_gdump_flush(tsd);
 	return p;

@@ -1184,10 +1184,11 @@ static void sample_dispose(prof_sample_t *s) {
 	td->nspare++;
 }
 
-void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
+bool prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
     void *entry, uintptr_t fp) {
 	if (!atomic_load_explicit(&prof_active, memory_order_relaxed))
-		return;
+		return false;
+	bool recorded = false;
 	tsd->reentrancy++;
 	prof_tdata_t *td = prof_tdata_get(tsd);
 	if (td == NULL) {
@@ -1313,8 +1314,10 @@ void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		 * needs no lock. */
 		prof_recent_alloc(s, usize, td->uid, td->name, frames, n);
 	}
+	recorded = true;
 out:
 	tsd->reentrancy--;
+	return recorded;
 }
 
 _Static_assert(sizeof(prof_sample_t) <= 64, "one base_malloc line");

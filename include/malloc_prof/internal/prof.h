@@ -366,8 +366,9 @@ void prof_wait_gen_bump(void);
 /* Record object p (usize bytes, req of them asked for: 0 if unknown) as a
  * sample allocated by the calling thread through `entry` (the exported
  * function the program called, e.g. malloc), whose frame is `fp`.  Never
- * fails the allocation. */
-void prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
+ * fails the allocation.  true: recorded (false: the profiler or the
+ * thread not sampling, or no memory for the record). */
+bool prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
     void *entry, uintptr_t fp);
 /* Undo a sample when the object is freed (any thread). */
 void prof_sample_free(void *p, extent_t *e);
