@@ -20,10 +20,10 @@
  * prof_cache of its thread's arena (arena 0's for a thread on a manual
  * arena), whose slabs no thread owns: it keeps its size class, and its
  * slab's pages carry no class tag in the page map, so its free misses the
- * fast path's cache bins and finds the record.  A bigger small one is promoted (malloc.c, alloc_promoted): a
- * large block of its own, whose extent holds the record as a large
- * sample's does.  Unsampled objects pay nothing, on malloc or on free,
- * wherever they live.
+ * fast path's cache bins and finds the record.  A bigger small one is
+ * promoted (malloc.c, alloc_promoted): a large block of its own, whose
+ * extent holds the record as a large sample's does.  Unsampled objects
+ * pay nothing, on malloc or on free, wherever they live.
  *
  * Each sample also carries when it was taken (prof_time_resolution's
  * clock) and, through its tctx, its thread and the thread's label set at
