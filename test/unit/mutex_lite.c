@@ -3,7 +3,8 @@
  * profiler's shard locks use instead of glibc's mutex): they exclude,
  * a blocked thread is woken and counted in the lock's counters as glibc's
  * locks count it (stats.mutexes.prof), trylock fails on a held one, and
- * a child of fork gets it back free.  No check depends on the machine's
+ * a child of fork gets it back free; what a round trip touches fits a
+ * cache line.  No check depends on the machine's
  * speed: a waiter is waited for by its count, not by a delay.
  */
 #include "../test_util.h"
@@ -149,12 +150,37 @@ static void test_fork(void **state) {
 	mp_mutex_lite_unlock(&lock);
 }
 
+/* An uncontended round trip writes the word and the counters up to
+ * n_owner_switches: those come first, in 40 bytes (one line for a lock
+ * that starts in a line's first 24 bytes, as the shards' do), and glibc's
+ * mutex, which a lite lock never reads, comes after them.  A counter
+ * every acquisition writes moved behind the cold ones fails here; so does
+ * a lock and its counters a line apart again. */
+static void test_hot_fields_first(void **state) {
+	(void)state;
+	size_t prof = offsetof(mp_mutex_t, prof);
+	assert_int_equal(offsetof(mp_mutex_t, word), 0);
+	size_t hot_end = 0;
+	const size_t hot[] = {
+		prof + offsetof(mp_mutex_prof_t, n_lock_ops) + 8,
+		prof + offsetof(mp_mutex_prof_t, prev_owner) + sizeof(void *),
+		prof + offsetof(mp_mutex_prof_t, n_owner_switches) + 8,
+	};
+	for (size_t i = 0; i < sizeof(hot) / sizeof(hot[0]); i++)
+		hot_end = hot[i] > hot_end ? hot[i] : hot_end;
+	MP_ASSERT(hot_end <= 40, "a round trip writes the lock's first %zu "
+	    "bytes", hot_end);
+	MP_ASSERT(offsetof(mp_mutex_t, lock) >= hot_end, "glibc's mutex at "
+	    "%zu, among the hot counters", offsetof(mp_mutex_t, lock));
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exclusion),
 		cmocka_unit_test(test_wait_counted),
 		cmocka_unit_test(test_trylock),
 		cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_hot_fields_first),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

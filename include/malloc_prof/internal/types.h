@@ -164,27 +164,37 @@ typedef enum {
 
 /* A lock's profiling counters (jemalloc's mutex_prof_data_t, read by
  * the stats.mutexes.* and stats.arenas.<i>.mutexes.* names).  Written by
- * the holder, so plain fields, except the count of waiters. */
+ * the holder, so plain fields, except the count of waiters.  The ones
+ * every acquisition writes come first: see mp_mutex_t. */
 typedef struct mp_mutex_prof_s {
+	const void *prev_owner;          /* a per-thread address */
 	uint64_t n_lock_ops;             /* acquisitions */
-	uint64_t n_wait_times;           /* acquisitions that had to wait */
 	uint64_t n_owner_switches;       /* acquisitions by another thread
 	                                  * than the last one's */
+	_Atomic uint32_t n_waiting;
+	uint32_t max_n_thds;             /* most threads seen waiting */
+	uint64_t n_wait_times;           /* acquisitions that had to wait */
 	uint64_t n_spin_acquired;        /* lite locks only (mutex.c) */
 	uint64_t tot_wait_ns, max_wait_ns;
-	uint32_t max_n_thds;             /* most threads seen waiting */
-	_Atomic uint32_t n_waiting;
-	const void *prev_owner;          /* a per-thread address */
 } mp_mutex_prof_t;
 
+/*
+ * What an uncontended lite lock's round trip touches (word, then the
+ * counters through n_owner_switches) is the first 40 bytes, one cache
+ * line wherever the lock starts in the first 24 bytes of a line: a
+ * sample takes six lite locks, each a line the program's own work had
+ * evicted since the last one, and with glibc's mutex first (40 bytes the
+ * lite lock never reads) each took two (cachegrind: 1.7 L1 misses an
+ * acquisition, doc/performance.md "Per-sample cost, round 11").
+ */
 typedef struct mp_mutex_s {
-	pthread_mutex_t lock;
-	lock_rank_t rank;
 	/* mp_mutex_init_lite's locks: `word` is the lock (0 free, 1 held,
 	 * 2 held with waiters) and `lock` is unused. */
-	bool lite;
 	_Atomic uint32_t word;
+	lock_rank_t rank;
+	bool lite;
 	mp_mutex_prof_t prof;
+	pthread_mutex_t lock;
 } mp_mutex_t;
 
 #define MP_MUTEX_INITIALIZER(r) { .lock = PTHREAD_MUTEX_INITIALIZER, .rank = (r) }
