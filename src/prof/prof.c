@@ -38,7 +38,7 @@
 #include <math.h>
 #include <sys/prctl.h>
 
-bool opt_prof = false;
+MP_READ_MOSTLY bool opt_prof = false;
 bool opt_prof_active = true;
 bool opt_prof_thread_active_init = true;
 size_t opt_lg_prof_sample = 19;
@@ -47,23 +47,23 @@ bool opt_prof_gdump = false;
 bool opt_prof_final = false;
 bool opt_prof_leak = false;
 bool opt_prof_leak_error = false;
-bool opt_prof_accum = false;
+MP_READ_MOSTLY bool opt_prof_accum = false;
 char opt_prof_prefix[1024] = "jeprof";
-unsigned opt_prof_bt_max = 128;
-bool opt_prof_sys_thread_name = false;
+MP_READ_MOSTLY unsigned opt_prof_bt_max = 128;
+MP_READ_MOSTLY bool opt_prof_sys_thread_name = false;
 const char *const prof_time_resolution_names[PROF_TIME_RES_COUNT] = {
 	"default", "high",
 };
-unsigned opt_prof_time_resolution = PROF_TIME_RES_DEFAULT;
+MP_READ_MOSTLY unsigned opt_prof_time_resolution = PROF_TIME_RES_DEFAULT;
 
-_Atomic bool prof_active;
+MP_READ_MOSTLY _Atomic bool prof_active;
 _Atomic bool prof_thread_active_init;
 _Atomic bool prof_gdump_enabled;
-_Atomic size_t prof_lg_sample;
+MP_READ_MOSTLY _Atomic size_t prof_lg_sample;
 _Atomic uint64_t prof_dropped;
 /* Bumped by prof.reset: samples taken before it no longer count.  (The
  * redraw of waits goes by prof_wait_gen, which prof.reset bumps too.) */
-_Atomic uint64_t prof_epoch;
+MP_READ_MOSTLY _Atomic uint64_t prof_epoch;
 prof_live_t prof_live;
 /* Bit i: gctx shard i holds a backtrace.  Set and cleared under the
  * shard's lock; read without it by snapshots, which skip the others (a
@@ -71,7 +71,7 @@ prof_live_t prof_live;
  * a shard filled after the read is one whose samples came after the
  * copy began. */
 _Atomic uint64_t prof_gctx_shards_used;
-_Atomic uint64_t prof_wait_gen;
+MP_READ_MOSTLY _Atomic uint64_t prof_wait_gen;
 
 /* A shard's chains: `b` has `n` buckets (a power of two), first the
  * shard's own `init`, later a base_malloc'd array (see PROF_BUCKETS_INIT).
@@ -148,7 +148,7 @@ typedef struct {
 	 * here, in pages the shard's lock has made resident anyway. */
 	prof_life_part_t life;
 } prof_gctx_shard_t;
-static prof_gctx_shard_t *gctx_shards;  /* prof_nshards (prof_boot) */
+static MP_READ_MOSTLY prof_gctx_shard_t *gctx_shards;  /* prof_nshards (prof_boot) */
 
 /* prof_unbias of every size class up to UNBIAS_MAX at the current
  * lg_prof_sample: written with every gctx shard held, read under one.
@@ -163,7 +163,7 @@ _Static_assert(UNBIAS_NCLASSES <= SC_NSIZES && UNBIAS_NCLASSES > SC_NBINS,
 static struct {
 	uint64_t objs_shifted, bytes;
 } unbias_tab[UNBIAS_NCLASSES];
-static unsigned unbias_n;               /* classes filled */
+static MP_READ_MOSTLY unsigned unbias_n;               /* classes filled */
 
 static void unbias_tab_fill(void) {
 	unbias_n = UNBIAS_NCLASSES;
@@ -213,7 +213,7 @@ typedef struct {
 	_Alignas(CACHELINE) mp_mutex_t mtx;
 	prof_buckets_t chains;           /* of prof_sample_t, by sample_key */
 } prof_sample_shard_t;
-static prof_sample_shard_t *sample_shards;      /* prof_nshards */
+static MP_READ_MOSTLY prof_sample_shard_t *sample_shards;      /* prof_nshards */
 
 /* Shards in each of the two tables: 4 a CPU, a power of two from
  * PROF_SHARDS_MIN to PROF_GCTX_SHARDS, 0 with the profiler off (prof_boot).
@@ -222,7 +222,7 @@ static prof_sample_shard_t *sample_shards;      /* prof_nshards */
  * count changes neither.  64 of each were 29 KiB, 9 pages written at boot:
  * in a 3 MB program, 1% of its peak RSS each; 8 of each on 2 CPUs are one
  * page, and a lock's contention needs two threads sampling at once. */
-PROF_DATA unsigned prof_nshards;
+MP_READ_MOSTLY unsigned prof_nshards;
 
 static mp_mutex_t tdatas_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_TDATAS);
 prof_tdata_t *prof_tdatas_head;
@@ -256,7 +256,7 @@ double prof_wait_scale[64];
 #define ZIG_M 9007199254740992.0        /* 2^53 */
 /* In base memory, not .bss: 6 KiB more of .bss moved the object table's
  * arrays across pages (test/integration/prof_data_pages). */
-const prof_zig_t *prof_zig;
+MP_READ_MOSTLY const prof_zig_t *prof_zig;
 #define zig_k (prof_zig->k)
 #define zig_w (prof_zig->w)
 #define zig_f (prof_zig->f)
@@ -973,7 +973,7 @@ static prof_tctx_t *tctx_lookup_locked(prof_gctx_shard_t *sh,
 /* Open delta windows (prof_accum_hold): read under a shard lock by
  * cnt_empty, so a window whose first snapshot took that lock after the
  * hold sees every tctx it copied kept to its end. */
-static _Atomic unsigned accum_holds;
+static MP_READ_MOSTLY _Atomic unsigned accum_holds;
 
 static bool cnt_empty(const prof_cnt_t *c) {
 	return c->curobjs == 0 && (c->accumobjs == 0 || (!opt_prof_accum &&

@@ -800,7 +800,7 @@ bool prof_dump_prefix_set(const char *prefix) {
  */
 bool opt_prof_peak = true;
 char opt_prof_peak_growth[16] = "1.1";
-_Atomic uint64_t prof_peak_next;
+MP_READ_MOSTLY _Atomic uint64_t prof_peak_next;
 /* prof_peak_growth in 1/1024ths (1.1: 1126), from the option's text
  * (peak_growth; 0 until read). */
 static PROF_DATA uint64_t peak_growth_1024;

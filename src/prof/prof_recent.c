@@ -81,7 +81,7 @@ static ssize_t recent_count;                     /* recent_mtx */
 static size_t recent_bytes, recent_nbts;
 /* experimental.prof_recent.alloc_max; written under recent_mtx, read
  * without it by the sampler's first check. */
-_Atomic ssize_t prof_recent_max;
+MP_READ_MOSTLY _Atomic ssize_t prof_recent_max;
 
 MP_WARM void prof_recent_boot(void) {
 	/* Stored only when it changes: a store of 0 made its page of .bss

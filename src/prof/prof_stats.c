@@ -18,7 +18,7 @@
 
 /* ------------------------------------------------------------ prof_stats */
 
-bool opt_prof_stats = false;
+MP_READ_MOSTLY bool opt_prof_stats = false;
 
 /* ------------------------------------------------------------ prof_stats */
 

@@ -142,8 +142,8 @@ static _Atomic uint64_t text_loaded_ns;  /* monotonic time of the load */
 static _Atomic bool text_busy;           /* a reload is running */
 /* The executable segment holding this code, when this is a shared object
  * and not the main program (else 0, 0); set by text_self_init. */
-static PROF_DATA _Atomic uintptr_t text_self_lo, text_self_hi;
-static PROF_DATA _Atomic bool text_self_known;
+static MP_READ_MOSTLY _Atomic uintptr_t text_self_lo, text_self_hi;
+static MP_READ_MOSTLY _Atomic bool text_self_known;
 static char text_buf[4096];              /* text_busy */
 
 enum { TEXT_NO, TEXT_YES, TEXT_UNKNOWN, TEXT_UNLOADED };
@@ -685,7 +685,7 @@ void prof_sys_postfork_child(void) {
 const char *const prof_unwind_names[PROF_UNWIND_COUNT] = {
 	"fp", "cfi", "auto"
 };
-unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
+MP_READ_MOSTLY unsigned opt_prof_unwind = PROF_UNWIND_AUTO;
 
 /* Whether prof_cfi.c's rules apply here (x86-64 only). */
 #if defined(__x86_64__)

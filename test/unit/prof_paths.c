@@ -9,8 +9,9 @@
  * guarded by the gctx shard locks with each gctx remembering its record,
  * counting on across a stack's gctx being freed and made again; the
  * gctxs kept when their last tctx goes, at most one a shard; the shard
- * tables sized by the CPUs; and the recent records' free side walked from
- * the free's own frame.
+ * tables sized by the CPUs; the recent records' free side walked from
+ * the free's own frame; and the variables every sample reads gathered in
+ * a few cache lines, apart from those a sample writes.
  *
  * prof_paths.conf: prof:true,lg_prof_sample:0,prof_sys_thread_name:true
  * (every allocation is a sample).  The name test's bound is the rule's
@@ -362,6 +363,63 @@ static void test_shard_tables_sized(void **state) {
 	    nused, prof_nshards);
 }
 
+/* ------------------------------------------------------ mp_read_mostly */
+
+/* The linker's bounds of the section (an orphan section named like a C
+ * identifier gets them). */
+extern const char __start_mp_read_mostly[], __stop_mp_read_mostly[];
+
+static bool read_mostly_holds(const void *p, size_t size) {
+	return (const char *)p >= __start_mp_read_mostly &&
+	    (const char *)p + size <= __stop_mp_read_mostly;
+}
+
+/* What a sample reads and nearly nothing writes lies in mp_read_mostly,
+ * 3 cache lines from a line's start; the live-bytes counter, written by
+ * every sample, does not (its writes would evict the rest from every
+ * core).  Dropping MP_READ_MOSTLY from one of these, or a new variable
+ * that pushes the section past 3 lines, fails here. */
+static void test_read_mostly_lines(void **state) {
+	(void)state;
+	uintptr_t lo = (uintptr_t)__start_mp_read_mostly;
+	uintptr_t hi = (uintptr_t)__stop_mp_read_mostly;
+	MP_ASSERT(lo % CACHELINE == 0, "mp_read_mostly starts at %#lx, "
+	    "inside a line", (unsigned long)lo);
+	MP_ASSERT(hi - lo <= 3 * CACHELINE, "mp_read_mostly takes %lu bytes, "
+	    "over 3 lines", (unsigned long)(hi - lo));
+	const struct {
+		const char *name;
+		const void *p;
+		size_t size;
+	} vars[] = {
+		{"hook_gen", &hook_gen, sizeof(hook_gen)},
+		{"prof_active", &prof_active, sizeof(prof_active)},
+		{"prof_lg_sample", &prof_lg_sample, sizeof(prof_lg_sample)},
+		{"prof_epoch", &prof_epoch, sizeof(prof_epoch)},
+		{"prof_wait_gen", &prof_wait_gen, sizeof(prof_wait_gen)},
+		{"prof_zig", &prof_zig, sizeof(prof_zig)},
+		{"prof_nshards", &prof_nshards, sizeof(prof_nshards)},
+		{"prof_peak_next", &prof_peak_next, sizeof(prof_peak_next)},
+		{"prof_recent_max", &prof_recent_max, sizeof(prof_recent_max)},
+		{"opt_prof", &opt_prof, sizeof(opt_prof)},
+		{"opt_prof_accum", &opt_prof_accum, sizeof(opt_prof_accum)},
+		{"opt_prof_bt_max", &opt_prof_bt_max, sizeof(opt_prof_bt_max)},
+		{"opt_prof_stats", &opt_prof_stats, sizeof(opt_prof_stats)},
+		{"opt_prof_unwind", &opt_prof_unwind, sizeof(opt_prof_unwind)},
+		{"opt_prof_sys_thread_name", &opt_prof_sys_thread_name,
+		    sizeof(opt_prof_sys_thread_name)},
+		{"opt_prof_time_resolution", &opt_prof_time_resolution,
+		    sizeof(opt_prof_time_resolution)},
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		MP_ASSERT(read_mostly_holds(vars[i].p, vars[i].size),
+		    "%s at %p, outside mp_read_mostly [%p, %p)", vars[i].name,
+		    vars[i].p, (const void *)__start_mp_read_mostly,
+		    (const void *)__stop_mp_read_mostly);
+	MP_ASSERT(!read_mostly_holds(&prof_live, sizeof(prof_live)),
+	    "prof_live, written by every sample, in mp_read_mostly");
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sys_name_period),
@@ -370,6 +428,7 @@ int main(void) {
 		cmocka_unit_test(test_kept_gctx_bounded),
 		cmocka_unit_test(test_shard_tables_sized),
 		cmocka_unit_test(test_recent_free_walk),
+		cmocka_unit_test(test_read_mostly_lines),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -48,6 +48,18 @@ static const bool config_prof = MP_CONFIG_PROF;
  * .data, whose pages the loader writes anyway, not on a page of .bss that
  * only it would make resident (prof.h's PROF_DATA is the profiler's). */
 #define MP_DATA __attribute__((section(".data.mp_boot")))
+/*
+ * A variable every sample reads and nearly nothing writes (the profiler's
+ * switches and options, its tables' addresses, the hooks' generation): all
+ * in one section, a few cache lines together, as the Linux kernel's
+ * __read_mostly.  A sample comes every 512 KiB of allocation and the
+ * program's own work evicts what it touched before the next one: spread
+ * over .data and .bss, these were 14 lines to fetch again at every sample
+ * (doc/performance.md, "Per-sample cost, round 11").  Not for a variable
+ * written at each sample or by every thread: its writes would evict the
+ * others from every core.
+ */
+#define MP_READ_MOSTLY __attribute__((section("mp_read_mostly")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
@@ -550,12 +562,14 @@ struct arena_s {
 
 	mp_mutex_t shared_mtx;           /* the arena's own caches: */
 	tcache_t shared;
-	/* Sampled small objects come from slabs of arena 0's cache (the
-	 * others stay empty): no thread owns them, so only their frees
-	 * leave the fast path for the profiler, and the objects keep their
-	 * size class.  One set for all threads, not one per arena: samples
-	 * are rare, and a set per arena multiplied the profiler's resident
-	 * memory by the arena count. */
+	/* Sampled small objects come from slabs of the sampling thread's
+	 * arena's cache (arena 0's for a thread on a manual arena:
+	 * malloc.c, prof_cache_alloc_small): no thread owns them, so only
+	 * their frees leave the fast path for the profiler, and the objects
+	 * keep their size class.  An arena's cache stays empty until one of
+	 * its threads samples; one for all threads sent its lock, bins and
+	 * slabs' records from core to core at every sample
+	 * (doc/performance.md, "Profiling in threads on two cores"). */
 	tcache_t prof_cache;
 	/* prof_cache's own lock, not shared_mtx: a sample's region took
 	 * glibc's mutex twice (76 instructions a round trip, against 20 for
