@@ -74,19 +74,20 @@ _Atomic uint64_t prof_gctx_shards_used;
 MP_READ_MOSTLY _Atomic uint64_t prof_wait_gen;
 
 /* A shard's chains: `b` has `n` buckets (a power of two), first the
- * shard's own `init`, later a base_malloc'd array (see PROF_BUCKETS_INIT).
- * Guarded by the shard's lock. */
+ * shard's own PROF_BUCKETS_INIT (`init`, further in the shard: this header
+ * shares the lock's line), later a base_malloc'd array.  Guarded by the
+ * shard's lock. */
 typedef struct {
 	void **b;
 	uint32_t n;
 	uint32_t count;                  /* entries in all chains */
-	void *init[PROF_BUCKETS_INIT];
 } prof_buckets_t;
 
-static void buckets_init(prof_buckets_t *t) {
-	memset(t, 0, sizeof(*t));
-	t->b = t->init;
+static void buckets_init(prof_buckets_t *t, void **init) {
+	memset(init, 0, PROF_BUCKETS_INIT * sizeof(void *));
+	t->b = init;
 	t->n = PROF_BUCKETS_INIT;
+	t->count = 0;
 }
 
 /* One more entry; true if the chains should be spread over twice as many
@@ -115,7 +116,7 @@ static void buckets_grow(prof_buckets_t *t, uint64_t (*key)(const void *),
 			e = after;
 		}
 	}
-	if (t->b != t->init)
+	if (t->n > PROF_BUCKETS_INIT)   /* else the shard's own */
 		base_free(t->b, t->n * sizeof(void *));
 	t->b = b;
 	t->n = n;
@@ -127,8 +128,16 @@ static void buckets_grow(prof_buckets_t *t, uint64_t (*key)(const void *),
  * write no line in common: at 272 bytes, one shard's lock shared a line
  * with the end of the shard before it. */
 typedef struct {
-	_Alignas(CACHELINE) mp_mutex_t mtx;
+	/* What a sample reads and writes comes first, in one line: gen,
+	 * the chains' header and the lock's word and counters (a sample
+	 * whose memo knows its gctx reads only gen and the lock; with the
+	 * lock first, glibc's unused mutex and the cold counters put the
+	 * chains and gen two and three lines further).  gen is bumped when
+	 * a gctx of the shard is freed: a gctx a thread found under an
+	 * earlier value is still there (prof_bt_hint_t). */
+	_Alignas(CACHELINE) uint64_t gen;
 	prof_buckets_t chains;           /* of prof_gctx_t, by gctx_key */
+	mp_mutex_t mtx;
 	/* The last gctx of the shard left without a tctx, kept in the
 	 * chains (see gctx_release_locked); NULL: none.  It may have tctxs
 	 * again by now. */
@@ -141,14 +150,13 @@ typedef struct {
 	 * either samples again, and with one spare 7% of its samples still
 	 * made a tctx.  13 KiB at most. */
 	prof_tctx_t *spare_t[2];
-	/* Bumped when a gctx of the shard is freed: a gctx a thread found
-	 * under an earlier value is still there (prof_bt_hint_t). */
-	uint64_t gen;
+	void *chains_init[PROF_BUCKETS_INIT];
 	/* The lifetime table's part of the shard's stacks (prof_lifetime.c):
 	 * here, in pages the shard's lock has made resident anyway. */
 	prof_life_part_t life;
 } prof_gctx_shard_t;
-static MP_READ_MOSTLY prof_gctx_shard_t *gctx_shards;  /* prof_nshards (prof_boot) */
+/* prof_nshards of them (prof_boot). */
+static MP_READ_MOSTLY prof_gctx_shard_t *gctx_shards;
 
 /* prof_unbias of every size class up to UNBIAS_MAX at the current
  * lg_prof_sample: written with every gctx shard held, read under one.
@@ -163,7 +171,7 @@ _Static_assert(UNBIAS_NCLASSES <= SC_NSIZES && UNBIAS_NCLASSES > SC_NBINS,
 static struct {
 	uint64_t objs_shifted, bytes;
 } unbias_tab[UNBIAS_NCLASSES];
-static MP_READ_MOSTLY unsigned unbias_n;               /* classes filled */
+static MP_READ_MOSTLY unsigned unbias_n;        /* classes filled */
 
 static void unbias_tab_fill(void) {
 	unbias_n = UNBIAS_NCLASSES;
@@ -210,10 +218,21 @@ void prof_unbias_cached(size_t usize, uint64_t *objs_shifted,
 
 /* Sample table: live sampled small objects by address. */
 typedef struct {
-	_Alignas(CACHELINE) mp_mutex_t mtx;
-	prof_buckets_t chains;           /* of prof_sample_t, by sample_key */
+	/* The chains' header and the lock's hot fields in the first line
+	 * (as the gctx shard's). */
+	_Alignas(CACHELINE) prof_buckets_t chains; /* of prof_sample_t, by
+	                                            * sample_key */
+	mp_mutex_t mtx;
+	void *chains_init[PROF_BUCKETS_INIT];
 } prof_sample_shard_t;
-static MP_READ_MOSTLY prof_sample_shard_t *sample_shards;      /* prof_nshards */
+/* prof_nshards of them. */
+static MP_READ_MOSTLY prof_sample_shard_t *sample_shards;
+
+/* An uncontended lock round trip writes its first MP_MUTEX_HOT_BYTES
+ * (types.h): with what comes before it in a shard, one line. */
+_Static_assert(offsetof(prof_gctx_shard_t, mtx) + MP_MUTEX_HOT_BYTES <=
+    CACHELINE && offsetof(prof_sample_shard_t, mtx) + MP_MUTEX_HOT_BYTES <=
+    CACHELINE, "a shard's gen, chains and lock in its first line");
 
 /* Shards in each of the two tables: 4 a CPU, a power of two from
  * PROF_SHARDS_MIN to PROF_GCTX_SHARDS, 0 with the profiler off (prof_boot).
@@ -241,8 +260,8 @@ double prof_wait_scale[64];
  * with exp or ln, which keeps the distribution exact: no approximation of
  * ln on the common path, where the atanh series cost 59 instructions a
  * draw.
- * Strip i's point j (53 bits) is accepted at once when j < zig_k[i], and
- * is then j * zig_w[i]; zig_f[i] is exp(-x_i) at the strip's edge.
+ * Strip i's point j (53 bits) is accepted at once when j < zig_k(i), and
+ * is then j * zig_w(i); zig_f[i] is exp(-x_i) at the strip's edge.
  * 6 KiB, made when the profiler first turns active (at boot with
  * prof_active:true, else at the first write of prof.active true): a
  * process with prof_active:false draws no wait, and the table was two
@@ -257,8 +276,8 @@ double prof_wait_scale[64];
 /* In base memory, not .bss: 6 KiB more of .bss moved the object table's
  * arrays across pages (test/integration/prof_data_pages). */
 MP_READ_MOSTLY const prof_zig_t *prof_zig;
-#define zig_k (prof_zig->k)
-#define zig_w (prof_zig->w)
+#define zig_k(i) (prof_zig->kw[i].k)
+#define zig_w(i) (prof_zig->kw[i].w)
 #define zig_f (prof_zig->f)
 
 static bool zig_fill(void) {
@@ -267,20 +286,20 @@ static bool zig_fill(void) {
 		return true;
 	double x = ZIG_R, prev = ZIG_R;
 	double q = ZIG_V / util_exp(-x);
-	z->k[0] = (uint64_t)(x / q * ZIG_M);
-	z->k[1] = 0;
-	z->w[0] = q / ZIG_M;
-	z->w[ZIG_N - 1] = x / ZIG_M;
+	z->kw[0].k = (uint64_t)(x / q * ZIG_M);
+	z->kw[1].k = 0;
+	z->kw[0].w = q / ZIG_M;
+	z->kw[ZIG_N - 1].w = x / ZIG_M;
 	z->f[0] = 1.0;
 	z->f[ZIG_N - 1] = util_exp(-x);
 	for (unsigned i = ZIG_N - 2; i >= 1; i--) {
 		/* ln y as log1p(y - 1): y is in (0, 1], where y - 1 is exact
 		 * to an ulp of 1 (no libm: test/integration/boot_libm). */
 		x = -util_log1p(ZIG_V / x + z->f[i + 1] - 1.0);
-		z->k[i + 1] = (uint64_t)(x / prev * ZIG_M);
+		z->kw[i + 1].k = (uint64_t)(x / prev * ZIG_M);
 		prev = x;
 		z->f[i] = util_exp(-x);
-		z->w[i] = x / ZIG_M;
+		z->kw[i].w = x / ZIG_M;
 	}
 	prof_zig = z;
 	return false;
@@ -344,12 +363,14 @@ static bool shards_make(void) {
 	}
 	for (unsigned i = 0; i < n; i++) {
 		mp_mutex_init_lite(&gctx_shards[i].mtx, LOCK_RANK_PROF_GCTX);
-		buckets_init(&gctx_shards[i].chains);
+		buckets_init(&gctx_shards[i].chains,
+		    gctx_shards[i].chains_init);
 		/* jemalloc's "prof" lock guards its backtrace table. */
 		ctl_mutex_register("prof", &gctx_shards[i].mtx);
 		mp_mutex_init_lite(&sample_shards[i].mtx,
 		    LOCK_RANK_PROF_SAMPLES);
-		buckets_init(&sample_shards[i].chains);
+		buckets_init(&sample_shards[i].chains,
+		    sample_shards[i].chains_init);
 	}
 	prof_nshards = n;
 	return false;
@@ -426,15 +447,15 @@ MP_NOINLINE double prof_zig_slow(uint64_t *state, unsigned i, uint64_t j) {
 	for (;;) {
 		if (i == 0)
 			return ZIG_R - zig_ln_uniform(state);
-		double x = (double)j * zig_w[i];
+		double x = (double)j * zig_w(i);
 		double u = (double)(prng_step(state) >> 11) * (1.0 / ZIG_M);
 		if (zig_f[i] + u * (zig_f[i - 1] - zig_f[i]) < util_exp(-x))
 			return x;
 		uint64_t v = prng_step(state);
 		i = (unsigned)(v >> 56);
 		j = (v >> 3) & (((uint64_t)1 << 53) - 1);
-		if (j < zig_k[i])
-			return (double)j * zig_w[i];
+		if (j < zig_k(i))
+			return (double)j * zig_w(i);
 	}
 }
 

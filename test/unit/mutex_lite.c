@@ -170,6 +170,8 @@ static void test_hot_fields_first(void **state) {
 		hot_end = hot[i] > hot_end ? hot[i] : hot_end;
 	MP_ASSERT(hot_end <= 40, "a round trip writes the lock's first %zu "
 	    "bytes", hot_end);
+	/* What prof.c's shards are laid out by (a _Static_assert there). */
+	assert_int_equal(MP_MUTEX_HOT_BYTES, hot_end);
 	MP_ASSERT(offsetof(mp_mutex_t, lock) >= hot_end, "glibc's mutex at "
 	    "%zu, among the hot counters", offsetof(mp_mutex_t, lock));
 }

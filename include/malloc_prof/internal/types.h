@@ -208,6 +208,10 @@ typedef struct mp_mutex_s {
 	mp_mutex_prof_t prof;
 	pthread_mutex_t lock;
 } mp_mutex_t;
+/* The bytes an uncontended lite lock's round trip writes, from its start
+ * (test/unit/mutex_lite checks the layout against it). */
+#define MP_MUTEX_HOT_BYTES (offsetof(mp_mutex_t, prof) + \
+    offsetof(mp_mutex_prof_t, n_owner_switches) + sizeof(uint64_t))
 
 #define MP_MUTEX_INITIALIZER(r) { .lock = PTHREAD_MUTEX_INITIALIZER, .rank = (r) }
 
