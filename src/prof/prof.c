@@ -150,7 +150,7 @@ typedef struct {
 	 * either samples again, and with one spare 7% of its samples still
 	 * made a tctx.  13 KiB at most. */
 	prof_tctx_t *spare_t[2];
-	void *chains_init[PROF_BUCKETS_INIT];
+	void *chains_init[PROF_BUCKETS_INIT];    /* chains.b until it grows */
 	/* The lifetime table's part of the shard's stacks (prof_lifetime.c):
 	 * here, in pages the shard's lock has made resident anyway. */
 	prof_life_part_t life;
@@ -223,7 +223,7 @@ typedef struct {
 	_Alignas(CACHELINE) prof_buckets_t chains; /* of prof_sample_t, by
 	                                            * sample_key */
 	mp_mutex_t mtx;
-	void *chains_init[PROF_BUCKETS_INIT];
+	void *chains_init[PROF_BUCKETS_INIT];    /* chains.b until it grows */
 } prof_sample_shard_t;
 /* prof_nshards of them. */
 static MP_READ_MOSTLY prof_sample_shard_t *sample_shards;

@@ -4,8 +4,8 @@
  * a blocked thread is woken and counted in the lock's counters as glibc's
  * locks count it (stats.mutexes.prof), trylock fails on a held one, and
  * a child of fork gets it back free; what a round trip touches fits a
- * cache line.  No check depends on the machine's
- * speed: a waiter is waited for by its count, not by a delay.
+ * cache line.  No check depends on the machine's speed: a waiter is
+ * waited for by its count, not by a delay.
  */
 #include "../test_util.h"
 
