@@ -493,7 +493,7 @@ void prof_unbias(size_t usize, uint64_t *objs_shifted, uint64_t *bytes) {
 	*bytes = (uint64_t)util_llround((double)usize / p);
 }
 
-static uint64_t bt_hash(void *const *frames, unsigned n) {
+uint64_t prof_bt_hash(void *const *frames, unsigned n) {
 	uint64_t h = 0x94122f33u ^ n;
 	for (unsigned i = 0; i < n; i++) {
 		h ^= (uint64_t)(uintptr_t)frames[i];
@@ -567,10 +567,13 @@ static void tdata_sys_name(prof_tdata_t *td, uint64_t now) {
 	if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0)
 		return;
 	name[sizeof(name) - 1] = '\0';
-	for (char *c = name; *c != '\0'; c++) {
+	char *c;
+	for (c = name; *c != '\0'; c++) {
 		if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
 			*c = '?';
 	}
+	/* Zero-padded, as prof_tdata_t.name always is. */
+	memset(c, 0, (size_t)(name + sizeof(name) - c));
 	_Static_assert(PROF_THREAD_NAME_MAX >= sizeof(name), "room");
 	if (strncmp(td->name, name, sizeof(name)) == 0)
 		return;         /* its own storage: only it writes there */
@@ -1255,7 +1258,7 @@ bool prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 	s->usize = usize;
 	s->req_pad = prof_sample_req_pad(usize, req);
 	s->time_ns = now;
-	uint64_t hash = hinted ? hint.hash : bt_hash(frames, n);
+	uint64_t hash = hinted ? hint.hash : prof_bt_hash(frames, n);
 	unsigned shard = (unsigned)(hash & (prof_nshards - 1));
 	prof_gctx_shard_t *sh = &gctx_shards[shard];
 	uint64_t objs_u, bytes_u;
@@ -1333,7 +1336,8 @@ bool prof_sample_alloc(tsd_t *tsd, void *p, size_t usize, size_t req,
 		/* td is this thread's: only it writes its name (under
 		 * the lock, for other threads' dumps), so reading it
 		 * needs no lock. */
-		prof_recent_alloc(s, usize, td->uid, td->name, frames, n);
+		prof_recent_alloc(s, usize, td->uid, td->name, frames, n,
+		    hash);
 	}
 	recorded = true;
 out:
@@ -1386,7 +1390,7 @@ static MP_NOINLINE void recent_dalloc(prof_sample_t *s, uintptr_t fp) {
 		td = prof_tdata_get(tsd);
 	/* td is this thread's: its name needs no lock (prof_sample_alloc) */
 	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0,
-	    td != NULL ? td->name : "", fp);
+	    td != NULL ? td->name : NULL, fp);
 }
 
 void prof_sample_free(void *p, extent_t *e) {

@@ -71,7 +71,10 @@ typedef struct recent_s {
 } recent_t;
 _Static_assert(sizeof(recent_t) <= 64, "one base_malloc line");
 
-static mp_mutex_t recent_mtx = MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_RECENT);
+/* A lite lock: every sample takes it twice while records are kept, and
+ * glibc's mutex was 76 instructions a round trip against the lite lock's
+ * 20 (doc/performance.md, "Per-sample cost, round 12"). */
+static mp_mutex_t recent_mtx = MP_MUTEX_LITE_INITIALIZER(LOCK_RANK_PROF_RECENT);
 static mp_mutex_t recent_dump_mtx =
     MP_MUTEX_INITIALIZER(LOCK_RANK_PROF_RECENT_DUMP);
 static recent_t *recent_head, *recent_tail;      /* recent_mtx */
@@ -96,18 +99,15 @@ static uint64_t recent_now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A thread name into a record's field: name may be shorter storage ("")
- * or its thread's own, which only that thread (the caller) writes. */
-static void name_copy(char dst[PROF_THREAD_NAME_MAX], const char *name) {
-	size_t len = strnlen(name, PROF_THREAD_NAME_MAX - 1);
-	memcpy(dst, name, len);
-	memset(dst + len, 0, PROF_THREAD_NAME_MAX - len);
-}
+/* The name of a thread without one (known false). */
+static const char no_name[PROF_THREAD_NAME_MAX];
 
-/* name: name_copy's, zero-padded: hashed a word at a time. */
+/* A side's hash: its thread's and its stack's (frames_hash,
+ * prof_bt_hash's, which an allocation's sample has already made).  name
+ * is zero-padded: hashed a word at a time. */
 static uint64_t recent_bt_hash(bool known, uint64_t uid,
-    const char name[PROF_THREAD_NAME_MAX], void *const *frames, unsigned n) {
-	uint64_t h = 0x51ed27u ^ n ^ (uint64_t)known << 32;
+    const char name[PROF_THREAD_NAME_MAX], uint64_t frames_hash) {
+	uint64_t h = 0x51ed27u ^ (uint64_t)known << 32;
 	h = (h ^ uid) * 0x9e3779b97f4a7c15ULL;
 	_Static_assert(PROF_THREAD_NAME_MAX == 2 * sizeof(uint64_t),
 	    "a name is two words");
@@ -115,12 +115,8 @@ static uint64_t recent_bt_hash(bool known, uint64_t uid,
 	memcpy(w, name, sizeof(w));
 	h = (h ^ w[0]) * 0x9e3779b97f4a7c15ULL;
 	h = (h ^ (h >> 29) ^ w[1]) * 0x9e3779b97f4a7c15ULL;
-	for (unsigned i = 0; i < n; i++) {
-		h ^= (uint64_t)(uintptr_t)frames[i];
-		h *= 0x9e3779b97f4a7c15ULL;
-		h ^= h >> 29;
-	}
-	return h;
+	h = (h ^ (h >> 29) ^ frames_hash) * 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
 }
 
 static size_t recent_bt_size(uint32_t n) {
@@ -131,8 +127,8 @@ static recent_bt_t **recent_bt_bucket(uint64_t hash) {
 	return &recent_bts[(hash >> 7) % RECENT_BT_BUCKETS];
 }
 
-/* recent_mtx held: a reference to the side (known, uid, name[] as
- * name_copy made it, frames[0..n)), hash recent_bt_hash's; made if new;
+/* recent_mtx held: a reference to the side (known, uid, name[]
+ * zero-padded, frames[0..n)), hash recent_bt_hash's; made if new;
  * NULL on no memory. */
 static recent_bt_t *recent_bt_get_locked(bool known, uint64_t uid,
     const char name[PROF_THREAD_NAME_MAX], void *const *frames, unsigned n,
@@ -219,42 +215,69 @@ static void recent_free_list(recent_t *r) {
 	}
 }
 
+/* recent_mtx held, at least one record kept: the oldest, unlinked from
+ * the list, its sample and its sides, to be filled anew. */
+static recent_t *recent_reuse_oldest_locked(void) {
+	recent_t *r = recent_head;
+	recent_head = r->next;
+	if (recent_head == NULL)
+		recent_tail = NULL;
+	if (r->sample != NULL)
+		atomic_store_explicit(&r->sample->recent, NULL,
+		    memory_order_relaxed);
+	recent_bt_put_locked(r->alloc_bt);
+	recent_bt_put_locked(r->dalloc_bt);
+	return r;
+}
+
+/*
+ * Once `max` records are kept, each sample takes the oldest one over
+ * instead of a new one: a base_malloc and a base_free a sample (two
+ * trips through base_mtx, 80 instructions) for a record of the same
+ * size.  Every field is set here: a reused record keeps nothing.
+ */
 void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
-    const char *name, void *const *frames, unsigned nframes) {
+    const char name[PROF_THREAD_NAME_MAX], void *const *frames,
+    unsigned nframes, uint64_t frames_hash) {
 	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) == 0)
 		return;
-	recent_t *r = base_malloc(sizeof(*r));
-	if (r == NULL)
-		return;         /* the sample stays; it has no record */
-	r->usize = usize;
-	r->req_pad = s->req_pad;
-	r->alloc_ns = recent_now_ns();
-	r->sample = s;
-	char nm[PROF_THREAD_NAME_MAX];
-	name_copy(nm, name);
-	uint64_t hash = recent_bt_hash(true, uid, nm, frames, nframes);
-	mp_mutex_lock(&recent_mtx);
+	uint64_t now = recent_now_ns();
+	uint64_t hash = recent_bt_hash(true, uid, name, frames_hash);
+	mp_mutex_lite_lock(&recent_mtx);
 	ssize_t max = atomic_load(&prof_recent_max);
+	recent_t *r = NULL;
+	if (max > 0 && recent_count >= max && recent_head != NULL) {
+		r = recent_reuse_oldest_locked();
+	} else if (max != 0 && (r = base_malloc(sizeof(*r))) != NULL) {
+		recent_count++;
+		recent_bytes += ALIGNMENT_CEILING(sizeof(*r), CACHELINE);
+	}
 	recent_t *gone = NULL;
-	if (max == 0) {
-		gone = r;
-		r->next = NULL;
-		r->sample = NULL;
-	} else {
-		r->alloc_bt = recent_bt_get_locked(true, uid, nm, frames,
+	if (r != NULL) {
+		r->usize = usize;
+		r->req_pad = s->req_pad;
+		r->alloc_ns = now;
+		r->dalloc_ns = 0;
+		r->released = false;
+		r->dalloc_bt = NULL;
+		r->sample = s;
+		r->alloc_bt = recent_bt_get_locked(true, uid, name, frames,
 		    nframes, hash);
 		atomic_store_explicit(&s->recent, r, memory_order_relaxed);
 		list_append(r);
-		recent_count++;
-		recent_bytes += ALIGNMENT_CEILING(sizeof(*r), CACHELINE);
-		gone = recent_trim_locked(max);
+		/* Only if the limit fell since the count was read: it is
+		 * lowered under this lock, which trims at once. */
+		if (max >= 0 && recent_count > max)
+			gone = recent_trim_locked(max);
 	}
-	mp_mutex_unlock(&recent_mtx);
+	/* else max 0 (switched off since the first check) or no memory:
+	 * the sample stays; it has no record */
+	mp_mutex_lite_unlock(&recent_mtx);
 	recent_free_list(gone);
 }
 
 void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
-    const char *name, uintptr_t fp) {
+    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp) {
 	if (!prof_recent_linked(s))
 		return;
 	/* The free's stack, from the exported function's frame when the
@@ -267,23 +290,24 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
 	    (uintptr_t)__builtin_frame_address(0));
 	unsigned self = prof_backtrace_self_frames(frames, n);
 	n -= self;
-	char nm[PROF_THREAD_NAME_MAX];
-	name_copy(nm, known ? name : "");
-	if (!known)
+	if (!known) {
 		uid = 0;
-	uint64_t hash = recent_bt_hash(known, uid, nm, frames + self, n);
+		name = no_name;
+	}
+	uint64_t hash = recent_bt_hash(known, uid, name,
+	    prof_bt_hash(frames + self, n));
 	uint64_t now = recent_now_ns();
-	mp_mutex_lock(&recent_mtx);
+	mp_mutex_lite_lock(&recent_mtx);
 	recent_t *r = atomic_load_explicit(&s->recent, memory_order_relaxed);
 	if (r != NULL) {
 		atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 		r->sample = NULL;
 		r->released = true;
 		r->dalloc_ns = now;
-		r->dalloc_bt = recent_bt_get_locked(known, uid, nm,
+		r->dalloc_bt = recent_bt_get_locked(known, uid, name,
 		    frames + self, n, hash);
 	}
-	mp_mutex_unlock(&recent_mtx);
+	mp_mutex_lite_unlock(&recent_mtx);
 }
 
 ssize_t prof_recent_max_get(void) {
@@ -291,20 +315,20 @@ ssize_t prof_recent_max_get(void) {
 }
 
 ssize_t prof_recent_max_set(ssize_t max) {
-	mp_mutex_lock(&recent_mtx);
+	mp_mutex_lite_lock(&recent_mtx);
 	ssize_t old = atomic_exchange(&prof_recent_max, max);
 	recent_t *gone = recent_trim_locked(max);
-	mp_mutex_unlock(&recent_mtx);
+	mp_mutex_lite_unlock(&recent_mtx);
 	recent_free_list(gone);
 	return old;
 }
 
 size_t prof_recent_bytes(size_t *nstacks) {
-	mp_mutex_lock(&recent_mtx);
+	mp_mutex_lite_lock(&recent_mtx);
 	size_t bytes = recent_bytes;
 	if (nstacks != NULL)
 		*nstacks = recent_nbts;
-	mp_mutex_unlock(&recent_mtx);
+	mp_mutex_lite_unlock(&recent_mtx);
 	return bytes;
 }
 
@@ -382,12 +406,12 @@ static recent_t *recent_copy_locked(const recent_t *r) {
 
 /* The dump's copies and their references, freed. */
 static void recent_copies_free(recent_t *first) {
-	mp_mutex_lock(&recent_mtx);
+	mp_mutex_lite_lock(&recent_mtx);
 	for (recent_t *c = first; c != NULL; c = c->next) {
 		recent_bt_put_locked(c->alloc_bt);
 		recent_bt_put_locked(c->dalloc_bt);
 	}
-	mp_mutex_unlock(&recent_mtx);
+	mp_mutex_lite_unlock(&recent_mtx);
 	recent_free_list(first);
 }
 
@@ -403,7 +427,7 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 	/* Copy the list, oldest first (a record that cannot be copied is
 	 * left out: the dump says what it could). */
 	recent_t *first = NULL, *last = NULL;
-	mp_mutex_lock(&recent_mtx);
+	mp_mutex_lite_lock(&recent_mtx);
 	ssize_t max = atomic_load(&prof_recent_max);
 	for (const recent_t *r = recent_head; r != NULL; r = r->next) {
 		recent_t *c = recent_copy_locked(r);
@@ -415,7 +439,7 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 			first = c;
 		last = c;
 	}
-	mp_mutex_unlock(&recent_mtx);
+	mp_mutex_lite_unlock(&recent_mtx);
 
 	out_fmt(&o, "{\"sample_interval\":%" PRIu64 ",\"recent_alloc_max\":"
 	    "%zd,\"recent_alloc\":[", sample_interval, max);
@@ -464,11 +488,11 @@ void prof_recent_dump_postfork_child(void) {
 }
 
 void prof_recent_prefork(void) {
-	pthread_mutex_lock(&recent_mtx.lock);
+	mp_mutex_lock_quiet(&recent_mtx);
 }
 
 void prof_recent_postfork_parent(void) {
-	pthread_mutex_unlock(&recent_mtx.lock);
+	mp_mutex_unlock_quiet(&recent_mtx);
 }
 
 void prof_recent_postfork_child(void) {

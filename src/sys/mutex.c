@@ -11,19 +11,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* ThreadSanitizer sees glibc's mutexes through its interceptors but not
- * a futex word: under it, lite locks stay glibc's. */
-#if defined(__SANITIZE_THREAD__)
-#define MUTEX_LITE_OK false
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MUTEX_LITE_OK false
-#endif
-#endif
-#ifndef MUTEX_LITE_OK
-#define MUTEX_LITE_OK true
-#endif
-
 /*
  * Ranked mutexes.  In debug builds each thread remembers the ranks it holds
  * (a bit set: ranks are small) and taking a lock whose rank is not above
@@ -50,7 +37,7 @@ void mp_mutex_init(mp_mutex_t *m, lock_rank_t rank) {
  */
 void mp_mutex_init_lite(mp_mutex_t *m, lock_rank_t rank) {
 	mp_mutex_init(m, rank);
-	m->lite = MUTEX_LITE_OK;
+	m->lite = MP_MUTEX_LITE_OK;
 }
 
 static void mutex_futex(_Atomic uint32_t *word, int op, uint32_t val) {
@@ -222,7 +209,7 @@ void mp_mutex_lock(mp_mutex_t *m) {
 }
 
 void mp_mutex_lite_lock(mp_mutex_t *m) {
-	if (!MUTEX_LITE_OK) {
+	if (!MP_MUTEX_LITE_OK) {
 		mp_mutex_lock(m);
 		return;
 	}
@@ -304,7 +291,7 @@ void mp_mutex_unlock(mp_mutex_t *m) {
 }
 
 void mp_mutex_lite_unlock(mp_mutex_t *m) {
-	if (!MUTEX_LITE_OK) {
+	if (!MP_MUTEX_LITE_OK) {
 		mp_mutex_unlock(m);
 		return;
 	}

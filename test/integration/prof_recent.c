@@ -13,8 +13,9 @@
  * program frame is in the allocating function, and for the one freed,
  * "released" and the free's thread, time and trace (in the freeing
  * function), also when the freeing thread never sampled; lowering the
- * limit drops the oldest; 0 keeps none, -1 no
- * limit; bad values and a read are refused.
+ * limit drops the oldest; 0 keeps none, -1 no limit; at the limit a
+ * record taken over keeps nothing of its object's free; bad values and
+ * a read are refused.
  */
 #include "../test_util.h"
 
@@ -235,6 +236,41 @@ static void test_lower_and_off(void **state) {
 	max_rw(&four);
 }
 
+/* Once the limit is reached each sample takes the oldest record over:
+ * one whose object was freed (released, with its free's side) shows
+ * nothing of that as a live allocation's, and the free of an object
+ * whose record was taken over leaves the new one alone. */
+static void test_reused_records(void **state) {
+	(void)state;
+	if (!mp_have_python3())
+		MP_SKIP("python3 not found");
+	for (int i = 0; i < 4; i++)
+		recent_free_site(recent_site(100 + (size_t)i));
+	void *q[5];
+	for (int i = 0; i < 4; i++)
+		q[i] = recent_site(2000 + 1000 * (size_t)i);
+	const char *all_live = "all(r[\"released\"] == False and "
+	    "\"dalloc_trace\" not in r and \"dalloc_time\" not in r and "
+	    "inside(r[\"alloc_trace\"], a_lo, a_hi) "
+	    "for r in d[\"recent_alloc\"])";
+	char check[1024];
+	snprintf(check, sizeof(check), "len(d[\"recent_alloc\"]) == 4 and "
+	    "[r[\"size\"] for r in d[\"recent_alloc\"]] == "
+	    "[2000, 3000, 4000, 5000] and %s", all_live);
+	assert_int_equal(dump(), 0);
+	MP_ASSERT(py_check(check), "the dump: %.2000s", out);
+	/* q[0]'s record goes to q[4]; q[0]'s free finds none. */
+	q[4] = recent_site(6000);
+	recent_free_site(q[0]);
+	snprintf(check, sizeof(check), "len(d[\"recent_alloc\"]) == 4 and "
+	    "[r[\"size\"] for r in d[\"recent_alloc\"]] == "
+	    "[3000, 4000, 5000, 6000] and %s", all_live);
+	assert_int_equal(dump(), 0);
+	MP_ASSERT(py_check(check), "the dump: %.2000s", out);
+	for (int i = 1; i < 5; i++)
+		free(q[i]);
+}
+
 static void test_errors(void **state) {
 	(void)state;
 	ssize_t bad = -2;
@@ -276,6 +312,7 @@ int main(void) {
 		cmocka_unit_test(test_other_thread),
 		cmocka_unit_test(test_free_by_unsampled_thread),
 		cmocka_unit_test(test_lower_and_off),
+		cmocka_unit_test(test_reused_records),
 		cmocka_unit_test(test_errors),
 	};
 	return mp_run_tests(tests);

@@ -105,7 +105,7 @@ typedef struct prof_labels_s {
 #define TDATA_REF_TCTX ((uint64_t)2)
 struct prof_tdata_s {
 	uint64_t uid;
-	char name[PROF_THREAD_NAME_MAX];
+	char name[PROF_THREAD_NAME_MAX];  /* zero-padded to the end */
 	_Atomic bool active;             /* thread.prof.active */
 	_Atomic uint64_t refs;
 	/* thread.prof.label: the thread's current set (NULL: none); read
@@ -412,6 +412,9 @@ unsigned prof_labels_count(void);
 void prof_thread_exit(tsd_t *tsd);
 /* The calling thread's tdata, created if needed; NULL on OOM. */
 prof_tdata_t *prof_tdata_get(tsd_t *tsd);
+/* A backtrace's hash (a gctx's; the recent records' sides mix it with
+ * the thread's). */
+uint64_t prof_bt_hash(void *const *frames, unsigned n);
 /* prof.reset: drop every counter of freed objects and set lg_sample. */
 void prof_reset(size_t lg_sample);
 /*
@@ -850,23 +853,25 @@ extern ssize_t opt_prof_recent_alloc_max;
 extern _Atomic ssize_t prof_recent_max;
 void prof_recent_boot(void);
 /* prof.c calls these and hands them what they record (thread uid and
- * name), so that this file uses nothing of prof.c.  A new sample s of
- * usize bytes (its record linked to it; the dump prints usize as the
- * size too, as the sampler knows no other); from prof_sample_alloc with
- * no profiler lock held. */
+ * name, zero-padded as prof_tdata_t's), so that this file uses nothing of
+ * prof.c but prof_bt_hash.  A new sample s of usize bytes (its record
+ * linked to it; the dump prints usize as the size too, as the sampler
+ * knows no other), frames_hash prof_bt_hash's of its frames; from
+ * prof_sample_alloc with no profiler lock held. */
 void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
-    const char *name, void *const *frames, unsigned nframes);
+    const char name[PROF_THREAD_NAME_MAX], void *const *frames,
+    unsigned nframes, uint64_t frames_hash);
 /* Whether s still has a record (a peek: only its free and a trim change
  * it, and a trim leaves nothing to fill in). */
 MP_INLINE bool prof_recent_linked(prof_sample_t *s) {
 	return atomic_load_explicit(&s->recent, memory_order_relaxed) != NULL;
 }
 /* s's object is being freed (s unlinked from the tables, not yet
- * freed) by the thread uid/name (known false: a thread without a
- * profiling identity, exiting): fill in its record's free side, with the
- * stack walked from frame fp (0: from here; prof_sample_free_at). */
+ * freed) by the thread uid/name (known false, name NULL: a thread without
+ * a profiling identity, exiting): fill in its record's free side, with
+ * the stack walked from frame fp (0: from here; prof_sample_free_at). */
 void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
-    const char *name, uintptr_t fp);
+    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp);
 /* experimental.prof_recent.alloc_max: the limit (-1: none); set returns
  * the old one and drops the oldest records past the new one. */
 ssize_t prof_recent_max_get(void);

@@ -213,7 +213,23 @@ typedef struct mp_mutex_s {
 #define MP_MUTEX_HOT_BYTES (offsetof(mp_mutex_t, prof) + \
     offsetof(mp_mutex_prof_t, n_owner_switches) + sizeof(uint64_t))
 
+/* ThreadSanitizer sees glibc's mutexes through its interceptors but not
+ * a futex word: under it, lite locks stay glibc's. */
+#if defined(__SANITIZE_THREAD__)
+#define MP_MUTEX_LITE_OK false
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MP_MUTEX_LITE_OK false
+#endif
+#endif
+#ifndef MP_MUTEX_LITE_OK
+#define MP_MUTEX_LITE_OK true
+#endif
+
 #define MP_MUTEX_INITIALIZER(r) { .lock = PTHREAD_MUTEX_INITIALIZER, .rank = (r) }
+/* A lite lock's, for a lock in static storage (mp_mutex_init_lite's). */
+#define MP_MUTEX_LITE_INITIALIZER(r) { .lock = PTHREAD_MUTEX_INITIALIZER, \
+    .rank = (r), .lite = MP_MUTEX_LITE_OK }
 
 /*
  * (The same text as include/malloc_prof.h.in's, under the same guard.)
