@@ -145,6 +145,7 @@ static void ctl_mutex_prof_merge(mp_mutex_prof_t *acc,
  * backtrace table is sharded). */
 const char *const ctl_gmutex_names[CTL_NGMUTEXES] = {
 	"ctl", "background_thread", "prof", "prof_thds_data", "prof_dump",
+	"prof_recent_alloc", "prof_recent_dump",
 };
 #define CTL_GMUTEX_REG_MAX 96
 /* Written at boot only, by every process: in .data (MP_DATA), not on a
@@ -1819,6 +1820,10 @@ static const ctl_node_t ctl_stats_mutexes_children[] = {
 	{ .name = "prof", CTL_CHILDREN(ctl_stats_mutex_children) },
 	{ .name = "prof_thds_data", CTL_CHILDREN(ctl_stats_mutex_children) },
 	{ .name = "prof_dump", CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "prof_recent_alloc",
+	  CTL_CHILDREN(ctl_stats_mutex_children) },
+	{ .name = "prof_recent_dump",
+	  CTL_CHILDREN(ctl_stats_mutex_children) },
 };
 
 static const ctl_node_t ctl_stats_children[] = {

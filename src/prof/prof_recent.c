@@ -21,7 +21,8 @@
  * Copied into each record, the stacks and names took about 250 KiB of
  * the 3 MB of bench's churn at prof_recent_alloc_max:1000 (+8%).
  *
- * recent_mtx (LOCK_RANK_PROF_RECENT) guards the list, the count, the
+ * recent_mtx (LOCK_RANK_PROF_RECENT, a lite lock; jemalloc's
+ * stats.mutexes.prof_recent_alloc) guards the list, the count, the
  * links of both sides and the free side of records; it is taken with no
  * other profiler lock held, and nothing under it allocates but
  * base_malloc (a leaf).  A dump copies the records under the lock and
@@ -87,6 +88,10 @@ static size_t recent_bytes, recent_nbts;
 MP_READ_MOSTLY _Atomic ssize_t prof_recent_max;
 
 MP_WARM void prof_recent_boot(void) {
+	/* stats.mutexes.prof_recent_alloc and prof_recent_dump, jemalloc's
+	 * names for these two. */
+	ctl_mutex_register("prof_recent_alloc", &recent_mtx);
+	ctl_mutex_register("prof_recent_dump", &recent_dump_mtx);
 	/* Stored only when it changes: a store of 0 made its page of .bss
 	 * resident in every process. */
 	if (atomic_load(&prof_recent_max) != opt_prof_recent_alloc_max)

@@ -276,6 +276,7 @@ static const struct {
 };
 static const char *const ns_global_mutexes[] = {
 	"ctl", "background_thread", "prof", "prof_thds_data", "prof_dump",
+	"prof_recent_alloc", "prof_recent_dump",
 };
 static const char *const ns_arena_mutexes[] = {
 	"large", "extent_avail", "extents_dirty", "extents_muzzy",

@@ -14,8 +14,9 @@
  * "released" and the free's thread, time and trace (in the freeing
  * function), also when the freeing thread never sampled; lowering the
  * limit drops the oldest; 0 keeps none, -1 no limit; at the limit a
- * record taken over keeps nothing of its object's free; bad values and
- * a read are refused.
+ * record taken over keeps nothing of its object's free; the two locks'
+ * counters (stats.mutexes.prof_recent_alloc, prof_recent_dump) count;
+ * bad values and a read are refused.
  */
 #include "../test_util.h"
 
@@ -271,6 +272,37 @@ static void test_reused_records(void **state) {
 		free(q[i]);
 }
 
+/* A lock's acquisitions, after a refresh (0: no such name). */
+static uint64_t lock_ops(const char *name) {
+	uint64_t epoch = 1;
+	size_t len = sizeof(epoch);
+	assert_int_equal(mallctl("epoch", &epoch, &len, &epoch, len), 0);
+	uint64_t v = 0;
+	len = sizeof(v);
+	if (mallctl(name, &v, &len, NULL, 0) != 0)
+		return 0;
+	return v;
+}
+
+/* jemalloc's stats.mutexes.prof_recent_alloc and prof_recent_dump count
+ * the records' lock (a recorded allocation and its free take it once
+ * each) and the dumps'. */
+static void test_lock_counters(void **state) {
+	(void)state;
+	uint64_t a0 = lock_ops("stats.mutexes.prof_recent_alloc.num_ops");
+	uint64_t d0 = lock_ops("stats.mutexes.prof_recent_dump.num_ops");
+	for (int i = 0; i < 10; i++)
+		recent_free_site(recent_site(64));
+	assert_int_equal(dump(), 0);
+	uint64_t a1 = lock_ops("stats.mutexes.prof_recent_alloc.num_ops");
+	uint64_t d1 = lock_ops("stats.mutexes.prof_recent_dump.num_ops");
+	MP_ASSERT(a1 >= a0 + 20, "prof_recent_alloc: %llu -> %llu for 10 "
+	    "records and their frees", (unsigned long long)a0,
+	    (unsigned long long)a1);
+	MP_ASSERT(d1 >= d0 + 1, "prof_recent_dump: %llu -> %llu for a dump",
+	    (unsigned long long)d0, (unsigned long long)d1);
+}
+
 static void test_errors(void **state) {
 	(void)state;
 	ssize_t bad = -2;
@@ -313,6 +345,7 @@ int main(void) {
 		cmocka_unit_test(test_free_by_unsampled_thread),
 		cmocka_unit_test(test_lower_and_off),
 		cmocka_unit_test(test_reused_records),
+		cmocka_unit_test(test_lock_counters),
 		cmocka_unit_test(test_errors),
 	};
 	return mp_run_tests(tests);

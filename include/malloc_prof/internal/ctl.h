@@ -206,7 +206,8 @@ typedef struct ctl_arena_xsnap_s {
 } ctl_arena_xsnap_t;
 /* jemalloc's global locks (stats.mutexes.<name>), in this order. */
 enum { CTL_GMUTEX_CTL, CTL_GMUTEX_BG, CTL_GMUTEX_PROF, CTL_GMUTEX_PROF_THDS,
-    CTL_GMUTEX_PROF_DUMP, CTL_NGMUTEXES };
+    CTL_GMUTEX_PROF_DUMP, CTL_GMUTEX_PROF_RECENT_ALLOC,
+    CTL_GMUTEX_PROF_RECENT_DUMP, CTL_NGMUTEXES };
 extern const char *const ctl_gmutex_names[CTL_NGMUTEXES];
 typedef struct ctl_arena_snap_s {
 	bool initialized;        /* the arena existed; stats are valid */
