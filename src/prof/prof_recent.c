@@ -187,23 +187,30 @@ static void list_append(recent_t *r) {
 	recent_tail = r;
 }
 
+/* recent_mtx held, at least one record kept: the oldest, unlinked from
+ * the list, from its sample and from its sides (still counted). */
+static recent_t *recent_pop_oldest_locked(void) {
+	recent_t *r = recent_head;
+	recent_head = r->next;
+	if (recent_head == NULL)
+		recent_tail = NULL;
+	if (r->sample != NULL)
+		atomic_store_explicit(&r->sample->recent, NULL,
+		    memory_order_relaxed);
+	r->sample = NULL;
+	recent_bt_put_locked(r->alloc_bt);
+	recent_bt_put_locked(r->dalloc_bt);
+	r->alloc_bt = r->dalloc_bt = NULL;
+	return r;
+}
+
 /* recent_mtx held: drop the oldest records until at most `max` are left,
  * with their stacks; the records are returned as a list (through ->next)
  * to free after unlocking. */
 static recent_t *recent_trim_locked(ssize_t max) {
 	recent_t *gone = NULL;
 	while (max >= 0 && recent_count > max) {
-		recent_t *r = recent_head;
-		recent_head = r->next;
-		if (recent_head == NULL)
-			recent_tail = NULL;
-		if (r->sample != NULL)
-			atomic_store_explicit(&r->sample->recent, NULL,
-			    memory_order_relaxed);
-		r->sample = NULL;
-		recent_bt_put_locked(r->alloc_bt);
-		recent_bt_put_locked(r->dalloc_bt);
-		r->alloc_bt = r->dalloc_bt = NULL;
+		recent_t *r = recent_pop_oldest_locked();
 		recent_count--;
 		recent_bytes -= ALIGNMENT_CEILING(sizeof(*r), CACHELINE);
 		r->next = gone;
@@ -218,21 +225,6 @@ static void recent_free_list(recent_t *r) {
 		base_free(r, sizeof(*r));
 		r = next;
 	}
-}
-
-/* recent_mtx held, at least one record kept: the oldest, unlinked from
- * the list, its sample and its sides, to be filled anew. */
-static recent_t *recent_reuse_oldest_locked(void) {
-	recent_t *r = recent_head;
-	recent_head = r->next;
-	if (recent_head == NULL)
-		recent_tail = NULL;
-	if (r->sample != NULL)
-		atomic_store_explicit(&r->sample->recent, NULL,
-		    memory_order_relaxed);
-	recent_bt_put_locked(r->alloc_bt);
-	recent_bt_put_locked(r->dalloc_bt);
-	return r;
 }
 
 /*
@@ -252,7 +244,7 @@ void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
 	ssize_t max = atomic_load(&prof_recent_max);
 	recent_t *r = NULL;
 	if (max > 0 && recent_count >= max && recent_head != NULL) {
-		r = recent_reuse_oldest_locked();
+		r = recent_pop_oldest_locked();
 	} else if (max != 0 && (r = base_malloc(sizeof(*r))) != NULL) {
 		recent_count++;
 		recent_bytes += ALIGNMENT_CEILING(sizeof(*r), CACHELINE);
