@@ -175,38 +175,77 @@ static bool slab_has_free(const extent_t *slab) {
 	return false;
 }
 
-/* Whether the prof_cache keeps an emptied slab: up to
- * PROF_CACHE_EMPTY_SLABS_MAX slabs of at most the larger of
- * PROF_CACHE_EMPTY_BYTES and a share of the active heap (types.h; the
- * heap is read only past the floor, which a small program's samples never
- * pass).  To make room, the slabs kept longest go back to the arena, not
- * the new one: what is kept then shrinks with the heap at the next
- * sample's free (it stayed at the share of the largest heap before), and
- * holds the sizes freed lately (midsize at scale 1: 2,087 of 12,530 set-ups
- * for small samples took a slab from the arena, 2,190 of 12,725 when the
- * new slab went). */
+/* Bytes of the emptied slabs all arenas' prof_caches keep, changed
+ * under each cache's own lock (hence atomic): the share of the heap they
+ * may keep past their floor is one for all of them (slab_prof_keep).  In
+ * .data (MP_DATA): on a page of .bss of its own, the first samples made
+ * that page resident (test/integration/prof_data_pages). */
+static MP_DATA _Atomic size_t prof_cache_kept_bytes;
+
+size_t slab_prof_kept_bytes(void) {
+	return atomic_load_explicit(&prof_cache_kept_bytes,
+	    memory_order_relaxed);
+}
+
+/* slab onto tc's list of emptied slabs, and off it: the counts with the
+ * list. */
+static void slab_empty_push(tcache_t *tc, extent_t *slab) {
+	slab->list = SLAB_LIST_EMPTY;
+	list_push(&tc->empty, slab);
+	tc->nempty++;
+	tc->empty_pages += (uint32_t)(slab->size >> LG_PAGE);
+	if (tc->small_slabs)
+		atomic_fetch_add_explicit(&prof_cache_kept_bytes, slab->size,
+		    memory_order_relaxed);
+}
+
+static void slab_empty_remove(tcache_t *tc, extent_t *slab) {
+	list_remove(&tc->empty, slab);
+	tc->nempty--;
+	tc->empty_pages -= (uint32_t)(slab->size >> LG_PAGE);
+	if (tc->small_slabs)
+		atomic_fetch_sub_explicit(&prof_cache_kept_bytes, slab->size,
+		    memory_order_relaxed);
+}
+
+/*
+ * Whether a prof_cache keeps an emptied slab: up to
+ * PROF_CACHE_EMPTY_SLABS_MAX slabs, of PROF_CACHE_EMPTY_BYTES each
+ * (its floor), and past that while all the prof_caches keep no more than
+ * a share of the active heap together (types.h; the heap is read only
+ * past the floor, which a small program's samples never pass).  A share
+ * per cache let N arenas whose threads sample keep N shares: 25% of the
+ * heap with 256 arenas.  To make room, the slabs kept longest go back to
+ * the arena, not the new one: what is kept then shrinks with the heap at
+ * the next sample's free (it stayed at the share of the largest heap
+ * before), and holds the sizes freed lately (midsize at scale 1: 2,087 of
+ * 12,530 set-ups for small samples took a slab from the arena, 2,190 of
+ * 12,725 when the new slab went).  Only the cache's own slabs can go (the
+ * others' are under their own locks): past its floor and still over the
+ * share with none of its own left, it keeps nothing.
+ */
 static bool slab_prof_keep(tcache_t *tc, const extent_t *slab) {
-	size_t bytes = ((size_t)tc->empty_pages << LG_PAGE) + slab->size;
-	size_t cap = PROF_CACHE_EMPTY_BYTES;
-	if (bytes > cap) {
-		size_t share = (arena_pactive_total() << LG_PAGE) >>
+	size_t own = ((size_t)tc->empty_pages << LG_PAGE) + slab->size;
+	size_t all = slab_prof_kept_bytes() + slab->size;
+	size_t share = 0;
+	if (own > PROF_CACHE_EMPTY_BYTES)
+		share = (arena_pactive_total() << LG_PAGE) >>
 		    PROF_CACHE_EMPTY_LG_SHARE;
-		cap = share > cap ? share : cap;
-		if (slab->size > cap)
+	for (;;) {
+		bool over = own > PROF_CACHE_EMPTY_BYTES && all > share;
+		if (!over && tc->nempty < PROF_CACHE_EMPTY_SLABS_MAX)
+			return true;
+		if (tc->nempty == 0)
 			return false;
-	}
-	while (tc->nempty >= PROF_CACHE_EMPTY_SLABS_MAX || bytes > cap) {
 		extent_t *old = tc->empty;
 		while (old->next != NULL)
 			old = old->next;
-		list_remove(&tc->empty, old);
-		tc->nempty--;
-		tc->empty_pages -= (uint32_t)(old->size >> LG_PAGE);
-		bytes -= old->size;
+		slab_empty_remove(tc, old);
+		own -= old->size;
+		all -= old->size;
 		old->list = SLAB_LIST_NONE;
 		arena_slab_dalloc(old->arena, old);
 	}
-	return true;
 }
 
 static void slab_release(tcache_t *tc, extent_t *slab) {
@@ -215,10 +254,7 @@ static void slab_release(tcache_t *tc, extent_t *slab) {
 	slab->list = SLAB_LIST_NONE;
 	if (tc->small_slabs ? slab_prof_keep(tc, slab) :
 	    tc->nempty < TCACHE_EMPTY_SLABS_MAX && !tc->shared) {
-		slab->list = SLAB_LIST_EMPTY;
-		list_push(&tc->empty, slab);
-		tc->nempty++;
-		tc->empty_pages += (uint32_t)(slab->size >> LG_PAGE);
+		slab_empty_push(tc, slab);
 		return;
 	}
 	arena_slab_dalloc(slab->arena, slab);
@@ -255,9 +291,7 @@ static MP_NOINLINE extent_t *slab_get(tcache_t *tc, unsigned ind) {
 			slab = s;
 	}
 	if (slab != NULL) {
-		list_remove(&tc->empty, slab);
-		tc->nempty--;
-		tc->empty_pages -= (uint32_t)(slab->size >> LG_PAGE);
+		slab_empty_remove(tc, slab);
 		if (!tc->small_slabs || slab->szind != ind)
 			arena_slab_init(slab, ind, !tc->small_slabs);
 	}
@@ -629,9 +663,7 @@ void slab_bin_flush(tcache_t *tc, unsigned ind) {
 void slab_empty_flush(tcache_t *tc, uint32_t keep) {
 	while (tc->nempty > keep) {
 		extent_t *s = tc->empty;
-		list_remove(&tc->empty, s);
-		tc->nempty--;
-		tc->empty_pages -= (uint32_t)(s->size >> LG_PAGE);
+		slab_empty_remove(tc, s);
 		s->list = SLAB_LIST_NONE;
 		arena_slab_dalloc(s->arena, s);
 	}

@@ -14,7 +14,8 @@
  * that many samples live at once, their number going up and down, take
  * the slabs their predecessors left rather than the arena's (brief
  * pslab: midsize sent 777 of 1,013 small samples' slabs to the arena and
- * back with 16 KiB).
+ * back with 16 KiB).  That share is one for all arenas' prof_caches,
+ * past a floor each.
  *
  * Their lock is the cache's own lite lock, not arena 0's shared_mtx.
  *
@@ -296,6 +297,75 @@ static void test_big_heap_keeps_swings(void **state) {
 	assert_int_equal(pages, 0);
 }
 
+/* SWING one-region samples at a time, twice, in a thread bound to arena
+ * (long)arg, whose prof_cache serves them. */
+static void *swing_on_arena(void *arg) {
+	tsd_t *tsd = tsd_fetch();
+	assert_non_null(tsd);
+	assert_false(tsd_arena_set(tsd, (unsigned)(uintptr_t)arg));
+	free(LAUNDER(malloc(64)));  /* the next event redraws the wait */
+	for (int r = 0; r < 2; r++) {
+		void *p[SWING];
+		for (int i = 0; i < SWING; i++) {
+			p[i] = LAUNDER(malloc(4096));
+			assert_non_null(p[i]);
+		}
+		for (int i = 0; i < SWING; i++)
+			free(p[i]);
+	}
+	return NULL;
+}
+
+static size_t kept_bytes(arena_t *a) {
+	mp_mutex_lite_lock(&a->prof_cache_mtx);
+	size_t bytes = (size_t)a->prof_cache.empty_pages << LG_PAGE;
+	mp_mutex_lite_unlock(&a->prof_cache_mtx);
+	return bytes;
+}
+
+/* The share of a big heap is one for all arenas' prof_caches: threads on
+ * three arenas, one after the other, each with SWING samples live at a
+ * time (a share's worth), keep the share and two floors in all, not
+ * three shares (each cache kept a share of its own before); the count of
+ * kept bytes agrees with the caches' lists, and is 0 once they gave
+ * their slabs back. */
+static void test_arenas_share_the_share(void **state) {
+	(void)state;
+	if (!config_prof || !opt_prof)
+		MP_SKIP("profiling not built in / not on");
+	enum { NARENAS = 3 };
+	arena_t *a[NARENAS + 1];
+	for (unsigned i = 0; i <= NARENAS; i++) {
+		a[i] = arena_get(i, true);
+		assert_non_null(a[i]);
+		tcache_arena_decay(a[i], false);
+	}
+	assert_int_equal(slab_prof_kept_bytes(), 0);
+	size_t heap = ((size_t)SWING * PAGE) << PROF_CACHE_EMPTY_LG_SHARE;
+	void *big = LAUNDER(malloc(heap));
+	assert_non_null(big);
+	prof_reset(0);
+	for (unsigned i = 1; i <= NARENAS; i++) {
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, swing_on_arena,
+		    (void *)(uintptr_t)i), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+	}
+	size_t total = 0, first = kept_bytes(a[1]);
+	for (unsigned i = 0; i <= NARENAS; i++)
+		total += kept_bytes(a[i]);
+	size_t bound = keep_cap() + (NARENAS - 1) * PROF_CACHE_EMPTY_BYTES;
+	MP_ASSERT(first >= SWING * PAGE && total <= bound &&
+	    slab_prof_kept_bytes() == total, "kept: %zu bytes by the first "
+	    "arena, %zu by all (counted %zu), bound %zu (a share of %zu)",
+	    first, total, slab_prof_kept_bytes(), bound, keep_cap());
+	prof_reset(opt_lg_prof_sample);
+	free(big);
+	for (unsigned i = 0; i <= NARENAS; i++)
+		tcache_arena_decay(a[i], false);
+	assert_int_equal(slab_prof_kept_bytes(), 0);
+}
+
 /* A sampled small region's allocation and free take the cache's own
  * lite lock, never arena 0's shared_mtx (the shared cache's glibc mutex,
  * 76 instructions a round trip, that they took before): its count of
@@ -338,6 +408,8 @@ int main(void) {
 		cmocka_unit_test_teardown(test_samples_leave_shared_mtx_alone,
 		    teardown),
 		cmocka_unit_test_teardown(test_big_heap_keeps_swings,
+		    teardown),
+		cmocka_unit_test_teardown(test_arenas_share_the_share,
 		    teardown),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -731,6 +731,8 @@ void slab_inbox_drain(tcache_t *tc);
  * ones / give all but `keep` of the empty slabs back to the arena. */
 void slab_bin_flush(tcache_t *tc, unsigned ind);
 void slab_empty_flush(tcache_t *tc, uint32_t keep);
+/* Bytes of emptied slabs all prof_caches keep now (for the tests). */
+size_t slab_prof_kept_bytes(void);
 /* The GC's visit of bin ind: slab_bin_flush if another thread freed into
  * the bin's slabs since the last visit. */
 void slab_bin_gc(tcache_t *tc, unsigned ind);

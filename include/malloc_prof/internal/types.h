@@ -44,7 +44,8 @@ static const bool config_prof = MP_CONFIG_PROF;
  * code around each page it runs, so one such call in a cold file made its
  * whole window resident (doc/performance.md, Peak RSS round 7). */
 #define MP_WARM __attribute__((section(".text.startup.mp_warm")))
-/* A small variable that every process writes at boot: in the library's
+/* A small variable that every process writes at boot (or, in the
+ * allocator, every profiled one at its first samples): in the library's
  * .data, whose pages the loader writes anyway, not on a page of .bss that
  * only it would make resident (prof.h's PROF_DATA is the profiler's). */
 #define MP_DATA __attribute__((section(".data.mp_boot")))
@@ -95,10 +96,11 @@ static const bool config_prof = MP_CONFIG_PROF;
 #define TCACHE_NLARGE 37                /* large classes 16 KiB .. 8 MiB */
 #define TCACHE_LARGE_SLOTS 8            /* cached blocks per large class */
 #define TCACHE_EMPTY_SLABS_MAX 4        /* empty slabs a thread keeps */
-/* Empty slabs arena 0's prof_cache keeps, for any class whose slab is as
- * big: up to PROF_CACHE_EMPTY_SLABS_MAX slabs of at most the larger of
- * PROF_CACHE_EMPTY_BYTES and the arenas' active bytes >>
- * PROF_CACHE_EMPTY_LG_SHARE (slab.c, slab_prof_keep).  Samples are rare,
+/* Empty slabs an arena's prof_cache keeps, for any class whose slab is as
+ * big: up to PROF_CACHE_EMPTY_SLABS_MAX slabs, of PROF_CACHE_EMPTY_BYTES
+ * each, and past that while all prof_caches together keep at most the
+ * arenas' active bytes >> PROF_CACHE_EMPTY_LG_SHARE (slab.c,
+ * slab_prof_keep).  Samples are rare,
  * so a slab per class touched, kept for the next one, would be a small
  * program's largest fixed cost of the profiler (16 slabs, 64 KiB, in a
  * process of 3 MB): 16 KiB whatever the heap.  But a big heap has many
