@@ -493,16 +493,6 @@ void prof_unbias(size_t usize, uint64_t *objs_shifted, uint64_t *bytes) {
 	*bytes = (uint64_t)util_llround((double)usize / p);
 }
 
-uint64_t prof_bt_hash(void *const *frames, unsigned n) {
-	uint64_t h = 0x94122f33u ^ n;
-	for (unsigned i = 0; i < n; i++) {
-		h ^= (uint64_t)(uintptr_t)frames[i];
-		h *= 0x9e3779b97f4a7c15ULL;
-		h ^= h >> 29;
-	}
-	return h;
-}
-
 /* ------------------------------------------------------------ tdata */
 
 prof_tdata_t *prof_tdata_get(tsd_t *tsd) {

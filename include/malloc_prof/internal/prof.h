@@ -413,8 +413,17 @@ void prof_thread_exit(tsd_t *tsd);
 /* The calling thread's tdata, created if needed; NULL on OOM. */
 prof_tdata_t *prof_tdata_get(tsd_t *tsd);
 /* A backtrace's hash (a gctx's; the recent records' sides mix it with
- * the thread's). */
-uint64_t prof_bt_hash(void *const *frames, unsigned n);
+ * the thread's).  Inline: prof_recent.c, which prof.c calls, uses it
+ * too, and the files depend on each other one way (test/unit/layers). */
+MP_INLINE uint64_t prof_bt_hash(void *const *frames, unsigned n) {
+	uint64_t h = 0x94122f33u ^ n;
+	for (unsigned i = 0; i < n; i++) {
+		h ^= (uint64_t)(uintptr_t)frames[i];
+		h *= 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	return h;
+}
 /* prof.reset: drop every counter of freed objects and set lg_sample. */
 void prof_reset(size_t lg_sample);
 /*
@@ -854,7 +863,7 @@ extern _Atomic ssize_t prof_recent_max;
 void prof_recent_boot(void);
 /* prof.c calls these and hands them what they record (thread uid and
  * name, zero-padded as prof_tdata_t's), so that this file uses nothing of
- * prof.c but prof_bt_hash.  A new sample s of usize bytes (its record
+ * prof.c (prof_bt_hash is inline).  A new sample s of usize bytes (its record
  * linked to it; the dump prints usize as the size too, as the sampler
  * knows no other), frames_hash prof_bt_hash's of its frames; from
  * prof_sample_alloc with no profiler lock held. */
