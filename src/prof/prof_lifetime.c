@@ -141,21 +141,9 @@ void prof_lifetime_free_slow(life_part_t *pt, prof_gctx_t *g, uint64_t ns,
 
 /* ------------------------------------------------------------ collect */
 
-/* The collection's own hash of a stack: the snapshot keeps no hash, and
- * bt_hash is prof.c's (which calls this file). */
-static uint64_t life_frames_hash(void *const *frames, uint32_t n) {
-	uint64_t h = 0x84222325cbf29ce4ULL ^ n;
-	for (uint32_t i = 0; i < n; i++) {
-		h ^= (uint64_t)(uintptr_t)frames[i];
-		h *= 0x100000001b3ULL;
-		h ^= h >> 29;
-	}
-	return h;
-}
-
 /* One stack's live samples of the dump's epoch, by age at the dump. */
 typedef struct life_live_s {
-	uint64_t hash;                   /* life_frames_hash */
+	uint64_t hash;                   /* its gctx's (prof_bt_hash) */
 	size_t foff;                     /* frames in the walk's buffer */
 	uint32_t nframes;
 	bool used;                       /* a slot in use */
@@ -222,7 +210,7 @@ static void walk_visit(const prof_sample_t *s, void *arg) {
 	if (w->oom || s->epoch != w->epoch)
 		return;
 	const prof_gctx_t *g = s->tctx->gctx;
-	uint64_t h = life_frames_hash(g->frames, g->nframes);
+	uint64_t h = g->hash;
 	if ((w->nents + 1) * 4 > w->cap * 3 && walk_grow(w)) {
 		w->oom = true;
 		return;
@@ -386,8 +374,9 @@ bool prof_lifetime_collect(dump_snap_t *out, const dump_snap_t *live,
 					if (r->epoch != live->epoch ||
 					    r->nfreed == 0)
 						continue;
-					size_t i = life_frames_hash(r->frames,
-					    r->nframes) & (n - 1);
+					/* its gctx's hash, as
+					 * the walk's entries */
+					size_t i = r->hash & (n - 1);
 					while (idx[i] != NULL)
 						i = (i + 1) & (n - 1);
 					idx[i] = r;

@@ -66,7 +66,8 @@ typedef struct recent_s {
 	size_t usize;
 	uint64_t alloc_ns, dalloc_ns;
 	recent_bt_t *alloc_bt, *dalloc_bt;       /* NULL: no memory */
-	bool released;
+	bool released;                   /* a dump's copy only: sample was
+	                                  * NULL (recent_copy_locked) */
 	uint32_t req_pad;                /* size = usize - req_pad: the
 	                                  * sample's (prof_sample_req_pad) */
 } recent_t;
@@ -255,7 +256,6 @@ void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
 		r->req_pad = s->req_pad;
 		r->alloc_ns = now;
 		r->dalloc_ns = 0;
-		r->released = false;
 		r->dalloc_bt = NULL;
 		r->sample = s;
 		r->alloc_bt = recent_bt_get_locked(true, uid, name, frames,
@@ -299,7 +299,6 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
 	if (r != NULL) {
 		atomic_store_explicit(&s->recent, NULL, memory_order_relaxed);
 		r->sample = NULL;
-		r->released = true;
 		r->dalloc_ns = now;
 		r->dalloc_bt = recent_bt_get_locked(known, uid, name,
 		    frames + self, n, hash);
