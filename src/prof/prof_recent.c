@@ -274,7 +274,7 @@ void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
 }
 
 void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
-    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp) {
+    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp, void **frames) {
 	if (!prof_recent_linked(s))
 		return;
 	/* The free's stack, from the exported function's frame when the
@@ -282,7 +282,6 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
 	 * those words were half of a memo's compares), else from here: the
 	 * allocator's frames on top are left out as the walk leaves them out
 	 * of an allocation's. */
-	void *frames[PROF_BT_MAX_LIMIT];
 	unsigned n = prof_backtrace(frames, opt_prof_bt_max, fp != 0 ? fp :
 	    (uintptr_t)__builtin_frame_address(0));
 	unsigned self = prof_backtrace_self_frames(frames, n);

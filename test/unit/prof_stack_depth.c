@@ -13,6 +13,9 @@
  * thread's sampling off (thread.prof.active) gives malloc's own depth.
  * The sample may take at most SAMPLE_EXTRA_MAX bytes more (half a page;
  * 3,176 with the array on the stack, 1,128 now, 1,464 in a debug build).
+ * The same for the free of a sample with recent-allocation records on
+ * (prof_recent_alloc_max): its record takes the free's stack, which
+ * prof_recent_dalloc walked into an array of its own on the stack.
  *
  * prof_stack_depth.conf: prof:true,lg_prof_sample:0 (every allocation is
  * sampled); scripts/test.sh runs it again with prof_unwind:cfi (the
@@ -51,6 +54,7 @@ MP_NOINLINE static size_t depth_below(uintptr_t from) {
 
 typedef struct {
 	bool sampled;
+	bool measure_free;  /* the depth of the block's free, not malloc's */
 	size_t depth;
 	bool was_sampled;
 } probe_t;
@@ -59,6 +63,11 @@ MP_NOINLINE static void *probe_malloc(size_t size) {
 	void *p = malloc(size);
 	__asm__ __volatile__("" : : "r"(p) : "memory");
 	return p;
+}
+
+MP_NOINLINE static void probe_free(void *p) {
+	free(p);
+	__asm__ __volatile__("" : : : "memory");
 }
 
 static void *probe_thread(void *arg) {
@@ -75,16 +84,22 @@ static void *probe_thread(void *arg) {
 	pr->depth = depth_below(frame);
 	prof_sample_info_t info;
 	pr->was_sampled = !prof_sample_info(p, &info);
-	free(p);
+	if (pr->measure_free) {
+		frame = paint();
+		probe_free(p);
+		pr->depth = depth_below(frame);
+	} else {
+		free(p);
+	}
 	return NULL;
 }
 
-static size_t probe(bool sampled) {
+static size_t probe(bool sampled, bool measure_free) {
 	pthread_attr_t attr;
 	assert_int_equal(pthread_attr_init(&attr), 0);
 	assert_int_equal(pthread_attr_setstack(&attr, stack_lo, STACK_SIZE),
 	    0);
-	probe_t pr = { .sampled = sampled };
+	probe_t pr = { .sampled = sampled, .measure_free = measure_free };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, &attr, probe_thread, &pr), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
@@ -94,8 +109,8 @@ static size_t probe(bool sampled) {
 	return pr.depth;
 }
 
-static void test_sample_stack_depth(void **state) {
-	(void)state;
+/* Skips unless samples are taken and frames are the program's own. */
+static void depth_setup(void) {
 	/* A prefixed build's library boots at its first call, not with
 	 * the process. */
 	assert_false(malloc_init());
@@ -106,7 +121,12 @@ static void test_sample_stack_depth(void **state) {
 		    mp_env_sanitizer());
 	stack_lo = aligned_alloc(4096, STACK_SIZE);
 	assert_non_null(stack_lo);
-	size_t plain = probe(false), sampled = probe(true);
+}
+
+static void test_sample_stack_depth(void **state) {
+	(void)state;
+	depth_setup();
+	size_t plain = probe(false, false), sampled = probe(true, false);
 	printf("# malloc reached %zu bytes below the paint's start unsampled, "
 	    "%zu sampled\n", plain, sampled);
 	MP_ASSERT(sampled <= plain + SAMPLE_EXTRA_MAX, "a sample took %zu "
@@ -114,9 +134,30 @@ static void test_sample_stack_depth(void **state) {
 	free(stack_lo);
 }
 
+/* A sample's free that fills in its recent-allocation record walks the
+ * free's stack: no deeper than a sampled malloc may reach. */
+static void test_recorded_free_stack_depth(void **state) {
+	(void)state;
+	depth_setup();
+	ssize_t max = 16, old;
+	size_t sz = sizeof(old);
+	assert_int_equal(mallctl("experimental.prof_recent.alloc_max", &old,
+	    &sz, &max, sizeof(max)), 0);
+	size_t plain = probe(false, false), freed = probe(true, true);
+	printf("# malloc reached %zu bytes below the paint's start unsampled, "
+	    "a recorded sample's free %zu\n", plain, freed);
+	MP_ASSERT(freed <= plain + SAMPLE_EXTRA_MAX, "a recorded sample's "
+	    "free took %zu bytes of stack more than malloc's %zu",
+	    freed - plain, plain);
+	assert_int_equal(mallctl("experimental.prof_recent.alloc_max", NULL,
+	    NULL, &old, sizeof(old)), 0);
+	free(stack_lo);
+}
+
 int main(void) {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sample_stack_depth),
+		cmocka_unit_test(test_recorded_free_stack_depth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -878,9 +878,10 @@ MP_INLINE bool prof_recent_linked(prof_sample_t *s) {
 /* s's object is being freed (s unlinked from the tables, not yet
  * freed) by the thread uid/name (known false, name NULL: a thread without
  * a profiling identity, exiting): fill in its record's free side, with
- * the stack walked from frame fp (0: from here; prof_sample_free_at). */
+ * the stack walked from frame fp (0: from here; prof_sample_free_at) into
+ * frames (opt_prof_bt_max entries: the thread's prof_tdata_t.frames). */
 void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
-    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp);
+    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp, void **frames);
 /* experimental.prof_recent.alloc_max: the limit (-1: none); set returns
  * the old one and drops the oldest records past the new one. */
 ssize_t prof_recent_max_get(void);
