@@ -23,13 +23,18 @@
  * own (malloc.c, alloc_promoted): the profile has them all, charged
  * under 5% of their size (no slab of their class need be held).  And
  * `malloc-prof top --sample fragmentation_space` lists the pinned site
- * first.  Automatic names are <prefix>.<pid>.<seq>.frag<n>.pb.gz; the
- * endpoint serves the profile at /debug/pprof/fragmentation; errors are
- * prof.dump's; without prof_stats, prof.stats.* is ENOENT.
+ * first.  The dense site again, in a thread of another automatic arena:
+ * its samples' slabs are that arena's prof_cache's, which must come off
+ * its class's slabs as arena 0's do (counted as the program's, they were
+ * charged to its objects: 15.7 bytes each of 32, tried).  Automatic names
+ * are <prefix>.<pid>.<seq>.frag<n>.pb.gz; the endpoint serves the profile
+ * at /debug/pprof/fragmentation; errors are prof.dump's; without
+ * prof_stats, prof.stats.* is ENOENT.
  */
 #include "../test_util.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #define NPIN ((size_t)1 << 20)
@@ -224,6 +229,60 @@ static void test_pinned_and_dense(void **state) {
 		free(promoted[i]);
 }
 
+typedef struct {
+	unsigned arena;
+	size_t size;
+} dense_job_t;
+
+static void *dense_thread(void *arg) {
+	dense_job_t *job = arg;
+	assert_int_equal(mallctl("thread.arena", NULL, NULL, &job->arena,
+	    sizeof(job->arena)), 0);
+	frag_dense_site(dense, NDENSE, job->size);
+	assert_int_equal(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0),
+	    0);
+	return NULL;
+}
+
+/* The dense site's objects, allocated by a thread of another arena, are
+ * charged under 5% of their size there too. */
+static void test_other_arena(void **state) {
+	(void)state;
+	size_t dsize, dslab;
+	uint32_t dnregs;
+	bin_class(1, &dsize, &dslab, &dnregs);
+	/* An automatic arena: a thread of a manual one (arenas.create)
+	 * samples into arena 0's prof_cache. */
+	unsigned narenas;
+	size_t len = sizeof(narenas);
+	assert_int_equal(mallctl("arenas.narenas", &narenas, &len, NULL, 0),
+	    0);
+	MP_ASSERT(narenas > 1, "arenas.narenas %u", narenas);
+	dense_job_t job = { .arena = narenas - 1, .size = dsize };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, dense_thread, &job), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+
+	char path[512];
+	snprintf(path, sizeof(path), "%s/frag_arena.pb.gz", tmpdir);
+	assert_int_equal(frag_dump(path), 0);
+	mp_pprof_t pp;
+	memset(&pp, 0, sizeof(pp));
+	read_profile(path, &pp);
+	int64_t dobj, dsp;
+	site_sum(&pp, (const void *)frag_dense_site, &dobj, &dsp);
+	printf("# dense in arena %u: %" PRId64 " objects %" PRId64
+	    " bytes\n", job.arena, dobj, dsp);
+	MP_ASSERT(dobj > (int64_t)NDENSE / 2, "dense: %" PRId64 " objects in "
+	    "the profile of %zu live", dobj, NDENSE);
+	MP_ASSERT((double)dsp < 0.05 * (double)dsize * (double)dobj,
+	    "dense in arena %u: %" PRId64 " bytes charged to %" PRId64
+	    " objects of %zu", job.arena, dsp, dobj, dsize);
+	mp_pprof_free(&pp);
+	for (size_t i = 0; i < NDENSE; i++)
+		free(dense[i]);
+}
+
 static void test_auto_name(void **state) {
 	(void)state;
 	char prefix[512];
@@ -311,6 +370,7 @@ int main(void) {
 	mp_test_init(300);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pinned_and_dense),
+		cmocka_unit_test(test_other_arena),
 		cmocka_unit_test(test_auto_name),
 		cmocka_unit_test(test_endpoint),
 		cmocka_unit_test(test_errors),
