@@ -119,6 +119,15 @@ static int frag_dump(const char *path) {
 	    : 0);
 }
 
+/* prof.fragmentation.dump to tmpdir/name, read back into pp; the dump's
+ * path in path. */
+static void frag_dump_read(const char *name, char path[512], mp_pprof_t *pp) {
+	snprintf(path, 512, "%s/%s", tmpdir, name);
+	assert_int_equal(frag_dump(path), 0);
+	memset(pp, 0, sizeof(*pp));
+	read_profile(path, pp);
+}
+
 /* `malloc-prof top --sample fragmentation_space` on the profile names
  * the pinned site first (the tool of this build tree; skipped without
  * one). */
@@ -181,11 +190,8 @@ static void test_pinned_and_dense(void **state) {
 	mp_tcache_flush();
 
 	char path[512];
-	snprintf(path, sizeof(path), "%s/frag.pb.gz", tmpdir);
-	assert_int_equal(frag_dump(path), 0);
 	mp_pprof_t pp;
-	memset(&pp, 0, sizeof(pp));
-	read_profile(path, &pp);
+	frag_dump_read("frag.pb.gz", path, &pp);
 	assert_int_equal(pp.ntypes, 2);
 	assert_string_equal(pp.type[0], "fragmentation_objects");
 	assert_string_equal(pp.type[1], "fragmentation_space");
@@ -264,11 +270,8 @@ static void test_other_arena(void **state) {
 	assert_int_equal(pthread_join(t, NULL), 0);
 
 	char path[512];
-	snprintf(path, sizeof(path), "%s/frag_arena.pb.gz", tmpdir);
-	assert_int_equal(frag_dump(path), 0);
 	mp_pprof_t pp;
-	memset(&pp, 0, sizeof(pp));
-	read_profile(path, &pp);
+	frag_dump_read("frag_arena.pb.gz", path, &pp);
 	int64_t dobj, dsp;
 	site_sum(&pp, (const void *)frag_dense_site, &dobj, &dsp);
 	printf("# dense in arena %u: %" PRId64 " objects %" PRId64
