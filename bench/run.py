@@ -39,6 +39,11 @@ PEERS = ["jemalloc", "tcmalloc", "mimalloc", "glibc"]
 
 PROF_INACTIVE = "prof:true,prof_active:false"
 PROF_ACTIVE = "prof:true,prof_active:true,lg_prof_sample:19"
+# Issue 20's "with all of it on": every profile a user can add to the
+# sampled heap (the peak and lifetimes are on with prof:true; records of
+# recent allocations, prof.stats, cumulative counts, the OS's thread names).
+PROF_ALL = (PROF_ACTIVE + ",prof_stats:true,prof_recent_alloc_max:1000,"
+            "prof_accum:true,prof_sys_thread_name:true")
 
 # name, threads, counts towards the time geomean, runs under callgrind
 WORKLOADS = [
@@ -83,6 +88,7 @@ def configs(ours, nofp):
     rows += [
         ("ours prof inactive", ours, PROF_INACTIVE, "fp"),
         ("ours prof active", ours, PROF_ACTIVE, "fp"),
+        ("ours prof all", ours, PROF_ALL, "fp"),
         ("jemalloc prof inactive", PEER_LIBS["jemalloc"], PROF_INACTIVE, "fp"),
         ("jemalloc prof active", PEER_LIBS["jemalloc"], PROF_ACTIVE, "fp"),
     ]
@@ -507,8 +513,9 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
             "program's and libraries' files it maps (a stack walk by "
             ".eh_frame maps those of the tables it reads, shared with the "
             "page cache); peak anonymous RSS is VmHWM less the file-backed "
-            "pages resident at exit: the memory the process allocated." %
-            (PROF_INACTIVE, PROF_ACTIVE))
+            "pages resident at exit: the memory the process allocated.  "
+            "\"ours prof all\" is `%s`: every profile on." %
+            (PROF_INACTIVE, PROF_ACTIVE, PROF_ALL))
     rep.add()
     rep.add("| row | time geomean | peak RSS geomean | peak anonymous RSS "
             "geomean | callgrind instructions |")
@@ -516,6 +523,7 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
     over = {}
     for base, rowname in [("ours", "ours prof inactive"),
                           ("ours", "ours prof active"),
+                          ("ours", "ours prof all"),
                           ("ours nofp", "ours nofp prof active"),
                           ("jemalloc", "jemalloc prof inactive"),
                           ("jemalloc", "jemalloc prof active")]:
@@ -537,6 +545,7 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
     # noise, not the profiler's cost).
     prof_rows = [(b, r) for b, r in [("ours", "ours prof inactive"),
                                       ("ours", "ours prof active"),
+                                      ("ours", "ours prof all"),
                                       ("ours nofp", "ours nofp prof active")]
                  if (workloads[0], r) in samples]
     if prof_rows:
@@ -559,6 +568,8 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
     for rowname, costs, grows in [
             ("ours prof active", "profiling active costs",
              "profiling active grows peak"),
+            ("ours prof all", "profiling with every profile on costs",
+             "profiling with every profile on grows peak"),
             ("ours nofp prof active",
              "profiling active on the program built without frame "
              "pointers (prof_unwind:auto walks it by .eh_frame) costs",
@@ -603,9 +614,11 @@ def summarise(args, rows, samples, cg, per_pair, loop, started, elapsed,
                 "the empty loop's %.1f instructions subtracted." % loop)
         rep.add()
         ours, je = per_pair[("micro", "ours")], per_pair[("micro", "jemalloc")]
-        rep.target(ours <= 20 and ours < je,
-                   "hot path ≤ 20 instructions per malloc+free pair and fewer "
-                   "than jemalloc's: %.1f (jemalloc %.1f)" % (ours, je),
+        # Issue 15 part 4's target (the earlier ≤ 20 is withdrawn there);
+        # its sized pair (≤ 30) is bench/cxx.sh's micro_free_sized.
+        rep.target(ours <= 45 and ours < je,
+                   "hot path ≤ 45 instructions per malloc(64)+free pair and "
+                   "fewer than jemalloc's: %.1f (jemalloc %.1f)" % (ours, je),
                    "\"The hot path's floor\"")
 
     summarise_tool(rep, tool)
