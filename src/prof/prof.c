@@ -871,6 +871,13 @@ uint64_t prof_time_ns(void) {
 	    os_now_coarse_ns();
 }
 
+uint64_t prof_time_wall_offset(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec -
+	    prof_time_ns();
+}
+
 /* ----------------------------------------------------- gctx / tctx */
 
 void prof_shard_lock(unsigned shard) {
@@ -1369,10 +1376,10 @@ bool prof_sample_info(void *p, prof_sample_info_t *info) {
 /* recent_dalloc for a thread without a frames array (exiting, or no
  * memory for one): the walk's array on the stack, 2 KiB, only here. */
 static MP_NOINLINE void recent_dalloc_stack_frames(prof_sample_t *s,
-    prof_tdata_t *td, uintptr_t fp) {
+    prof_tdata_t *td, uintptr_t fp, uint64_t now) {
 	void *frames[PROF_BT_MAX_LIMIT];
 	prof_recent_dalloc(s, td != NULL, td != NULL ? td->uid : 0,
-	    td != NULL ? td->name : NULL, fp, frames);
+	    td != NULL ? td->name : NULL, fp, frames, now);
 }
 
 /* The free side of s's record among the recent allocations: the freeing
@@ -1380,8 +1387,9 @@ static MP_NOINLINE void recent_dalloc_stack_frames(prof_sample_t *s,
  * its identity is gone for good).  The free's stack is walked into the
  * thread's frames array, as a sample's is (prof_tdata_t.frames): an array
  * on the stack took a recorded free 3,288 bytes below the program's frame
- * (test/unit/prof_stack_depth). */
-static MP_NOINLINE void recent_dalloc(prof_sample_t *s, uintptr_t fp) {
+ * (test/unit/prof_stack_depth).  now: the free's time (prof_time_ns). */
+static MP_NOINLINE void recent_dalloc(prof_sample_t *s, uintptr_t fp,
+    uint64_t now) {
 	tsd_t *tsd = &mp_tsd;
 	/* The free's stack is walked: a thread that never sampled has no
 	 * stack bounds yet. */
@@ -1393,11 +1401,11 @@ static MP_NOINLINE void recent_dalloc(prof_sample_t *s, uintptr_t fp) {
 	if (td != NULL && td->frames == NULL && tsd->state == TSD_NOMINAL)
 		td->frames = base_malloc(frames_size());
 	if (td == NULL || td->frames == NULL) {
-		recent_dalloc_stack_frames(s, td, fp);
+		recent_dalloc_stack_frames(s, td, fp, now);
 		return;
 	}
 	/* td is this thread's: its name needs no lock (prof_sample_alloc) */
-	prof_recent_dalloc(s, true, td->uid, td->name, fp, td->frames);
+	prof_recent_dalloc(s, true, td->uid, td->name, fp, td->frames, now);
 }
 
 void prof_sample_free(void *p, extent_t *e) {
@@ -1429,8 +1437,10 @@ void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 		return;
 	if (opt_prof_stats)
 		prof_stats_free(prof_sample_req(s), s->usize);
+	/* The free's time: its lifetime's end and its record's. */
+	uint64_t now = prof_time_ns();
 	if (prof_recent_linked(s))
-		recent_dalloc(s, fp);
+		recent_dalloc(s, fp, now);
 	prof_tctx_t *t = s->tctx;
 	prof_gctx_shard_t *sh = &gctx_shards[t->gctx->shard];
 	mp_mutex_lite_lock(&sh->mtx);
@@ -1451,8 +1461,8 @@ void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp) {
 		    memory_order_relaxed);
 		/* The lifetime profile: its stack's bucket (the gctx is
 		 * stable under its shard lock). */
-		prof_lifetime_free(&sh->life, t->gctx, s->time_ns,
-		    prof_time_ns(), objs_u, s->bytes_unbiased, epoch);
+		prof_lifetime_free(&sh->life, t->gctx, s->time_ns, now, objs_u,
+		    s->bytes_unbiased, epoch);
 	}
 	if (--t->nsamples == 0)
 		tctx_try_destroy_locked(sh, t, true);

@@ -422,7 +422,8 @@ static int ctl_prof_recent_dump(const ctl_node_t *node, const size_t *mib,
 		return EINVAL;
 	}
 	if (prof_recent_dump(w->write_cb, w->cbopaque,
-	    (uint64_t)1 << atomic_load(&prof_lg_sample))) {
+	    (uint64_t)1 << atomic_load(&prof_lg_sample),
+	    prof_time_wall_offset())) {
 		mp_error("experimental.prof_recent.alloc_dump: out of memory "
 		    "for the output buffer");
 		return EFAULT;

@@ -64,6 +64,12 @@ typedef struct recent_s {
 	struct recent_s *next;           /* oldest first */
 	prof_sample_t *sample;           /* NULL once freed or unlinked */
 	size_t usize;
+	/* prof_time_ns's clock (the sample's time; the free's), shown as
+	 * wall-clock time by the dump (its wall_offset): records take the
+	 * times their sample and free have read already, where a
+	 * CLOCK_REALTIME read at each was 7% of what records cost bench's
+	 * midsize (doc/performance.md, "Every profile on").  A wall clock
+	 * set since moves them with it. */
 	uint64_t alloc_ns, dalloc_ns;
 	recent_bt_t *alloc_bt, *dalloc_bt;       /* NULL: no memory */
 	bool released;                   /* a dump's copy only: sample was
@@ -99,11 +105,6 @@ MP_WARM void prof_recent_boot(void) {
 		atomic_store(&prof_recent_max, opt_prof_recent_alloc_max);
 }
 
-static uint64_t recent_now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The name of a thread without one (known false). */
 static const char no_name[PROF_THREAD_NAME_MAX];
@@ -239,7 +240,7 @@ void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
     unsigned nframes, uint64_t frames_hash) {
 	if (atomic_load_explicit(&prof_recent_max, memory_order_relaxed) == 0)
 		return;
-	uint64_t now = recent_now_ns();
+	uint64_t now = s->time_ns;
 	uint64_t hash = recent_bt_hash(true, uid, name, frames_hash);
 	mp_mutex_lite_lock(&recent_mtx);
 	ssize_t max = atomic_load(&prof_recent_max);
@@ -274,7 +275,8 @@ void prof_recent_alloc(prof_sample_t *s, size_t usize, uint64_t uid,
 }
 
 void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
-    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp, void **frames) {
+    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp, void **frames,
+    uint64_t now) {
 	if (!prof_recent_linked(s))
 		return;
 	/* The free's stack, from the exported function's frame when the
@@ -292,7 +294,6 @@ void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
 	}
 	uint64_t hash = recent_bt_hash(known, uid, name,
 	    prof_bt_hash(frames + self, n));
-	uint64_t now = recent_now_ns();
 	mp_mutex_lite_lock(&recent_mtx);
 	recent_t *r = atomic_load_explicit(&s->recent, memory_order_relaxed);
 	if (r != NULL) {
@@ -411,7 +412,7 @@ static void recent_copies_free(recent_t *first) {
 }
 
 bool prof_recent_dump(void (*write_cb)(void *, const char *),
-    void *cbopaque, uint64_t sample_interval) {
+    void *cbopaque, uint64_t sample_interval, uint64_t wall) {
 	mp_mutex_lock(&recent_dump_mtx);
 	recent_out_t o = {write_cb, cbopaque, NULL, 0, 64 << 10};
 	o.buf = base_malloc(o.cap);
@@ -447,7 +448,7 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 		    a != NULL ? a->uid : 0);
 		if (a != NULL && a->name[0] != '\0')
 			out_name(&o, "alloc_thread_name", a->name);
-		out_fmt(&o, ",\"alloc_time\":%" PRIu64, c->alloc_ns);
+		out_fmt(&o, ",\"alloc_time\":%" PRIu64, c->alloc_ns + wall);
 		out_trace(&o, "alloc_trace", c->alloc_bt);
 		if (c->released && c->dalloc_ns != 0) {
 			if (d != NULL && d->known)
@@ -455,7 +456,8 @@ bool prof_recent_dump(void (*write_cb)(void *, const char *),
 				    d->uid);
 			if (d != NULL && d->known && d->name[0] != '\0')
 				out_name(&o, "dalloc_thread_name", d->name);
-			out_fmt(&o, ",\"dalloc_time\":%" PRIu64, c->dalloc_ns);
+			out_fmt(&o, ",\"dalloc_time\":%" PRIu64, c->dalloc_ns +
+			    wall);
 			out_trace(&o, "dalloc_trace", c->dalloc_bt);
 		}
 		out_fmt(&o, "}");

@@ -117,15 +117,31 @@ static void test_limit_readout(void **state) {
 	max_rw(&four);
 }
 
+static uint64_t wall_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void test_records(void **state) {
 	(void)state;
 	if (!mp_have_python3())
 		MP_SKIP("python3 not found");
+	/* Times are wall-clock nanoseconds: within the test's window, give
+	 * or take a second (the profiler's clock is coarse by default). */
+	uint64_t lo = wall_ns() - 1000000000u;
 	void *p1 = recent_site(1000);
 	void *p2 = recent_site(3000);
 	recent_free_site(p1);
 	assert_int_equal(dump(), 0);
-	MP_ASSERT(py_check(
+	uint64_t hi = wall_ns() + 1000000000u;
+	char times[512];
+	snprintf(times, sizeof(times), "all(%" PRIu64 " <= r[\"alloc_time\"] "
+	    "<= %" PRIu64 " for r in d[\"recent_alloc\"][-2:]) and %" PRIu64
+	    " <= d[\"recent_alloc\"][-2][\"dalloc_time\"] <= %" PRIu64, lo, hi,
+	    lo, hi);
+	char check[2048];
+	snprintf(check, sizeof(check),
 	    "d[\"sample_interval\"] == 1 and d[\"recent_alloc_max\"] == 4 and "
 	    "2 <= len(d[\"recent_alloc\"]) <= 4 and "
 	    "[r[\"size\"] for r in d[\"recent_alloc\"][-2:]] == [1000, 3000] "
@@ -140,8 +156,8 @@ static void test_records(void **state) {
 	    "d[\"recent_alloc\"][-2][\"alloc_thread_uid\"] and "
 	    "d[\"recent_alloc\"][-2][\"dalloc_time\"] >= "
 	    "d[\"recent_alloc\"][-2][\"alloc_time\"] and "
-	    "\"dalloc_trace\" not in d[\"recent_alloc\"][-1]"),
-	    "the dump: %.2000s", out);
+	    "\"dalloc_trace\" not in d[\"recent_alloc\"][-1] and %s", times);
+	MP_ASSERT(py_check(check), "the dump: %.2000s", out);
 	free(p2);
 }
 

@@ -133,7 +133,8 @@ static void test_recent_shared_stacks(void **state) {
 	    "%d records and %zu stacks", bytes, 2 * NSITE, nst);
 
 	json_t j = {NULL, 0, 0};
-	assert_false(prof_recent_dump(json_write, &j, 1));
+	assert_false(prof_recent_dump(json_write, &j, 1,
+	    prof_time_wall_offset()));
 	assert_non_null(j.buf);
 	int in_a = 0, in_b = 0, freed_at_site = 0, records = 0;
 	for (const char *r = strstr(j.buf, "{\"size\""); r != NULL;) {

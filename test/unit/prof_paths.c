@@ -234,7 +234,8 @@ static void test_recent_free_walk(void **state) {
 		free_site(large_site(100));
 	}
 	json_t j = {NULL, 0, 0};
-	assert_false(prof_recent_dump(json_write, &j, 1));
+	assert_false(prof_recent_dump(json_write, &j, 1,
+	    prof_time_wall_offset()));
 	assert_non_null(j.buf);
 	int freed = 0;
 	for (const char *r = strstr(j.buf, "{\"size\""); r != NULL;) {

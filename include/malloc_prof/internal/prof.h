@@ -383,6 +383,8 @@ void prof_sample_free(void *p, extent_t *e);
 void prof_sample_free_at(void *p, extent_t *e, uintptr_t fp);
 /* A sample's time now, on prof_time_resolution's clock (monotonic ns). */
 uint64_t prof_time_ns(void);
+/* What turns a time of that clock into CLOCK_REALTIME ns now (added). */
+uint64_t prof_time_wall_offset(void);
 /* What the record of live sampled object p carries: true if p is not a
  * live sample.  labels[] gets the set's canonical string ("" for none).
  * For tests and tools; takes the sample shard's lock. */
@@ -879,9 +881,11 @@ MP_INLINE bool prof_recent_linked(prof_sample_t *s) {
  * freed) by the thread uid/name (known false, name NULL: a thread without
  * a profiling identity, exiting): fill in its record's free side, with
  * the stack walked from frame fp (0: from here; prof_sample_free_at) into
- * frames (opt_prof_bt_max entries: the thread's prof_tdata_t.frames). */
+ * frames (opt_prof_bt_max entries: the thread's prof_tdata_t.frames), at
+ * time now (prof_time_ns). */
 void prof_recent_dalloc(prof_sample_t *s, bool known, uint64_t uid,
-    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp, void **frames);
+    const char name[PROF_THREAD_NAME_MAX], uintptr_t fp, void **frames,
+    uint64_t now);
 /* experimental.prof_recent.alloc_max: the limit (-1: none); set returns
  * the old one and drops the oldest records past the new one. */
 ssize_t prof_recent_max_get(void);
@@ -889,10 +893,11 @@ ssize_t prof_recent_max_set(ssize_t max);
 /* The metadata bytes the kept records and their shared stacks take now,
  * and how many distinct stacks they hold (for the tests). */
 size_t prof_recent_bytes(size_t *nstacks);
-/* experimental.prof_recent.alloc_dump: jemalloc's JSON through write_cb;
- * true if the buffer could not be had. */
+/* experimental.prof_recent.alloc_dump: jemalloc's JSON through write_cb,
+ * its times the records' (prof_time_ns) plus wall_offset
+ * (prof_time_wall_offset); true if the buffer could not be had. */
 bool prof_recent_dump(void (*write_cb)(void *, const char *),
-    void *cbopaque, uint64_t sample_interval);
+    void *cbopaque, uint64_t sample_interval, uint64_t wall_offset);
 /* recent_dump_mtx around fork (taken in prof_dump_prefork, before
  * prof_dump_mtx), recent_mtx (in prof_prefork, after the sample shards). */
 void prof_recent_dump_prefork(void);
