@@ -109,23 +109,26 @@ static size_t probe(bool sampled, bool measure_free) {
 	return pr.depth;
 }
 
-/* Skips unless samples are taken and frames are the program's own. */
-static void depth_setup(void) {
+/* Why the depths cannot be measured (NULL: they can, and stack_lo is
+ * made): samples must be taken and frames be the program's own. */
+static const char *depth_setup(void) {
 	/* A prefixed build's library boots at its first call, not with
 	 * the process. */
 	assert_false(malloc_init());
 	if (!config_prof || !opt_prof)
-		MP_SKIP("profiling not built in / not on");
+		return "profiling not built in / not on";
 	if (mp_env_sanitizer()[0] != '\0')
-		MP_SKIP("sanitizer build (%s): its frames are its own",
-		    mp_env_sanitizer());
+		return "sanitizer build: its frames are its own";
 	stack_lo = aligned_alloc(4096, STACK_SIZE);
 	assert_non_null(stack_lo);
+	return NULL;
 }
 
 static void test_sample_stack_depth(void **state) {
 	(void)state;
-	depth_setup();
+	const char *why = depth_setup();
+	if (why != NULL)
+		MP_SKIP("%s", why);
 	size_t plain = probe(false, false), sampled = probe(true, false);
 	printf("# malloc reached %zu bytes below the paint's start unsampled, "
 	    "%zu sampled\n", plain, sampled);
@@ -138,7 +141,9 @@ static void test_sample_stack_depth(void **state) {
  * free's stack: no deeper than a sampled malloc may reach. */
 static void test_recorded_free_stack_depth(void **state) {
 	(void)state;
-	depth_setup();
+	const char *why = depth_setup();
+	if (why != NULL)
+		MP_SKIP("%s", why);
 	ssize_t max = 16, old;
 	size_t sz = sizeof(old);
 	assert_int_equal(mallctl("experimental.prof_recent.alloc_max", &old,
