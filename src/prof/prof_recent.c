@@ -105,7 +105,6 @@ MP_WARM void prof_recent_boot(void) {
 		atomic_store(&prof_recent_max, opt_prof_recent_alloc_max);
 }
 
-
 /* The name of a thread without one (known false). */
 static const char no_name[PROF_THREAD_NAME_MAX];
 
